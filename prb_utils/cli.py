@@ -1,0 +1,225 @@
+"""The ``prb`` command line: validate, models, score, summarize, report.
+
+Exit codes: 0 success; 2 for anything the user can fix (one plain sentence on stderr, no traceback);
+130 after Ctrl-C (scores already computed are kept; re-run the same command to resume).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from prb_utils.errors import DataError, PRBError
+
+DEFAULT_ZOO = ("embedding:minilm", "implicit:smollm2", "judge:smollm2", "length", "lexical")
+DEFAULT_REPORT_PROFILES = ("none", "top3")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'")
+    return value
+
+
+def _add_data_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    parser.add_argument("--data", default=None if required else "sample", required=required,
+                        help="'sample', a hub id, or a local .jsonl/.json/.parquet file or folder")
+    parser.add_argument("--subset", action="append", default=None, help="only this subset (repeatable)")
+    parser.add_argument("--limit", type=_positive_int, default=None, help="first N pairs of each subset")
+    parser.add_argument("--drop-invalid", action="store_true", help="drop invalid records instead of refusing the data")
+
+
+def _add_scoring_options(parser: argparse.ArgumentParser, *, default_models: Sequence[str] | None) -> None:
+    parser.add_argument("--model", action="append", default=None, metavar="SPEC",
+                        help="KIND:NAME, e.g. classifier:Skywork/Skywork-Reward-V2-Llama-3.1-8B (repeatable)"
+                        + (f"; default: {' '.join(default_models)}" if default_models else ""))
+    parser.add_argument("--profile", action="append", default=None, metavar="COND",
+                        help="profile condition none|topK|full (repeatable)")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto")
+    parser.add_argument("--batch-tokens", type=_positive_int, default=None, help="token budget per batch")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--judge-mode", choices=("logprob", "generate"), default="logprob",
+                        help="judge verdict from next-token probabilities (default) or generate+parse")
+    parser.add_argument("--judge-template", default=None, help="file with a judge prompt template")
+    parser.add_argument("--retriever", default="bm25", help="bm25 (default) or dense:NAME for topK profiles")
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="prb", description="Personalized RewardBench analysis.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("validate", help="check a benchmark source and count pairs per subset")
+    p.add_argument("source", help="'sample', a hub id, or a local file or folder")
+    p.add_argument("--subset", action="append", default=None)
+
+    sub.add_parser("models", help="list model kinds and offline aliases, and which are available here")
+
+    p = sub.add_parser("score", help="score reward models on a benchmark; results go to the store")
+    _add_data_options(p, required=True)
+    _add_scoring_options(p, default_models=None)
+    p.add_argument("--out", default="results", help="store folder (default: results)")
+
+    p = sub.add_parser("summarize", help="accuracy with 95%% CIs from the store")
+    p.add_argument("--results", default="results", help="store folder (default: results)")
+    p.add_argument("--by", default="model,profile", help="comma-separated grouping columns")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.add_argument("--compare", choices=("profile", "model"), default=None,
+                   help="paired exact McNemar tests (Holm-adjusted) between the levels of this column")
+    p.add_argument("--half-credit", action="store_true", help="count ties as half correct")
+
+    p = sub.add_parser("report", help="score what is missing, run every notebook, write HTML reports")
+    _add_data_options(p, required=False)
+    _add_scoring_options(p, default_models=DEFAULT_ZOO)
+    p.add_argument("--out", default="reports", help="report folder (default: reports)")
+    p.add_argument("--results", default="results", help="store folder (default: results)")
+    return parser
+
+
+def _load(args: argparse.Namespace) -> pd.DataFrame:
+    from prb_utils.data import load_benchmark
+
+    frame = load_benchmark(args.data, subsets=args.subset, limit=args.limit, drop_invalid=args.drop_invalid)
+    dropped = frame.attrs.get("dropped") or []
+    if dropped:
+        shown = ", ".join(dropped[:10]) + (" …" if len(dropped) > 10 else "")
+        print(f"Dropped {len(dropped)} invalid record(s): {shown}", file=sys.stderr)
+        for line in frame.attrs.get("problems", []):
+            print(f"  {line}", file=sys.stderr)
+    return frame
+
+
+def _check_writable(folder: str) -> None:
+    path = Path(folder)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PRBError(f"Cannot create the output folder {folder} ({exc.strerror}).") from None
+    if not os.access(path, os.W_OK):
+        raise PRBError(f"The output folder {folder} is not writable.")
+
+
+def _print_frame(frame: pd.DataFrame, fmt: str = "table") -> None:
+    if fmt == "csv":
+        print(frame.to_csv(index=False), end="")
+    elif fmt == "json":
+        print(frame.to_json(orient="records", indent=2))
+    else:
+        print(frame.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from prb_utils.data import read_benchmark, subset_counts
+
+    result = read_benchmark(args.source, subsets=args.subset)
+    if result.problems:
+        for problem in result.problems:
+            print(problem, file=sys.stderr)
+        print(f"{len(result.problems)} problem(s) in {args.source}.", file=sys.stderr)
+        return 2
+    if result.frame.empty:
+        print(f"No records in {args.source}.", file=sys.stderr)
+        return 2
+    _print_frame(subset_counts(result.frame))
+    return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from prb_utils.models import list_models
+
+    _print_frame(list_models())
+    return 0
+
+
+def _score(args: argparse.Namespace, models: Sequence[str], profiles: Sequence[str], out: str) -> pd.DataFrame:
+    from prb_utils.profile import parse_condition
+    from prb_utils.scoring import score_benchmark
+
+    for condition in profiles:
+        parse_condition(condition)
+    frame = _load(args)
+    _check_writable(out)
+    return score_benchmark(
+        frame, models, profiles, out=out, device=args.device, dtype=args.dtype, batch_tokens=args.batch_tokens,
+        seed=args.seed, judge_mode=args.judge_mode, judge_template=args.judge_template,
+        retriever=args.retriever, progress=not args.no_progress,
+    )
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from prb_utils.metrics import accuracy_table
+
+    if not args.model:
+        raise PRBError("Give at least one --model KIND:NAME (see `prb models`).")
+    results = _score(args, args.model, args.profile or ["none"], args.out)
+    _print_frame(accuracy_table(results, by=("model", "profile")))
+    return 0
+
+
+def cmd_summarize(args: argparse.Namespace) -> int:
+    from prb_utils.metrics import accuracy_table, compare
+    from prb_utils.store import load_results
+
+    results = load_results(args.results)
+    if results.empty:
+        raise PRBError(f"No results in {args.results}; run `prb score` first.")
+    by = [c.strip() for c in args.by.split(",") if c.strip()]
+    unknown = [c for c in by if c not in results.columns]
+    if unknown:
+        raise PRBError(f"Unknown --by column {', '.join(unknown)}; available: {', '.join(results.columns)}.")
+    _print_frame(accuracy_table(results, by=by, half_credit=args.half_credit), args.format)
+    if args.compare:
+        if args.format == "table":
+            print(f"\nPaired comparisons between levels of '{args.compare}' (exact McNemar, Holm-adjusted):")
+        _print_frame(compare(results, args.compare), args.format)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from prb_utils.report import build_report
+
+    models = args.model or list(DEFAULT_ZOO)
+    profiles = args.profile or list(DEFAULT_REPORT_PROFILES)
+    _score(args, models, profiles, args.results)
+    _check_writable(args.out)
+    index = build_report(data=args.data, results=args.results, out=args.out, models=models, profiles=profiles,
+                         progress=not args.no_progress)
+    print(f"Report written to {index}")
+    return 0
+
+
+COMMANDS = {"validate": cmd_validate, "models": cmd_models, "score": cmd_score,
+            "summarize": cmd_summarize, "report": cmd_report}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except DataError as exc:
+        for line in exc.problems:
+            print(line, file=sys.stderr)
+        print(f"prb: {exc}", file=sys.stderr)
+        return 2
+    except PRBError as exc:
+        print(f"prb: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("prb: interrupted; scores already computed are saved, run the same command again to resume.",
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

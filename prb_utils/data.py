@@ -1,0 +1,396 @@
+"""Load and validate Personalized RewardBench data into one tidy frame (one row per pair).
+
+Sources: ``"sample"`` (the shipped sample), a hub id (every config, or chosen ones, via ``datasets``), or a
+local ``.jsonl`` / ``.json`` / ``.parquet`` file, a folder of those, a ``save_to_disk`` folder, or a local
+folder laid out like a hub dataset repository (a ``README.md`` whose YAML lists ``configs``) which goes
+through exactly the hub code path.
+
+>>> df = load_benchmark("sample", limit=2)
+>>> sorted(df["subset"].unique())
+['Art_and_Entertainment', 'Lifestyle_and_Personal_Development', 'Society_and_Culture']
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from prb_utils.errors import DataError, PRBError
+
+SAMPLE_DIR = Path(__file__).resolve().parent.parent / "data" / "sample"
+HUB_ID = "QiyaoMa/Personalized-RewardBench"
+SPLIT = "test"
+FILE_SUFFIXES = (".jsonl", ".json", ".parquet")
+REQUIRED_TEXT_FIELDS = ("id", "question", "chosen", "rejected")
+COLUMNS = ["subset", "id", "question", "profile", "rubric_aspects", "narrative", "category", "chosen", "rejected"]
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    """One record as read, with where it came from (for error messages)."""
+
+    subset: str
+    origin: str  # e.g. "data/x.jsonl:12" or "QiyaoMa/...[Society_and_Culture] record 3"
+    record: Any
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One validation problem: where, which record, which field, what is wrong."""
+
+    origin: str
+    record_id: str | None
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        who = f" (id {self.record_id})" if self.record_id else ""
+        what = f" field '{self.field}':" if self.field else ""
+        return f"{self.origin}{who}:{what} {self.message}"
+
+
+# --------------------------------------------------------------------------------------------- reading
+
+
+def _read_jsonl(path: Path, subset: str) -> Iterator[RawRecord | Problem]:
+    raw = path.read_bytes()
+    if not raw.strip():
+        yield Problem(str(path), None, None, "file is empty")
+        return
+    for number, line in enumerate(raw.splitlines(), start=1):
+        origin = f"{path}:{number}"
+        if not line.strip():
+            continue
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield Problem(origin, None, None, f"not valid UTF-8 (byte {exc.start})")
+            continue
+        try:
+            yield RawRecord(subset, origin, json.loads(text))
+        except json.JSONDecodeError as exc:
+            yield Problem(origin, None, None, f"not valid JSON ({exc.msg}, column {exc.colno})")
+
+
+def _read_json(path: Path, subset: str) -> Iterator[RawRecord | Problem]:
+    try:
+        content = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        yield Problem(str(path), None, None, f"not valid UTF-8 (byte {exc.start})")
+        return
+    except json.JSONDecodeError as exc:
+        yield Problem(str(path), None, None, f"not valid JSON ({exc.msg}, line {exc.lineno})")
+        return
+    if isinstance(content, dict) and isinstance(content.get("data"), list):
+        content = content["data"]
+    if not isinstance(content, list):
+        yield Problem(str(path), None, None, "expected a JSON list of records")
+        return
+    if not content:
+        yield Problem(str(path), None, None, "file holds no records")
+    for index, record in enumerate(content):
+        yield RawRecord(subset, f"{path} record {index}", record)
+
+
+def _read_parquet(path: Path, subset: str) -> Iterator[RawRecord | Problem]:
+    import pyarrow.parquet as pq
+
+    try:
+        rows = pq.read_table(path).to_pylist()
+    except Exception as exc:  # pyarrow raises several types for a broken file
+        yield Problem(str(path), None, None, f"cannot be read as parquet ({exc})")
+        return
+    if not rows:
+        yield Problem(str(path), None, None, "file holds no records")
+    for index, record in enumerate(rows):
+        yield RawRecord(subset, f"{path} record {index}", record)
+
+
+_READERS = {".jsonl": _read_jsonl, ".json": _read_json, ".parquet": _read_parquet}
+
+
+def _read_file(path: Path, subset: str | None = None) -> Iterator[RawRecord | Problem]:
+    suffix = path.suffix.lower()
+    if suffix not in _READERS:
+        raise PRBError(f"{path} is not a .jsonl, .json or .parquet file.")
+    yield from _READERS[suffix](path, subset or path.stem)
+
+
+def _is_save_to_disk(folder: Path) -> bool:
+    return (folder / "dataset_dict.json").exists() or (folder / "state.json").exists()
+
+
+def _is_hub_layout(folder: Path) -> bool:
+    readme = folder / "README.md"
+    return readme.exists() and re.search(r"^configs:", readme.read_text(errors="replace"), re.M) is not None
+
+
+def _records_from_dataset(dataset: Any, subset: str, origin: str) -> Iterator[RawRecord | Problem]:
+    """Records of one ``datasets.Dataset`` (shared by the hub path and ``save_to_disk`` folders)."""
+    if len(dataset) == 0:
+        yield Problem(origin, None, None, "subset holds no records")
+    for index, record in enumerate(dataset):
+        yield RawRecord(subset, f"{origin} record {index}", record)
+
+
+def _read_save_to_disk(folder: Path) -> Iterator[RawRecord | Problem]:
+    import datasets
+
+    loaded = datasets.load_from_disk(str(folder))
+    if isinstance(loaded, datasets.DatasetDict):
+        if list(loaded.keys()) == [SPLIT]:
+            yield from _records_from_dataset(loaded[SPLIT], folder.name, str(folder))
+        else:
+            for name, dataset in loaded.items():
+                yield from _records_from_dataset(dataset, name, f"{folder}[{name}]")
+    else:
+        yield from _records_from_dataset(loaded, folder.name, str(folder))
+
+
+def _read_hub(source: str, subsets: Sequence[str] | None) -> Iterator[RawRecord | Problem]:
+    """Every config (or the chosen ones) of a hub dataset; a local folder in hub layout works the same way."""
+    import datasets
+
+    try:
+        configs = datasets.get_dataset_config_names(source)
+        chosen = _choose_subsets(configs, subsets, source)
+        for config in chosen:
+            dataset = datasets.load_dataset(source, config, split=SPLIT)
+            yield from _records_from_dataset(dataset, config, f"{source}[{config}]")
+    except PRBError:
+        raise
+    except (ConnectionError, OSError, FileNotFoundError, ValueError) as exc:
+        raise PRBError(
+            f"Cannot load the dataset '{source}' ({type(exc).__name__}); it is neither a local path nor a "
+            "reachable hub dataset (no network? use --data sample or a local file)."
+        ) from exc
+
+
+def _choose_subsets(available: Sequence[str], wanted: Sequence[str] | None, source: str) -> list[str]:
+    if not wanted:
+        return list(available)
+    unknown = [s for s in wanted if s not in available]
+    if unknown:
+        raise PRBError(
+            f"Unknown subset {', '.join(unknown)} in {source}; available: {', '.join(available) or 'none'}."
+        )
+    return list(wanted)
+
+
+def _iter_source(source: str, subsets: Sequence[str] | None) -> Iterator[RawRecord | Problem]:
+    if source == "sample":
+        source = str(SAMPLE_DIR)
+    path = Path(source).expanduser()
+    if path.is_file():
+        yield from _read_file(path)
+    elif path.is_dir():
+        if _is_save_to_disk(path):
+            yield from _read_save_to_disk(path)
+        elif _is_hub_layout(path):
+            yield from _read_hub(str(path), subsets)
+        else:
+            files = sorted(p for p in path.iterdir() if p.suffix.lower() in FILE_SUFFIXES and p.is_file())
+            if not files:
+                raise PRBError(f"{path} holds no .jsonl, .json or .parquet files.")
+            for file in files:
+                yield from _read_file(file)
+    elif source.count("/") == 1 and not source.startswith((".", "/", "~")):
+        yield from _read_hub(source, subsets)
+    else:
+        raise PRBError(f"{source} does not exist (expected 'sample', a hub id or a local file or folder).")
+
+
+# ------------------------------------------------------------------------------------------ validation
+
+
+def _check_posts(value: Any, raw: RawRecord, record_id: str | None) -> tuple[list[dict], list[Problem]]:
+    if value is None:
+        return [], []
+    if not isinstance(value, list):
+        return [], [Problem(raw.origin, record_id, "profile", f"expected a list of posts, got {type(value).__name__}")]
+    posts, problems = [], []
+    for index, post in enumerate(value):
+        if not isinstance(post, dict) or not isinstance(post.get("text"), str):
+            problems.append(Problem(raw.origin, record_id, f"profile[{index}]", "expected an object with a 'text' string"))
+            continue
+        posts.append(
+            {
+                "id": str(post.get("id") or f"{record_id}-p{index + 1}"),
+                "category": str(post.get("category") or ""),
+                "text": post["text"],
+            }
+        )
+    return posts, problems
+
+
+def _check_aspects(value: Any, raw: RawRecord, record_id: str | None) -> tuple[list[dict], list[Problem]]:
+    if value is None:
+        return [], []
+    if not isinstance(value, list):
+        return [], [Problem(raw.origin, record_id, "rubric_aspects", f"expected a list, got {type(value).__name__}")]
+    aspects, problems = [], []
+    for index, item in enumerate(value):
+        if not isinstance(item, dict) or not isinstance(item.get("aspect"), str):
+            problems.append(
+                Problem(raw.origin, record_id, f"rubric_aspects[{index}]", "expected an object with an 'aspect' string")
+            )
+            continue
+        aspects.append({k: str(item.get(k) or "") for k in ("aspect", "evidence", "reason")})
+    return aspects, problems
+
+
+def check_record(raw: RawRecord) -> tuple[dict | None, list[Problem]]:
+    """Normalize one raw record; return (row or None, problems)."""
+    record = raw.record
+    if not isinstance(record, dict):
+        return None, [Problem(raw.origin, None, None, f"expected a JSON object, got {type(record).__name__}")]
+    record_id = record.get("id")
+    shown_id = str(record_id) if isinstance(record_id, (str, int)) and str(record_id).strip() else None
+    problems: list[Problem] = []
+    for field in REQUIRED_TEXT_FIELDS:
+        value = record.get(field)
+        if value is None:
+            problems.append(Problem(raw.origin, shown_id, field, "missing"))
+        elif not isinstance(value, str):
+            problems.append(Problem(raw.origin, shown_id, field, f"expected a string, got {type(value).__name__}"))
+        elif not value.strip():
+            problems.append(Problem(raw.origin, shown_id, field, "empty string"))
+    for field in ("narrative", "category"):
+        value = record.get(field)
+        if value is not None and not isinstance(value, str):
+            problems.append(Problem(raw.origin, shown_id, field, f"expected a string, got {type(value).__name__}"))
+    posts, post_problems = _check_posts(record.get("profile"), raw, shown_id)
+    aspects, aspect_problems = _check_aspects(record.get("rubric_aspects"), raw, shown_id)
+    problems += post_problems + aspect_problems
+    chosen, rejected = record.get("chosen"), record.get("rejected")
+    if isinstance(chosen, str) and isinstance(rejected, str) and chosen.strip() and chosen.strip() == rejected.strip():
+        problems.append(Problem(raw.origin, shown_id, "rejected", "identical to 'chosen'"))
+    if problems:
+        return None, problems
+    row = {key: value for key, value in record.items() if key not in COLUMNS}
+    row.update(
+        subset=raw.subset,
+        id=str(record["id"]),
+        question=record["question"],
+        profile=posts,
+        rubric_aspects=aspects,
+        narrative=record.get("narrative") or "",
+        category=record.get("category") or "",
+        chosen=chosen,
+        rejected=rejected,
+    )
+    return row, []
+
+
+@dataclass
+class LoadResult:
+    """Rows that passed validation, every problem found, and the ids of records with problems."""
+
+    frame: pd.DataFrame
+    problems: list[Problem]
+    bad_records: list[str]
+
+
+def read_benchmark(source: str, *, subsets: Sequence[str] | None = None, limit: int | None = None) -> LoadResult:
+    """Read and validate a source without raising on bad records (see :func:`load_benchmark`)."""
+    rows: list[dict] = []
+    problems: list[Problem] = []
+    bad: list[str] = []
+    seen: dict[tuple[str, str], str] = {}
+    for item in _iter_source(source, subsets):
+        if isinstance(item, Problem):
+            problems.append(item)
+            bad.append(item.origin)
+            continue
+        if subsets and item.subset not in subsets:
+            continue
+        row, found = check_record(item)
+        if row is not None:
+            key = (row["subset"], row["id"])
+            if key in seen:
+                found = [Problem(item.origin, row["id"], "id", f"duplicate id (first seen at {seen[key]})")]
+                row = None
+            else:
+                seen[key] = item.origin
+        if found:
+            problems += found
+            bad.append(found[0].record_id or item.origin)
+        elif row is not None:
+            rows.append(row)
+    if subsets:
+        present = {row["subset"] for row in rows}
+        for subset in subsets:
+            if subset not in present and not any(subset in p.origin for p in problems):
+                raise PRBError(f"No records of subset '{subset}' in {source}.")
+    frame = _to_frame(rows)
+    if limit is not None:
+        frame = frame.groupby("subset", sort=False, group_keys=False).head(limit).reset_index(drop=True)
+    return LoadResult(frame, problems, bad)
+
+
+def _to_frame(rows: Iterable[dict]) -> pd.DataFrame:
+    frame = pd.DataFrame(list(rows))
+    if frame.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    extra = [c for c in frame.columns if c not in COLUMNS]
+    return frame[COLUMNS + extra]
+
+
+def load_benchmark(
+    source: str,
+    *,
+    subsets: Sequence[str] | None = None,
+    limit: int | None = None,
+    drop_invalid: bool = False,
+) -> pd.DataFrame:
+    """Load a benchmark as one row per pair (columns ``COLUMNS`` plus any extra record fields).
+
+    Raises :class:`DataError` (one line per problem in ``.problems``) when records are invalid, unless
+    ``drop_invalid`` is true: then exactly those records are dropped and listed in ``frame.attrs["dropped"]``.
+    ``limit`` keeps the first N pairs of each subset.
+    """
+    result = read_benchmark(source, subsets=subsets, limit=limit)
+    lines = [str(p) for p in result.problems]
+    if result.problems and not drop_invalid:
+        raise DataError(f"{len(lines)} problem(s) in {source}; fix them or pass --drop-invalid.", lines)
+    if result.frame.empty:
+        raise DataError(f"No valid records in {source}.", lines)
+    result.frame.attrs["dropped"] = sorted(set(result.bad_records))
+    result.frame.attrs["problems"] = lines
+    result.frame.attrs["source"] = source
+    return result.frame
+
+
+def subset_counts(frame: pd.DataFrame) -> pd.DataFrame:
+    """Pairs per subset, plus a total row."""
+    counts = frame.groupby("subset").size().rename("pairs").reset_index()
+    total = pd.DataFrame([{"subset": "total", "pairs": int(counts["pairs"].sum())}])
+    return pd.concat([counts, total], ignore_index=True)
+
+
+def data_fingerprint(frame: pd.DataFrame) -> str:
+    """A stable hash of what a reward model can see (and the pair identity), order-independent.
+
+    >>> a = load_benchmark("sample", limit=3)
+    >>> data_fingerprint(a) == data_fingerprint(a.iloc[::-1])
+    True
+    """
+    keys = ["subset", "id", "question", "profile", "chosen", "rejected"]
+    digests = sorted(
+        hashlib.sha256(json.dumps([row[k] for k in keys], sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+        for row in frame[keys].to_dict("records")
+    )
+    return hashlib.sha256("".join(digests).encode()).hexdigest()[:16]
+
+
+def pair_fingerprint(row: dict) -> str:
+    """Hash of one pair's RM-visible content (lets the store notice edited records)."""
+    keys = ["question", "profile", "chosen", "rejected"]
+    return hashlib.sha256(json.dumps([row[k] for k in keys], sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]

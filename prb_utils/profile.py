@@ -1,0 +1,153 @@
+"""Profile conditions: which of the user's past posts reach a reward model, and how they are shown.
+
+Conditions: ``none`` (question only, as the benchmark's reference scripts do), ``top{K}`` (the K posts most
+relevant to the question, BM25 by default), ``full`` (every post).
+
+Leakage guard: :func:`rm_user_message` reads only the question and the posts' ``category`` and ``text``
+through :func:`rm_visible_fields`; rubric aspects, their evidence and reasons, and the narrative are the
+answer key and never reach a reward model, whatever the options.
+
+>>> record = {"question": "Best pan for eggs?", "profile": [{"id": "p1", "category": "cooking",
+...           "text": "Cheap nonstick pans?"}], "narrative": "SECRET", "rubric_aspects": []}
+>>> print(rm_user_message(record, "full"))
+Here are questions this user asked before:
+- [cooking] Cheap nonstick pans?
+<BLANKLINE>
+Question: Best pan for eggs?
+>>> rm_user_message(record, "none")
+'Best pan for eggs?'
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from prb_utils.errors import PRBError
+
+PROFILE_HEADER = "Here are questions this user asked before:"
+_CONDITION = re.compile(r"^(none|full|top([0-9]+))$")
+_WORD = re.compile(r"[a-z0-9]+")
+STOPWORDS = frozenset(
+    "a an and are as at be but by can do does for from has have how i if in is it its my of on or so that "
+    "the their them there these they this to was what when where which who why will with would you your "
+    "me we our any some should could about into than then also just more most very".split()
+)
+
+
+@dataclass(frozen=True)
+class ProfileCondition:
+    """A parsed profile condition: ``k`` is None for ``full``, 0 for ``none``."""
+
+    name: str
+    k: int | None
+
+    @property
+    def uses_posts(self) -> bool:
+        return self.k != 0
+
+
+def parse_condition(text: str | ProfileCondition) -> ProfileCondition:
+    """Parse ``none``, ``full`` or ``top{K}`` (K >= 1).
+
+    >>> parse_condition("top3")
+    ProfileCondition(name='top3', k=3)
+    """
+    if isinstance(text, ProfileCondition):
+        return text
+    match = _CONDITION.match(str(text).strip().lower())
+    if not match or (match.group(2) is not None and int(match.group(2)) < 1):
+        raise PRBError(f"Unknown profile condition '{text}'; use none, full or topK with K >= 1 (e.g. top3).")
+    name = match.group(1)
+    if name == "none":
+        return ProfileCondition("none", 0)
+    if name == "full":
+        return ProfileCondition("full", None)
+    return ProfileCondition(name, int(match.group(2)))
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased content words (a light tokenizer shared by retrieval and the lexical baseline)."""
+    return [w for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
+
+
+Retriever = Callable[[str, Sequence[str], int], list[int]]
+
+
+def bm25_retrieve(question: str, posts: Sequence[str], k: int) -> list[int]:
+    """Indices of the ``k`` posts most relevant to ``question`` by BM25+ (ties keep the original order).
+
+    BM25+ keeps every IDF positive, which matters for the small corpora of one user's posts (with Okapi
+    BM25 a word in half the posts scores zero).
+
+    >>> bm25_retrieve("cheap pans", ["hiking boots", "cheap cast iron pans", "pans"], 1)
+    [1]
+    """
+    from rank_bm25 import BM25Plus
+
+    if k >= len(posts):
+        return list(range(len(posts)))
+    corpus = [tokenize(p) or ["_"] for p in posts]
+    scores = BM25Plus(corpus).get_scores(tokenize(question))
+    ranked = sorted(range(len(posts)), key=lambda i: (-scores[i], i))
+    return sorted(ranked[:k])
+
+
+def make_retriever(spec: str | None) -> Retriever:
+    """``None``/``"bm25"`` -> BM25; ``"dense:NAME"`` -> cosine similarity with an embedding model."""
+    if spec in (None, "", "bm25"):
+        return bm25_retrieve
+    if spec.startswith("dense:"):
+        name = spec.split(":", 1)[1]
+        return _dense_retriever(name)
+    raise PRBError(f"Unknown retriever '{spec}'; use bm25 or dense:NAME (e.g. dense:minilm).")
+
+
+def _dense_retriever(name: str) -> Retriever:
+    from prb_utils.models.embedding import load_encoder
+
+    encoder = load_encoder(name)
+
+    def retrieve(question: str, posts: Sequence[str], k: int) -> list[int]:
+        if k >= len(posts):
+            return list(range(len(posts)))
+        vectors = encoder([question, *posts])
+        scores = (vectors[1:] @ vectors[0]).tolist()
+        ranked = sorted(range(len(posts)), key=lambda i: (-scores[i], i))
+        return sorted(ranked[:k])
+
+    return retrieve
+
+
+def rm_visible_fields(record: Mapping[str, Any]) -> tuple[str, list[tuple[str, str]]]:
+    """The only parts of a record a reward model may see: the question and (category, text) of each post."""
+    posts = record.get("profile")
+    posts = list(posts) if posts is not None else []
+    return str(record["question"]), [(str(p.get("category") or ""), str(p["text"])) for p in posts]
+
+
+def selected_posts(
+    record: Mapping[str, Any], condition: str | ProfileCondition, *, retriever: Retriever | None = None
+) -> list[int]:
+    """Indices of the profile posts that the condition shows to the reward model."""
+    cond = parse_condition(condition)
+    question, posts = rm_visible_fields(record)
+    if cond.k == 0 or not posts:
+        return []
+    if cond.k is None:
+        return list(range(len(posts)))
+    return (retriever or bm25_retrieve)(question, [text for _, text in posts], cond.k)
+
+
+def rm_user_message(
+    record: Mapping[str, Any], condition: str | ProfileCondition, *, retriever: Retriever | None = None
+) -> str:
+    """The user turn a reward model sees: the question, preceded by the selected posts when there are any."""
+    question, posts = rm_visible_fields(record)
+    chosen = selected_posts(record, condition, retriever=retriever)
+    if not chosen:
+        return question
+    lines = [f"- [{posts[i][0]}] {posts[i][1]}" if posts[i][0] else f"- {posts[i][1]}" for i in chosen]
+    return "\n".join([PROFILE_HEADER, *lines, "", f"Question: {question}"])

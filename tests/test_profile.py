@@ -1,0 +1,112 @@
+"""Profile conditions, BM25 retrieval, and the leakage guard."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prb_utils.data import load_benchmark
+from prb_utils.errors import PRBError
+from prb_utils.profile import (
+    PROFILE_HEADER,
+    bm25_retrieve,
+    make_retriever,
+    parse_condition,
+    rm_user_message,
+    selected_posts,
+)
+
+CONDITIONS = ["none", "top1", "top3", "top50", "full"]
+
+
+def record_with_posts(texts: list[str], **extra) -> dict:
+    return {
+        "id": "x1",
+        "question": "Which budget tent is good for rainy hiking trips?",
+        "profile": [{"id": f"p{i}", "category": "outdoors", "text": t} for i, t in enumerate(texts)],
+        **extra,
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "k"), [("none", "none", 0), ("full", "full", None), ("top3", "top3", 3), (" TOP10 ", "top10", 10)]
+)
+def test_parse_condition(text: str, name: str, k: int | None):
+    condition = parse_condition(text)
+    assert (condition.name, condition.k) == (name, k)
+
+
+@pytest.mark.parametrize("text", ["top0", "topx", "top", "all", "", "top-1"])
+def test_bad_conditions_are_plain_errors(text: str):
+    with pytest.raises(PRBError, match="Unknown profile condition"):
+        parse_condition(text)
+
+
+def test_bm25_prefers_posts_sharing_the_question_words():
+    posts = ["Sourdough starter smells odd", "Cheap rainy weather tent for hiking", "Tent poles snapped", "Knitting"]
+    assert bm25_retrieve("budget tent for rainy hiking", posts, 1) == [1]
+    assert bm25_retrieve("budget tent for rainy hiking", posts, 2) == [1, 2]
+    assert bm25_retrieve("anything", posts, 10) == [0, 1, 2, 3]
+
+
+def test_conditions_select_the_right_posts():
+    record = record_with_posts(["Knitting needles?", "Rainy hiking tent?", "Budget hiking boots?"])
+    assert selected_posts(record, "none") == []
+    assert selected_posts(record, "full") == [0, 1, 2]
+    assert selected_posts(record, "top2") == [1, 2]
+    message = rm_user_message(record, "top1")
+    assert message.startswith(PROFILE_HEADER) and "Rainy hiking tent?" in message
+    assert "Knitting" not in message and message.endswith("Question: " + record["question"])
+    assert rm_user_message(record, "none") == record["question"]
+
+
+def test_empty_profile_gives_the_bare_question():
+    assert rm_user_message(record_with_posts([]), "full") == "Which budget tent is good for rainy hiking trips?"
+
+
+def test_unknown_retriever_is_a_plain_error():
+    with pytest.raises(PRBError, match="Unknown retriever"):
+        make_retriever("tfidf")
+
+
+SECRETS = ("rubric_aspects", "narrative", "rubric_inferable")
+
+
+def _with_canaries(record: dict) -> tuple[dict, list[str]]:
+    canaries = []
+    aspects = []
+    for i, _ in enumerate(record.get("rubric_aspects") or [{}]):
+        fields = {f: f"CANARY{f.upper()}{i}" for f in ("aspect", "evidence", "reason")}
+        canaries += fields.values()
+        aspects.append(fields)
+    leaked = dict(record, rubric_aspects=aspects, narrative="CANARYNARRATIVE", rubric_inferable="CANARYFLAG")
+    return leaked, [*canaries, "CANARYNARRATIVE", "CANARYFLAG"]
+
+
+@pytest.mark.parametrize("condition", CONDITIONS)
+def test_leakage_guard_on_every_sample_record(condition: str):
+    frame = load_benchmark("sample")
+    for record in frame.to_dict("records"):
+        leaked, canaries = _with_canaries(record)
+        for retriever in (None, make_retriever("bm25")):
+            message = rm_user_message(leaked, condition, retriever=retriever)
+            assert not any(c in message for c in canaries)
+            # the real answer key never appears either
+            for aspect in record["rubric_aspects"]:
+                assert aspect["reason"] not in message
+            assert record["narrative"] not in message
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    question=st.text(min_size=1, max_size=40),
+    posts=st.lists(st.text(max_size=30), max_size=6),
+    condition=st.sampled_from(CONDITIONS),
+)
+def test_leakage_guard_for_arbitrary_records(question: str, posts: list[str], condition: str):
+    record, canaries = _with_canaries(record_with_posts(posts, rubric_aspects=[{}, {}]))
+    record["question"] = question
+    message = rm_user_message(record, condition)
+    assert not any(c in message for c in canaries)
+    assert question in message
