@@ -1,0 +1,460 @@
+"""Accuracy with honest uncertainty, computed from the per-item results table.
+
+Conventions (see "How the numbers are computed" in the design):
+
+- Accuracy = correct / n. Ties and invalids are counted in their own columns and count as not correct;
+  ``half_credit=True`` gives a tie 0.5 and adds a ``credit`` column so it is never silent.
+- One proportion: Wilson 95% interval (``statsmodels`` ``proportion_confint(method="wilson")``).
+- Composite statistics (accuracy averaged over subsets, paired differences, profile lift): percentile
+  bootstrap over pairs with a fixed seed (``seed=0``, ``n_resamples=2000`` by default). Paired statistics
+  resample whole pairs, so both members of a comparison move together (a cluster bootstrap with the pair
+  as the cluster); averages over subsets resample pairs within each subset (stratified).
+- Paired comparisons: exact McNemar (``statsmodels`` ``mcnemar(exact=True)``) on the pairs both levels
+  scored, Holm-adjusted (``multipletests(method="holm")``) over every comparison in the returned frame.
+
+Example:
+    >>> import pandas as pd
+    >>> res = pd.DataFrame({"model": "m", "profile": ["none"] * 4 + ["full"] * 4,
+    ...                     "subset": "s", "id": [1, 2, 3, 4] * 2,
+    ...                     "outcome": ["correct", "wrong", "tie", "wrong",
+    ...                                 "correct", "correct", "correct", "invalid"]})
+    >>> accuracy_table(res)[["model", "profile", "n", "correct", "ties", "invalid", "accuracy"]]
+      model profile  n  correct  ties  invalid  accuracy
+    0     m    full  4        3     0        1      0.75
+    1     m    none  4        1     1        0      0.25
+    >>> row = compare(res, "profile", baseline="none").iloc[0]
+    >>> row.level_a, row.level_b, int(row.a_only), int(row.b_only), float(row["diff"])
+    ('none', 'full', 0, 2, 0.5)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+from statsmodels.stats.contingency_tables import mcnemar
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.proportion import proportion_confint
+
+from prb_utils.errors import PRBError
+
+OUTCOMES = ("correct", "wrong", "tie", "invalid")
+PAIR_KEY = ("subset", "id")
+IDENTITY = ("model", "profile", "subset", "id")
+N_RESAMPLES = 2000
+SEED = 0
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def require_columns(frame: pd.DataFrame, columns: Sequence[str], *, what: str = "results") -> None:
+    """Raise PRBError naming the columns of ``columns`` that ``frame`` lacks."""
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise PRBError(f"The {what} table lacks the column(s) {', '.join(missing)}.")
+
+
+def _as_list(by: str | Sequence[str] | None) -> list[str]:
+    if by is None:
+        return []
+    if isinstance(by, str):
+        return [c.strip() for c in by.split(",") if c.strip()]
+    return list(by)
+
+
+def _check_outcomes(results: pd.DataFrame) -> None:
+    bad = sorted(set(results["outcome"].dropna().astype(str)) - set(OUTCOMES))
+    if bad or results["outcome"].isna().any():
+        shown = ", ".join(bad) if bad else "missing"
+        raise PRBError(f"The results table has unknown outcome values ({shown}); expected {', '.join(OUTCOMES)}.")
+
+
+def wilson_ci(count, nobs, *, alpha: float = 0.05):
+    """Wilson interval for ``count`` successes out of ``nobs``; NaN where nobs is 0.
+
+    Arrays in, arrays out; two scalars in, two floats out.
+
+    >>> low, high = wilson_ci(8, 10)
+    >>> round(float(low), 4), round(float(high), 4)
+    (0.4902, 0.9433)
+    """
+    scalar = np.ndim(count) == 0 and np.ndim(nobs) == 0
+    count = np.atleast_1d(np.asarray(count, dtype=float))
+    nobs = np.atleast_1d(np.asarray(nobs, dtype=float))
+    count, nobs = np.broadcast_arrays(count, nobs)
+    low = np.full(count.shape, np.nan)
+    high = np.full(count.shape, np.nan)
+    ok = nobs > 0
+    if ok.any():
+        low[ok], high[ok] = proportion_confint(count[ok], nobs[ok], alpha=alpha, method="wilson")
+    if scalar:
+        return float(low[0]), float(high[0])
+    return low, high
+
+
+def _resampled_means(values: np.ndarray, rng: np.random.Generator, n_resamples: int) -> np.ndarray:
+    """Means of ``n_resamples`` resamples (with replacement, same size) of the 1-D ``values``.
+
+    When the values take few distinct levels (0/1 outcomes, half credit) the resample is drawn as
+    multinomial counts of those levels, which has exactly the distribution of index resampling and
+    costs nothing per pair.
+    """
+    n = len(values)
+    levels, counts = np.unique(values, return_counts=True)
+    if len(levels) <= 16:
+        draws = rng.multinomial(n, counts / n, size=n_resamples)
+        return draws @ levels / n
+    out = np.empty(n_resamples)
+    chunk = max(1, 2_000_000 // n)
+    for start in range(0, n_resamples, chunk):
+        stop = min(n_resamples, start + chunk)
+        out[start:stop] = values[rng.integers(0, n, size=(stop - start, n))].mean(axis=1)
+    return out
+
+
+def _percentile_interval(stats: np.ndarray, confidence: float) -> tuple[float, float]:
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.nanpercentile(stats, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def bootstrap_ci(
+    values,
+    statistic: Callable[[np.ndarray], float] | None = None,
+    *,
+    strata=None,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = SEED,
+    confidence: float = 0.95,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``statistic`` over the rows of ``values`` (fixed seed).
+
+    Rows are the resampling units (pairs). ``statistic`` maps a resampled array (same shape as
+    ``values``) to a number; ``None`` means the mean, computed without a Python loop. With ``strata``
+    (one label per row) rows are resampled within each stratum, so a resample has the same rows per
+    stratum at the same positions and ``statistic`` may use the original strata labels. NaN when there
+    are no rows.
+
+    >>> bootstrap_ci([0, 1] * 50, seed=0) == bootstrap_ci([0, 1] * 50, seed=0)
+    True
+    >>> low, high = bootstrap_ci([1.0] * 20)
+    >>> float(low), float(high)
+    (1.0, 1.0)
+    """
+    values = np.asarray(values, dtype=float)
+    n = len(values)
+    if n == 0:
+        return (np.nan, np.nan)
+    rng = np.random.default_rng(seed)
+    if strata is None:
+        groups = [np.arange(n)]
+    else:
+        codes = pd.factorize(pd.Series(strata), sort=True)[0]
+        groups = [np.flatnonzero(codes == c) for c in np.unique(codes)]
+    if statistic is None and values.ndim == 1:
+        stats = sum(len(g) / n * _resampled_means(values[g], rng, n_resamples) for g in groups)
+        return _percentile_interval(np.asarray(stats), confidence)
+    stats = np.empty(n_resamples)
+    for r in range(n_resamples):
+        idx = np.empty(n, dtype=np.int64)
+        for g in groups:
+            idx[g] = g[rng.integers(0, len(g), size=len(g))]
+        stats[r] = statistic(values[idx]) if statistic is not None else float(np.mean(values[idx]))
+    return _percentile_interval(stats, confidence)
+
+
+def holm(p_values) -> np.ndarray:
+    """Holm-adjusted p-values (``statsmodels`` ``multipletests(method="holm")``); NaNs stay NaN.
+
+    >>> [round(float(p), 3) for p in holm([0.01, 0.04, 0.03])]
+    [0.03, 0.06, 0.06]
+    """
+    p = np.asarray(p_values, dtype=float)
+    out = np.full(p.shape, np.nan)
+    ok = ~np.isnan(p)
+    if ok.any():
+        out[ok] = multipletests(p[ok], method="holm")[1]
+    return out
+
+
+def mcnemar_exact(a_only: int, b_only: int, *, both: int = 0, neither: int = 0) -> float:
+    """Exact McNemar p-value from the discordant counts (``statsmodels``; 1.0 when both are 0).
+
+    >>> round(mcnemar_exact(2, 9), 4)
+    0.0654
+    """
+    table = np.array([[both, a_only], [b_only, neither]], dtype=np.int64)
+    return float(mcnemar(table, exact=True).pvalue)
+
+
+# --------------------------------------------------------------------------------------------- accuracy
+def accuracy_table(
+    results: pd.DataFrame,
+    by: str | Sequence[str] = ("model", "profile"),
+    *,
+    half_credit: bool = False,
+    ci: str | None = "wilson",
+    alpha: float = 0.05,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = SEED,
+) -> pd.DataFrame:
+    """Accuracy per group: columns ``*by, n, correct, ties, invalid, accuracy, ci_low, ci_high``.
+
+    ``ci`` is ``"wilson"`` (default), ``"bootstrap"`` (percentile, over rows, fixed ``seed``) or ``None``
+    (NaN bounds). With ``half_credit=True`` a tie counts 0.5, a ``credit`` column (correct + ties/2) is
+    added and the Wilson interval uses that credit as the count.
+    """
+    by = _as_list(by)
+    require_columns(results, [*by, "outcome"])
+    _check_outcomes(results)
+    if ci not in ("wilson", "bootstrap", None):
+        raise PRBError(f"Unknown confidence interval method {ci!r}; use 'wilson', 'bootstrap' or None.")
+    frame = results.assign(
+        _correct=(results["outcome"] == "correct").astype(float),
+        _tie=(results["outcome"] == "tie").astype(float),
+        _invalid=(results["outcome"] == "invalid").astype(float),
+    )
+    frame["_credit"] = frame["_correct"] + (0.5 * frame["_tie"] if half_credit else 0.0)
+    if by:
+        grouped = frame.groupby(by, sort=True, observed=True, dropna=False)
+        table = grouped.agg(
+            n=("_correct", "size"), correct=("_correct", "sum"), ties=("_tie", "sum"),
+            invalid=("_invalid", "sum"), credit=("_credit", "sum"),
+        ).reset_index()
+    else:
+        table = pd.DataFrame({
+            "n": [len(frame)], "correct": [frame["_correct"].sum()], "ties": [frame["_tie"].sum()],
+            "invalid": [frame["_invalid"].sum()], "credit": [frame["_credit"].sum()],
+        })
+    for col in ("n", "correct", "ties", "invalid"):
+        table[col] = table[col].astype(np.int64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        table["accuracy"] = table["credit"] / table["n"].where(table["n"] > 0)
+    if ci == "wilson":
+        table["ci_low"], table["ci_high"] = wilson_ci(table["credit"], table["n"], alpha=alpha)
+    elif ci == "bootstrap":
+        bounds = []
+        groups = frame.groupby(by, sort=True, observed=True, dropna=False) if by else [((), frame)]
+        for _, g in groups:
+            bounds.append(bootstrap_ci(g["_credit"].to_numpy(), n_resamples=n_resamples, seed=seed,
+                                       confidence=1 - alpha))
+        table["ci_low"] = [b[0] for b in bounds]
+        table["ci_high"] = [b[1] for b in bounds]
+    else:
+        table["ci_low"] = np.nan
+        table["ci_high"] = np.nan
+    columns = [*by, "n", "correct", "ties", "invalid", "accuracy", "ci_low", "ci_high"]
+    if half_credit:
+        columns.insert(columns.index("accuracy"), "credit")
+    return table[columns]
+
+
+def macro_accuracy(
+    results: pd.DataFrame,
+    by: str | Sequence[str] = ("model", "profile"),
+    *,
+    over: str = "subset",
+    half_credit: bool = False,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = SEED,
+    alpha: float = 0.05,
+) -> pd.DataFrame:
+    """Accuracy averaged over the levels of ``over`` (each subset weighs the same), with a bootstrap CI.
+
+    Columns ``*by, n, n_levels, accuracy, ci_low, ci_high``. The interval is a percentile bootstrap that
+    resamples pairs within each level of ``over`` (stratified; fixed ``seed``).
+
+    >>> import pandas as pd
+    >>> res = pd.DataFrame({"model": "m", "profile": "none", "subset": ["a"] * 4 + ["b"] * 2,
+    ...                     "id": range(6), "outcome": ["correct"] * 4 + ["wrong"] * 2})
+    >>> float(macro_accuracy(res)["accuracy"].iloc[0])
+    0.5
+    """
+    by = _as_list(by)
+    require_columns(results, [*by, over, "outcome"])
+    _check_outcomes(results)
+    credit = (results["outcome"] == "correct").astype(float)
+    if half_credit:
+        credit = credit + 0.5 * (results["outcome"] == "tie")
+    frame = results.assign(_credit=credit)
+    rows = []
+    groups = frame.groupby(by, sort=True, observed=True, dropna=False) if by else [((), frame)]
+    for key, g in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        strata = g[over].astype(str).to_numpy()
+        values = g["_credit"].to_numpy()
+        codes, _ = pd.factorize(strata, sort=True)
+        rng = np.random.default_rng(seed)
+        level_means = [_resampled_means(values[codes == c], rng, n_resamples) for c in np.unique(codes)]
+        low, high = _percentile_interval(np.mean(level_means, axis=0), 1 - alpha)
+        point = float(np.mean([values[codes == c].mean() for c in np.unique(codes)]))
+        rows.append({**dict(zip(by, key, strict=True)), "n": len(g), "n_levels": int(codes.max()) + 1,
+                     "accuracy": point, "ci_low": low, "ci_high": high})
+    return pd.DataFrame(rows, columns=[*by, "n", "n_levels", "accuracy", "ci_low", "ci_high"])
+
+
+# ------------------------------------------------------------------------------------------- comparisons
+def _default_within(results: pd.DataFrame, column: str) -> list[str]:
+    return [c for c in ("model", "profile") if c != column and c in results.columns]
+
+
+def compare(
+    results: pd.DataFrame,
+    column: str,
+    *,
+    baseline: str | None = None,
+    by: str | Sequence[str] | None = None,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = SEED,
+    alpha: float = 0.05,
+) -> pd.DataFrame:
+    """Paired comparisons between the levels of ``column`` on the pairs both levels scored.
+
+    Within each group of ``by`` (default: the other of ``model``/``profile``, so profiles are compared
+    per model and models per profile condition), every level is compared with ``baseline`` (or, when
+    ``baseline`` is None, every two levels in sorted order, with ``"none"`` first, so profile conditions
+    are compared as none → condition). A unit is a row identity
+    (model, profile, subset, id) minus ``column``; units scored by only one level are left out.
+
+    Returns one row per comparison: ``*by, level_a, level_b, n_pairs, both_correct, a_only, b_only,
+    neither, acc_a, acc_b, diff`` (acc_b − acc_a), ``ci_low, ci_high`` (percentile bootstrap over pairs,
+    fixed seed), ``p_value`` (exact McNemar) and ``p_holm`` (Holm over all rows of the frame).
+    Ties and invalids count as not correct.
+    """
+    within = _default_within(results, column) if by is None else _as_list(by)
+    if column in within:
+        raise PRBError(f"Cannot compare the levels of {column!r} within groups of the same column.")
+    units = [c for c in IDENTITY if c != column and c not in within and c in results.columns]
+    require_columns(results, [column, *within, *PAIR_KEY, "outcome"])
+    _check_outcomes(results)
+    frame = results[[*within, *units, column, "outcome"]].copy()
+    frame["_correct"] = (frame["outcome"] == "correct").astype(np.int8)
+    dup = frame.duplicated([*within, *units, column])
+    if dup.any():
+        raise PRBError(f"The results hold {int(dup.sum())} duplicate row(s) for the same pair and {column} "
+                       "(e.g. two jobs of one model and profile with different options); keep one job each.")
+    levels_all = sorted(frame[column].dropna().astype(str).unique(), key=lambda lvl: (lvl != "none", lvl))
+    if baseline is not None and baseline not in levels_all:
+        raise PRBError(f"The baseline {baseline!r} is not a level of {column!r} ({', '.join(levels_all)}).")
+    frame[column] = frame[column].astype(str)
+    wide_all = frame.pivot_table(index=[*within, *units], columns=column, values="_correct", aggfunc="first",
+                                 observed=True)
+    rows = []
+    group_iter = wide_all.groupby(level=within, sort=True) if within else [((), wide_all)]
+    for key, wide in group_iter:
+        key = key if isinstance(key, tuple) else (key,)
+        levels = [lvl for lvl in levels_all if lvl in wide.columns and wide[lvl].notna().any()]
+        if baseline is not None:
+            if baseline not in levels:
+                continue
+            pairs = [(baseline, lvl) for lvl in levels if lvl != baseline]
+        else:
+            pairs = list(combinations(levels, 2))
+        for a, b in pairs:
+            both = wide[[a, b]].dropna()
+            ca, cb = both[a].to_numpy(dtype=int), both[b].to_numpy(dtype=int)
+            n = len(both)
+            counts = {
+                "both_correct": int(((ca == 1) & (cb == 1)).sum()),
+                "a_only": int(((ca == 1) & (cb == 0)).sum()),
+                "b_only": int(((ca == 0) & (cb == 1)).sum()),
+                "neither": int(((ca == 0) & (cb == 0)).sum()),
+            }
+            low, high = bootstrap_ci(cb - ca, n_resamples=n_resamples, seed=seed, confidence=1 - alpha)
+            rows.append({
+                **dict(zip(within, key, strict=True)), "level_a": a, "level_b": b, "n_pairs": n, **counts,
+                "acc_a": ca.mean() if n else np.nan, "acc_b": cb.mean() if n else np.nan,
+                "diff": (cb.mean() - ca.mean()) if n else np.nan, "ci_low": low, "ci_high": high,
+                "p_value": mcnemar_exact(counts["a_only"], counts["b_only"]) if n else np.nan,
+            })
+    columns = [*within, "level_a", "level_b", "n_pairs", "both_correct", "a_only", "b_only", "neither",
+               "acc_a", "acc_b", "diff", "ci_low", "ci_high", "p_value", "p_holm"]
+    out = pd.DataFrame(rows, columns=columns[:-1])
+    out["p_holm"] = holm(out["p_value"].to_numpy(dtype=float))
+    return out
+
+
+def profile_lift(
+    results: pd.DataFrame,
+    *,
+    baseline: str = "none",
+    n_resamples: int = N_RESAMPLES,
+    seed: int = SEED,
+) -> pd.DataFrame:
+    """Per model, the accuracy change of each profile condition over ``baseline`` on the same pairs.
+
+    Columns ``model, profile, n_pairs, acc_none, acc_profile, lift, ci_low, ci_high, p_value, p_holm``
+    (lift = acc_profile − acc_none; paired bootstrap CI; exact McNemar; Holm over all rows).
+
+    >>> import pandas as pd
+    >>> res = pd.DataFrame({"model": "m", "profile": ["none"] * 3 + ["top3"] * 3, "subset": "s",
+    ...                     "id": [1, 2, 3] * 2, "outcome": ["wrong", "wrong", "correct"] + ["correct"] * 3})
+    >>> profile_lift(res)[["model", "profile", "n_pairs", "lift"]]
+      model profile  n_pairs      lift
+    0     m    top3        3  0.666667
+    """
+    require_columns(results, ["model", "profile"])
+    if baseline not in set(results["profile"].astype(str)):
+        raise PRBError(f"No results for the baseline profile condition {baseline!r}.")
+    cmp = compare(results, "profile", baseline=baseline, by=["model"], n_resamples=n_resamples, seed=seed)
+    out = cmp.rename(columns={"level_b": "profile", "acc_a": "acc_none", "acc_b": "acc_profile",
+                              "diff": "lift"})
+    return out[["model", "profile", "n_pairs", "acc_none", "acc_profile", "lift", "ci_low", "ci_high",
+                "p_value", "p_holm"]].reset_index(drop=True)
+
+
+# ------------------------------------------------------------------------------------------- summarize
+def summarize(
+    results: pd.DataFrame,
+    by: str | Sequence[str] = ("model", "profile"),
+    compare: str | None = None,
+    *,
+    baseline: str | None = None,
+    half_credit: bool = False,
+) -> pd.DataFrame:
+    """The table ``prb summarize`` prints: one row per group of ``by`` with
+    ``n, correct, ties, invalid, accuracy, ci_low, ci_high`` (Wilson 95%).
+
+    With ``compare`` (e.g. ``"profile"`` or ``"model"``), that column is added to ``by`` when missing and
+    each row is tested against the baseline level of its group on the same pairs: added columns ``vs``,
+    ``n_pairs``, ``diff`` (row − baseline), ``diff_ci_low``, ``diff_ci_high``, ``p_value`` (exact McNemar),
+    ``p_holm`` (Holm over every tested row). The baseline is ``baseline`` when given, else ``"none"`` for
+    profiles when present, else the first level in sorted order; baseline rows have NaN there.
+    For all pairwise comparisons between levels use :func:`compare`.
+
+    >>> import pandas as pd
+    >>> res = pd.DataFrame({"model": "m", "profile": ["none"] * 3 + ["full"] * 3, "subset": "s",
+    ...                     "id": [1, 2, 3] * 2, "outcome": ["wrong"] * 3 + ["correct"] * 3})
+    >>> summarize(res, "profile", compare="profile")[["profile", "accuracy", "vs", "diff"]]
+      profile  accuracy    vs  diff
+    0    full       1.0  none   1.0
+    1    none       0.0   NaN   NaN
+    """
+    by = _as_list(by)
+    if compare is not None and compare not in by:
+        by = [*by, compare]
+    table = accuracy_table(results, by, half_credit=half_credit)
+    if compare is None:
+        return table
+    levels = sorted(results[compare].dropna().astype(str).unique())
+    if not levels:
+        return table.assign(vs=None, n_pairs=pd.array([None] * len(table), dtype="Int64"), diff=np.nan,
+                            diff_ci_low=np.nan, diff_ci_high=np.nan, p_value=np.nan, p_holm=np.nan)
+    if baseline is None:
+        baseline = "none" if compare == "profile" and "none" in levels else levels[0]
+    within = [c for c in by if c != compare]
+    cmp = _compare_fn(results, compare, baseline=baseline, by=within)
+    cmp = cmp.rename(columns={"level_a": "vs", "level_b": compare, "ci_low": "diff_ci_low",
+                              "ci_high": "diff_ci_high"})
+    keep = [*within, compare, "vs", "n_pairs", "diff", "diff_ci_low", "diff_ci_high", "p_value", "p_holm"]
+    cmp = cmp[keep]
+    table = table.assign(**{compare: table[compare].astype(str)})
+    for col in within:
+        cmp[col] = cmp[col].astype(table[col].dtype)
+    merged = table.merge(cmp, on=[*within, compare], how="left")
+    merged["n_pairs"] = merged["n_pairs"].astype("Int64")
+    return merged
+
+
+_compare_fn = compare

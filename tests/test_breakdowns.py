@@ -1,0 +1,197 @@
+"""Breakdowns of prb_utils.breakdowns on a synthetic benchmark whose answers are known by construction."""
+
+from __future__ import annotations
+
+import doctest
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from prb_utils import breakdowns
+from prb_utils.breakdowns import (
+    aspect_table,
+    aspect_themes,
+    by_aspect_count,
+    by_inferability,
+    by_rubric_inferable,
+    by_theme,
+    content_stems,
+    inferability,
+    judge_order,
+    length_bias,
+    longer_wins,
+    margin_summary,
+    pair_features,
+    quantile_bins,
+    score_margins,
+)
+from prb_utils.errors import PRBError
+
+# pair: (aspects, profile post, chosen words, rejected words, rubric_inferable)
+# inferability by construction: p1, p2 = 0; p3, p4 = 1/2; p5, p6 = 1
+PAIRS = {
+    "p1": (["Uses an encouraging tone"], "Gardening help", 10, 5, False),
+    "p2": (["Gives a short bulleted checklist"], "Fishing trip", 5, 10, False),
+    "p3": (["Cheap travel"], "cheap flights", 8, 8, True),
+    "p4": (["Mentions safety risks", "Cheap travel"], "safety cheap", 30, 5, True),
+    "p5": (["Explains the underlying science"], "Explains the underlying science please", 5, 30, True),
+    "p6": (["History of jazz", "Jazz records", "Jazz clubs", "Jazz tone", "Jazz sources"],
+           "history of jazz records clubs tone sources", 7, 7, True),
+}
+
+
+@pytest.fixture
+def data() -> pd.DataFrame:
+    records = []
+    for pid, (aspects, post, n_chosen, n_rejected, inferable) in PAIRS.items():
+        records.append({
+            "subset": "s", "id": pid, "question": "q?", "category": "c", "narrative": "n",
+            "profile": [{"id": f"{pid}-1", "category": "c", "text": post}],
+            "rubric_aspects": [{"aspect": a, "evidence": "e", "reason": "r"} for a in aspects],
+            "chosen": " ".join(["w"] * n_chosen), "rejected": " ".join(["w"] * n_rejected),
+            "rubric_inferable": inferable,
+        })
+    return pd.DataFrame(records)
+
+
+def results_for(model: str, outcomes: list[str], *, profile: str = "none") -> pd.DataFrame:
+    return pd.DataFrame({"model": model, "kind": "k", "profile": profile, "subset": "s", "category": "c",
+                         "id": list(PAIRS), "outcome": outcomes, "score_chosen": np.nan,
+                         "score_rejected": np.nan, "verdict_ab": None, "verdict_ba": None})
+
+
+@pytest.fixture
+def results() -> pd.DataFrame:
+    return pd.concat([
+        results_for("m", ["wrong", "wrong", "correct", "tie", "correct", "correct"]),
+        results_for("length", ["correct", "wrong", "tie", "correct", "wrong", "tie"]),  # longer wins
+    ], ignore_index=True)
+
+
+def acc(table: pd.DataFrame, model: str, column: str) -> dict:
+    part = table[table["model"] == model]
+    return {str(k): (int(c), int(n)) for k, c, n in zip(part[column], part["correct"], part["n"], strict=True)}
+
+
+def test_aspect_themes_keyword_scheme():
+    assert aspect_themes("Uses an encouraging tone") == ["tone"]
+    assert aspect_themes("Gives a short bulleted checklist") == ["format"]
+    assert aspect_themes("Mentions safety risks and cheap fixes") == ["budget", "safety"]
+    assert aspect_themes("History of jazz") == ["other"]
+    assert aspect_themes("INJURY prevention") == ["safety"]  # case-insensitive, stem match
+    assert aspect_themes("a safety-minded, inexpensive plan") == ["budget", "safety"]
+    assert aspect_themes("the unsafe option") == ["other"]  # keywords match at the start of a word
+
+
+def test_content_stems_and_inferability():
+    assert content_stems("The walks, walking and walked") == {"walk"}
+    assert inferability(["Cheap travel"], ["cheap flights"]) == 0.5
+    assert inferability("Budget travel", []) == 0.0
+    assert np.isnan(inferability([], ["anything"]))
+
+
+def test_quantile_bins_even_ties_and_nan():
+    values = pd.Series([0.0, 0.0, 0.5, 0.5, 1.0, 1.0, np.nan])
+    bins = quantile_bins(values)
+    assert bins.tolist()[:6] == ["low", "low", "medium", "medium", "high", "high"]
+    assert pd.isna(bins.iloc[6]) and list(bins.cat.categories) == ["low", "medium", "high"]
+    tied = quantile_bins(pd.Series([0.0] * 5 + [0.4, 1.0]))
+    assert tied.tolist() == ["low"] * 5 + ["high", "high"]
+
+
+def test_pair_features(data):
+    feats = pair_features(data).set_index("id")
+    assert feats["inferability"].tolist() == [0, 0, 0.5, 0.5, 1, 1]
+    assert feats["inferability_bin"].astype(str).tolist() == ["low", "low", "medium", "medium", "high", "high"]
+    assert feats["n_aspects"].tolist() == [1, 1, 1, 2, 1, 5]
+    assert feats["aspects_bin"].astype(str).tolist() == ["1", "1", "1", "2", "1", "5+"]
+    assert feats["length_diff"].tolist() == [5, -5, 0, 25, -25, 0]
+    assert feats["length_bin"].astype(str).tolist() == ["4..10", "-10..-4", "-3..3", ">=21", "<=-21", "-3..3"]
+    assert feats["rubric_inferable"].tolist() == [False, False, True, True, True, True]
+    assert "rubric_inferable" not in pair_features(data.drop(columns="rubric_inferable"))
+    bare = pair_features(data.drop(columns=["rubric_aspects", "profile"]))
+    assert bare["aspects_bin"].astype(str).tolist() == ["0"] * 6 and bare["inferability"].isna().all()
+
+
+def test_by_aspect_count(results, data):
+    table = by_aspect_count(results, data)
+    assert acc(table, "m", "aspects_bin") == {"1": (2, 4), "2": (0, 1), "5+": (1, 1)}
+    assert table["aspects_bin"].cat.ordered
+
+
+def test_by_theme_counts_a_pair_in_each_of_its_themes(results, data):
+    themes = aspect_table(data)
+    assert themes[themes["id"] == "p6"]["theme"].astype(str).tolist() == ["other"] * 3 + ["tone", "sources"]
+    table = by_theme(results, data)
+    assert acc(table, "m", "theme") == {
+        "tone": (1, 2), "depth": (1, 1), "sources": (1, 1), "budget": (1, 2), "safety": (0, 1),
+        "format": (0, 1), "other": (1, 1)}
+    assert table[table.model == "m"]["theme"].astype(str).tolist() == [
+        "tone", "depth", "sources", "budget", "safety", "format", "other"]
+
+
+def test_by_inferability_and_rubric_inferable(results, data):
+    table = by_inferability(results, data)
+    assert acc(table, "m", "inferability_bin") == {"low": (0, 2), "medium": (1, 2), "high": (2, 2)}
+    assert table[table.model == "m"]["inferability_mean"].tolist() == [0.0, 0.5, 1.0]
+    no_rubric = data.assign(rubric_aspects=[[]] + data["rubric_aspects"].tolist()[1:])  # p1 loses its rubric
+    assert by_inferability(results, no_rubric)["n"].sum() == 10  # p1 left out for both models
+    flag = by_rubric_inferable(results, data)
+    assert acc(flag, "m", "rubric_inferable") == {"False": (0, 2), "True": (3, 4)}
+    with pytest.raises(PRBError, match="rubric_inferable"):
+        by_rubric_inferable(results, data.drop(columns="rubric_inferable"))
+
+
+def test_length_bias_and_longer_wins(results, data):
+    table = length_bias(results, data, by="model")
+    got = table[table.model == "length"].set_index("length_bin")
+    assert got.loc["<=-21", "accuracy"] == 0 and got.loc[">=21", "accuracy"] == 1
+    assert got.loc["-3..3", ["n", "ties"]].tolist() == [2, 2]
+    assert got["mean_diff"].tolist() == [-25, -5, 0, 5, 25]
+    wins = longer_wins(results, data).set_index("model")
+    assert wins.loc["length", ["n", "longer_wins", "rate"]].tolist() == [4, 4, 1.0]
+    # m: p1 picks the shorter, p2 the longer, p5 the shorter; p4 (tie) and p3/p6 (equal length) left out
+    assert wins.loc["m", ["n", "longer_wins"]].tolist() == [3, 1]
+    assert wins.loc["m", "chosen_longer_rate"] == pytest.approx(1 / 3)
+    assert wins.loc["length", "chosen_longer_rate"] == pytest.approx(0.5)
+    assert wins.loc["m", "ci_low"] < 1 / 3 < wins.loc["m", "ci_high"]
+
+
+def test_join_without_matches_is_a_user_error(results, data):
+    with pytest.raises(PRBError, match="No result row"):
+        by_aspect_count(results.assign(subset="other"), data)
+
+
+def test_judge_order_statistics():
+    res = results_for("judge:x", ["correct", "wrong", "wrong", "invalid", "tie", "tie"])
+    res["verdict_ab"] = ["chosen", "chosen", "rejected", "invalid", None, None]
+    res["verdict_ba"] = ["chosen", "rejected", "rejected", "chosen", None, None]
+    other = results_for("length", ["correct"] * 6)  # no verdicts: not a judge, left out
+    table = judge_order(pd.concat([res, other], ignore_index=True)).set_index("statistic")
+    assert set(table["model"]) == {"judge:x"}
+    assert table.loc["accuracy_ab", ["n", "value"]].tolist() == [4, 0.5]
+    assert table.loc["accuracy_ba", ["n", "value"]].tolist() == [4, 0.5]
+    assert table.loc["order_consistency", "n"] == 3
+    assert table.loc["order_consistency", "value"] == pytest.approx(2 / 3)
+    assert table.loc["position_a", "value"] == pytest.approx((0.5 + 1 + 0.5) / 3)
+    assert (table["ci_low"] <= table["value"]).all() and (table["value"] <= table["ci_high"]).all()
+
+
+def test_score_margins_standardized_per_model():
+    a = results_for("a", ["correct", "wrong", "correct", "invalid", "correct", "correct"])
+    a["score_chosen"] = [2.0, 0.0, 3.0, np.nan, 1.5, 1.0]
+    a["score_rejected"] = [1.0, 1.0, 1.0, np.nan, 1.0, 1.0]
+    b = a.assign(model="b", score_chosen=a["score_chosen"] * 100, score_rejected=a["score_rejected"] * 100)
+    m = score_margins(pd.concat([a, b], ignore_index=True))
+    assert len(m) == 10  # the invalid row of each model is left out
+    assert m.groupby("model")["margin_std"].std().tolist() == pytest.approx([1.0, 1.0])
+    assert m[m.model == "a"]["margin_std"].to_numpy() == pytest.approx(m[m.model == "b"]["margin_std"])
+    assert (np.sign(m["margin"]) == np.sign(m["margin_std"])).all()
+    summary = margin_summary(pd.concat([a, b], ignore_index=True)).set_index("model")
+    assert summary.loc["a", "n"] == 5 and summary.loc["a", "positive"] == pytest.approx(3 / 5)
+
+
+def test_docstring_examples_run():
+    result = doctest.testmod(breakdowns, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 5 and result.failed == 0

@@ -1,0 +1,228 @@
+"""Accuracy, intervals and paired tests of prb_utils.metrics on small tables whose answers are known."""
+
+from __future__ import annotations
+
+import doctest
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import binomtest
+from statsmodels.stats.contingency_tables import mcnemar
+from statsmodels.stats.proportion import proportion_confint
+
+from prb_utils import metrics
+from prb_utils.errors import PRBError
+from prb_utils.metrics import (
+    accuracy_table,
+    bootstrap_ci,
+    compare,
+    holm,
+    macro_accuracy,
+    profile_lift,
+    summarize,
+    wilson_ci,
+)
+
+
+def rows(model: str, profile: str, subset: str, outcomes: list[str], *, start: int = 0) -> pd.DataFrame:
+    return pd.DataFrame({
+        "model": model, "kind": "length", "profile": profile, "subset": subset, "category": "c",
+        "id": [f"{subset}-{i}" for i in range(start, start + len(outcomes))], "outcome": outcomes,
+    })
+
+
+def paired(model: str, a: str, b: str, *, both: int, a_only: int, b_only: int, neither: int,
+           column: str = "profile", other: str = "m") -> pd.DataFrame:
+    """Two levels of ``column`` scored on the same pairs with a known 2x2 table."""
+    pattern = [("correct", "correct")] * both + [("correct", "wrong")] * a_only
+    pattern += [("wrong", "correct")] * b_only + [("wrong", "wrong")] * neither
+    out_a = [p[0] for p in pattern]
+    out_b = [p[1] for p in pattern]
+    if column == "profile":
+        return pd.concat([rows(model, a, "s", out_a), rows(model, b, "s", out_b)], ignore_index=True)
+    return pd.concat([rows(a, other, "s", out_a), rows(b, other, "s", out_b)], ignore_index=True)
+
+
+def test_accuracy_table_counts_and_wilson_match_statsmodels():
+    res = pd.concat([
+        rows("m1", "none", "s", ["correct"] * 7 + ["wrong"] * 2 + ["tie"] + ["invalid"] * 2),
+        rows("m2", "none", "s", ["correct"] * 3 + ["wrong"] * 9),
+    ], ignore_index=True)
+    table = accuracy_table(res)
+    assert list(table.columns) == ["model", "profile", "n", "correct", "ties", "invalid", "accuracy",
+                                   "ci_low", "ci_high"]
+    m1 = table.set_index("model").loc["m1"]
+    assert (m1.n, m1.correct, m1.ties, m1.invalid) == (12, 7, 1, 2)
+    assert m1.accuracy == pytest.approx(7 / 12)
+    low, high = proportion_confint(7, 12, alpha=0.05, method="wilson")
+    assert (m1.ci_low, m1.ci_high) == (pytest.approx(low), pytest.approx(high))
+    m2 = table.set_index("model").loc["m2"]
+    low, high = proportion_confint(3, 12, method="wilson")
+    assert (m2.accuracy, m2.ci_low, m2.ci_high) == (0.25, pytest.approx(low), pytest.approx(high))
+
+
+def test_accuracy_table_half_credit_is_explicit():
+    res = rows("m", "none", "s", ["correct", "tie", "tie", "wrong"])
+    plain = accuracy_table(res)
+    half = accuracy_table(res, half_credit=True)
+    assert plain["accuracy"].iloc[0] == 0.25 and "credit" not in plain.columns
+    assert half["accuracy"].iloc[0] == 0.5 and half["credit"].iloc[0] == 2.0
+    low, high = proportion_confint(2, 4, method="wilson")
+    assert half["ci_low"].iloc[0] == pytest.approx(low) and half["ci_high"].iloc[0] == pytest.approx(high)
+
+
+def test_accuracy_table_by_string_and_bootstrap_ci_is_seeded():
+    res = pd.concat([rows("m", "none", "a", ["correct"] * 30 + ["wrong"] * 10),
+                     rows("m", "none", "b", ["correct"] * 10 + ["wrong"] * 30)], ignore_index=True)
+    by_subset = accuracy_table(res, "model,subset")
+    assert by_subset["accuracy"].tolist() == [0.75, 0.25]
+    boot1 = accuracy_table(res, "subset", ci="bootstrap", seed=3)
+    boot2 = accuracy_table(res, "subset", ci="bootstrap", seed=3)
+    pd.testing.assert_frame_equal(boot1, boot2)
+    assert ((boot1.ci_low < boot1.accuracy) & (boot1.accuracy < boot1.ci_high)).all()
+    no_ci = accuracy_table(res, "subset", ci=None)
+    assert no_ci[["ci_low", "ci_high"]].isna().all().all()
+
+
+def test_accuracy_table_rejects_bad_input():
+    with pytest.raises(PRBError, match="outcome"):
+        accuracy_table(rows("m", "none", "s", ["correct", "maybe"]))
+    with pytest.raises(PRBError, match="lacks the column"):
+        accuracy_table(rows("m", "none", "s", ["correct"]), by=["nope"])
+    with pytest.raises(PRBError, match="confidence interval"):
+        accuracy_table(rows("m", "none", "s", ["correct"]), ci="exact")
+
+
+def test_wilson_ci_scalar_array_and_empty():
+    low, high = wilson_ci(8, 10)
+    ref = proportion_confint(8, 10, method="wilson")
+    assert (low, high) == (pytest.approx(ref[0]), pytest.approx(ref[1]))
+    lows, highs = wilson_ci(np.array([0, 5]), np.array([0, 5]))
+    assert np.isnan(lows[0]) and np.isnan(highs[0]) and highs[1] == pytest.approx(1.0)
+
+
+def test_bootstrap_ci_close_to_normal_approximation_and_stratified():
+    values = np.array([0.0, 1.0] * 200)
+    low, high = bootstrap_ci(values, seed=0)
+    assert low == pytest.approx(0.5 - 1.96 * 0.025, abs=0.01)
+    assert high == pytest.approx(0.5 + 1.96 * 0.025, abs=0.01)
+    smooth = np.random.default_rng(5).normal(size=50)
+    assert bootstrap_ci(smooth, seed=1) == bootstrap_ci(smooth, seed=1)
+    assert bootstrap_ci(smooth, seed=1) != bootstrap_ci(smooth, seed=2)
+    # resampling within strata keeps each stratum's size, so a stratum-constant column has a fixed mean
+    strata = np.array(["a"] * 30 + ["b"] * 10)
+    constant = np.where(strata == "a", 1.0, 0.0)
+    assert bootstrap_ci(constant, strata=strata) == (pytest.approx(0.75), pytest.approx(0.75))
+    assert np.isnan(bootstrap_ci([])[0])
+
+
+def test_bootstrap_fast_mean_agrees_with_index_resampling():
+    values = np.r_[np.ones(130), np.zeros(60), np.full(10, 0.5)]  # correct / wrong / half-credit ties
+    fast = bootstrap_ci(values, n_resamples=4000, seed=0)
+    slow = bootstrap_ci(values, lambda v: float(v.mean()), n_resamples=4000, seed=0)
+    assert fast == pytest.approx(slow, abs=0.012)
+    strata = np.array(["a"] * 100 + ["b"] * 100)
+    fast = bootstrap_ci(values, strata=strata, n_resamples=4000, seed=0)
+    slow = bootstrap_ci(values, lambda v: float(v.mean()), strata=strata, n_resamples=4000, seed=0)
+    assert fast == pytest.approx(slow, abs=0.012)
+
+
+def test_holm_known_example():
+    # sorted: 0.005*4=0.02, 0.01*3=0.03, 0.03*2=0.06, 0.04*1=0.04 -> monotone 0.06
+    assert holm([0.01, 0.04, 0.03, 0.005]).tolist() == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    out = holm([0.2, np.nan])
+    assert out[0] == pytest.approx(0.2) and np.isnan(out[1])
+
+
+def test_compare_matches_hand_built_mcnemar_table():
+    res = paired("m", "none", "full", both=5, a_only=2, b_only=9, neither=4)
+    cmp = compare(res, "profile", baseline="none")
+    assert len(cmp) == 1
+    row = cmp.iloc[0]
+    assert (row.model, row.level_a, row.level_b) == ("m", "none", "full")
+    assert (row.n_pairs, row.both_correct, row.a_only, row.b_only, row.neither) == (20, 5, 2, 9, 4)
+    expected = mcnemar(np.array([[5, 2], [9, 4]]), exact=True).pvalue
+    assert row.p_value == pytest.approx(expected)
+    assert row.p_value == pytest.approx(binomtest(2, 11, 0.5).pvalue)
+    assert row["diff"] == pytest.approx((14 - 7) / 20)
+    assert row.acc_a == pytest.approx(7 / 20) and row.acc_b == pytest.approx(14 / 20)
+    assert row.ci_low < row["diff"] < row.ci_high
+    assert row.p_holm == pytest.approx(row.p_value)
+
+
+def test_compare_all_pairs_holm_over_family_and_unmatched_pairs_dropped():
+    base = paired("m", "none", "full", both=3, a_only=0, b_only=8, neither=1)
+    top = rows("m", "top3", "s", ["correct"] * 6 + ["wrong"] * 4)
+    top = top[top["id"] != "s-0"]  # one pair never scored under top3
+    res = pd.concat([base, top], ignore_index=True)
+    cmp = compare(res, "profile")
+    assert list(zip(cmp.level_a, cmp.level_b, strict=True)) == [("none", "full"), ("none", "top3"),
+                                                               ("full", "top3")]
+    assert cmp.set_index("level_b").loc["top3", "n_pairs"].tolist() == [9, 9]  # s-1..s-9
+    assert cmp.iloc[0].n_pairs == 12
+    assert cmp.iloc[0]["diff"] == pytest.approx((11 - 3) / 12)  # full - none
+    assert cmp["p_holm"].to_numpy() == pytest.approx(holm(cmp["p_value"]))
+    assert (cmp["p_holm"] >= cmp["p_value"]).all()
+
+
+def test_compare_models_within_profiles_and_bad_options():
+    res = pd.concat([paired("", "m1", "m2", both=2, a_only=4, b_only=0, neither=2, column="model", other="none"),
+                     paired("", "m1", "m2", both=2, a_only=0, b_only=1, neither=5, column="model", other="full")],
+                    ignore_index=True)
+    cmp = compare(res, "model")
+    assert cmp.set_index("profile")[["a_only", "b_only"]].to_dict("index") == {
+        "full": {"a_only": 0, "b_only": 1}, "none": {"a_only": 4, "b_only": 0}}
+    pooled = compare(res, "model", by=[])
+    assert pooled[["n_pairs", "a_only", "b_only"]].iloc[0].tolist() == [16, 4, 1]
+    with pytest.raises(PRBError, match="baseline"):
+        compare(res, "model", baseline="m9")
+    with pytest.raises(PRBError, match="duplicate"):
+        compare(pd.concat([res, res.iloc[:1]]), "model")
+
+
+def test_profile_lift_per_model():
+    res = pd.concat([paired("m1", "none", "top3", both=1, a_only=0, b_only=3, neither=0),
+                     paired("m2", "none", "top3", both=0, a_only=2, b_only=0, neither=2)], ignore_index=True)
+    lift = profile_lift(res)
+    assert list(lift.columns) == ["model", "profile", "n_pairs", "acc_none", "acc_profile", "lift", "ci_low",
+                                  "ci_high", "p_value", "p_holm"]
+    got = lift.set_index("model")
+    assert got.loc["m1", "lift"] == pytest.approx(0.75) and got.loc["m2", "lift"] == pytest.approx(-0.5)
+    assert got.loc["m1", "acc_none"] == pytest.approx(0.25)
+    assert got.loc["m1", "ci_low"] <= 0.75 <= got.loc["m1", "ci_high"]
+    with pytest.raises(PRBError, match="baseline"):
+        profile_lift(res[res.profile == "top3"])
+
+
+def test_macro_accuracy_weights_subsets_equally():
+    res = pd.concat([rows("m", "none", "a", ["correct"] * 9 + ["wrong"]),
+                     rows("m", "none", "b", ["correct"] + ["wrong"] * 29)], ignore_index=True)
+    macro = macro_accuracy(res).iloc[0]
+    assert macro.accuracy == pytest.approx((0.9 + 1 / 30) / 2)
+    assert macro.n == 40 and macro.n_levels == 2
+    assert macro.ci_low < macro.accuracy < macro.ci_high
+    assert accuracy_table(res)["accuracy"].iloc[0] == pytest.approx(10 / 40)
+
+
+def test_summarize_adds_paired_columns_against_baseline():
+    res = pd.concat([paired("m1", "none", "full", both=2, a_only=0, b_only=6, neither=2),
+                     paired("m2", "none", "full", both=2, a_only=1, b_only=1, neither=6)], ignore_index=True)
+    plain = summarize(res, "model,profile")
+    pd.testing.assert_frame_equal(plain, accuracy_table(res, ["model", "profile"]))
+    out = summarize(res, ["model"], compare="profile")
+    assert list(out.columns[:9]) == ["model", "profile", "n", "correct", "ties", "invalid", "accuracy",
+                                     "ci_low", "ci_high"]
+    full = out.set_index(["model", "profile"])
+    assert full.loc[("m1", "full"), "vs"] == "none"
+    assert full.loc[("m1", "full"), "diff"] == pytest.approx(0.6)
+    assert full.loc[("m2", "full"), "diff"] == pytest.approx(0.0)
+    assert full.loc[("m2", "full"), "p_value"] == pytest.approx(1.0)
+    assert pd.isna(full.loc[("m1", "none"), "p_value"])
+    tested = out["p_value"].notna()
+    assert out.loc[tested, "p_holm"].to_numpy() == pytest.approx(holm(out.loc[tested, "p_value"]))
+
+
+def test_docstring_examples_run():
+    result = doctest.testmod(metrics, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 5 and result.failed == 0
