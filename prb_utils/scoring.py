@@ -1,0 +1,445 @@
+"""Score reward models on a benchmark, one job per (model, profile condition), through the results store.
+
+For each model (loaded once, and only when one of its jobs has pairs left to score) and each profile
+condition, the pairs the store already holds are skipped; the rest are scored in chunks, each chunk written
+as a part file as soon as it is scored (see :mod:`prb_utils.store`), with a tqdm bar in pairs/s.
+
+Outcomes: ``correct`` when ``score_chosen > score_rejected``, ``tie`` when equal, ``wrong`` otherwise;
+``invalid`` when the adapter says so (``invalid_reason``) or a score is NaN/inf (reason "non-finite score").
+When the adapter raises on a chunk, each pair of the chunk is scored alone; pairs that still raise become
+``invalid`` rows with the exception as reason (``failed`` true, tried again by the next run) and the run goes
+on. After ``ABORT_AFTER_FAILURES`` consecutive failing pairs the model is broken rather than the pairs: the
+error is raised (every chunk scored so far, failed rows included, stays in the store). Ctrl-C stops at
+once; finished chunks are kept and the next run resumes.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from prb_utils.store import JobStore, now, pair_hash, tidy_rows
+
+BASELINE_KINDS = ("length", "lexical")
+MIN_CHUNK = 2
+MAX_CHUNK = 1024
+FIRST_CHUNK = 8
+TARGET_CHUNK_SECONDS = 5.0
+ABORT_AFTER_FAILURES = 8  # consecutive pairs that raise even when scored alone
+
+
+@dataclass(frozen=True)
+class _Pair:
+    """One pair as scored in one job: identity, metadata, model input and its hash."""
+
+    subset: str
+    id: str
+    category: str
+    prompt: str
+    chosen: str
+    rejected: str
+    hash: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.subset}/{self.id}"
+
+
+# ------------------------------------------------------------------------------------------ outcomes
+
+
+def outcome(score_chosen: float, score_rejected: float, invalid_reason: str | None = None) -> tuple[str, str | None]:
+    """``(outcome, invalid_reason)`` of one scored pair.
+
+    >>> outcome(0.7, 0.3), outcome(1.0, 1.0), outcome(float("nan"), 0.0)
+    (('correct', None), ('tie', None), ('invalid', 'non-finite score'))
+    """
+    if invalid_reason:
+        return "invalid", str(invalid_reason)
+    try:
+        chosen, rejected = float(score_chosen), float(score_rejected)
+    except (TypeError, ValueError):
+        return "invalid", "non-numeric score"
+    if not (math.isfinite(chosen) and math.isfinite(rejected)):
+        return "invalid", "non-finite score"
+    if chosen > rejected:
+        return "correct", None
+    if chosen == rejected:
+        return "tie", None
+    return "wrong", None
+
+
+def _error_reason(exc: BaseException) -> str:
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+# ------------------------------------------------------------------------------------------ job setup
+
+
+def _spec_kind(spec: str) -> tuple[str, str]:
+    """Canonical spec text and kind, without loading anything (PRBError on an unknown kind)."""
+    from prb_utils.models.base import parse_spec
+
+    parsed = parse_spec(spec)
+    return parsed.canonical, parsed.kind
+
+
+def _template_id(judge_template: str | None) -> str | None:
+    """A judge template is identified by its content (a file path or the template text itself)."""
+    if not judge_template:
+        return None
+    path = Path(judge_template)
+    text = path.read_text(encoding="utf-8") if path.is_file() else judge_template
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def job_options(
+    kind: str,
+    condition: str,
+    *,
+    dtype: str = "auto",
+    seed: int = 0,
+    judge_mode: str = "logprob",
+    judge_template: str | None = None,
+    retriever: str | None = None,
+) -> dict[str, Any]:
+    """The options that can change a score of this kind under this condition (they go into the job key).
+
+    Execution details that cannot change a score (device, batch size) are kept in the run metadata only.
+    """
+    options: dict[str, Any] = {}
+    if kind not in BASELINE_KINDS:
+        options.update(dtype=dtype, seed=int(seed))
+    if kind == "judge":
+        options.update(judge_mode=judge_mode, judge_template=_template_id(judge_template))
+    if condition not in ("none", "full"):
+        options["retriever"] = retriever or "bm25"
+    return options
+
+
+def _condition_name(condition: Any) -> str:
+    from prb_utils.profile import parse_condition
+
+    return parse_condition(condition).name
+
+
+def _retriever(spec: str | None) -> Callable[..., list[int]] | None:
+    from prb_utils.profile import make_retriever
+
+    return make_retriever(spec)
+
+
+def _user_message(row: Mapping[str, Any], condition: str, retriever: Callable[..., list[int]] | None) -> str:
+    from prb_utils.profile import rm_user_message
+
+    return rm_user_message(row, condition, retriever=retriever)
+
+
+def _pair_input(key: str, prompt: str, chosen: str, rejected: str) -> Any:
+    from prb_utils.models import PairInput
+
+    return PairInput(key=key, prompt=prompt, chosen=chosen, rejected=rejected)
+
+
+def _load_model(spec: str, **options: Any) -> Any:
+    from prb_utils.models import load_model
+
+    return load_model(spec, **options)
+
+
+def _build_pairs(
+    records: list[dict[str, Any]], condition: str, retriever: Callable[..., list[int]] | None
+) -> list[_Pair]:
+    pairs = []
+    for row in records:
+        subset, item_id = str(row["subset"]), str(row["id"])
+        prompt = _user_message(row, condition, retriever)
+        pairs.append(
+            _Pair(
+                subset=subset,
+                id=item_id,
+                category=str(row.get("category") or ""),
+                prompt=prompt,
+                chosen=row["chosen"],
+                rejected=row["rejected"],
+                hash=pair_hash(subset, item_id, prompt, row["chosen"], row["rejected"]),
+            )
+        )
+    return pairs
+
+
+# ------------------------------------------------------------------------------------------ scoring
+
+
+def _as_float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _row(pair: _Pair, score: Any, *, job: str, spec: str, kind: str, profile: str) -> dict[str, Any]:
+    extra = dict(getattr(score, "extra", None) or {})
+    result, reason = outcome(score.score_chosen, score.score_rejected, getattr(score, "invalid_reason", None))
+    truncated = extra.get("truncated")
+    return {
+        "model": spec,
+        "kind": kind,
+        "profile": profile,
+        "subset": pair.subset,
+        "category": pair.category,
+        "id": pair.id,
+        "score_chosen": _as_float(score.score_chosen),
+        "score_rejected": _as_float(score.score_rejected),
+        "outcome": result,
+        "invalid_reason": reason,
+        "p_chosen_ab": _as_float(extra["p_chosen_ab"]) if "p_chosen_ab" in extra else None,
+        "p_chosen_ba": _as_float(extra["p_chosen_ba"]) if "p_chosen_ba" in extra else None,
+        "verdict_ab": extra.get("verdict_ab"),
+        "verdict_ba": extra.get("verdict_ba"),
+        "truncated": None if truncated is None else bool(truncated),
+        "failed": False,
+        "pair_hash": pair.hash,
+        "job": job,
+    }
+
+
+def _failed_row(pair: _Pair, exc: BaseException, *, job: str, spec: str, kind: str, profile: str) -> dict[str, Any]:
+    return {
+        "model": spec, "kind": kind, "profile": profile, "subset": pair.subset, "category": pair.category,
+        "id": pair.id, "score_chosen": None, "score_rejected": None, "outcome": "invalid",
+        "invalid_reason": _error_reason(exc), "failed": True, "pair_hash": pair.hash, "job": job,
+    }
+
+
+def _score_once(model: Any, pairs: Sequence[_Pair]) -> list[Any]:
+    scores = list(model.score_pairs([_pair_input(p.key, p.prompt, p.chosen, p.rejected) for p in pairs]))
+    if len(scores) != len(pairs):
+        raise RuntimeError(f"the adapter returned {len(scores)} scores for {len(pairs)} pairs")
+    return scores
+
+
+def score_chunk(model: Any, pairs: Sequence[_Pair], **labels: str) -> tuple[list[dict[str, Any]], list[Exception]]:
+    """Rows for one chunk, plus one entry per pair (None or its exception) when the chunk call failed.
+
+    On an adapter error, every pair is tried alone and pairs that still raise become ``failed`` invalid rows.
+    """
+    try:
+        return [_row(p, s, **labels) for p, s in zip(pairs, _score_once(model, pairs), strict=True)], []
+    except Exception as chunk_error:
+        if len(pairs) == 1:
+            return [_failed_row(pairs[0], chunk_error, **labels)], [chunk_error]
+    rows, errors = [], []
+    for pair in pairs:
+        try:
+            rows.append(_row(pair, _score_once(model, [pair])[0], **labels))
+            errors.append(None)
+        except Exception as exc:
+            errors.append(exc)
+            rows.append(_failed_row(pair, exc, **labels))
+    return rows, errors
+
+
+def _next_chunk_size(current: int, seconds: float, n_pairs: int) -> int:
+    if n_pairs <= 0 or seconds <= 0:
+        return min(MAX_CHUNK, current * 2)
+    wanted = int(TARGET_CHUNK_SECONDS * n_pairs / seconds)
+    return max(MIN_CHUNK, min(MAX_CHUNK, wanted, current * 4))
+
+
+# ------------------------------------------------------------------------------------------ run metadata
+
+
+def _version(package: str) -> str | None:
+    try:
+        return importlib_metadata.version(package)
+    except importlib_metadata.PackageNotFoundError:
+        return None
+
+
+def package_versions() -> dict[str, str | None]:
+    """Versions of the packages that shape a score (read without importing them)."""
+    from prb_utils import __version__
+
+    return {
+        "prb": _version("prb") or __version__,
+        "torch": _version("torch"),
+        "transformers": _version("transformers"),
+        "python": sys.version.split()[0],
+    }
+
+
+def _model_metadata(model: Any) -> dict[str, Any]:
+    try:
+        found = dict(model.run_metadata() or {})
+    except Exception as exc:  # metadata must never cost the scores
+        found = {"run_metadata_error": _error_reason(exc)}
+    return found
+
+
+# ------------------------------------------------------------------------------------------ the job loop
+
+
+class _LazyModel:
+    """Loads a model the first time it is needed, once, for every profile condition."""
+
+    def __init__(self, spec: Any, options: dict[str, Any]) -> None:
+        self._given = spec if not isinstance(spec, str) else None
+        self._spec = spec if isinstance(spec, str) else None
+        self._options = options
+        self.model = self._given
+
+    def get(self) -> Any:
+        if self.model is None:
+            self.model = _load_model(self._spec, **self._options)
+        return self.model
+
+    def release(self) -> None:
+        if self._given is None and self.model is not None:
+            self.model = None
+            gc.collect()
+            torch = sys.modules.get("torch")
+            if torch is not None and torch.cuda.is_available():
+                torch.cuda.empty_cache()
+
+
+def _run_job(
+    store: JobStore,
+    todo: list[_Pair],
+    lazy: _LazyModel,
+    labels: dict[str, str],
+    *,
+    run: dict[str, Any],
+    progress: bool,
+    chunk_size: int | None,
+) -> None:
+    """Score ``todo`` into ``store`` (the caller holds the job lock)."""
+    from tqdm.auto import tqdm
+
+    model = lazy.get()
+    meta = store.metadata() or {**store.description, "key": store.key, "created": now()}
+    meta.update(finished=None, updated=now(), n_pairs=run["n_pairs"], data_fingerprint=run["data_fingerprint"])
+    meta["run"] = {**run["options"], **_model_metadata(model), **package_versions(), "started": now()}
+    store.write_metadata(meta)
+
+    size = chunk_size or FIRST_CHUNK
+    bar = tqdm(total=len(todo), unit="pairs", desc=f"{labels['spec']} [{labels['profile']}]",
+               disable=not progress, file=sys.stderr, dynamic_ncols=True)
+    done = streak = 0
+    try:
+        while done < len(todo):
+            chunk = todo[done : done + size]
+            started = time.perf_counter()
+            rows, errors = score_chunk(model, chunk, **labels)
+            store.write_part(pd.DataFrame(rows))
+            done += len(chunk)
+            bar.update(len(chunk))
+            for error in errors or [None]:
+                streak = streak + 1 if error is not None else 0
+                if streak >= ABORT_AFTER_FAILURES:
+                    raise error  # a broken model, not a bad pair (the failed pairs are retried next run)
+            if chunk_size is None:
+                size = _next_chunk_size(size, time.perf_counter() - started, len(chunk))
+    finally:
+        bar.close()
+
+    store.compact()
+    rows = store.read()
+    meta["run"].update(_model_metadata(model))  # again: adapters report counters (cumulative per model)
+    meta["run"]["n_scored"] = len(todo)
+    meta["run"]["n_truncated"] = int(rows["truncated"].fillna(False).sum())
+    meta["run"]["n_failed"] = int(rows["failed"].sum())
+    meta.update(finished=now(), updated=now())
+    store.write_metadata(meta)
+
+
+def score_benchmark(
+    data: pd.DataFrame,
+    models: Sequence[Any],
+    profiles: Sequence[str],
+    *,
+    out: str | os.PathLike = "results",
+    device: str = "auto",
+    dtype: str = "auto",
+    batch_tokens: int | None = None,
+    seed: int = 0,
+    judge_mode: str = "logprob",
+    judge_template: str | None = None,
+    retriever: str | None = None,
+    progress: bool = True,
+    chunk_size: int | None = None,
+) -> pd.DataFrame:
+    """Score every model under every profile condition; return exactly these jobs' rows from the store.
+
+    ``models`` holds spec strings (``"judge:smollm2"``) or already-loaded reward models (anything with
+    ``spec``, ``kind`` and ``score_pairs``). Pairs already in the store are read, not scored again; a model
+    is loaded only when one of its jobs has pairs left. ``chunk_size`` fixes the pairs per part file
+    (default: adaptive, about five seconds of scoring per chunk). Rows come back in model, profile, data order.
+    """
+    from prb_utils.data import data_fingerprint
+
+    records = data.to_dict("records")
+    fingerprint = data_fingerprint(data) if len(data) else None
+    conditions = list(dict.fromkeys(_condition_name(c) for c in profiles))
+    retriever_name = retriever or "bm25"
+    find_posts = _retriever(retriever_name) if any(c not in ("none", "full") for c in conditions) else None
+    pairs_by_condition = {c: _build_pairs(records, c, find_posts) for c in conditions}
+    load_options = dict(device=device, dtype=dtype, batch_tokens=batch_tokens, judge_mode=judge_mode,
+                        judge_template=judge_template, seed=seed)
+
+    resolved = [(given, *(_spec_kind(given) if isinstance(given, str) else (str(given.spec), str(given.kind))))
+                for given in models]  # an unknown spec fails here, before anything is scored
+    frames = []
+    for given, spec, kind in resolved:
+        lazy = _LazyModel(given if not isinstance(given, str) else spec, load_options)
+        try:
+            for condition in conditions:
+                options = job_options(kind, condition, dtype=dtype, seed=seed, judge_mode=judge_mode,
+                                      judge_template=judge_template, retriever=retriever_name)
+                store = JobStore(out, {"model": spec, "kind": kind, "profile": condition, "options": options})
+                pairs = pairs_by_condition[condition]
+                labels = {"job": store.key, "spec": spec, "kind": kind, "profile": condition}
+                if _missing(store, pairs):
+                    run = {"n_pairs": len(pairs), "data_fingerprint": fingerprint,
+                           "options": {"device": device, "dtype": dtype, "batch_tokens": batch_tokens, "seed": seed}}
+                    with store.writing(on_wait=_waiting_message if progress else None):
+                        todo = _missing(store, pairs)  # another process may have scored them meanwhile
+                        if todo:
+                            _run_job(store, todo, lazy, labels, run=run, progress=progress, chunk_size=chunk_size)
+                elif progress:
+                    print(f"{spec} [{condition}]: {len(pairs)} pairs read from the store", file=sys.stderr)
+                frames.append(_select(store.read(), pairs))
+        finally:
+            lazy.release()
+    if not frames:
+        return tidy_rows([])
+    return tidy_rows(pd.concat(frames, ignore_index=True))
+
+
+def _missing(store: JobStore, pairs: Sequence[_Pair]) -> list[_Pair]:
+    done = store.done()
+    return [p for p in pairs if done.get((p.subset, p.id)) != p.hash]
+
+
+def _select(rows: pd.DataFrame, pairs: Sequence[_Pair]) -> pd.DataFrame:
+    """The rows of exactly these pairs (matching hashes), in the pairs' order."""
+    wanted = pd.DataFrame({"subset": [p.subset for p in pairs], "id": [p.id for p in pairs],
+                           "pair_hash": [p.hash for p in pairs]})
+    return wanted.merge(rows, on=["subset", "id", "pair_hash"], how="inner")[rows.columns]
+
+
+def _waiting_message(store: JobStore) -> None:
+    print(f"Waiting for another process that is scoring job {store.key} ({store.description['model']}, "
+          f"{store.description['profile']})…", file=sys.stderr)

@@ -1,0 +1,291 @@
+"""The results store: per-item scores as parquet shards, one folder per job, safe to resume and share.
+
+Layout under ``out`` (default ``results/``)::
+
+    jobs/<job_key>/job.json            what the job is + run metadata (versions, dtype, device, ...)
+    jobs/<job_key>/part-00001.parquet  per-item rows, one file per scored chunk (compacted when a job ends)
+    jobs/<job_key>/.lock               a ``filelock.FileLock``: one writer per job at a time
+
+A *job* is one model spec x one profile condition x the options that can change a score (dtype, seed,
+judge mode, retriever for ``top{K}``). ``job_key`` is a short sha256 of that description. The data is not
+part of the key: each row carries ``pair_hash``, a hash of exactly what the model saw for that pair (subset,
+id, RM user message, chosen, rejected). A pair counts as done when the job holds a row with the same hash,
+so ``--limit 10`` then ``--limit 20`` scores only the 10 new pairs, and an edited record is scored again
+(the newer row replaces the older one).
+
+Concurrency and crashes: every file is written to a temporary name and moved into place with
+``os.replace`` (readers never see half a file); part files are numbered under the job lock, so two
+processes on the same job never double-write (the second waits, then finds the work done), and processes
+on different jobs never touch the same files. A killed run loses at most the chunk it was scoring.
+
+Rows: ``RESULT_COLUMNS``. Judges carry both A/B orders in one row (``p_chosen_ab``, ``p_chosen_ba``,
+``verdict_ab``, ``verdict_ba``; ``score_chosen`` is P(chosen wins) averaged over both orders); these
+columns are empty for other kinds. ``failed`` marks rows whose adapter raised (``invalid_reason`` holds the
+exception); such pairs are tried again by the next run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from filelock import FileLock, Timeout
+
+STORE_VERSION = 1
+JOBS_DIR = "jobs"
+JOB_FILE = "job.json"
+PART_RE = re.compile(r"^part-(\d+)\.parquet$")
+
+RESULT_COLUMNS = [
+    "model",
+    "kind",
+    "profile",
+    "subset",
+    "category",
+    "id",
+    "score_chosen",
+    "score_rejected",
+    "outcome",
+    "invalid_reason",
+    "p_chosen_ab",
+    "p_chosen_ba",
+    "verdict_ab",
+    "verdict_ba",
+    "truncated",
+    "failed",
+    "pair_hash",
+    "job",
+]
+FLOAT_COLUMNS = ["score_chosen", "score_rejected", "p_chosen_ab", "p_chosen_ba"]
+OUTCOMES = ("correct", "wrong", "tie", "invalid")
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no whitespace: the same description always gives the same text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def job_key(description: Mapping[str, Any]) -> str:
+    """Short sha256 of a canonical job description.
+
+    >>> job_key({"model": "length", "profile": "none"}) == job_key({"profile": "none", "model": "length"})
+    True
+    """
+    payload = canonical_json({"store_version": STORE_VERSION, **description})
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+
+def pair_hash(subset: str, item_id: str, prompt: str, chosen: str, rejected: str) -> str:
+    """Hash of exactly what a reward model sees for one pair (plus the pair's identity)."""
+    payload = canonical_json([subset, item_id, prompt, chosen, rejected])
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+
+def now() -> str:
+    """The current UTC time as ISO text (seconds)."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _atomic_write_bytes(path: Path, write: Any) -> None:
+    """Call ``write(fh)`` on a temporary file beside ``path``, fsync it, then move it into place."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def tidy_rows(rows: pd.DataFrame | list[dict]) -> pd.DataFrame:
+    """Rows in ``RESULT_COLUMNS`` order with stable dtypes (missing columns are added empty)."""
+    frame = pd.DataFrame(rows) if not isinstance(rows, pd.DataFrame) else rows.copy()
+    for column in RESULT_COLUMNS:
+        if column not in frame.columns:
+            frame[column] = None
+    extra = [c for c in frame.columns if c not in RESULT_COLUMNS]
+    frame = frame[RESULT_COLUMNS + extra]
+    for column in FLOAT_COLUMNS:
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("float64")
+    frame["truncated"] = frame["truncated"].astype("boolean")
+    frame["failed"] = frame["failed"].fillna(False).astype(bool)
+    for column in ("model", "kind", "profile", "subset", "category", "id", "outcome", "pair_hash", "job"):
+        frame[column] = frame[column].astype(object)
+    for column in ("invalid_reason", "verdict_ab", "verdict_ba"):
+        frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
+    return frame.reset_index(drop=True)
+
+
+class JobStore:
+    """One job's folder: its description, run metadata and part files."""
+
+    def __init__(self, out: str | os.PathLike, description: Mapping[str, Any]) -> None:
+        self.description = dict(description)
+        self.key = job_key(self.description)
+        self.dir = Path(out) / JOBS_DIR / self.key
+        self.lock = FileLock(str(self.dir / ".lock"))
+
+    # ------------------------------------------------------------------------------------ reading
+
+    def parts(self) -> list[Path]:
+        """Part files in write order."""
+        return _parts(self.dir)
+
+    def read(self) -> pd.DataFrame:
+        """Every row of the job, the newest row per (subset, id)."""
+        return _read_job(self.dir)
+
+    def done(self) -> dict[tuple[str, str], str]:
+        """``{(subset, id): pair_hash}`` of pairs with a final row (rows whose adapter raised are not final)."""
+        rows = self.read()
+        rows = rows[~rows["failed"]]
+        return dict(zip(zip(rows["subset"], rows["id"], strict=True), rows["pair_hash"], strict=True))
+
+    def metadata(self) -> dict[str, Any]:
+        """The job's ``job.json`` (empty when the job was never written)."""
+        return _read_json(self.dir / JOB_FILE)
+
+    # ------------------------------------------------------------------------------------ writing
+
+    @contextmanager
+    def writing(self, *, on_wait: Any = None) -> Iterator[JobStore]:
+        """Hold the job lock (waiting for another process if needed) and clean up leftovers of crashed runs."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.lock.acquire(timeout=0)
+        except Timeout:
+            if on_wait is not None:
+                on_wait(self)
+            self.lock.acquire()
+        try:
+            for stale in self.dir.glob(".*.tmp"):
+                stale.unlink(missing_ok=True)
+            yield self
+        finally:
+            self.lock.release()
+
+    def write_part(self, rows: pd.DataFrame) -> Path:
+        """Write rows as the next part file, atomically (call inside :meth:`writing`)."""
+        parts = self.parts()
+        number = _part_number(parts[-1]) + 1 if parts else 1
+        path = self.dir / f"part-{number:05d}.parquet"
+        frame = tidy_rows(rows)
+        _atomic_write_bytes(path, lambda fh: frame.to_parquet(fh, index=False))
+        return path
+
+    def write_metadata(self, metadata: Mapping[str, Any]) -> None:
+        """Replace ``job.json`` atomically (call inside :meth:`writing`)."""
+        text = json.dumps(dict(metadata), indent=2, sort_keys=True, ensure_ascii=False, default=str)
+        _atomic_write_bytes(self.dir / JOB_FILE, lambda fh: fh.write(text.encode("utf-8") + b"\n"))
+
+    def compact(self) -> None:
+        """Merge the part files into one (call inside :meth:`writing`); a crash midway leaves duplicates
+        that readers drop, never a gap."""
+        parts = self.parts()
+        if len(parts) <= 1:
+            return
+        merged = self.write_part(self.read())
+        for part in parts:
+            if part != merged:
+                part.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------------------------------- helpers
+
+
+def _part_number(path: Path) -> int:
+    match = PART_RE.match(path.name)
+    return int(match.group(1)) if match else -1
+
+
+def _parts(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    return sorted((p for p in folder.iterdir() if PART_RE.match(p.name)), key=_part_number)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+
+
+def _read_job(folder: Path) -> pd.DataFrame:
+    """All rows of one job folder, newest row per (subset, id); tolerant of a concurrent compaction."""
+    for _ in range(5):
+        try:
+            frames = [pd.read_parquet(part) for part in _parts(folder)]
+            break
+        except FileNotFoundError:  # a part was merged away between listing and reading; list again
+            continue
+    else:
+        frames = [pd.read_parquet(part) for part in _parts(folder)]
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return tidy_rows([])
+    rows = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    rows = rows.drop_duplicates(["subset", "id"], keep="last")
+    return tidy_rows(rows)
+
+
+def _job_folders(out: str | os.PathLike) -> list[Path]:
+    root = Path(out) / JOBS_DIR
+    if not root.is_dir():
+        return []
+    folders = [p for p in root.iterdir() if p.is_dir()]
+    return sorted(folders, key=lambda p: (_read_json(p / JOB_FILE).get("created", ""), p.name))
+
+
+def load_results(out: str | os.PathLike = "results") -> pd.DataFrame:
+    """Every per-item row in the store (``RESULT_COLUMNS``), jobs in creation order.
+
+    Rows are unique on (job, subset, id): the newest row wins.
+    """
+    frames = [_read_job(folder) for folder in _job_folders(out)]
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return tidy_rows([])
+    rows = pd.concat(frames, ignore_index=True)
+    return tidy_rows(rows.drop_duplicates(["job", "subset", "id"], keep="last"))
+
+
+def load_run_metadata(out: str | os.PathLike = "results") -> pd.DataFrame:
+    """One row per job: job, model, kind, profile, options (``option_*``), data fingerprint, times, row
+    count, and the run metadata of the last run that scored anything (versions, dtype, device, ...)."""
+    records = []
+    for folder in _job_folders(out):
+        meta = _read_json(folder / JOB_FILE)
+        if not meta:
+            continue
+        record: dict[str, Any] = {
+            "job": meta.get("key", folder.name),
+            "model": meta.get("model"),
+            "kind": meta.get("kind"),
+            "profile": meta.get("profile"),
+            "data_fingerprint": meta.get("data_fingerprint"),
+            "n_pairs": meta.get("n_pairs"),
+            "n_rows": len(_read_job(folder)),
+            "created": meta.get("created"),
+            "finished": meta.get("finished"),
+        }
+        for name, value in (meta.get("options") or {}).items():
+            record[f"option_{name}"] = value
+        for name, value in (meta.get("run") or {}).items():
+            if name == "spec" and value == record["model"] or record.get(name, object()) == value:
+                continue  # the job already says it
+            record[name if name not in record else f"run_{name}"] = value
+        records.append(record)
+    return pd.DataFrame(records)

@@ -1,0 +1,479 @@
+"""Scoring through the store: outcomes, cache hits, resume after a kill, failing adapters, concurrent runs.
+
+The fake reward models here follow the adapter protocol (``spec``, ``kind``, ``score_pairs``,
+``run_metadata``); the subprocess tests import this module to get them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from prb_utils import scoring
+from prb_utils.errors import PRBError
+from prb_utils.store import load_results, load_run_metadata
+
+REPO = Path(__file__).resolve().parent.parent
+N_PAIRS = 12
+
+
+# ------------------------------------------------------------------------------------------ fixtures
+
+
+def make_data(n: int = N_PAIRS) -> pd.DataFrame:
+    """A tiny benchmark frame in the loader's shape (two subsets)."""
+    records = []
+    for i in range(n):
+        records.append({
+            "subset": "Alpha" if i % 2 == 0 else "Beta",
+            "id": f"q{i:02d}",
+            "question": f"How do I cook dish number {i} at home?",
+            "profile": [
+                {"id": f"p{i}a", "category": "cooking", "text": f"Which pan for dish {i}?"},
+                {"id": f"p{i}b", "category": "travel", "text": "Cheap flights to Rome?"},
+            ],
+            "rubric_aspects": [{"aspect": "SECRET-ASPECT", "evidence": "", "reason": ""}],
+            "narrative": "SECRET-NARRATIVE",
+            "category": "cooking",
+            "chosen": f"Use a cast iron pan and low heat for dish {i}.",
+            "rejected": f"Any pan works for dish {i}." + " really" * (i % 3),
+        })
+    return pd.DataFrame(records)
+
+
+@dataclass(frozen=True)
+class StandInPairInput:
+    """Stand-in for ``prb_utils.models.PairInput`` while that module is missing."""
+
+    key: str
+    prompt: str
+    chosen: str
+    rejected: str
+
+
+@dataclass
+class StandInPairScore:
+    score_chosen: float
+    score_rejected: float
+    invalid_reason: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def install_stand_ins() -> None:
+    """Use the real PairInput/PairScore when ``prb_utils.models`` exists, stand-ins otherwise."""
+    global PairScore
+    try:
+        from prb_utils.models import PairScore as real
+    except ImportError:
+        scoring._pair_input = StandInPairInput
+        PairScore = StandInPairScore
+    else:
+        PairScore = real
+
+
+PairScore = StandInPairScore
+install_stand_ins()
+
+
+def text_score(prompt: str, response: str) -> float:
+    """A deterministic pseudo-score of a (prompt, response) pair."""
+    return int(hashlib.sha256(f"{prompt}|{response}".encode()).hexdigest()[:8], 16) / 16**8
+
+
+class FakeModel:
+    """Deterministic scores from text; records which keys it scored; optional per-pair delay."""
+
+    kind = "classifier"
+
+    def __init__(self, spec: str = "classifier:fake", *, delay: float = 0.0, raise_on: tuple = (),
+                 nan_on: tuple = (), interrupt_after_calls: int | None = None, gate: str | None = None) -> None:
+        self.spec = spec
+        self.gate = Path(gate) if gate else None
+        self.delay = delay
+        self.raise_on = set(raise_on)
+        self.nan_on = set(nan_on)
+        self.interrupt_after_calls = interrupt_after_calls
+        self.calls: list[list[str]] = []
+
+    def score_pairs(self, pairs):
+        if self.interrupt_after_calls is not None and len(self.calls) >= self.interrupt_after_calls:
+            raise KeyboardInterrupt
+        while self.gate is not None and self.calls and not self.gate.exists():  # after the first chunk
+            time.sleep(0.02)
+        self.calls.append([p.key for p in pairs])
+        bad = [p.key for p in pairs if p.key in self.raise_on]
+        if bad:
+            raise ValueError(f"boom on {bad[0]}")
+        time.sleep(self.delay * len(pairs))
+        out = []
+        for p in pairs:
+            chosen, rejected = text_score(p.prompt, p.chosen), text_score(p.prompt, p.rejected)
+            if p.key in self.nan_on:
+                chosen = math.nan if p.key.endswith("0") else math.inf
+            out.append(PairScore(chosen, rejected))
+        return out
+
+    def run_metadata(self):
+        return {"dtype": "float32", "device": "cpu", "chat_template_hash": "none", "name": "fake"}
+
+    @property
+    def scored(self) -> list[str]:
+        return [key for call in self.calls for key in call]
+
+
+class FakeJudge(FakeModel):
+    kind = "judge"
+
+    def score_pairs(self, pairs):
+        self.calls.append([p.key for p in pairs])
+        out = []
+        for p in pairs:
+            ab, ba = text_score(p.prompt, p.chosen), text_score(p.prompt, p.rejected)
+            out.append(PairScore((ab + ba) / 2, 1 - (ab + ba) / 2, extra={
+                "p_chosen_ab": ab, "p_chosen_ba": ba, "verdict_ab": "chosen" if ab > 0.5 else "rejected",
+                "verdict_ba": "chosen" if ba > 0.5 else "rejected", "truncated": p.key.endswith("1")}))
+        return out
+
+
+def keys(frame: pd.DataFrame) -> list[str]:
+    """``subset/id`` of each row, the adapter's pair key."""
+    return (frame["subset"] + "/" + frame["id"]).tolist()
+
+
+def run(data, models, profiles=("none",), **options):
+    options.setdefault("progress", False)
+    return scoring.score_benchmark(data, models, list(profiles), **options)
+
+
+def comparable(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.sort_values(["job", "subset", "id"]).reset_index(drop=True)
+
+
+# ------------------------------------------------------------------------------------------ outcomes
+
+
+@pytest.mark.parametrize(
+    ("chosen", "rejected", "reason", "expected"),
+    [
+        (0.7, 0.2, None, ("correct", None)),
+        (0.2, 0.7, None, ("wrong", None)),
+        (0.5, 0.5, None, ("tie", None)),
+        (math.nan, 0.5, None, ("invalid", "non-finite score")),
+        (0.5, math.inf, None, ("invalid", "non-finite score")),
+        (-math.inf, -math.inf, None, ("invalid", "non-finite score")),
+        (0.9, 0.1, "unparseable verdict", ("invalid", "unparseable verdict")),
+        (None, 0.1, None, ("invalid", "non-numeric score")),
+    ],
+)
+def test_outcome(chosen, rejected, reason, expected):
+    assert scoring.outcome(chosen, rejected, reason) == expected
+
+
+def test_scores_every_pair_with_the_contract_columns(tmp_path):
+    data = make_data()
+    model = FakeModel()
+    results = run(data, [model], ["none", "top1"], out=tmp_path, chunk_size=5)
+    assert len(results) == 2 * N_PAIRS
+    assert results[["profile", "subset", "id"]].values.tolist() == [
+        [p, *key.split("/")] for p in ("none", "top1") for key in keys(data)
+    ]
+    assert set(results["model"]) == {"classifier:fake"} and set(results["kind"]) == {"classifier"}
+    assert set(results["category"]) == {"cooking"}
+    first = results.iloc[0]
+    assert first["score_chosen"] == text_score(data["question"][0], data["chosen"][0])
+    expected = (results["score_chosen"] > results["score_rejected"]).map({True: "correct", False: "wrong"})
+    assert results["outcome"].tolist() == expected.tolist()
+    assert results["job"].nunique() == 2
+    assert results["p_chosen_ab"].isna().all() and results["verdict_ab"].isna().all()
+    assert len(model.scored) == 2 * N_PAIRS
+
+
+def test_rm_never_sees_rubric_or_narrative_and_profile_reaches_it(tmp_path):
+    model = FakeModel()
+    seen = []
+    original = model.score_pairs
+    model.score_pairs = lambda pairs: (seen.extend(pairs), original(pairs))[1]
+    run(make_data(4), [model], ["none", "full"], out=tmp_path)
+    text = " ".join(p.prompt + p.chosen + p.rejected for p in seen)
+    assert "SECRET" not in text
+    assert sum("Which pan for dish" in p.prompt for p in seen) == 4
+
+
+def test_non_finite_scores_become_invalid(tmp_path):
+    model = FakeModel(nan_on=("Alpha/q00", "Beta/q01"))
+    results = run(make_data(), [model], out=tmp_path).set_index("id")
+    assert results.loc[["q00", "q01"], "outcome"].tolist() == ["invalid", "invalid"]
+    assert results.loc[["q00", "q01"], "invalid_reason"].tolist() == ["non-finite score"] * 2
+    assert math.isnan(results.loc["q00", "score_chosen"]) and math.isinf(results.loc["q01", "score_chosen"])
+    assert (results.drop(["q00", "q01"])["outcome"] != "invalid").all()
+    assert not results["failed"].any()
+
+
+def test_judge_orders_travel_in_columns(tmp_path):
+    results = run(make_data(), [FakeJudge("judge:fake")], out=tmp_path)
+    assert results["p_chosen_ab"].notna().all() and results["p_chosen_ba"].notna().all()
+    assert set(results["verdict_ab"]) <= {"chosen", "rejected"}
+    assert results["truncated"].sum() == sum(i.endswith("1") for i in results["id"])
+    meta = load_run_metadata(tmp_path).iloc[0]
+    assert meta["n_truncated"] == results["truncated"].sum()
+
+
+# ------------------------------------------------------------------------------------------ cache
+
+
+def test_rerun_reads_from_the_store_and_scores_nothing(tmp_path):
+    data = make_data()
+    first = run(data, [FakeModel()], ["none", "top1"], out=tmp_path)
+    again = FakeModel()
+    second = run(data, [again], ["none", "top1"], out=tmp_path)
+    assert again.calls == []
+    pd.testing.assert_frame_equal(first, second)
+
+
+def test_a_cached_model_is_never_loaded(tmp_path, monkeypatch):
+    loads = []
+
+    def fake_load(spec, **options):
+        loads.append((spec, options["dtype"]))
+        return FakeModel(spec)
+
+    monkeypatch.setattr(scoring, "_load_model", fake_load)
+    data = make_data()
+    first = run(data, ["classifier:fake"], ["none", "full"], out=tmp_path)
+    assert loads == [("classifier:fake", "auto")]  # loaded once for both profile conditions
+    second = run(data, ["classifier:fake"], ["none", "full"], out=tmp_path, device="cpu", batch_tokens=512)
+    assert loads == [("classifier:fake", "auto")]  # device and batch size do not change a score
+    pd.testing.assert_frame_equal(first, second)
+    run(data, ["classifier:fake"], ["none"], out=tmp_path, seed=1)
+    assert len(loads) == 2  # the seed does
+    assert len(load_run_metadata(tmp_path)) == 3
+
+
+def test_more_pairs_later_scores_only_the_new_ones(tmp_path):
+    data = make_data()
+    run(data.iloc[:5], [FakeModel()], out=tmp_path)
+    model = FakeModel()
+    results = run(data, [model], out=tmp_path)
+    assert sorted(model.scored) == sorted(keys(data.iloc[5:]))
+    assert len(results) == N_PAIRS and len(load_results(tmp_path)) == N_PAIRS
+    meta = load_run_metadata(tmp_path).iloc[0]
+    assert (meta["n_scored"], meta["n_rows"], meta["n_pairs"], meta["name"]) == (N_PAIRS - 5, N_PAIRS, N_PAIRS, "fake")
+
+
+def test_an_edited_record_is_scored_again_and_replaces_the_old_row(tmp_path):
+    data = make_data()
+    run(data, [FakeModel()], out=tmp_path)
+    edited = data.copy()
+    edited.loc[3, "chosen"] = "A completely different answer."
+    model = FakeModel()
+    results = run(edited, [model], out=tmp_path)
+    assert model.scored == ["Beta/q03"]
+    stored = load_results(tmp_path)
+    assert len(stored) == N_PAIRS
+    expected = text_score(data["question"][3], "A completely different answer.")
+    assert stored.set_index("id").loc["q03", "score_chosen"] == expected
+    assert results.set_index("id").loc["q03", "score_chosen"] == expected
+
+
+# ------------------------------------------------------------------------------------------ failures
+
+
+def test_an_unknown_spec_fails_before_anything_is_scored(tmp_path):
+    model = FakeModel()
+    with pytest.raises(PRBError, match="Unknown model kind"):
+        run(make_data(), [model, "bogus:thing"], out=tmp_path)
+    assert model.calls == [] and load_results(tmp_path).empty
+
+
+def test_chunks_grow_or_shrink_toward_a_few_seconds():
+    target = scoring.TARGET_CHUNK_SECONDS
+    assert scoring._next_chunk_size(16, target, 16) == 16  # on target: keep
+    assert scoring._next_chunk_size(16, target / 2, 16) == 32
+    assert scoring._next_chunk_size(16, target / 100, 16) == 64  # fast: grow, at most 4x per step
+    assert scoring._next_chunk_size(64, target * 1000, 64) == scoring.MIN_CHUNK  # slow: shrink to the floor
+    assert scoring._next_chunk_size(1024, 0.001, 1024) == scoring.MAX_CHUNK
+
+
+def test_an_adapter_error_marks_only_the_failing_pair_invalid(tmp_path):
+    data = make_data()
+    model = FakeModel(raise_on=("Alpha/q04",))
+    results = run(data, [model], out=tmp_path, chunk_size=4).set_index("id")
+    bad = results.loc["q04"]
+    assert (bad["outcome"], bad["invalid_reason"], bool(bad["failed"])) == ("invalid", "ValueError: boom on Alpha/q04", True)
+    good = results.drop("q04")
+    assert (good["outcome"] != "invalid").all() and good["score_chosen"].notna().all()
+    assert model.calls[1] == ["Alpha/q04", "Beta/q05", "Alpha/q06", "Beta/q07"]  # the chunk, then pair by pair
+    assert model.calls[2:6] == [["Alpha/q04"], ["Beta/q05"], ["Alpha/q06"], ["Beta/q07"]]
+    # the next run tries only the failed pair again
+    fixed = FakeModel()
+    again = run(data, [fixed], out=tmp_path).set_index("id")
+    assert fixed.scored == ["Alpha/q04"]
+    assert again.loc["q04", "outcome"] in {"correct", "wrong"} and not again["failed"].any()
+
+
+def test_failed_rows_are_kept_when_a_failure_streak_stops_the_run(tmp_path):
+    data = make_data()
+    model = FakeModel(raise_on=tuple(keys(data.iloc[2:])))
+    with pytest.raises(ValueError, match="boom"):
+        run(data, [model], out=tmp_path, chunk_size=3)
+    stored = load_results(tmp_path).set_index("id")
+    # chunks [0-2] (one failure) and [3-5], [6-8] (all failing): the streak reaches 1 + 3 + 3 = 7 < 8 ...
+    # ... so chunk [9-11] runs too and the 8th consecutive failure stops the run after writing it
+    assert len(stored) == N_PAIRS
+    assert stored["failed"].tolist() == [False, False] + [True] * (N_PAIRS - 2)
+    fixed = FakeModel()
+    run(data, [fixed], out=tmp_path, chunk_size=3)
+    assert sorted(fixed.scored) == sorted(keys(data.iloc[2:]))
+
+
+def test_a_model_that_breaks_stops_before_scoring_everything(tmp_path):
+    data = make_data(30)
+    model = FakeModel(raise_on=tuple(keys(data.iloc[4:])))
+    with pytest.raises(ValueError, match="boom"):
+        run(data, [model], out=tmp_path, chunk_size=4)
+    stored = load_results(tmp_path)
+    assert len(stored) == 4 + scoring.ABORT_AFTER_FAILURES
+    assert (~stored["failed"]).sum() == 4
+
+
+def test_ctrl_c_keeps_finished_chunks_and_the_rerun_completes(tmp_path):
+    data = make_data()
+    with pytest.raises(KeyboardInterrupt):
+        run(data, [FakeModel(interrupt_after_calls=2)], out=tmp_path / "a", chunk_size=3)
+    assert len(load_results(tmp_path / "a")) == 6
+    resumed = FakeModel()
+    run(data, [resumed], out=tmp_path / "a", chunk_size=3)
+    assert len(resumed.scored) == N_PAIRS - 6
+    run(data, [FakeModel()], out=tmp_path / "b", chunk_size=3)
+    pd.testing.assert_frame_equal(comparable(load_results(tmp_path / "a")), comparable(load_results(tmp_path / "b")))
+
+
+def test_progress_bar_reports_pairs_per_second(tmp_path, capsys):
+    run(make_data(4), [FakeModel()], out=tmp_path, progress=True)
+    assert "pairs/s" in capsys.readouterr().err
+    run(make_data(4), [FakeModel()], out=tmp_path, progress=True)
+    assert "classifier:fake [none]: 4 pairs read from the store" in capsys.readouterr().err
+    run(make_data(4), [FakeModel()], out=tmp_path / "quiet", progress=False)
+    assert capsys.readouterr().err == ""
+
+
+# ------------------------------------------------------------------------------------------ processes
+
+SCRIPT = """
+import json, sys
+sys.path.insert(0, {tests!r})
+import test_scoring as t
+from prb_utils.scoring import score_benchmark
+out, profiles, delay, gate = sys.argv[1], sys.argv[2].split(","), float(sys.argv[3]), sys.argv[4]
+model = t.FakeModel(delay=delay, gate=gate or None)
+score_benchmark(t.make_data(), [model], profiles, out=out, progress=True, chunk_size=2)
+print(json.dumps(model.scored))
+"""
+
+
+def start(tmp_path: Path, out: Path, profiles: str, *, delay: float = 0.0, gate: Path | None = None):
+    """Run the scoring script in a new process; its stderr goes to a file that the test can poll."""
+    script = tmp_path / "score.py"
+    script.write_text(SCRIPT.format(tests=str(Path(__file__).parent)))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    err = tmp_path / f"stderr-{time.monotonic_ns()}.txt"
+    process = subprocess.Popen([sys.executable, str(script), str(out), profiles, str(delay), str(gate or "")],
+                               cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=err.open("w"), text=True)
+    process.err_path = err
+    return process
+
+
+def finish(process: subprocess.Popen) -> list[str]:
+    stdout, _ = process.communicate(timeout=120)
+    assert process.returncode == 0, process.err_path.read_text()
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def wait_until(condition, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def n_parts(folder: Path) -> int:
+    return len(list(folder.glob("jobs/*/part-*.parquet")))
+
+
+def test_sigkill_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path):
+    killed = tmp_path / "killed"
+    process = start(tmp_path, killed, "none", delay=0.2)
+    wait_until(lambda: n_parts(killed) >= 2, "two part files")
+    process.send_signal(signal.SIGKILL)
+    process.wait(30)
+    kept = load_results(killed)
+    assert 4 <= len(kept) < N_PAIRS
+    resumed = FakeModel()
+    run(make_data(), [resumed], out=killed, chunk_size=2)
+    assert sorted(resumed.scored + keys(kept)) == sorted(keys(make_data()))
+    run(make_data(), [FakeModel()], out=tmp_path / "clean", chunk_size=2)
+    resumed_rows, clean_rows = comparable(load_results(killed)), comparable(load_results(tmp_path / "clean"))
+    assert len(resumed_rows) == N_PAIRS and not resumed_rows.duplicated(["subset", "id"]).any()
+    pd.testing.assert_frame_equal(resumed_rows, clean_rows)
+    assert not list(killed.glob("jobs/*/.*.tmp"))
+
+
+def test_two_processes_on_the_same_job_score_each_pair_once(tmp_path):
+    out, gate = tmp_path / "store", tmp_path / "gate"
+    first = start(tmp_path, out, "none", gate=gate)  # holds the job after its first chunk until the gate opens
+    wait_until(lambda: n_parts(out) >= 1, "the first chunk")
+    second = start(tmp_path, out, "none")
+    wait_until(lambda: "Waiting for another process" in second.err_path.read_text(), "the second to wait")
+    gate.touch()
+    first_scored, second_scored = finish(first), finish(second)
+    assert sorted(first_scored) == sorted(keys(make_data()))
+    assert second_scored == []  # it waited for the lock, then found every pair done
+    rows = load_results(out)
+    assert len(rows) == N_PAIRS and not rows.duplicated(["subset", "id"]).any()
+    assert rows["score_chosen"].notna().all()
+
+
+def test_two_processes_on_different_jobs_of_one_store(tmp_path):
+    out, gate = tmp_path / "store", tmp_path / "gate"
+    first = start(tmp_path, out, "none", gate=gate)
+    wait_until(lambda: n_parts(out) >= 1, "the first chunk")
+    second = start(tmp_path, out, "full")
+    assert len(finish(second)) == N_PAIRS  # finishes while the first still holds its own job
+    assert first.poll() is None
+    gate.touch()
+    assert len(finish(first)) == N_PAIRS
+    rows = load_results(out)
+    assert rows.groupby("profile").size().to_dict() == {"full": N_PAIRS, "none": N_PAIRS}
+    meta = load_run_metadata(out)
+    assert len(meta) == 2 and meta["finished"].notna().all()
+
+
+# ------------------------------------------------------------------------------------------ real baselines
+
+
+def test_real_baselines_through_load_model(tmp_path):
+    models = pytest.importorskip("prb_utils.models")
+    if not hasattr(models, "load_model"):
+        pytest.skip("prb_utils.models has no load_model yet")
+    data = make_data()
+    first = run(data, ["length", "lexical"], ["none", "top1"], out=tmp_path)
+    assert len(first) == 4 * N_PAIRS
+    assert set(first["kind"]) == {"length", "lexical"}
+    length = first[(first["model"] == "length") & (first["profile"] == "none")]
+    longer = data["chosen"].str.len() > data["rejected"].str.len()
+    assert (length["outcome"] == "correct").tolist() == longer.tolist()
+    second = run(data, ["length", "lexical"], ["none", "top1"], out=tmp_path)
+    pd.testing.assert_frame_equal(first, second)

@@ -1,0 +1,157 @@
+"""The results store: job keys, atomic part files, newest-row-wins reads, compaction, locking, metadata."""
+
+from __future__ import annotations
+
+import threading
+
+import pandas as pd
+import pytest
+from filelock import Timeout
+
+from prb_utils.store import (
+    RESULT_COLUMNS,
+    JobStore,
+    job_key,
+    load_results,
+    load_run_metadata,
+    pair_hash,
+    tidy_rows,
+)
+
+DESC = {"model": "length", "kind": "length", "profile": "none", "options": {}}
+
+
+def rows(ids, *, job="j", score=1.0, model="length", profile="none", outcome="correct", failed=False):
+    return pd.DataFrame(
+        [
+            {
+                "model": model, "kind": model.split(":")[0], "profile": profile, "subset": "s", "category": "c",
+                "id": str(i), "score_chosen": score, "score_rejected": 0.0, "outcome": outcome,
+                "invalid_reason": None, "failed": failed, "pair_hash": f"h{i}", "job": job,
+            }
+            for i in ids
+        ]
+    )
+
+
+def test_job_key_is_stable_and_depends_on_every_field():
+    same = {"options": {}, "profile": "none", "kind": "length", "model": "length"}
+    assert job_key(DESC) == job_key(same)
+    assert len(job_key(DESC)) == 16
+    assert job_key(DESC) != job_key({**DESC, "profile": "full"})
+    assert job_key(DESC) != job_key({**DESC, "options": {"seed": 1}})
+
+
+def test_pair_hash_changes_with_what_the_model_sees():
+    base = pair_hash("s", "1", "q", "a", "b")
+    assert base == pair_hash("s", "1", "q", "a", "b")
+    assert len({base, pair_hash("s", "1", "q2", "a", "b"), pair_hash("s", "1", "q", "b", "a"),
+                pair_hash("t", "1", "q", "a", "b")}) == 4
+
+
+def test_tidy_rows_adds_missing_columns_with_stable_dtypes():
+    frame = tidy_rows([{"model": "m", "id": "1", "score_chosen": "nan"}])
+    assert list(frame.columns) == RESULT_COLUMNS
+    assert frame["score_chosen"].dtype == "float64"
+    assert frame["failed"].tolist() == [False]
+    assert tidy_rows([]).columns.tolist() == RESULT_COLUMNS
+
+
+def test_parts_are_numbered_and_newest_row_wins(tmp_path):
+    store = JobStore(tmp_path, DESC)
+    with store.writing():
+        first = store.write_part(rows([1, 2], score=1.0))
+        second = store.write_part(rows([2, 3], score=2.0))
+    assert [p.name for p in store.parts()] == ["part-00001.parquet", "part-00002.parquet"]
+    assert first.exists() and second.exists()
+    got = store.read().set_index("id")["score_chosen"].to_dict()
+    assert got == {"1": 1.0, "2": 2.0, "3": 2.0}
+
+
+def test_done_excludes_rows_whose_adapter_failed(tmp_path):
+    store = JobStore(tmp_path, DESC)
+    with store.writing():
+        store.write_part(pd.concat([rows([1]), rows([2], outcome="invalid", failed=True)]))
+    assert store.done() == {("s", "1"): "h1"}
+
+
+def test_compact_merges_parts_without_losing_rows(tmp_path):
+    store = JobStore(tmp_path, DESC)
+    with store.writing():
+        for i in range(4):
+            store.write_part(rows([i, i + 1], score=float(i)))
+        before = store.read()
+        store.compact()
+    assert len(store.parts()) == 1
+    pd.testing.assert_frame_equal(store.read(), before)
+    assert sorted(before["id"]) == ["0", "1", "2", "3", "4"]
+
+
+def test_leftover_temp_files_are_ignored_and_cleaned(tmp_path):
+    store = JobStore(tmp_path, DESC)
+    with store.writing():
+        store.write_part(rows([1]))
+    stale = store.dir / ".part-00002.parquet.abc.tmp"
+    stale.write_bytes(b"half a parquet file")
+    assert len(store.read()) == 1
+    with store.writing():
+        pass
+    assert not stale.exists()
+
+
+def test_job_lock_excludes_a_second_writer(tmp_path):
+    store = JobStore(tmp_path, DESC)
+    other = JobStore(tmp_path, DESC)
+    waited = []
+    with store.writing():
+        with pytest.raises(Timeout):
+            other.lock.acquire(timeout=0.05)
+        thread = threading.Thread(target=lambda: other.writing(on_wait=waited.append).__enter__())
+        thread.start()
+        thread.join(0.3)
+        assert thread.is_alive() and waited == [other]
+    thread.join(5)
+    assert not thread.is_alive()
+    other.lock.release()
+
+
+def test_load_results_concatenates_jobs_and_drops_duplicates(tmp_path):
+    a = JobStore(tmp_path, DESC)
+    b = JobStore(tmp_path, {**DESC, "profile": "full"})
+    with a.writing():
+        a.write_metadata({"key": a.key, **a.description, "created": "2026-01-01T00:00:00+00:00"})
+        a.write_part(rows([1, 2], job=a.key))
+        a.write_part(rows([2], job=a.key, score=5.0))
+    with b.writing():
+        b.write_metadata({"key": b.key, **b.description, "created": "2026-01-02T00:00:00+00:00"})
+        b.write_part(rows([1, 2], job=b.key, profile="full"))
+    results = load_results(tmp_path)
+    assert len(results) == 4
+    assert results["job"].tolist() == [a.key, a.key, b.key, b.key]
+    assert results.loc[(results["job"] == a.key) & (results["id"] == "2"), "score_chosen"].item() == 5.0
+    assert not results.duplicated(["job", "subset", "id"]).any()
+
+
+def test_load_results_of_an_empty_or_missing_store(tmp_path):
+    assert load_results(tmp_path / "nothing").empty
+    assert list(load_results(tmp_path).columns) == RESULT_COLUMNS
+    assert load_run_metadata(tmp_path).empty
+
+
+def test_run_metadata_is_one_row_per_job(tmp_path):
+    store = JobStore(tmp_path, {**DESC, "model": "judge:x", "kind": "judge", "options": {"seed": 3}})
+    with store.writing():
+        store.write_part(rows([1, 2, 3], job=store.key))
+        store.write_metadata({
+            "key": store.key, **store.description, "created": "2026-01-01T00:00:00+00:00", "finished": "later",
+            "data_fingerprint": "abc", "n_pairs": 3,
+            "run": {"torch": "2.13.0", "dtype": "float32", "device": "cpu", "chat_template_hash": "t1", "model": "x",
+                    "spec": "judge:x", "kind": "judge"},
+        })
+    meta = load_run_metadata(tmp_path)
+    assert len(meta) == 1
+    row = meta.iloc[0]
+    assert (row.job, row.model, row.kind, row.profile, row.n_rows) == (store.key, "judge:x", "judge", "none", 3)
+    assert (row["option_seed"], row["torch"], row["dtype"], row["chat_template_hash"]) == (3, "2.13.0", "float32", "t1")
+    assert row.run_model == "x"  # a run field that collides with a job field keeps both
+    assert "run_kind" not in meta.columns and "spec" not in meta.columns  # ... unless it repeats the job
