@@ -92,7 +92,8 @@ def _load(args: argparse.Namespace) -> pd.DataFrame:
     frame = load_benchmark(args.data, subsets=args.subset, limit=args.limit, drop_invalid=args.drop_invalid)
     dropped = frame.attrs.get("dropped") or []
     if dropped:
-        shown = ", ".join(dropped[:10]) + (" …" if len(dropped) > 10 else "")
+        names = list(dict.fromkeys(dropped))
+        shown = ", ".join(names[:10]) + (" …" if len(names) > 10 else "")
         print(f"Dropped {len(dropped)} invalid record(s): {shown}", file=sys.stderr)
         for line in frame.attrs.get("problems", []):
             print(f"  {line}", file=sys.stderr)

@@ -246,6 +246,21 @@ def _check_aspects(value: Any, raw: RawRecord, record_id: str | None) -> tuple[l
     return aspects, problems
 
 
+def _has_surrogate(value: Any) -> bool:
+    """True when a text holds a lone UTF-16 surrogate (valid JSON escape, not encodable text)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_has_surrogate(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_surrogate(v) for v in value)
+    return False
+
+
 def check_record(raw: RawRecord) -> tuple[dict | None, list[Problem]]:
     """Normalize one raw record; return (row or None, problems)."""
     record = raw.record
@@ -253,6 +268,8 @@ def check_record(raw: RawRecord) -> tuple[dict | None, list[Problem]]:
         return None, [Problem(raw.origin, None, None, f"expected a JSON object, got {type(record).__name__}")]
     record_id = record.get("id")
     shown_id = str(record_id) if isinstance(record_id, (str, int)) and str(record_id).strip() else None
+    if shown_id is not None and _has_surrogate(shown_id):
+        shown_id = shown_id.encode("utf-8", "replace").decode()
     problems: list[Problem] = []
     for field in REQUIRED_TEXT_FIELDS:
         value = record.get(field)
@@ -270,6 +287,11 @@ def check_record(raw: RawRecord) -> tuple[dict | None, list[Problem]]:
     aspects, aspect_problems = _check_aspects(record.get("rubric_aspects"), raw, shown_id)
     problems += post_problems + aspect_problems
     chosen, rejected = record.get("chosen"), record.get("rejected")
+    problems += [
+        Problem(raw.origin, shown_id, field, "contains an unpaired surrogate (not valid Unicode text)")
+        for field, value in record.items()
+        if _has_surrogate(value)
+    ]
     if isinstance(chosen, str) and isinstance(rejected, str) and chosen.strip() and chosen.strip() == rejected.strip():
         problems.append(Problem(raw.origin, shown_id, "rejected", "identical to 'chosen'"))
     if problems:
@@ -291,7 +313,7 @@ def check_record(raw: RawRecord) -> tuple[dict | None, list[Problem]]:
 
 @dataclass
 class LoadResult:
-    """Rows that passed validation, every problem found, and the ids of records with problems."""
+    """Rows that passed validation, every problem found, and one entry (id or origin) per dropped record."""
 
     frame: pd.DataFrame
     problems: list[Problem]
@@ -362,7 +384,7 @@ def load_benchmark(
         raise DataError(f"{len(lines)} problem(s) in {source}; fix them or pass --drop-invalid.", lines)
     if result.frame.empty:
         raise DataError(f"No valid records in {source}.", lines)
-    result.frame.attrs["dropped"] = sorted(set(result.bad_records))
+    result.frame.attrs["dropped"] = result.bad_records
     result.frame.attrs["problems"] = lines
     result.frame.attrs["source"] = source
     return result.frame

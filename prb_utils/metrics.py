@@ -88,6 +88,10 @@ def wilson_ci(count, nobs, *, alpha: float = 0.05):
     ok = nobs > 0
     if ok.any():
         low[ok], high[ok] = proportion_confint(count[ok], nobs[ok], alpha=alpha, method="wilson")
+        # rounding can put a bound a hair past the estimate at 0% and 100%; the interval always holds it
+        share = count[ok] / nobs[ok]
+        low[ok] = np.minimum(low[ok], share)
+        high[ok] = np.maximum(high[ok], share)
     if scalar:
         return float(low[0]), float(high[0])
     return low, high
