@@ -10,7 +10,9 @@ When the adapter raises on a chunk, each pair of the chunk is scored alone; pair
 ``invalid`` rows with the exception as reason (``failed`` true, tried again by the next run) and the run goes
 on. After ``ABORT_AFTER_FAILURES`` consecutive failing pairs the model is broken rather than the pairs: the
 error is raised (every chunk scored so far, failed rows included, stays in the store). Ctrl-C stops at
-once; finished chunks are kept and the next run resumes.
+once; finished chunks are kept and the next run resumes. A job whose rows are all there but whose last run
+was killed before its final metadata (e.g. during compaction) is finished by the next run without loading
+the model: leftovers cleaned, parts compacted, truncated/failed counts taken from the rows.
 """
 
 from __future__ import annotations
@@ -355,14 +357,38 @@ def _run_job(
     finally:
         bar.close()
 
-    store.compact()
-    rows = store.read()
     meta["run"].update(_model_metadata(model))  # again: adapters report counters (cumulative per model)
     meta["run"]["n_scored"] = len(todo)
-    meta["run"]["n_truncated"] = int(rows["truncated"].fillna(False).sum())
-    meta["run"]["n_failed"] = int(rows["failed"].sum())
+    _finish_job(store, meta)
+
+
+def _finish_job(store: JobStore, meta: dict[str, Any]) -> None:
+    """Compact the job, count truncated and failed pairs from its rows, mark it finished (lock held)."""
+    store.compact()
+    rows = store.read()
+    run = meta.setdefault("run", {})
+    run["n_truncated"] = int(rows["truncated"].fillna(False).sum())
+    run["n_failed"] = int(rows["failed"].sum())
     meta.update(finished=now(), updated=now())
     store.write_metadata(meta)
+
+
+def _finish_interrupted(store: JobStore, run: dict[str, Any]) -> None:
+    """Finish a job whose rows are complete but whose last run was killed before its final metadata
+    (during compaction, say): no model is needed. Skipped when another process holds the job, since that
+    process finishes it itself."""
+    with store.writing(wait=False) as held:
+        if held is not None:
+            _finish_unfinished(store, run)
+
+
+def _finish_unfinished(store: JobStore, run: dict[str, Any]) -> None:
+    """:func:`_finish_job` for a job with every pair scored, unless it is already finished (lock held)."""
+    meta = store.metadata() or {**store.description, "key": store.key, "created": now()}
+    if meta.get("finished"):
+        return  # another process finished it meanwhile
+    meta.update(n_pairs=run["n_pairs"], data_fingerprint=run["data_fingerprint"])
+    _finish_job(store, meta)
 
 
 def score_benchmark(
@@ -411,15 +437,20 @@ def score_benchmark(
                 store = JobStore(out, {"model": spec, "kind": kind, "profile": condition, "options": options})
                 pairs = pairs_by_condition[condition]
                 labels = {"job": store.key, "spec": spec, "kind": kind, "profile": condition}
+                run = {"n_pairs": len(pairs), "data_fingerprint": fingerprint,
+                       "options": {"device": device, "dtype": dtype, "batch_tokens": batch_tokens, "seed": seed}}
                 if _missing(store, pairs):
-                    run = {"n_pairs": len(pairs), "data_fingerprint": fingerprint,
-                           "options": {"device": device, "dtype": dtype, "batch_tokens": batch_tokens, "seed": seed}}
                     with store.writing(on_wait=_waiting_message if progress else None):
                         todo = _missing(store, pairs)  # another process may have scored them meanwhile
                         if todo:
                             _run_job(store, todo, lazy, labels, run=run, progress=progress, chunk_size=chunk_size)
-                elif progress:
-                    print(f"{spec} [{condition}]: {len(pairs)} pairs read from the store", file=sys.stderr)
+                        else:
+                            _finish_unfinished(store, run)
+                else:
+                    if store.parts() and not store.metadata().get("finished"):
+                        _finish_interrupted(store, run)
+                    if progress:
+                        print(f"{spec} [{condition}]: {len(pairs)} pairs read from the store", file=sys.stderr)
                 frames.append(_select(store.read(), pairs))
         finally:
             lazy.release()

@@ -16,7 +16,9 @@ so ``--limit 10`` then ``--limit 20`` scores only the 10 new pairs, and an edite
 Concurrency and crashes: every file is written to a temporary name and moved into place with
 ``os.replace`` (readers never see half a file); part files are numbered under the job lock, so two
 processes on the same job never double-write (the second waits, then finds the work done), and processes
-on different jobs never touch the same files. A killed run loses at most the chunk it was scoring.
+on different jobs never touch the same files. A killed run loses at most the chunk it was scoring. A file
+damaged from outside (a copy cut short, a sync tool, a full disk) raises ``PRBError`` naming it; nothing is
+dropped or rescored silently.
 
 Rows: ``RESULT_COLUMNS``. Judges carry both A/B orders in one row (``p_chosen_ab``, ``p_chosen_ba``,
 ``verdict_ab``, ``verdict_ba``; ``score_chosen`` is P(chosen wins) averaged over both orders); these
@@ -38,7 +40,10 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 from filelock import FileLock, Timeout
+
+from prb_utils.errors import PRBError
 
 STORE_VERSION = 1
 JOBS_DIR = "jobs"
@@ -160,12 +165,21 @@ class JobStore:
     # ------------------------------------------------------------------------------------ writing
 
     @contextmanager
-    def writing(self, *, on_wait: Any = None) -> Iterator[JobStore]:
-        """Hold the job lock (waiting for another process if needed) and clean up leftovers of crashed runs."""
-        self.dir.mkdir(parents=True, exist_ok=True)
+    def writing(self, *, on_wait: Any = None, wait: bool = True) -> Iterator[JobStore | None]:
+        """Hold the job lock (waiting for another process if needed) and clean up leftovers of crashed runs.
+
+        With ``wait=False`` a lock held by another process is not waited for: the context yields ``None``.
+        """
+        _make_folder(self.dir)
         try:
             self.lock.acquire(timeout=0)
+            held = True
         except Timeout:
+            held = False
+        if not held:
+            if not wait:
+                yield None
+                return
             if on_wait is not None:
                 on_wait(self)
             self.lock.acquire()
@@ -216,23 +230,70 @@ def _parts(folder: Path) -> list[Path]:
     return sorted((p for p in folder.iterdir() if PART_RE.match(p.name)), key=_part_number)
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _make_folder(folder: Path) -> None:
+    """``mkdir -p folder``; PRBError naming the culprit when a file stands in the way or it cannot be made."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocker = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), folder)
+        raise PRBError(f"Cannot use the results folder {folder}: {blocker} is a file, not a folder; "
+                       "choose another results folder.") from None
+    except OSError as exc:
+        raise PRBError(f"Cannot create the results folder {folder} ({exc.strerror or exc}).") from None
+
+
+def _damaged(path: Path, reason: str, remedy: str) -> PRBError:
+    return PRBError(f"The store file {path} is damaged ({reason}); {remedy}.")
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """A job's ``job.json`` ({} when absent); PRBError naming the file when it is damaged."""
+    remedy = "delete it (the scores are kept and the next score run of this job writes it again)"
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
+    except json.JSONDecodeError as exc:
+        raise _damaged(path, f"invalid JSON at line {exc.lineno}, column {exc.colno}", remedy) from None
+    except UnicodeDecodeError:
+        raise _damaged(path, "not UTF-8 text", remedy) from None
+    except OSError as exc:
+        raise PRBError(f"Cannot read the store file {path} ({exc.strerror or exc}).") from None
+    if not isinstance(value, dict):
+        raise _damaged(path, "not a JSON object", remedy)
+    return value
+
+
+def _read_part(path: Path) -> pd.DataFrame:
+    """One part file; PRBError naming it when it is damaged (FileNotFoundError passes through)."""
+    remedy = "delete it to rescore those pairs"
+    try:
+        frame = pd.read_parquet(path)
+    except FileNotFoundError:
+        raise
+    except (pa.ArrowException, ValueError):
+        raise _damaged(path, "not a complete parquet file", remedy) from None
+    except OSError as exc:
+        raise PRBError(f"Cannot read the store file {path} ({exc.strerror or exc}).") from None
+    if not {"subset", "id"} <= set(frame.columns):
+        raise _damaged(path, "no subset and id columns", remedy)
+    return frame
 
 
 def _read_job(folder: Path) -> pd.DataFrame:
-    """All rows of one job folder, newest row per (subset, id); tolerant of a concurrent compaction."""
+    """All rows of one job folder, newest row per (subset, id); tolerant of a concurrent compaction.
+
+    A damaged part file (cut short by a copy, a sync tool or a full disk; the store itself never writes
+    half a file) raises PRBError naming it: nothing is dropped or rescored behind the user's back.
+    """
     for _ in range(5):
         try:
-            frames = [pd.read_parquet(part) for part in _parts(folder)]
+            frames = [_read_part(part) for part in _parts(folder)]
             break
         except FileNotFoundError:  # a part was merged away between listing and reading; list again
             continue
     else:
-        frames = [pd.read_parquet(part) for part in _parts(folder)]
+        frames = [_read_part(part) for part in _parts(folder)]
     frames = [f for f in frames if not f.empty]
     if not frames:
         return tidy_rows([])

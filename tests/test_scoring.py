@@ -347,6 +347,39 @@ def test_a_model_that_breaks_stops_before_scoring_everything(tmp_path):
     assert (~stored["failed"]).sum() == 4
 
 
+def test_a_complete_job_killed_before_its_final_metadata_is_finished_without_loading_the_model(tmp_path,
+                                                                                              monkeypatch):
+    """Killed during compaction (after the last part, before ``finished``): the resume scores nothing and
+    loads nothing, but cleans the temporary file, compacts, recounts truncations from the rows, finishes."""
+    data = make_data()
+    real_compact = scoring.JobStore.compact
+
+    def killed(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(scoring.JobStore, "compact", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run(data, [FakeJudge("judge:fake")], out=tmp_path, chunk_size=4)
+    monkeypatch.setattr(scoring.JobStore, "compact", real_compact)
+    job = next((tmp_path / "jobs").iterdir())
+    (job / ".part-00099.parquet.abc.tmp").write_bytes(b"half a file")
+    (before,) = load_run_metadata(tmp_path).to_dict("records")
+    assert before["finished"] is None and "n_truncated" not in before and before["n_rows"] == N_PAIRS
+
+    monkeypatch.setattr(scoring, "_load_model", lambda *a, **k: pytest.fail("the model was loaded"))
+    rows = run(data, ["judge:fake"], out=tmp_path)
+    assert len(rows) == N_PAIRS
+    (after,) = load_run_metadata(tmp_path).to_dict("records")
+    assert after["finished"] and after["n_truncated"] == int(rows["truncated"].sum()) > 0
+    assert after["n_failed"] == 0 and after["dtype"] == "float32"  # the scoring run's metadata is kept
+    assert not list(job.glob(".*.tmp")) and len(list(job.glob("part-*.parquet"))) == 1
+
+    (job / "job.json").unlink()  # a damaged job.json deleted as its message says: written again
+    run(data, ["judge:fake"], out=tmp_path)
+    (again,) = load_run_metadata(tmp_path).to_dict("records")
+    assert again["finished"] and again["n_truncated"] == after["n_truncated"] and again["n_rows"] == N_PAIRS
+
+
 def test_ctrl_c_keeps_finished_chunks_and_the_rerun_completes(tmp_path):
     data = make_data()
     with pytest.raises(KeyboardInterrupt):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import threading
 
 import pandas as pd
 import pytest
 from filelock import Timeout
 
+from prb_utils.errors import PRBError
 from prb_utils.store import (
     RESULT_COLUMNS,
     JobStore,
@@ -155,3 +157,54 @@ def test_run_metadata_is_one_row_per_job(tmp_path):
     assert (row["option_seed"], row["torch"], row["dtype"], row["chat_template_hash"]) == (3, "2.13.0", "float32", "t1")
     assert row.run_model == "x"  # a run field that collides with a job field keeps both
     assert "run_kind" not in meta.columns and "spec" not in meta.columns  # ... unless it repeats the job
+
+
+@pytest.mark.parametrize("damaged", ["part-00001.parquet", "job.json"])
+def test_a_damaged_store_file_is_a_prberror_naming_it(tmp_path, damaged):
+    store = JobStore(tmp_path, DESC)
+    with store.writing():
+        store.write_metadata({"key": store.key, **store.description, "created": "2026-01-01T00:00:00+00:00"})
+        store.write_part(rows([1, 2], job=store.key))
+    path = store.dir / damaged
+    path.write_bytes(path.read_bytes()[:30])
+    own = [store.read, store.done] if damaged.startswith("part") else [store.metadata]
+    for reader in [lambda: load_results(tmp_path), lambda: load_run_metadata(tmp_path), *own]:
+        with pytest.raises(PRBError, match=r"The store file .*" + re.escape(damaged) + r" is damaged") as caught:
+            reader()
+        assert "\n" not in str(caught.value)
+    path.unlink()  # what the message says to do
+    assert len(load_results(tmp_path)) == (0 if damaged.startswith("part") else 2)
+
+
+def test_a_part_file_without_result_columns_is_damaged_too(tmp_path):
+    store = JobStore(tmp_path, DESC)
+    with store.writing():
+        store.write_part(rows([1]))
+    pd.DataFrame({"x": [1]}).to_parquet(store.dir / "part-00002.parquet")
+    with pytest.raises(PRBError, match="part-00002.parquet is damaged"):
+        store.read()
+
+
+def test_a_file_where_the_store_needs_a_folder_is_a_prberror(tmp_path):
+    (tmp_path / "jobs").write_text("someone else's file")
+    store = JobStore(tmp_path, DESC)
+    with pytest.raises(PRBError, match=r"jobs is a file, not a folder") as caught:
+        with store.writing():
+            pass
+    assert str(tmp_path / "jobs") in str(caught.value)
+    assert load_results(tmp_path).empty  # reading such a folder finds no jobs, without an error
+
+
+def test_writing_without_waiting_yields_none_while_another_process_holds_the_job(tmp_path):
+    store, other = JobStore(tmp_path, DESC), JobStore(tmp_path, DESC)
+    stale = None
+    with store.writing() as held:
+        assert held is store
+        stale = store.dir / ".part-00002.parquet.abc.tmp"
+        stale.write_bytes(b"in flight")
+        with other.writing(wait=False) as got:
+            assert got is None
+        assert stale.exists()  # the holder's temporary file is left alone
+    with other.writing(wait=False) as got:
+        assert got is other
+    assert not stale.exists()
