@@ -1,0 +1,88 @@
+"""Token-budget batching: sort by length, pack batches under a padded-token budget, restore the order.
+
+A batch's cost is ``len(batch) * max(length)`` (what padding makes the model compute). Items are sorted
+longest first, so the biggest batch runs first and an out-of-memory error shows up at once. On a CUDA
+out-of-memory error the batch is split in two, the budget is halved for the rest of the run, and scoring
+goes on; a single item that does not fit re-raises the error.
+
+>>> token_budget_batches([5, 1, 3, 3], budget=6)
+[[0], [2, 3], [1]]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from prb_utils.device import free_cuda_memory, is_oom
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def token_budget_batches(lengths: Sequence[int], *, budget: int, max_items: int | None = None) -> list[list[int]]:
+    """Indices grouped into batches whose padded cost stays within ``budget`` (an item over it runs alone).
+
+    Batches come longest first; each holds indices in descending length order (ties keep input order).
+    """
+    order = sorted(range(len(lengths)), key=lambda i: (-int(lengths[i]), i))
+    return _pack(order, lengths, budget=budget, max_items=max_items)
+
+
+def _pack(order: Sequence[int], lengths: Sequence[int], *, budget: int, max_items: int | None) -> list[list[int]]:
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for i in order:
+        size = max(1, int(lengths[i]))
+        new_longest = max(longest, size)
+        full = max_items is not None and len(current) >= max_items
+        if current and (full or (len(current) + 1) * new_longest > budget):
+            batches.append(current)
+            current, new_longest = [], size
+        current.append(i)
+        longest = new_longest
+    if current:
+        batches.append(current)
+    return batches
+
+
+class BudgetBatcher:
+    """Runs a batch function over items in token-budget batches and returns results in input order.
+
+    ``oom_halvings`` counts how often an out-of-memory error halved the budget.
+    """
+
+    def __init__(self, budget: int, *, max_items: int | None = None) -> None:
+        if budget < 1:
+            raise ValueError("the token budget must be a positive number of tokens")
+        self.budget = int(budget)
+        self.max_items = max_items
+        self.oom_halvings = 0
+
+    def map(self, fn: Callable[[list[T]], Sequence[R]], items: Sequence[T], lengths: Sequence[int]) -> list[R]:
+        """``fn`` gets a list of items and returns one result per item, in the same order."""
+        if len(items) != len(lengths):
+            raise ValueError("items and lengths differ in length")
+        results: list[Any] = [None] * len(items)
+        pending = token_budget_batches(lengths, budget=self.budget, max_items=self.max_items)
+        while pending:
+            batch = pending.pop(0)
+            try:
+                out = list(fn([items[i] for i in batch]))
+            except Exception as exc:
+                if not is_oom(exc) or len(batch) == 1:
+                    raise
+                free_cuda_memory()
+                self.oom_halvings += 1
+                self.budget = max(1, self.budget // 2)
+                rest = [i for b in [batch, *pending] for i in b]
+                half = max(1, len(batch) // 2)
+                pending = [batch[:half], batch[half:], *_pack(rest[len(batch):], lengths, budget=self.budget,
+                                                               max_items=self.max_items)]
+                continue
+            if len(out) != len(batch):
+                raise RuntimeError(f"batch function returned {len(out)} results for {len(batch)} items")
+            for i, result in zip(batch, out, strict=True):
+                results[i] = result
+        return results

@@ -1,0 +1,450 @@
+"""The offline Best-of-N mini pipeline: sample, score with every RM, judge, curves and figures.
+
+1. The policy (default the offline ``smollm2``) writes ``n_samples`` answers per benchmark question, seeing
+   the question and the user's ``policy_posts`` most relevant profile posts (never the rubric or the
+   narrative). Sampling is seeded per question; answers are cached in ``<out>/bon/samples/``.
+2. Every RM scores every answer through :func:`prb_utils.scoring.score_benchmark` (its own store in
+   ``<out>/bon/store``, so a re-run scores nothing again), seeing the question plus the profile condition
+   ``rm_profile``. Pointwise RMs score answers two at a time (samples 2j and 2j+1 as one pair, each side
+   scored on its own). A pairwise judge needs an opponent: with ``judge_design="pairs"`` (default, the
+   cheapest) answers 2j and 2j+1 are compared (both A/B orders) and each answer's score is its win
+   probability against its partner; ``"cycle"`` compares i with i+1 mod N (twice the judge calls) and
+   averages each answer's two win probabilities. Either way the pointwise score only approximates a
+   judge's preference among a whole k-subset.
+3. The rubric judge (default the offline *proxy*, MiniLM similarity) rates each answer's quality in [0, 1];
+   cached in ``<out>/bon/judge/``.
+4. Exact best-of-k curves (and the reference "first k") per RM with CIs over questions go to
+   ``<out>/bon/curves.csv``; the tidy BoN frame to ``<out>/bon/bon_frame.parquet``; figures to
+   ``<out>/bon/figures/``. When the main store ``<out>`` holds PRB accuracies of the same RMs, the
+   benchmark-vs-BoN figures and ``<out>/bon/agreement.csv`` are added.
+
+>>> POLICY_PROMPT.count("{posts}"), POLICY_PROMPT.count("{question}")
+(1, 1)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from prb_utils.bon import bon_curves, bon_metrics
+from prb_utils.errors import PRBError
+
+DEFAULT_ZOO = ("embedding:minilm", "implicit:smollm2", "judge:smollm2", "length", "lexical")
+PIPELINE_VERSION = 1
+
+POLICY_SYSTEM = "You are a helpful assistant who writes personalized answers."
+POLICY_PROMPT = """Answer the question below so that it suits this particular user. Their earlier posts \
+show their interests, constraints and preferred style: use what is relevant, and do not mention that you \
+read them. Keep the answer under 100 words.
+
+The user's earlier posts:
+{posts}
+
+Question:
+{question}"""
+
+
+@dataclass
+class BonRun:
+    """What :func:`run_bon_pipeline` produced (frames are also written under ``<out>/bon``)."""
+
+    samples: pd.DataFrame
+    frame: pd.DataFrame
+    curves: pd.DataFrame
+    agreement: pd.DataFrame | None
+    figures: list[Path]
+    timings: dict[str, float] = field(default_factory=dict)
+    judge: str = ""
+    judge_proxy: bool = False
+
+
+def _hash(value: Any, n: int = 12) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:n]
+
+
+def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    frame.to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+
+
+def _read_parquet(path: Path) -> pd.DataFrame | None:
+    return pd.read_parquet(path) if path.is_file() else None
+
+
+def policy_prompt(record: dict[str, Any], *, posts: int = 5) -> str:
+    """The policy's user message: the instruction, the ``posts`` most relevant profile posts, the question."""
+    from prb_utils.profile import rm_visible_fields, selected_posts
+
+    question, all_posts = rm_visible_fields(record)
+    chosen = selected_posts(record, f"top{posts}") if posts > 0 else []
+    lines = [f"- [{all_posts[i][0]}] {all_posts[i][1]}" if all_posts[i][0] else f"- {all_posts[i][1]}"
+             for i in chosen]
+    return POLICY_PROMPT.format(posts="\n".join(lines) or "(none)", question=question)
+
+
+# ------------------------------------------------------------------------------------------ 1. sampling
+
+
+def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, policy: str = "smollm2", n_samples: int = 8,
+                   seed: int = 0, max_new_tokens: int = 80, temperature: float = 1.0, top_p: float = 0.9,
+                   policy_posts: int = 5, device: str = "auto", progress: bool = True) -> pd.DataFrame:
+    """N answers per record (columns subset, id, sample_idx, response, prompt_hash, policy), cached.
+
+    Cached per (policy, sampling options) in ``<out>/bon/samples/<key>.parquet``; a question is sampled
+    again only when its prompt changed.
+    """
+    if n_samples < 1:
+        raise PRBError(f"n_samples must be at least 1, got {n_samples}.")
+    options = {"policy": policy, "n": n_samples, "seed": seed, "max_new_tokens": max_new_tokens,
+               "temperature": temperature, "top_p": top_p, "posts": policy_posts, "v": PIPELINE_VERSION}
+    path = Path(out) / "bon" / "samples" / f"{_hash(options)}.parquet"
+    cached = _read_parquet(path)
+    have = {} if cached is None else {(s, i): h for (s, i), h in
+                                      cached.groupby(["subset", "id"])["prompt_hash"].first().items()}
+    parts = [] if cached is None else [cached]
+    generator = None
+    todo = []
+    for record in data.to_dict("records"):
+        prompt = policy_prompt(record, posts=policy_posts)
+        key = (str(record["subset"]), str(record["id"]))
+        if have.get(key) != _hash(prompt):
+            todo.append((key, prompt))
+    if todo:
+        from prb_utils.generation import ChatGenerator
+
+        generator = ChatGenerator(policy, device=device)
+        started = time.time()
+        for done, ((subset, qid), prompt) in enumerate(todo, 1):
+            qseed = seed + int(_hash([subset, qid], 8), 16) % (2**31)
+            answers = generator.sample_n(prompt, n_samples, system=POLICY_SYSTEM, max_new_tokens=max_new_tokens,
+                                         temperature=temperature, top_p=top_p, seed=qseed)
+            new = pd.DataFrame({"subset": subset, "id": qid, "sample_idx": range(n_samples), "response": answers,
+                                "prompt_hash": _hash(prompt), "policy": policy})
+            parts = [p[~((p["subset"] == subset) & (p["id"] == qid))] for p in parts] + [new]
+            _write_parquet(pd.concat(parts, ignore_index=True), path)  # after each question: resumable
+            if progress:
+                print(f"\rsampling {done}/{len(todo)} questions ({time.time() - started:.0f} s)", end="",
+                      file=sys.stderr, flush=True)
+        if progress:
+            print(file=sys.stderr)
+    samples = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    keys = pd.DataFrame({"subset": data["subset"].astype(str), "id": data["id"].astype(str)})
+    return keys.merge(samples, on=["subset", "id"], how="inner").sort_values(
+        ["subset", "id", "sample_idx"], ignore_index=True)
+
+
+# ------------------------------------------------------------------------------------------ 2. RM scores
+
+
+def _pairs_for(kind: str, n: int, judge_design: str = "pairs") -> list[tuple[int, int]]:
+    if n == 1:
+        return [(0, 0)]
+    if kind == "judge" and judge_design == "cycle":
+        return [(0, 1)] if n == 2 else [(i, (i + 1) % n) for i in range(n)]
+    if kind == "judge" and judge_design != "pairs":
+        raise PRBError(f"judge_design must be 'pairs' or 'cycle', got {judge_design!r}.")
+    pairs = [(i, i + 1) for i in range(0, n - 1, 2)]
+    if n % 2:
+        pairs.append((n - 1, n - 2))
+    return pairs
+
+
+def _pseudo_benchmark(data: pd.DataFrame, samples: pd.DataFrame, kind: str, judge_design: str) -> pd.DataFrame:
+    rows = []
+    by_q = {k: g.sort_values("sample_idx")["response"].tolist() for k, g in samples.groupby(["subset", "id"])}
+    for record in data.to_dict("records"):
+        answers = by_q.get((str(record["subset"]), str(record["id"])))
+        if not answers:
+            continue
+        for i, j in _pairs_for(kind, len(answers), judge_design):
+            rows.append({"subset": str(record["subset"]), "id": f"{record['id']}::bon::{i}-{j}",
+                         "question": record["question"], "profile": record.get("profile") or [],
+                         "category": record.get("category") or "", "chosen": answers[i], "rejected": answers[j],
+                         "_qid": str(record["id"]), "_i": i, "_j": j})
+    return pd.DataFrame(rows)
+
+
+def score_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.PathLike,
+                  models: Sequence[str] = DEFAULT_ZOO, rm_profile: str = "top3", judge_design: str = "pairs",
+                  device: str = "auto", seed: int = 0, progress: bool = True) -> pd.DataFrame:
+    """Every answer scored by every RM: columns model, kind, subset, id, sample_idx, rm_score (NaN = invalid)."""
+    from prb_utils.models import parse_spec
+    from prb_utils.scoring import score_benchmark
+
+    store = Path(out) / "bon" / "store"
+    frames = []
+    for spec in models:
+        kind = parse_spec(spec).kind
+        pseudo = _pseudo_benchmark(data, samples, kind, judge_design)
+        if pseudo.empty:
+            continue
+        rows = score_benchmark(pseudo.drop(columns=["_qid", "_i", "_j"]), [spec], [rm_profile], out=store,
+                               device=device, seed=seed, progress=progress)
+        merged = pseudo[["subset", "id", "_qid", "_i", "_j"]].merge(
+            rows[["subset", "id", "model", "kind", "score_chosen", "score_rejected", "outcome"]],
+            on=["subset", "id"], how="inner")
+        bad = merged["outcome"] == "invalid"
+        merged.loc[bad, ["score_chosen", "score_rejected"]] = math.nan
+        long = pd.concat([
+            merged.rename(columns={"_i": "sample_idx", "score_chosen": "rm_score"}),
+            merged[merged["_i"] != merged["_j"]].rename(columns={"_j": "sample_idx", "score_rejected": "rm_score"}),
+        ])
+        per = (long.groupby(["model", "kind", "subset", "_qid", "sample_idx"], as_index=False)["rm_score"]
+               .agg(lambda s: s.mean() if s.notna().all() else math.nan))
+        frames.append(per.rename(columns={"_qid": "id"}))
+    if not frames:
+        raise PRBError("No answers to score.")
+    return pd.concat(frames, ignore_index=True)
+
+
+# ------------------------------------------------------------------------------------------ 3. judge
+
+
+def judge_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.PathLike, judge: Any = "proxy",
+                  progress: bool = True, **judge_options: Any) -> pd.DataFrame:
+    """Rubric quality per answer: columns subset, id, sample_idx, quality, failed, attempts, judge,
+    judge_proxy; cached in ``<out>/bon/judge/<judge>.parquet`` by answer and rubric.
+
+    ``judge``: a spec for :func:`prb_utils.rubric_judge.load_judge` or a judge object (``name``, ``proxy``,
+    ``judge(items)``)."""
+    from prb_utils.rubric_judge import JudgeItem, load_judge, results_frame
+
+    judge_id = judge if isinstance(judge, str) else str(judge.name)
+    path = Path(out) / "bon" / "judge" / f"{_hash(judge_id)}.parquet"
+    cached = _read_parquet(path)
+    aspects = {(str(r["subset"]), str(r["id"])): r for r in data.to_dict("records")}
+    rows = []
+    for s in samples.to_dict("records"):
+        record = aspects[(s["subset"], s["id"])]
+        asp = [dict(a) for a in (record.get("rubric_aspects") or [])]
+        asp = [{"aspect": a.get("aspect", ""), "reason": a.get("reason", "")} for a in asp]
+        key = _hash([record["question"], s["response"], asp])
+        rows.append({**{k: s[k] for k in ("subset", "id", "sample_idx")}, "key": key,
+                     "item": JudgeItem(key, str(record["question"]), s["response"], tuple(asp))})
+    wanted = pd.DataFrame(rows)
+    known = set() if cached is None else set(cached["key"])  # failures are kept too: a re-run reuses them
+    todo = [r["item"] for r in rows if r["key"] not in known and r["item"].aspects]
+    if todo:
+        if progress:
+            print(f"judging {len(todo)} answers with {judge}", file=sys.stderr)
+        rater = load_judge(judge, **judge_options) if isinstance(judge, str) else judge
+        judged = results_frame(rater.judge(list({i.key: i for i in todo}.values())))
+        keep = cached[~cached["key"].isin(judged["key"])] if cached is not None else None
+        cached = pd.concat([keep, judged], ignore_index=True) if keep is not None else judged
+        _write_parquet(cached, path)
+    if cached is None:
+        raise PRBError("No answers have rubric aspects to judge.")
+    out_frame = wanted.drop(columns=["item"]).merge(
+        cached.drop_duplicates("key", keep="last"), on="key", how="left")
+    return out_frame[["subset", "id", "sample_idx", "quality", "failed", "attempts", "judge", "judge_proxy"]]
+
+
+# ------------------------------------------------------------------------------------------ 4. all of it
+
+
+def _default_ks(n: int) -> list[int]:
+    ks, k = [], 1
+    while k <= n:
+        ks.append(k)
+        k *= 2
+    return ks
+
+
+def _prb_accuracy(out: str | os.PathLike, models: Sequence[str], profile: str) -> pd.Series | None:
+    try:
+        from prb_utils.metrics import accuracy_table
+        from prb_utils.store import load_results
+
+        results = load_results(out)
+    except Exception:  # no main store (yet): the agreement figures are optional
+        return None
+    if results is None or results.empty:
+        return None
+    results = results[results["model"].isin(models) & (results["profile"] == profile)]
+    if results["model"].nunique() < 3:
+        return None
+    table = accuracy_table(results, by=("model",))
+    return table.set_index("model")["accuracy"]
+
+
+def run_bon_pipeline(
+    data: str | pd.DataFrame = "sample",
+    *,
+    out: str | os.PathLike = "results",
+    policy: str = "smollm2",
+    n_samples: int = 8,
+    models: Sequence[str] = DEFAULT_ZOO,
+    rm_profile: str = "top3",
+    judge_design: str = "pairs",
+    judge: Any = "proxy",
+    ks: Sequence[int] | None = None,
+    seed: int = 0,
+    max_new_tokens: int = 80,
+    temperature: float = 1.0,
+    top_p: float = 0.9,
+    policy_posts: int = 5,
+    limit: int | None = None,
+    device: str = "auto",
+    figures: bool = True,
+    progress: bool = True,
+) -> BonRun:
+    """Run the whole mini pipeline (see the module docstring); a re-run reuses every cached step.
+
+    ``data``: a source for :func:`prb_utils.data.load_benchmark` (default the shipped sample) or a loaded
+    frame. ``judge``: ``proxy`` (MiniLM similarity, labelled as a proxy) or ``llm:NAME``. ``ks`` defaults to
+    the powers of two up to ``n_samples``.
+    """
+    timings: dict[str, float] = {}
+    if isinstance(judge, str):
+        kind, _, name = judge.partition(":")
+        if kind not in ("proxy", "llm") or (kind == "llm" and not name):
+            raise PRBError(f"Unknown rubric judge {judge!r}; use 'proxy' (MiniLM similarity) or 'llm:NAME'.")
+    from prb_utils.models import parse_spec
+
+    for spec in models:
+        parse_spec(spec)  # an unknown RM spec fails before any sampling
+    if isinstance(data, str):
+        from prb_utils.data import load_benchmark
+
+        data = load_benchmark(data, limit=limit, drop_invalid=True)
+    elif limit is not None:
+        data = data.head(limit)
+    if data.empty:
+        raise PRBError("The benchmark data is empty.")
+    root = Path(out) / "bon"
+
+    t = time.time()
+    samples = sample_answers(data, out=out, policy=policy, n_samples=n_samples, seed=seed,
+                             max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                             policy_posts=policy_posts, device=device, progress=progress)
+    timings["sample"] = time.time() - t
+    t = time.time()
+    scores = score_samples(data, samples, out=out, models=models, rm_profile=rm_profile,
+                           judge_design=judge_design, device=device, seed=seed, progress=progress)
+    timings["score"] = time.time() - t
+    t = time.time()
+    quality = judge_samples(data, samples, out=out, judge=judge, progress=progress)
+    timings["judge"] = time.time() - t
+
+    frame = scores.merge(quality, on=["subset", "id", "sample_idx"], how="left")
+    frame = frame.merge(samples[["subset", "id", "sample_idx", "response"]], on=["subset", "id", "sample_idx"])
+    _write_parquet(frame, root / "bon_frame.parquet")
+    ks = list(ks) if ks is not None else _default_ks(n_samples)
+    curves = bon_curves(frame, ks, seed=seed)
+    judge_name = str(quality["judge"].dropna().iloc[0]) if quality["judge"].notna().any() else str(judge)
+    proxy = bool(quality["judge_proxy"].fillna(False).any())
+    curves["judge"] = judge_name
+    curves["judge_proxy"] = proxy
+    root.mkdir(parents=True, exist_ok=True)
+    curves.to_csv(root / "curves.csv", index=False)
+
+    agreement = None
+    accuracy = _prb_accuracy(out, models, rm_profile)
+    metrics = bon_metrics(curves.drop(columns=["judge", "judge_proxy"]))
+    if accuracy is not None:
+        from prb_utils.correlation import rank_agreement_ci
+
+        joined = pd.concat([accuracy.rename("prb"), metrics], axis=1, join="inner").dropna()
+        if len(joined) >= 3:
+            agreement = rank_agreement_ci(joined["prb"], joined[f"bon@{max(ks)}"], seed=seed)
+            agreement.insert(0, "downstream", f"bon@{max(ks)}")
+            agreement["judge"] = judge_name
+            agreement["judge_proxy"] = proxy
+            agreement.to_csv(root / "agreement.csv", index=False)
+
+    paths: list[Path] = []
+    if figures:
+        gains = bon_curves(frame, ks, seed=seed, gain=True, methods=["exact"])
+        paths = _figures(curves, gains, metrics, accuracy, agreement, root / "figures", judge_name, proxy, max(ks))
+    meta = {"policy": policy, "n_samples": n_samples, "models": list(models), "rm_profile": rm_profile,
+            "judge_design": judge_design,
+            "judge": judge_name, "judge_proxy": proxy, "seed": seed, "max_new_tokens": max_new_tokens,
+            "temperature": temperature, "top_p": top_p, "policy_posts": policy_posts, "ks": ks,
+            "n_questions": int(samples.groupby(["subset", "id"]).ngroups), "timings_s": timings}
+    (root / "run.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
+    return BonRun(samples, frame, curves, agreement, paths, timings, judge_name, proxy)
+
+
+def _figures(curves: pd.DataFrame, gains: pd.DataFrame | None, metrics: pd.DataFrame, accuracy: pd.Series | None,
+             agreement: pd.DataFrame | None, folder: Path, judge_name: str, proxy: bool, kmax: int) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    from prb_utils.downstream_plots import bon_curve_plot, coefficient_bars, rank_rank, scatter_fit
+    from prb_utils.rubric_judge import judge_label
+
+    folder.mkdir(parents=True, exist_ok=True)
+    label = judge_label(judge_name, proxy)
+    paths = []
+
+    def save(ax, name: str) -> None:
+        path = folder / name
+        ax.figure.savefig(path, dpi=110, bbox_inches="tight")
+        plt.close(ax.figure)
+        paths.append(path)
+
+    save(bon_curve_plot(curves, method="exact", judge_label=label,
+                        title="Best-of-k quality, exact over all k-subsets (95% CI)"), "bon_curves_exact.png")
+    save(bon_curve_plot(curves, method="first", judge_label=label,
+                        title="Best of the first k (reference rule, 95% CI)"), "bon_curves_first.png")
+    if gains is not None:
+        save(bon_curve_plot(gains, method="exact", judge_label=label, ylabel="gain over one random answer",
+                            title="Best-of-k gain over a random answer (paired by question, 95% CI)"),
+             "bon_gain_exact.png")
+    if accuracy is not None and agreement is not None:
+        y = metrics[f"bon@{kmax}"]
+        ylab = f"best-of-{kmax} quality\n[{label}]"
+        save(scatter_fit(accuracy, y, xlabel="PRB accuracy", ylabel=ylab), "prb_vs_bon_scatter.png")
+        save(rank_rank(accuracy, y, xlabel="rank by PRB accuracy", ylabel=f"rank by best-of-{kmax}"),
+             "prb_vs_bon_rank_rank.png")
+        save(coefficient_bars(agreement, title=f"PRB accuracy vs best-of-{kmax} ({'proxy judge' if proxy else judge_name})"),
+             "prb_vs_bon_agreement.png")
+    return paths
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m prb_utils.bon_pipeline [--data sample] [--out results] [--n 8] [--limit N] [--judge proxy]``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m prb_utils.bon_pipeline", description=__doc__.split("\n")[0])
+    parser.add_argument("--data", default="sample", help="benchmark source (default: the shipped sample)")
+    parser.add_argument("--out", default="results", help="store folder; BoN files go to OUT/bon")
+    parser.add_argument("--n", type=int, default=8, help="answers sampled per question")
+    parser.add_argument("--limit", type=int, default=None, help="first N questions of each subset")
+    parser.add_argument("--model", action="append", default=None, help="RM spec (repeatable; default: the zoo)")
+    parser.add_argument("--judge", default="proxy", help="rubric judge: proxy or llm:NAME")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    try:
+        run = run_bon_pipeline(args.data, out=args.out, n_samples=args.n, limit=args.limit,
+                               models=args.model or DEFAULT_ZOO, judge=args.judge, device=args.device,
+                               seed=args.seed)
+    except PRBError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    table = run.curves[run.curves["method"] == "exact"].pivot_table(index="model", columns="k", values="mean")
+    print(f"best-of-k rubric quality ({run.judge}{', a PROXY judge' if run.judge_proxy else ''}):")
+    print(table.round(3).to_string())
+    print("timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in run.timings.items()))
+    print(f"figures: {', '.join(str(p) for p in run.figures)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,166 @@
+"""Plots for the downstream analysis: BoN curves, benchmark-vs-downstream scatter, rank-rank, coefficients.
+
+Same conventions as :mod:`prb_utils.plots`: one function per plot, tidy input plus keyword-only options,
+draws on ``ax`` (a new figure when None) and returns the Axes; intervals come from the frame's
+``ci_low``/``ci_high`` columns. ``judge_label`` (e.g. from :func:`prb_utils.rubric_judge.judge_label`)
+names the quality's judge on the axis, so a proxy judge is always marked as one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+
+from prb_utils.errors import PRBError
+
+PALETTE = "colorblind"
+
+
+def _axes(ax: Axes | None, size: tuple[float, float]) -> Axes:
+    if ax is not None:
+        return ax
+    _, ax = plt.subplots(figsize=size)
+    return ax
+
+
+def _need(frame: pd.DataFrame, cols: Sequence[str]) -> None:
+    missing = [c for c in cols if c not in frame.columns]
+    if missing:
+        raise PRBError(f"The table to plot lacks the column(s) {', '.join(missing)}.")
+
+
+def _colors(n: int) -> list:
+    import seaborn as sns
+
+    return list(sns.color_palette(PALETTE, n)) if n > 0 else []
+
+
+def bon_curve_plot(curves: pd.DataFrame, *, method: str = "exact", ax: Axes | None = None,
+                   judge_label: str | None = None, reference: bool = True, ylabel: str = "rubric quality",
+                   title: str | None = "Best-of-k rubric quality (95% CI over questions)") -> Axes:
+    """Mean best-of-k quality against k (log2 axis) per RM, with CI bands, from :func:`prb_utils.bon.bon_curves`.
+
+    ``oracle`` and ``random`` rows are drawn as grey reference lines when ``reference``.
+    """
+    _need(curves, ["model", "method", "k", "mean", "ci_low", "ci_high"])
+    ax = _axes(ax, (7, 4.5))
+    sub = curves[curves["method"] == method]
+    models = [m for m in dict.fromkeys(sub["model"]) if m not in ("oracle", "random")]
+    for color, model in zip(_colors(len(models)), models, strict=True):
+        d = sub[sub["model"] == model].sort_values("k")
+        ax.plot(d["k"], d["mean"], marker="o", color=color, label=model)
+        ax.fill_between(d["k"], d["ci_low"], d["ci_high"], color=color, alpha=0.1, linewidth=0)
+    if reference:
+        for name, style in (("oracle", "--"), ("random", ":")):
+            d = curves[curves["model"] == name].sort_values("k")
+            if not d.empty:
+                ax.plot(d["k"], d["mean"], linestyle=style, color="0.4", label=name)
+    ks = sorted(sub["k"].unique())
+    if ks:
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ks, [str(k) for k in ks])
+    ax.set_xlabel("k (samples the RM chooses from)")
+    ax.set_ylabel(ylabel + (f"\n[{judge_label}]" if judge_label else ""))
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize="small", frameon=False, loc="best")
+    return ax
+
+
+def _pair_frame(benchmark: pd.Series, downstream: pd.Series) -> pd.DataFrame:
+    df = pd.concat([benchmark.rename("benchmark"), downstream.rename("downstream")], axis=1, join="inner")
+    df = df.dropna()
+    if len(df) < 2:
+        raise PRBError("Need at least two RMs with both a benchmark and a downstream score to plot.")
+    return df
+
+
+def scatter_fit(benchmark: pd.Series, downstream: pd.Series, *, ax: Axes | None = None,
+                xlabel: str = "benchmark score", ylabel: str = "downstream score", level: float = 0.95,
+                title: str | None = None) -> Axes:
+    """Benchmark (x) vs downstream (y) per RM, labelled points, an OLS fit with its CI band (statsmodels).
+
+    Inputs are Series indexed by model name (joined on the index). The legend gives slope, R² and n.
+    """
+    import statsmodels.api as sm
+
+    df = _pair_frame(benchmark, downstream)
+    ax = _axes(ax, (6, 4.5))
+    ax.scatter(df["benchmark"], df["downstream"], color=_colors(1)[0], zorder=3)
+    for name, row in df.iterrows():
+        ax.annotate(str(name), (row["benchmark"], row["downstream"]), textcoords="offset points",
+                    xytext=(4, 4), fontsize="small")
+    if len(df) >= 3 and df["benchmark"].nunique() > 1:
+        fit = sm.OLS(df["downstream"].to_numpy(float), sm.add_constant(df["benchmark"].to_numpy(float))).fit()
+        grid = np.linspace(df["benchmark"].min(), df["benchmark"].max(), 50)
+        pred = fit.get_prediction(sm.add_constant(grid)).summary_frame(alpha=1 - level)
+        ax.plot(grid, pred["mean"], color="0.3",
+                label=f"OLS: slope {fit.params[1]:.3g}, R² {fit.rsquared:.2f}, n={len(df)}")
+        ax.fill_between(grid, pred["mean_ci_lower"], pred["mean_ci_upper"], color="0.3", alpha=0.15, linewidth=0)
+        ax.legend(fontsize="small", frameon=False)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def rank_rank(benchmark: pd.Series, downstream: pd.Series, *, ax: Axes | None = None,
+              xlabel: str = "benchmark rank", ylabel: str = "downstream rank", title: str | None = None) -> Axes:
+    """Rank by benchmark (x) vs rank by downstream (y), 1 = best, labelled; the diagonal is perfect agreement.
+
+    >>> ax = rank_rank(pd.Series([0.7, 0.6, 0.5], index=["a", "b", "c"]), pd.Series([0.2, 0.3, 0.1], index=["a", "b", "c"]))
+    >>> sorted(t.get_text() for t in ax.texts)
+    ['a', 'b', 'c']
+    >>> plt.close(ax.figure)
+    """
+    df = _pair_frame(benchmark, downstream)
+    rx = df["benchmark"].rank(ascending=False, method="average")
+    ry = df["downstream"].rank(ascending=False, method="average")
+    ax = _axes(ax, (5, 5))
+    n = len(df)
+    ax.plot([1, n], [1, n], linestyle="--", color="0.6", zorder=1)
+    ax.scatter(rx, ry, color=_colors(1)[0], zorder=3)
+    for name in df.index:
+        ax.annotate(str(name), (rx[name], ry[name]), textcoords="offset points", xytext=(4, 4), fontsize="small")
+    ax.set_xlim(n + 0.5, 0.5)
+    ax.set_ylim(n + 0.5, 0.5)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def coefficient_bars(table: pd.DataFrame, *, hue: str | None = None, ax: Axes | None = None,
+                     title: str | None = "Rank agreement with 95% bootstrap CI over RMs") -> Axes:
+    """Bars of each coefficient (``metric``) with its CI, from :func:`prb_utils.correlation.rank_agreement_ci`
+    or :func:`~prb_utils.correlation.compare_benchmarks` (then ``hue="benchmark"`` sets benchmarks side by side).
+    """
+    _need(table, ["metric", "estimate", "ci_low", "ci_high"])
+    ax = _axes(ax, (7, 4))
+    metrics = list(dict.fromkeys(table["metric"]))
+    groups = list(dict.fromkeys(table[hue])) if hue else [None]
+    width = 0.8 / len(groups)
+    for gi, (color, group) in enumerate(zip(_colors(len(groups)), groups, strict=True)):
+        d = table if group is None else table[table[hue] == group]
+        d = d.set_index("metric").reindex(metrics)
+        x = np.arange(len(metrics)) + (gi - (len(groups) - 1) / 2) * width
+        est = d["estimate"].to_numpy(float)
+        err = np.vstack([(est - d["ci_low"].to_numpy(float)).clip(min=0),
+                         (d["ci_high"].to_numpy(float) - est).clip(min=0)])
+        ax.bar(x, np.nan_to_num(est), width=width, color=color, label=None if group is None else str(group))
+        ax.errorbar(x, np.nan_to_num(est), yerr=np.nan_to_num(err), fmt="none", ecolor="0.2", capsize=3)
+    ax.axhline(0, color="0.3", linewidth=0.8)
+    ax.set_xticks(np.arange(len(metrics)), metrics)
+    ax.set_ylim(-1.05, 1.05)
+    ax.set_ylabel("coefficient")
+    if hue:
+        ax.legend(fontsize="small", frameon=False)
+    if title:
+        ax.set_title(title)
+    return ax

@@ -1,0 +1,129 @@
+"""Chat generation with a causal LM (transformers): the BoN policy and the LLM rubric judge.
+
+``ChatGenerator(name)`` takes an offline alias (``smollm2``), a local folder or a hub id. Generation is
+batched with left padding; sampling is seeded per call (``seed``), so the same call gives the same text on
+the same machine and library versions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from prb_utils.errors import PRBError
+
+
+class ChatGenerator:
+    """Generate replies to chat messages with a causal LM.
+
+    ``generate(users, system=..., max_new_tokens=..., temperature=0 (greedy) or >0, top_p, seed,
+    num_return_sequences)`` returns, per user message, a list of ``num_return_sequences`` replies.
+    """
+
+    def __init__(self, name: str, *, device: str = "auto", dtype: str = "auto", batch_size: int = 8) -> None:
+        from transformers import AutoModelForCausalLM
+
+        from prb_utils.device import configure_threads, resolve_placement
+        from prb_utils.models.base import ModelSpec
+        from prb_utils.models.hf import load_pretrained, load_tokenizer, resolve_source
+
+        spec = ModelSpec("judge", name)  # the causal-LM kinds share one alias resolution
+        self.name = name
+        self.source = resolve_source(spec)
+        self.placement = resolve_placement(device, dtype)
+        if self.placement.device == "cpu":
+            configure_threads()
+        self.tokenizer = load_tokenizer(spec, self.source)
+        self.tokenizer.padding_side = "left"
+        self.model = load_pretrained(spec, self.source, AutoModelForCausalLM.from_pretrained,
+                                     dtype=self.placement.dtype, device_map=self.placement.device_map)
+        self.model.eval()
+        self.batch_size = int(batch_size)
+
+    def render(self, user: str, system: str | None) -> str:
+        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
+        if getattr(self.tokenizer, "chat_template", None):
+            return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return (f"{system}\n\n" if system else "") + f"User: {user}\nAssistant:"
+
+    def metadata(self) -> dict[str, Any]:
+        template = getattr(self.tokenizer, "chat_template", None) or ""
+        return {"generator": self.name, "source": self.source, "device": self.placement.device,
+                "dtype": str(self.placement.dtype).replace("torch.", ""),
+                "chat_template_hash": hashlib.sha256(str(template).encode()).hexdigest()[:12]}
+
+    def generate(
+        self,
+        users: Sequence[str],
+        *,
+        system: str | None = None,
+        max_new_tokens: int = 128,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int = 0,
+        num_return_sequences: int = 1,
+    ) -> list[list[str]]:
+        import torch
+
+        if temperature < 0:
+            raise PRBError(f"temperature must be >= 0, got {temperature}.")
+        device = self.model.device
+        out: list[list[str]] = []
+        per_batch = max(1, self.batch_size // max(1, num_return_sequences))
+        for start in range(0, len(users), per_batch):
+            chunk = [self.render(u, system) for u in users[start:start + per_batch]]
+            enc = self.tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+            kwargs: dict[str, Any] = {"max_new_tokens": int(max_new_tokens),
+                                      "pad_token_id": self.tokenizer.pad_token_id,
+                                      "num_return_sequences": int(num_return_sequences)}
+            if temperature > 0:
+                kwargs.update(do_sample=True, temperature=float(temperature), top_p=float(top_p))
+            else:
+                kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+            torch.manual_seed(int(seed) + start)
+            with torch.no_grad():
+                ids = self.model.generate(**enc, **kwargs)
+            new = ids[:, enc["input_ids"].shape[1]:]
+            texts = self.tokenizer.batch_decode(new, skip_special_tokens=True)
+            for i in range(len(chunk)):
+                group = texts[i * num_return_sequences:(i + 1) * num_return_sequences]
+                out.append([t.strip() for t in group])
+        return out
+
+    def sample_n(
+        self,
+        user: str,
+        n: int,
+        *,
+        system: str | None = None,
+        max_new_tokens: int = 128,
+        temperature: float = 1.0,
+        top_p: float = 0.9,
+        seed: int = 0,
+    ) -> list[str]:
+        """``n`` sampled replies to one user message. The prompt is encoded once and its KV cache shared by
+        the ``n`` sequences (the same text as ``generate(..., num_return_sequences=n)``, without ``n``
+        prefills)."""
+        import warnings
+
+        import torch
+
+        if n < 1 or temperature <= 0:
+            raise PRBError("sample_n needs n >= 1 and a temperature > 0.")
+        enc = self.tokenizer([self.render(user, system)], return_tensors="pt", add_special_tokens=False)
+        ids = enc["input_ids"].to(self.model.device)
+        kwargs: dict[str, Any] = {"max_new_tokens": int(max_new_tokens), "pad_token_id": self.tokenizer.pad_token_id,
+                                  "do_sample": True, "temperature": float(temperature), "top_p": float(top_p)}
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            if ids.shape[1] > 1:
+                prefix = self.model(ids[:, :-1], use_cache=True)
+                name = "cache" if getattr(prefix, "cache", None) is not None else "past_key_values"
+                cache = getattr(prefix, name)  # transformers >= 5.x names it ``cache``
+                cache.batch_repeat_interleave(n)
+                kwargs[name] = cache
+            torch.manual_seed(int(seed))
+            batch = ids.repeat(n, 1)
+            out = self.model.generate(batch, attention_mask=torch.ones_like(batch), **kwargs)
+        return [t.strip() for t in self.tokenizer.batch_decode(out[:, ids.shape[1]:], skip_special_tokens=True)]

@@ -1,0 +1,12 @@
+"""Reward-model adapters: one module per kind, a registry of ``KIND:NAME`` specs, offline aliases.
+
+>>> from prb_utils.models import load_model, PairInput
+>>> load_model("lexical").score_pairs([PairInput("k", "cheap pans", "a cheap pan", "a wok")])[0].score_chosen
+0.5
+"""
+
+from prb_utils.models.base import KINDS, ModelSpec, PairInput, PairScore, RewardModel, parse_spec
+from prb_utils.models.registry import list_models, load_model
+
+__all__ = ["KINDS", "ModelSpec", "PairInput", "PairScore", "RewardModel", "list_models", "load_model",
+           "parse_spec"]

@@ -1,0 +1,77 @@
+"""The adapter contract: pair inputs, pair scores, the RewardModel protocol, and spec parsing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from prb_utils.errors import PRBError
+
+KINDS = ("classifier", "judge", "implicit", "embedding", "length", "lexical")
+BASELINES = ("length", "lexical")
+
+
+@dataclass(frozen=True)
+class PairInput:
+    """One benchmark pair as a reward model sees it; ``prompt`` is the RM-visible user message."""
+
+    key: str
+    prompt: str
+    chosen: str
+    rejected: str
+
+
+@dataclass
+class PairScore:
+    """Scores for one pair (higher = better). NaN/inf scores are returned as they come; the scorer maps
+    them, and any pair with ``invalid_reason`` set, to the outcome ``invalid``."""
+
+    score_chosen: float
+    score_rejected: float
+    invalid_reason: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class RewardModel(Protocol):
+    spec: str
+    kind: str
+
+    def score_pairs(self, pairs: Sequence[PairInput]) -> list[PairScore]: ...
+
+    def run_metadata(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A parsed ``KIND:NAME`` spec (``name`` is empty for the baselines)."""
+
+    kind: str
+    name: str
+
+    @property
+    def canonical(self) -> str:
+        return self.kind if self.kind in BASELINES else f"{self.kind}:{self.name}"
+
+
+def parse_spec(spec: str) -> ModelSpec:
+    """Parse ``KIND:NAME`` (or ``length`` / ``lexical``); PRBError on an unknown kind or a missing name.
+
+    >>> parse_spec(" judge:smollm2 ")
+    ModelSpec(kind='judge', name='smollm2')
+    >>> parse_spec("length").canonical
+    'length'
+    """
+    text = str(spec).strip()
+    kind, sep, name = text.partition(":")
+    kind, name = kind.strip().lower(), name.strip()
+    if kind not in KINDS:
+        raise PRBError(f"Unknown model kind in '{spec}'; use one of {', '.join(KINDS)} (e.g. judge:smollm2).")
+    if kind in BASELINES:
+        if name:
+            raise PRBError(f"The baseline '{kind}' takes no model name; write just '{kind}'.")
+        return ModelSpec(kind, "")
+    if not name:
+        raise PRBError(f"Model spec '{spec}' lacks a name; write {kind}:NAME with a hub id, folder or alias.")
+    return ModelSpec(kind, name)

@@ -1,0 +1,191 @@
+"""Decoder forward passes with a shared prompt: the prompt runs once, its KV cache serves every continuation.
+
+A *group* is a few token sequences (chosen and rejected, or the two judge orders) that start with the same
+tokens. With ``kv_reuse`` the longest common prefix of a group runs once (left-padded across the batch), its
+cache is repeated for each sequence, and only the continuations run after it (right-padded, positions
+continuing the prefix). Without it, every sequence runs whole. Both give the same hidden states up to
+floating-point rounding; the gain is the prefix tokens not computed twice.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from prb_utils.batching import BudgetBatcher
+
+
+@dataclass(frozen=True)
+class Group:
+    """Sequences sharing a prefix; ``need_from[j]`` = first position whose final hidden state is wanted."""
+
+    seqs: tuple[tuple[int, ...], ...]
+    need_from: tuple[int, ...]
+
+
+def common_prefix(seqs: Sequence[Sequence[int]]) -> int:
+    first = seqs[0]
+    n = min(len(s) for s in seqs)
+    i = 0
+    while i < n and all(s[i] == first[i] for s in seqs):
+        i += 1
+    return i
+
+
+def shared_length(group: Group) -> int:
+    """Prefix length that can run once: common tokens, leaving every sequence at least one token of its own
+    and keeping every wanted position at or after the prefix's last token."""
+    if len(group.seqs) < 2:
+        return 0
+    n = min(common_prefix(group.seqs), min(len(s) for s in group.seqs) - 1, min(group.need_from) + 1)
+    return max(0, n)
+
+
+def group_cost(group: Group, *, kv_reuse: bool) -> int:
+    """Padded tokens the group costs on its own: the prefix once plus every continuation padded to the
+    longest (with ``kv_reuse``), else every sequence padded to the longest."""
+    shared = shared_length(group) if kv_reuse else 0
+    if shared < 1:
+        return len(group.seqs) * max(len(s) for s in group.seqs)
+    return shared + len(group.seqs) * max(len(s) - shared for s in group.seqs)
+
+
+class DecoderRunner:
+    """Final hidden states of decoder sequences, batched by a token budget, with prompt-cache reuse."""
+
+    def __init__(self, model: Any, *, pad_id: int, batcher: BudgetBatcher, kv_reuse: bool = True) -> None:
+        self.model = model
+        self.decoder = model.base_model
+        self.pad_id = int(pad_id)
+        self.batcher = batcher
+        self.kv_reuse = kv_reuse
+        self.tokens_computed = 0
+        self.tokens_padded = 0
+        params = inspect.signature(self.decoder.forward).parameters
+        self._cache_arg = "cache" if "cache" in params else "past_key_values"
+
+    def hidden(self, groups: Sequence[Group], reduce: Callable[[Group, list[Any]], Any] | None = None) -> list[Any]:
+        """For each group, a list with one tensor [len - need_from, hidden] of final hidden states per sequence,
+        or ``reduce(group, that list)`` computed inside the batch (so only small results stay in memory and an
+        out-of-memory error in the head is recovered like one in the body)."""
+        lengths = [group_cost(g, kv_reuse=self.kv_reuse) for g in groups]
+
+        def run(batch: list[Group]) -> list[Any]:
+            import torch
+
+            states = self._batch(batch)
+            if reduce is None:
+                return states
+            with torch.inference_mode():
+                return [reduce(g, per) for g, per in zip(batch, states, strict=True)]
+
+        return self.batcher.map(run, list(groups), lengths)
+
+    # ------------------------------------------------------------------ one batch
+
+    def _batch(self, groups: list[Group]) -> list[list[Any]]:
+        import torch
+
+        with torch.inference_mode():
+            if not self.kv_reuse:
+                return self._full(groups)
+            shared = [shared_length(g) for g in groups]
+            k = {len(g.seqs) for g in groups}
+            if min(shared) < 1 or len(k) != 1:
+                return self._full(groups)
+            return self._with_prefix(groups, shared, k.pop())
+
+    def _full(self, groups: list[Group]) -> list[list[Any]]:
+        import torch
+
+        seqs = [s for g in groups for s in g.seqs]
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for row, s in enumerate(seqs):
+            ids[row, : len(s)] = torch.tensor(s, dtype=torch.long)
+            mask[row, : len(s)] = 1
+        device = self.model.device
+        self.tokens_computed += int(mask.sum())
+        self.tokens_padded += ids.numel()
+        out = self.decoder(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False)
+        states = out.last_hidden_state
+        result, row = [], 0
+        for g in groups:
+            per = []
+            for s, start in zip(g.seqs, g.need_from, strict=True):
+                per.append(states[row, start : len(s)])
+                row += 1
+            result.append(per)
+        return result
+
+    def _with_prefix(self, groups: list[Group], shared: list[int], k: int) -> list[list[Any]]:
+        import torch
+
+        device = self.model.device
+        width = max(shared)
+        ids = torch.full((len(groups), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(groups), width), dtype=torch.long)
+        for row, (g, n) in enumerate(zip(groups, shared, strict=True)):
+            ids[row, width - n :] = torch.tensor(g.seqs[0][:n], dtype=torch.long)
+            mask[row, width - n :] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        out = self.decoder(input_ids=ids.to(device), attention_mask=mask.to(device),
+                           position_ids=positions.to(device), use_cache=True)
+        cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+        last = out.last_hidden_state[:, -1]
+        cache.batch_repeat_interleave(k)
+
+        conts = [(s[n:], n) for g, n in zip(groups, shared, strict=True) for s in g.seqs]
+        c_width = max(len(c) for c, _ in conts)
+        c_ids = torch.full((len(conts), c_width), self.pad_id, dtype=torch.long)
+        c_mask = torch.zeros((len(conts), c_width), dtype=torch.long)
+        c_pos = torch.zeros((len(conts), c_width), dtype=torch.long)
+        for row, (c, n) in enumerate(conts):
+            c_ids[row, : len(c)] = torch.tensor(c, dtype=torch.long)
+            c_mask[row, : len(c)] = 1
+            c_pos[row] = torch.arange(n, n + c_width)
+        full_mask = torch.cat([mask.repeat_interleave(k, dim=0), c_mask], dim=1)
+        self.tokens_computed += int(mask.sum()) + int(c_mask.sum())
+        self.tokens_padded += ids.numel() + c_ids.numel()
+        out2 = self.decoder(input_ids=c_ids.to(device), attention_mask=full_mask.to(device),
+                            position_ids=c_pos.to(device), use_cache=True, **{self._cache_arg: cache})
+        states = out2.last_hidden_state
+        result, row = [], 0
+        for gi, (g, n) in enumerate(zip(groups, shared, strict=True)):
+            per = []
+            for s, start in zip(g.seqs, g.need_from, strict=True):
+                # positions n-1 (the prefix's last token) .. len(s)-1
+                rows = torch.cat([last[gi : gi + 1], states[row, : len(s) - n]], dim=0)
+                per.append(rows[start - (n - 1) :])
+                row += 1
+            result.append(per)
+        return result
+
+
+def lm_logits(model: Any, hidden: Any) -> Any:
+    """Vocabulary logits (float32) from final hidden states, with the model's logit scaling or soft-capping."""
+    head = model.get_output_embeddings()
+    logits = head(hidden.to(head.weight.dtype)).float()
+    config = model.config
+    scale = getattr(config, "logit_scale", None)
+    if isinstance(scale, (int, float)) and scale not in (0, 1):
+        logits = logits * scale
+    cap = getattr(config, "final_logit_softcapping", None)
+    if isinstance(cap, (int, float)) and cap:
+        logits = (logits / cap).tanh() * cap
+    return logits
+
+
+def token_logprobs(model: Any, hidden: Any, targets: Sequence[int], *, chunk: int = 512) -> Any:
+    """Log-probabilities of ``targets[i]`` under the distribution predicted by ``hidden[i]`` (float32)."""
+    import torch
+
+    out = []
+    target = torch.tensor(list(targets), dtype=torch.long, device=hidden.device)
+    for start in range(0, hidden.shape[0], chunk):
+        logp = torch.log_softmax(lm_logits(model, hidden[start : start + chunk]), dim=-1)
+        out.append(logp.gather(-1, target[start : start + chunk, None].to(logp.device))[:, 0])
+    return torch.cat(out) if out else torch.zeros(0)

@@ -1,0 +1,80 @@
+"""``load_model`` (spec string -> adapter) and ``list_models`` (what ``prb models`` shows)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prb_utils.models.aliases import ALIASES, alias_status
+from prb_utils.models.base import KINDS, PairInput, RewardModel, parse_spec  # noqa: F401
+
+KIND_HELP = {
+    "classifier": "sequence-classification reward model; score = single logit (or softmax of the last class)",
+    "judge": "causal LM comparing both responses, both A/B orders; P(A) vs P(B) or generate + parse",
+    "implicit": "causal LM; score = mean token log-prob of the response given the prompt",
+    "embedding": "encoder; score = cosine similarity of RM input and response (mean pooling)",
+    "length": "baseline: the longer response wins (characters)",
+    "lexical": "baseline: the response sharing more of the RM input's content words wins",
+}
+
+
+def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", batch_tokens: int | None = None,
+               judge_mode: str = "logprob", judge_template: str | None = None, seed: int = 0,
+               kv_reuse: bool = True) -> RewardModel:
+    """Load the reward model named by ``spec`` (``KIND:NAME``; NAME = hub id, local folder or alias).
+
+    Raises PRBError for an unknown kind or alias, a missing folder, or a hub id that is not reachable.
+
+    >>> load_model("length").score_pairs([PairInput("k", "q", "long answer", "short")])[0].score_chosen
+    11.0
+    """
+    parsed = parse_spec(spec)
+    common: dict[str, Any] = {"device": device, "dtype": dtype, "batch_tokens": batch_tokens, "seed": seed}
+    if parsed.kind == "length":
+        from prb_utils.models.baselines import LengthBaseline
+
+        return LengthBaseline()
+    if parsed.kind == "lexical":
+        from prb_utils.models.baselines import LexicalBaseline
+
+        return LexicalBaseline()
+    if parsed.kind == "classifier":
+        from prb_utils.models.classifier import ClassifierRM
+
+        return ClassifierRM(parsed, kv_reuse=kv_reuse, **common)
+    if parsed.kind == "judge":
+        from prb_utils.models.judge import JudgeRM
+
+        return JudgeRM(parsed, judge_mode=judge_mode, judge_template=judge_template, kv_reuse=kv_reuse, **common)
+    if parsed.kind == "implicit":
+        from prb_utils.models.implicit import ImplicitRM
+
+        return ImplicitRM(parsed, kv_reuse=kv_reuse, **common)
+    from prb_utils.models.embedding import EmbeddingRM
+
+    return EmbeddingRM(parsed, **common)
+
+
+def list_models() -> Any:
+    """One row per kind (``NAME`` = any hub id or folder) and per offline alias, with availability here.
+
+    Columns: kind, name, description, available (bool), detail.
+    """
+    import importlib.util
+
+    import pandas as pd
+
+    rows = []
+    torch_ok = importlib.util.find_spec("torch") is not None and importlib.util.find_spec("transformers") is not None
+    for kind in KINDS:
+        if kind in ("length", "lexical"):
+            rows.append({"kind": kind, "name": "", "description": KIND_HELP[kind], "available": True,
+                         "detail": "no model needed"})
+            continue
+        rows.append({"kind": kind, "name": "<hub id or folder>", "description": KIND_HELP[kind],
+                     "available": torch_ok, "detail": "hub ids need the network or a local copy"})
+        for alias in ALIASES.values():
+            if kind in alias.kinds:
+                ok, detail = alias_status(alias.name)
+                rows.append({"kind": kind, "name": alias.name, "description": alias.description(kind),
+                             "available": bool(ok and torch_ok), "detail": detail})
+    return pd.DataFrame(rows, columns=["kind", "name", "description", "available", "detail"])

@@ -1,0 +1,348 @@
+"""Validated parameters of the notebooks: one dataclass per notebook, built in the cell after the
+papermill ``parameters`` cell.
+
+Each field is checked against its type (``str``, ``int``, ``float``, ``bool``, ``list[str]``,
+``list[int]``, ``X | None`` and ``Literal`` choices) and against what it means (a profile condition must
+parse, a model spec must name a known kind, ...). A wrong value raises :class:`PRBError` naming the
+parameter, what was given and what is expected. :meth:`NotebookParams.from_dict` also rejects unknown names.
+
+>>> PairInspectionParams(max_pairs=3).max_pairs
+3
+>>> PairInspectionParams(max_pairs="3")
+Traceback (most recent call last):
+...
+prb_utils.errors.PRBError: Parameter 'max_pairs' must be an integer, got '3' (str).
+"""
+
+from __future__ import annotations
+
+import os
+import types
+import typing
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import pandas as pd
+
+from prb_utils.errors import PRBError
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+MODEL_KINDS = ("classifier", "judge", "implicit", "embedding", "length", "lexical")
+FILTERS = ("all", "disagreement", "profile_flips", "wrong")
+EXAMPLE_DOWNSTREAM = PROJECT_ROOT / "data" / "downstream_example.csv"
+
+_TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+
+
+def _describe(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin is list:
+        (inner,) = typing.get_args(tp)
+        return f"a list of {_describe(inner).split(' ', 1)[1]}s"
+    if origin in (typing.Union, types.UnionType):
+        parts = [_describe(a) for a in typing.get_args(tp) if a is not type(None)]
+        return " or ".join(parts) + " or None"
+    return _TYPE_WORDS.get(tp, getattr(tp, "__name__", str(tp)))
+
+
+def _matches(value: Any, tp: Any) -> bool:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return any(value == a and type(value) is type(a) for a in typing.get_args(tp))
+    if origin is list:
+        (inner,) = typing.get_args(tp)
+        return isinstance(value, (list, tuple)) and all(_matches(v, inner) for v in value)
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return value is None
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, tp)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return (text if len(text) <= 60 else text[:57] + "...") + f" ({type(value).__name__})"
+
+
+def canonical_spec(spec: str) -> str:
+    """A model spec as the store writes it: the kind lower-cased, spaces trimmed (``"Judge: x"`` -> ``"judge:x"``)."""
+    kind, _, name = spec.strip().partition(":")
+    return f"{kind.strip().lower()}:{name.strip()}" if name.strip() else kind.strip().lower()
+
+
+def resolve_path(path: str) -> Path:
+    """A path as the user meant it: absolute, else relative to the working folder when it exists there,
+    else relative to the project root (a notebook opened from ``notebooks/`` finds ``results/``)."""
+    candidate = Path(path).expanduser()
+    if candidate.is_absolute() or candidate.exists():
+        return candidate
+    rooted = PROJECT_ROOT / candidate
+    return rooted if rooted.exists() else candidate
+
+
+def resolve_data_source(source: str) -> str:
+    """``sample`` and hub ids stay as they are; an existing relative path is resolved like :func:`resolve_path`."""
+    if source == "sample" or Path(source).expanduser().is_absolute():
+        return source
+    resolved = resolve_path(source)
+    return str(resolved) if resolved.exists() else source
+
+
+@dataclass(frozen=True)
+class NotebookParams:
+    """Parameters every notebook shares: where the data and the store are, which models and conditions."""
+
+    data: str = "sample"
+    results: str = "results"
+    models: list[str] = field(default_factory=list)
+    profiles: list[str] = field(default_factory=list)
+    subsets: list[str] = field(default_factory=list)
+    limit: int = 0
+    interactive: bool = True
+
+    notebook: ClassVar[str] = "notebook"
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not _matches(value, hints[f.name]):
+                raise PRBError(
+                    f"Parameter '{f.name}' must be {_describe(hints[f.name])}, got {_shown(value)}."
+                )
+            if isinstance(value, tuple):
+                object.__setattr__(self, f.name, list(value))
+        self._check_values()
+
+    def _check_values(self) -> None:
+        from prb_utils.profile import parse_condition
+
+        if not self.data.strip():
+            raise PRBError("Parameter 'data' must name a source: 'sample', a hub id, or a local path.")
+        if not self.results.strip():
+            raise PRBError("Parameter 'results' must name the store folder (e.g. 'results').")
+        for spec in self.models:
+            kind = spec.split(":", 1)[0].strip().lower()
+            if kind not in MODEL_KINDS:
+                raise PRBError(
+                    f"Parameter 'models' has the unknown model spec '{spec}'; a spec starts with one of "
+                    f"{', '.join(MODEL_KINDS)}."
+                )
+        for condition in self.profiles:
+            try:
+                parse_condition(condition)
+            except PRBError as exc:
+                raise PRBError(f"Parameter 'profiles': {exc}") from None
+        if self.limit < 0:
+            raise PRBError(f"Parameter 'limit' must be 0 (all pairs) or a positive number of pairs, got {self.limit}.")
+
+    @classmethod
+    def names(cls) -> list[str]:
+        """The parameter names this notebook accepts."""
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def from_dict(cls, values: typing.Mapping[str, Any]) -> NotebookParams:
+        """Build from a mapping, rejecting names the notebook does not know."""
+        unknown = sorted(set(values) - set(cls.names()))
+        if unknown:
+            raise PRBError(
+                f"Unknown parameter(s) {', '.join(unknown)} for the {cls.notebook} notebook; "
+                f"known: {', '.join(cls.names())}."
+            )
+        return cls(**dict(values))
+
+    @property
+    def results_dir(self) -> Path:
+        """The store folder, resolved (see :func:`resolve_path`)."""
+        return resolve_path(self.results)
+
+    @property
+    def data_source(self) -> str:
+        """The data source, resolved (see :func:`resolve_data_source`)."""
+        return resolve_data_source(self.data)
+
+    def load_data(self) -> pd.DataFrame:
+        """The benchmark pairs (``load_benchmark``), restricted to ``subsets`` and ``limit`` (0: all)."""
+        from prb_utils.data import load_benchmark
+
+        return load_benchmark(self.data_source, subsets=self.subsets or None, limit=self.limit or None,
+                              drop_invalid=True)
+
+    def load_results(self, data: pd.DataFrame | None = None) -> pd.DataFrame:
+        """Per-item rows of the store for the chosen models and conditions (all when the lists are empty),
+        restricted to the pairs of ``data`` when given. The newest job wins when one (model, profile) has
+        several jobs (e.g. other seeds)."""
+        from prb_utils.store import load_results
+
+        rows = load_results(self.results_dir)
+        if self.models:
+            wanted = [canonical_spec(m) for m in self.models]
+            rows = rows[rows["model"].isin(wanted)]
+        if self.profiles:
+            from prb_utils.profile import parse_condition
+
+            rows = rows[rows["profile"].isin([parse_condition(p).name for p in self.profiles])]
+        if data is not None and not rows.empty:
+            keys = pd.MultiIndex.from_frame(data[["subset", "id"]].astype(str))
+            rows = rows[pd.MultiIndex.from_frame(rows[["subset", "id"]].astype(str)).isin(keys)]
+        rows = rows.drop_duplicates(["model", "profile", "subset", "id"], keep="last")
+        return rows.reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class WorkshopParams(NotebookParams):
+    """00_workshop_personalization: the quiz and the final comparison."""
+
+    quiz_pairs: int = 6
+    quiz_profile: str = "top3"
+    quiz_answers: list[str] = field(default_factory=list)
+    seed: int = 0
+
+    notebook: ClassVar[str] = "00_workshop_personalization"
+
+    def _check_values(self) -> None:
+        super()._check_values()
+        from prb_utils.profile import parse_condition
+
+        if self.quiz_pairs < 1:
+            raise PRBError(f"Parameter 'quiz_pairs' must be at least 1, got {self.quiz_pairs}.")
+        try:
+            parse_condition(self.quiz_profile)
+        except PRBError as exc:
+            raise PRBError(f"Parameter 'quiz_profile': {exc}") from None
+        bad = [a for a in self.quiz_answers if a not in ("A", "B")]
+        if bad:
+            raise PRBError(f"Parameter 'quiz_answers' holds {bad[0]!r}; each answer must be 'A' or 'B'.")
+        if len(self.quiz_answers) > self.quiz_pairs:
+            raise PRBError(
+                f"Parameter 'quiz_answers' has {len(self.quiz_answers)} answers for {self.quiz_pairs} quiz pairs."
+            )
+
+
+@dataclass(frozen=True)
+class PairInspectionParams(NotebookParams):
+    """01_pair_inspection: which pairs to browse."""
+
+    category: str = ""
+    filter: Literal["all", "disagreement", "profile_flips", "wrong"] = "all"
+    wrong_model: str = ""
+    pair_id: str = ""
+    max_pairs: int = 5
+    view_profile: str = "top3"
+
+    notebook: ClassVar[str] = "01_pair_inspection"
+
+    def _check_values(self) -> None:
+        super()._check_values()
+        from prb_utils.profile import parse_condition
+
+        if self.max_pairs < 1:
+            raise PRBError(f"Parameter 'max_pairs' must be at least 1, got {self.max_pairs}.")
+        try:
+            parse_condition(self.view_profile)
+        except PRBError as exc:
+            raise PRBError(f"Parameter 'view_profile': {exc}") from None
+
+
+@dataclass(frozen=True)
+class AccuracyParams(NotebookParams):
+    """02_accuracy_breakdown: options of the accuracy tables."""
+
+    baseline_profile: str = "none"
+    half_credit: bool = False
+    n_resamples: int = 2000
+
+    notebook: ClassVar[str] = "02_accuracy_breakdown"
+
+    def _check_values(self) -> None:
+        super()._check_values()
+        from prb_utils.profile import parse_condition
+
+        try:
+            parse_condition(self.baseline_profile)
+        except PRBError as exc:
+            raise PRBError(f"Parameter 'baseline_profile': {exc}") from None
+        if self.n_resamples < 100:
+            raise PRBError(f"Parameter 'n_resamples' must be at least 100, got {self.n_resamples}.")
+
+
+@dataclass(frozen=True)
+class DownstreamParams(NotebookParams):
+    """03_downstream_correlation: where the BoN results and the downstream table are."""
+
+    bon_dir: str = ""
+    ppo: str = ""
+    downstream_csv: str = "example"
+    ks: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
+    benchmark_profile: str = "top3"
+    n_boot: int = 1000
+
+    notebook: ClassVar[str] = "03_downstream_correlation"
+
+    def _check_values(self) -> None:
+        super()._check_values()
+        from prb_utils.profile import parse_condition
+
+        if not self.ks or any(k < 1 for k in self.ks):
+            raise PRBError(f"Parameter 'ks' must be a non-empty list of positive integers, got {self.ks}.")
+        if self.n_boot < 100:
+            raise PRBError(f"Parameter 'n_boot' must be at least 100, got {self.n_boot}.")
+        try:
+            parse_condition(self.benchmark_profile)
+        except PRBError as exc:
+            raise PRBError(f"Parameter 'benchmark_profile': {exc}") from None
+
+    @property
+    def bon_path(self) -> Path:
+        """The BoN pipeline's folder: ``bon_dir``, or ``<results>/bon`` when empty."""
+        return resolve_path(self.bon_dir) if self.bon_dir else self.results_dir / "bon"
+
+    @property
+    def ppo_path(self) -> Path | None:
+        """PPO outcomes: a CSV ``rm,subset,score[,n]`` or a reference ``PPO/result`` folder; None when empty."""
+        if not self.ppo:
+            return None
+        path = resolve_path(self.ppo)
+        if not path.exists():
+            raise PRBError(f"Parameter 'ppo': {self.ppo} does not exist.")
+        return path
+
+    @property
+    def downstream_path(self) -> Path | None:
+        """The downstream CSV: the shipped illustrative example, a path, or None when empty."""
+        if not self.downstream_csv:
+            return None
+        if self.downstream_csv == "example":
+            return EXAMPLE_DOWNSTREAM
+        path = resolve_path(self.downstream_csv)
+        if not path.is_file():
+            raise PRBError(f"Parameter 'downstream_csv': the file {self.downstream_csv} does not exist.")
+        return path
+
+
+PARAMS_BY_NOTEBOOK: dict[str, type[NotebookParams]] = {
+    cls.notebook: cls for cls in (WorkshopParams, PairInspectionParams, AccuracyParams, DownstreamParams)
+}
+
+
+def headless() -> bool:
+    """True when no notebook frontend can show widgets (no IPython kernel, or ``PRB_HEADLESS`` is set, as
+    :func:`prb_utils.report.build_report` does for papermill runs)."""
+    if os.environ.get("PRB_HEADLESS"):
+        return True
+    try:
+        from ipykernel.zmqshell import ZMQInteractiveShell
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - both ship with the notebook stack
+        return True
+    return not isinstance(get_ipython(), ZMQInteractiveShell)

@@ -1,0 +1,149 @@
+"""Best-of-k: the exact expectation against brute-force enumeration, the reference rule, the curves."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from prb_utils.bon import (
+    best_of_first_k,
+    bon_curves,
+    bon_metrics,
+    expected_best_of_k,
+    oracle_best_of_k,
+    per_question_best_of_k,
+)
+from prb_utils.errors import PRBError
+
+
+def brute_force(scores, quality, k):
+    """Average over every k-subset of the mean quality of its tied top-scored samples."""
+    values = []
+    for subset in itertools.combinations(range(len(scores)), k):
+        top = max(scores[i] for i in subset)
+        winners = [quality[i] for i in subset if scores[i] == top]
+        values.append(sum(winners) / len(winners))
+    return sum(values) / len(values)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_expected_best_of_k_matches_enumeration_with_ties(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 9))
+    # few distinct score values so that ties are frequent
+    scores = rng.integers(0, 4, size=n).astype(float).tolist()
+    quality = rng.random(n).round(3).tolist()
+    for k in range(1, n + 1):
+        assert expected_best_of_k(scores, quality, k) == pytest.approx(brute_force(scores, quality, k))
+
+
+def test_expected_best_of_k_continuous_scores():
+    rng = np.random.default_rng(7)
+    scores, quality = rng.normal(size=7).tolist(), rng.random(7).tolist()
+    for k in range(1, 8):
+        assert expected_best_of_k(scores, quality, k) == pytest.approx(brute_force(scores, quality, k))
+
+
+def test_expected_best_of_k_known_values():
+    # k=1 is the mean quality; k=N picks the top scorer; perfect RM at k=N reaches the best quality
+    q = [0.2, 0.4, 1.0, 0.0]
+    assert expected_best_of_k([4, 3, 2, 1], q, 1) == pytest.approx(0.4)
+    assert expected_best_of_k([4, 3, 2, 1], q, 4) == pytest.approx(0.2)
+    assert expected_best_of_k(q, q, 4) == pytest.approx(1.0)
+    # all scores tied: every k gives the mean
+    assert expected_best_of_k([1, 1, 1, 1], q, 3) == pytest.approx(0.4)
+    assert oracle_best_of_k(q, 2) == pytest.approx(brute_force(q, q, 2))
+
+
+def test_expected_best_of_k_large_n_is_finite_and_bounded():
+    rng = np.random.default_rng(0)
+    scores, quality = rng.normal(size=400), rng.random(400)
+    value = expected_best_of_k(scores, quality, 200)
+    assert quality.min() <= value <= quality.max()
+
+
+def test_best_of_first_k_follows_reference_rule():
+    scores, quality = [0.3, 0.9, 0.9, 2.0], [0.1, 0.5, 0.7, 1.0]
+    assert best_of_first_k(scores, quality, 1) == 0.1
+    assert best_of_first_k(scores, quality, 3) == 0.5  # first of the tied winners, like max()
+    assert best_of_first_k(scores, quality, 3, ties="split") == pytest.approx(0.6)
+    assert best_of_first_k(scores, quality, 4) == 1.0
+
+
+@pytest.mark.parametrize(
+    "args",
+    [([1.0, 2.0], [0.5], 1), ([1.0, 2.0], [0.5, 0.1], 3), ([1.0, 2.0], [0.5, 0.1], 0),
+     ([float("nan"), 2.0], [0.5, 0.1], 1)],
+)
+def test_expected_best_of_k_rejects_bad_input(args):
+    with pytest.raises(PRBError):
+        expected_best_of_k(*args)
+
+
+def _frame():
+    rows = []
+    rng = np.random.default_rng(3)
+    for qi in range(6):
+        quality = rng.random(4)
+        for model, noise in (("good", 0.0), ("noisy", 1.0)):
+            scores = quality + noise * rng.normal(size=4)
+            for i in range(4):
+                rows.append(dict(model=model, subset="s", id=f"q{qi}", sample_idx=i,
+                                 rm_score=scores[i], quality=quality[i]))
+    return pd.DataFrame(rows)
+
+
+def test_per_question_and_curves():
+    frame = _frame()
+    per_q = per_question_best_of_k(frame, [1, 2, 4, 8])
+    assert set(per_q["model"]) == {"good", "noisy", "oracle", "random"}
+    assert 8 not in set(per_q["k"])  # only 4 samples per question
+    curves = bon_curves(frame, [1, 2, 4])
+    good = curves[(curves.model == "good") & (curves.method == "exact")].set_index("k")
+    oracle = curves[curves.model == "oracle"].set_index("k")
+    # an RM whose score is the quality itself is the oracle
+    assert np.allclose(good["mean"], oracle["mean"])
+    assert (good["n_questions"] == 6).all()
+    assert (good["ci_low"] <= good["mean"]).all() and (good["mean"] <= good["ci_high"]).all()
+    # k=1 of the exact method is the mean quality, the same for every RM
+    k1 = curves[(curves.k == 1) & (curves.method == "exact")]["mean"]
+    assert np.allclose(k1, k1.iloc[0])
+    boot = bon_curves(frame, [2], ci="bootstrap", seed=1)
+    again = bon_curves(frame, [2], ci="bootstrap", seed=1)
+    pd.testing.assert_frame_equal(boot, again)
+
+
+def test_curves_drop_missing_quality_and_metrics():
+    frame = _frame()
+    frame.loc[(frame.id == "q0") & (frame.sample_idx == 0), "quality"] = np.nan
+    per_q = per_question_best_of_k(frame, [4])
+    assert "q0" not in set(per_q[per_q.k == 4]["id"])  # only 3 valid samples left
+    metrics = bon_metrics(bon_curves(frame, [1, 2]))
+    assert list(metrics.index) == ["good", "noisy"]
+    assert metrics.loc["good", "bon@2"] >= metrics.loc["noisy", "bon@2"]
+    assert metrics.loc["good", "bon_gain@1"] == pytest.approx(0.0)
+
+
+def test_bon_frame_validation():
+    with pytest.raises(PRBError, match="lacks"):
+        bon_curves(pd.DataFrame({"model": ["a"]}), [1])
+    frame = _frame()
+    with pytest.raises(PRBError, match="duplicate"):
+        bon_curves(pd.concat([frame, frame.head(1)]), [1])
+
+
+def test_gain_curves_are_paired_differences():
+    frame = _frame()
+    plain = bon_curves(frame, [1, 2, 4]).set_index(["model", "method", "k"])["mean"]
+    gain = bon_curves(frame, [1, 2, 4], gain=True).set_index(["model", "method", "k"])
+    assert np.allclose(gain.loc[("random", "exact"), "mean"], 0.0)
+    for k in (1, 2, 4):
+        assert gain.loc[("good", "exact", k), "mean"] == pytest.approx(
+            plain[("good", "exact", k)] - plain[("random", "exact", k)])
+    # pairing removes the spread between questions: the gain interval is narrower
+    g = gain.loc[("good", "exact", 4)]
+    p = bon_curves(frame, [4]).set_index(["model", "method", "k"]).loc[("good", "exact", 4)]
+    assert g["ci_high"] - g["ci_low"] < p["ci_high"] - p["ci_low"]

@@ -1,0 +1,78 @@
+"""The offline BoN pipeline end to end on two sample questions with tiny models; a re-run reuses the caches."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from prb_utils.bon_pipeline import _pairs_for, policy_prompt, run_bon_pipeline  # noqa: E402
+from prb_utils.data import load_benchmark  # noqa: E402
+from prb_utils.rubric_judge import JudgeResult  # noqa: E402
+from prb_utils.scoring import score_benchmark  # noqa: E402
+
+
+class LengthJudge:
+    """A deterministic stand-in rubric judge: longer answers get higher quality."""
+
+    name = "test:length"
+    proxy = False
+
+    def __init__(self):
+        self.calls = 0
+
+    def judge(self, items):
+        self.calls += 1
+        return [JudgeResult(it.key, min(len(it.answer) / 200, 1.0), None, False, 1, self.name, False)
+                for it in items]
+
+
+def test_pairs_cover_every_sample():
+    assert _pairs_for("embedding", 5) == [(0, 1), (2, 3), (4, 3)]
+    assert _pairs_for("judge", 4) == [(0, 1), (2, 3)]
+    cyc = _pairs_for("judge", 4, "cycle")
+    assert cyc == [(0, 1), (1, 2), (2, 3), (3, 0)]
+    assert sorted({i for p in cyc for i in p}) == [0, 1, 2, 3]
+
+
+def test_policy_prompt_never_shows_the_rubric():
+    data = load_benchmark("sample", limit=3)
+    for record in data.to_dict("records"):
+        text = policy_prompt(record, posts=3)
+        assert record["question"] in text
+        for aspect in record["rubric_aspects"]:
+            assert aspect["aspect"] not in text and aspect["evidence"] not in text
+        assert record["narrative"] not in text
+
+
+def test_pipeline_end_to_end_and_rerun(tmp_path, tiny_lm_dir):
+    data = load_benchmark("sample").groupby("subset").head(1).head(2)
+    judge = LengthJudge()
+    kwargs = dict(out=tmp_path, policy=str(tiny_lm_dir), n_samples=4, max_new_tokens=12, device="cpu", policy_posts=1,
+                  models=["length", "lexical", f"judge:{tiny_lm_dir}"], judge=judge, progress=False)
+    run = run_bon_pipeline(data, **kwargs)
+    assert len(run.samples) == 2 * 4
+    assert set(run.frame["model"]) == {"length", "lexical", f"judge:{tiny_lm_dir}"}
+    assert run.frame.groupby("model").size().eq(8).all()
+    assert run.frame["quality"].notna().all()
+    assert set(run.curves["k"]) == {1, 2, 4}
+    # the length RM and the length-based judge agree: its exact best-of-4 is the oracle's
+    exact = run.curves[run.curves.method == "exact"].set_index(["model", "k"])["mean"]
+    assert exact[("length", 4)] == pytest.approx(exact[("oracle", 4)])
+    assert (tmp_path / "bon" / "curves.csv").is_file()
+    assert {p.name for p in run.figures} >= {"bon_curves_exact.png", "bon_curves_first.png", "bon_gain_exact.png"}
+    assert all(p.is_file() for p in run.figures)
+
+    # with PRB accuracies of the same RMs in the main store, the agreement table and figures follow
+    score_benchmark(data, kwargs["models"], ["top3"], out=tmp_path, device="cpu", progress=False)
+    again = run_bon_pipeline(data, **kwargs)
+    assert judge.calls == 1  # nothing judged again
+    pd.testing.assert_frame_equal(run.samples, again.samples)
+    pd.testing.assert_frame_equal(run.curves, again.curves)
+    assert again.agreement is not None and (tmp_path / "bon" / "agreement.csv").is_file()
+    assert list(again.agreement["metric"][:2]) == ["spearman", "kendall"]
+    assert {"prb_vs_bon_scatter.png", "prb_vs_bon_rank_rank.png", "prb_vs_bon_agreement.png"} <= {
+        p.name for p in again.figures}

@@ -1,0 +1,51 @@
+"""Downstream plots draw what the frames hold (seeded fixtures; figures closed)."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from prb_utils.bon import bon_curves  # noqa: E402
+from prb_utils.correlation import compare_benchmarks, rank_agreement_ci  # noqa: E402
+from prb_utils.downstream_plots import bon_curve_plot, coefficient_bars, rank_rank, scatter_fit  # noqa: E402
+from prb_utils.errors import PRBError  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close():
+    yield
+    plt.close("all")
+
+
+def test_bon_curve_plot():
+    rng = np.random.default_rng(0)
+    rows = [dict(model=m, subset="s", id=f"q{q}", sample_idx=i, rm_score=rng.random(), quality=rng.random())
+            for m in ("a", "b") for q in range(4) for i in range(4)]
+    ax = bon_curve_plot(bon_curves(pd.DataFrame(rows), [1, 2, 4]), judge_label="proxy:minilm - proxy judge")
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["a", "b", "oracle", "random"]
+    assert "proxy" in ax.get_ylabel()
+
+
+def test_scatter_rank_and_bars():
+    bench = pd.Series([0.6, 0.7, 0.8, 0.75], index=list("abcd"))
+    down = pd.Series([0.3, 0.5, 0.6, 0.4], index=list("abcd"))
+    ax = scatter_fit(bench, down)
+    assert {t.get_text() for t in ax.texts} == set("abcd")
+    assert "OLS" in ax.get_legend().get_texts()[0].get_text()
+    ax = rank_rank(bench, down)
+    assert len(ax.texts) == 4
+    ax = coefficient_bars(rank_agreement_ci(bench, down, n_boot=50))
+    assert len(ax.patches) == 6
+    table = compare_benchmarks(pd.DataFrame({"prb": bench, "rb": bench[::-1].to_numpy()}),
+                               pd.DataFrame({"bon@4": down}), n_boot=50)
+    ax = coefficient_bars(table, hue="benchmark")
+    assert len(ax.patches) == 12
+    with pytest.raises(PRBError):
+        scatter_fit(bench.iloc[:1], down.iloc[:1])

