@@ -32,7 +32,15 @@ _PUBLIC = {
     "accuracy_table": "prb_utils.metrics",
     "compare": "prb_utils.metrics",
     "profile_lift": "prb_utils.metrics",
+    "summarize": "prb_utils.metrics",
+    "macro_accuracy": "prb_utils.metrics",
     # downstream
+    "rank_agreement_ci": "prb_utils.correlation",
+    "compare_benchmarks": "prb_utils.correlation",
+    "bon_curves": "prb_utils.bon",
+    "run_bon_pipeline": "prb_utils.bon_pipeline",
+    # reports
+    "build_report": "prb_utils.report",
     "rank_agreement": "prb_utils.correlation",
     "expected_best_of_k": "prb_utils.bon",
     "best_of_first_k": "prb_utils.bon",
