@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import doctest
-
 import numpy as np
 import pandas as pd
 import pytest
 
-from prb_utils import breakdowns
 from prb_utils.breakdowns import (
     aspect_table,
     aspect_themes,
@@ -191,7 +188,3 @@ def test_score_margins_standardized_per_model():
     summary = margin_summary(pd.concat([a, b], ignore_index=True)).set_index("model")
     assert summary.loc["a", "n"] == 5 and summary.loc["a", "positive"] == pytest.approx(3 / 5)
 
-
-def test_docstring_examples_run():
-    result = doctest.testmod(breakdowns, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted >= 5 and result.failed == 0

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -11,7 +9,6 @@ from scipy.stats import binomtest
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.proportion import proportion_confint
 
-from prb_utils import metrics
 from prb_utils.errors import PRBError
 from prb_utils.metrics import (
     accuracy_table,
@@ -222,7 +219,3 @@ def test_summarize_adds_paired_columns_against_baseline():
     tested = out["p_value"].notna()
     assert out.loc[tested, "p_holm"].to_numpy() == pytest.approx(holm(out.loc[tested, "p_value"]))
 
-
-def test_docstring_examples_run():
-    result = doctest.testmod(metrics, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 5 and result.failed == 0
