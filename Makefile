@@ -6,13 +6,17 @@ STAMP := $(VENV)/.prb-installed
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS ?= 1
 
-.PHONY: report test lint install clean
+.PHONY: report test bon lint install clean
 
 report: $(STAMP)
 	$(BIN)/prb report --data sample --out reports
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# optional: the offline Best-of-N pipeline on the sample (smollm2 policy, default zoo, proxy judge)
+bon: $(STAMP)
+	$(BIN)/python -m prb_utils.bon_pipeline --data sample --out results
 
 lint: $(STAMP)
 	$(BIN)/ruff check prb_utils tests bench notebooks

@@ -150,11 +150,18 @@ def _score(args: argparse.Namespace, models: Sequence[str], profiles: Sequence[s
         parse_condition(condition)
     frame = _load(args)
     _check_writable(out)
-    return score_benchmark(
+    results = score_benchmark(
         frame, models, profiles, out=out, device=args.device, dtype=args.dtype, batch_tokens=args.batch_tokens,
         seed=args.seed, judge_mode=args.judge_mode, judge_template=args.judge_template,
         retriever=args.retriever, progress=not args.no_progress,
     )
+    if "truncated" in results.columns:
+        truncated = results[results["truncated"].fillna(False).astype(bool)]
+        if len(truncated):
+            print(f"Note: {len(truncated)} scored pair(s) exceeded a model's context and were truncated (the user "
+                  "message is cut from the left, responses are kept); counts per job are in the run metadata.",
+                  file=sys.stderr)
+    return results
 
 
 def cmd_score(args: argparse.Namespace) -> int:

@@ -111,3 +111,4 @@ def test_texts_beyond_the_context_are_truncated_and_counted(tmp_path, capsys, ti
     assert (rows["outcome"] != "invalid").all() and rows["score_chosen"].notna().all()
     meta = load_run_metadata(out).set_index("profile")
     assert meta["n_truncated"].astype(int).to_dict() == {"none": 1, "full": 2}
+    assert "Note: 3 scored pair(s) exceeded a model's context and were truncated" in err
