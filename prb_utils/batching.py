@@ -47,6 +47,24 @@ def _pack(order: Sequence[int], lengths: Sequence[int], *, budget: int, max_item
     return batches
 
 
+def pad_right(seqs: Sequence[Sequence[int]], pad_id: int) -> tuple[Any, Any]:
+    """Token id lists as a right-padded ``(ids, attention_mask)`` pair of long tensors.
+
+    >>> ids, mask = pad_right([[5, 6, 7], [8]], pad_id=0)
+    >>> ids.tolist(), mask.tolist()
+    ([[5, 6, 7], [8, 0, 0]], [[1, 1, 1], [1, 0, 0]])
+    """
+    import torch
+
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), int(pad_id), dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for row, s in enumerate(seqs):
+        ids[row, : len(s)] = torch.tensor(list(s), dtype=torch.long)
+        mask[row, : len(s)] = 1
+    return ids, mask
+
+
 class BudgetBatcher:
     """Runs a batch function over items in token-budget batches and returns results in input order.
 

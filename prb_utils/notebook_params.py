@@ -145,6 +145,20 @@ class NotebookParams:
         if self.limit < 0:
             raise PRBError(f"Parameter 'limit' must be 0 (all pairs) or a positive number of pairs, got {self.limit}.")
 
+    def _check_condition(self, name: str) -> None:
+        """Parameter ``name`` holds a profile condition (none, full, topK)."""
+        from prb_utils.profile import parse_condition
+
+        try:
+            parse_condition(getattr(self, name))
+        except PRBError as exc:
+            raise PRBError(f"Parameter '{name}': {exc}") from None
+
+    def _check_at_least(self, name: str, low: int) -> None:
+        value = getattr(self, name)
+        if value < low:
+            raise PRBError(f"Parameter '{name}' must be at least {low}, got {value}.")
+
     @classmethod
     def names(cls) -> list[str]:
         """The parameter names this notebook accepts."""
@@ -212,14 +226,8 @@ class WorkshopParams(NotebookParams):
 
     def _check_values(self) -> None:
         super()._check_values()
-        from prb_utils.profile import parse_condition
-
-        if self.quiz_pairs < 1:
-            raise PRBError(f"Parameter 'quiz_pairs' must be at least 1, got {self.quiz_pairs}.")
-        try:
-            parse_condition(self.quiz_profile)
-        except PRBError as exc:
-            raise PRBError(f"Parameter 'quiz_profile': {exc}") from None
+        self._check_at_least("quiz_pairs", 1)
+        self._check_condition("quiz_profile")
         bad = [a for a in self.quiz_answers if a not in ("A", "B")]
         if bad:
             raise PRBError(f"Parameter 'quiz_answers' holds {bad[0]!r}; each answer must be 'A' or 'B'.")
@@ -244,14 +252,8 @@ class PairInspectionParams(NotebookParams):
 
     def _check_values(self) -> None:
         super()._check_values()
-        from prb_utils.profile import parse_condition
-
-        if self.max_pairs < 1:
-            raise PRBError(f"Parameter 'max_pairs' must be at least 1, got {self.max_pairs}.")
-        try:
-            parse_condition(self.view_profile)
-        except PRBError as exc:
-            raise PRBError(f"Parameter 'view_profile': {exc}") from None
+        self._check_at_least("max_pairs", 1)
+        self._check_condition("view_profile")
 
 
 @dataclass(frozen=True)
@@ -266,14 +268,8 @@ class AccuracyParams(NotebookParams):
 
     def _check_values(self) -> None:
         super()._check_values()
-        from prb_utils.profile import parse_condition
-
-        try:
-            parse_condition(self.baseline_profile)
-        except PRBError as exc:
-            raise PRBError(f"Parameter 'baseline_profile': {exc}") from None
-        if self.n_resamples < 100:
-            raise PRBError(f"Parameter 'n_resamples' must be at least 100, got {self.n_resamples}.")
+        self._check_condition("baseline_profile")
+        self._check_at_least("n_resamples", 100)
 
 
 @dataclass(frozen=True)
@@ -291,16 +287,10 @@ class DownstreamParams(NotebookParams):
 
     def _check_values(self) -> None:
         super()._check_values()
-        from prb_utils.profile import parse_condition
-
         if not self.ks or any(k < 1 for k in self.ks):
             raise PRBError(f"Parameter 'ks' must be a non-empty list of positive integers, got {self.ks}.")
-        if self.n_boot < 100:
-            raise PRBError(f"Parameter 'n_boot' must be at least 100, got {self.n_boot}.")
-        try:
-            parse_condition(self.benchmark_profile)
-        except PRBError as exc:
-            raise PRBError(f"Parameter 'benchmark_profile': {exc}") from None
+        self._check_at_least("n_boot", 100)
+        self._check_condition("benchmark_profile")
 
     @property
     def bon_path(self) -> Path:

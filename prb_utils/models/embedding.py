@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from prb_utils.batching import BudgetBatcher
+from prb_utils.batching import BudgetBatcher, pad_right
 from prb_utils.models.base import ModelSpec, PairInput, PairScore
 from prb_utils.models.hf import HFAdapter, nonfinite_reason
 
@@ -71,12 +71,7 @@ class EmbeddingRM(HFAdapter):
     def _embed_batch(self, seqs: list[list[int]]) -> list[Any]:
         import torch
 
-        width = max(len(s) for s in seqs)
-        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(seqs), width), dtype=torch.long)
-        for row, s in enumerate(seqs):
-            ids[row, : len(s)] = torch.tensor(s, dtype=torch.long)
-            mask[row, : len(s)] = 1
+        ids, mask = pad_right(seqs, self.pad_id)
         self.tokens_computed += int(mask.sum())
         device = self.model.device
         with torch.inference_mode():

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from prb_utils.batching import BudgetBatcher
+from prb_utils.batching import BudgetBatcher, pad_right
 
 
 @dataclass(frozen=True)
@@ -98,15 +98,9 @@ class DecoderRunner:
             return self._with_prefix(groups, shared, k.pop())
 
     def _full(self, groups: list[Group]) -> list[list[Any]]:
-        import torch
 
         seqs = [s for g in groups for s in g.seqs]
-        width = max(len(s) for s in seqs)
-        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(seqs), width), dtype=torch.long)
-        for row, s in enumerate(seqs):
-            ids[row, : len(s)] = torch.tensor(s, dtype=torch.long)
-            mask[row, : len(s)] = 1
+        ids, mask = pad_right(seqs, self.pad_id)
         device = self.model.device
         self.tokens_computed += int(mask.sum())
         self.tokens_padded += ids.numel()
