@@ -96,17 +96,24 @@ def _subset_from_name(path: PathLike, pattern: str) -> re.Match[str]:
     return match
 
 
+def _iter_samples(path: PathLike) -> Iterator[tuple[int, Mapping[str, Any], str, int]]:
+    """(line, record, id, sample_idx) of a per-sample BoN file; ``sample_idx`` falls back to the position
+    of the record within its id (the reference's "first k" is the file order)."""
+    seen: dict[str, int] = {}
+    for lineno, rec in _iter_jsonl(path):
+        qid = _str_id(rec, path, lineno)
+        idx = int(_get(rec, "sample_idx", int, path, lineno)) if "sample_idx" in rec else seen.get(qid, 0)
+        seen[qid] = idx + 1
+        yield lineno, rec, qid, idx
+
+
 def read_bon_samples(path: PathLike) -> pd.DataFrame:
     """``{subset}_samples.jsonl`` -> columns subset, id, sample_idx, question, profile, aspects, response."""
     subset = subset_name(_subset_from_name(path, r"(.+)_samples\.jsonl").group(1))
     rows = []
-    seen: dict[str, int] = {}
-    for lineno, rec in _iter_jsonl(path):
-        qid = _str_id(rec, path, lineno)
-        idx = _get(rec, "sample_idx", int, path, lineno) if "sample_idx" in rec else seen.get(qid, 0)
-        seen[qid] = idx + 1
+    for lineno, rec, qid, idx in _iter_samples(path):
         rows.append({
-            "subset": subset, "id": qid, "sample_idx": int(idx),
+            "subset": subset, "id": qid, "sample_idx": idx,
             "question": _get(rec, "query", str, path, lineno),
             "profile": str(rec.get("profile", "")),
             "aspects": str(rec.get("aspects", "")),
@@ -124,13 +131,9 @@ def read_bon_scored(path: PathLike, *, model: str) -> pd.DataFrame:
     """
     subset = subset_name(_subset_from_name(path, r"(.+)_scored\.jsonl").group(1))
     rows = []
-    seen: dict[str, int] = {}
-    for lineno, rec in _iter_jsonl(path):
-        qid = _str_id(rec, path, lineno)
-        idx = _get(rec, "sample_idx", int, path, lineno) if "sample_idx" in rec else seen.get(qid, 0)
-        seen[qid] = idx + 1
+    for lineno, rec, qid, idx in _iter_samples(path):
         rows.append({
-            "model": model, "subset": subset, "id": qid, "sample_idx": int(idx),
+            "model": model, "subset": subset, "id": qid, "sample_idx": idx,
             "rm_score": _get(rec, "score", float, path, lineno),
             "question": _get(rec, "query", str, path, lineno),
             "aspects": str(rec.get("aspects", "")),
