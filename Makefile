@@ -16,7 +16,7 @@ test: $(STAMP)
 
 # optional: the offline Best-of-N pipeline on the sample (smollm2 policy, default zoo, proxy judge)
 bon: $(STAMP)
-	$(BIN)/python -m prb_utils.bon_pipeline --data sample --out results
+	$(BIN)/python -m prb_utils.downstream.pipeline --data sample --out results
 
 lint: $(STAMP)
 	$(BIN)/ruff check prb_utils tests bench notebooks

@@ -43,7 +43,7 @@ def build_pairs(source: str, profile: str, limit: int | None) -> list[Any]:
 
 
 def _tokenize(rm: Any, texts: Sequence[str], *, add_special: bool | None = None) -> Any:
-    from prb_utils.prompts import has_chat_template
+    from prb_utils.models.prompts import has_chat_template
 
     tok = rm.tokenizer
     tok.padding_side = "right"
@@ -56,7 +56,7 @@ def _tokenize(rm: Any, texts: Sequence[str], *, add_special: bool | None = None)
 
 def naive_classifier(rm: Any, batch: Sequence[Any]) -> list[tuple[float, float]]:
     from prb_utils.models.classifier import head_score
-    from prb_utils.prompts import render_chat
+    from prb_utils.models.prompts import render_chat
 
     texts = [render_chat(rm.tokenizer, p.prompt, p.chosen) for p in batch]
     texts += [render_chat(rm.tokenizer, p.prompt, p.rejected) for p in batch]
@@ -69,7 +69,7 @@ def naive_implicit(rm: Any, batch: Sequence[Any]) -> list[tuple[float, float]]:
     import torch
 
     from prb_utils.models.hf import encode
-    from prb_utils.prompts import render_chat
+    from prb_utils.models.prompts import render_chat
 
     texts, spans = [], []
     for side in ("chosen", "rejected"):

@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 
 from prb_utils.errors import DataError, PRBError
+from prb_utils.schema import DEFAULT_ZOO
 
-DEFAULT_ZOO = ("embedding:minilm", "implicit:smollm2", "judge:smollm2", "length", "lexical")
 DEFAULT_REPORT_PROFILES = ("none", "top3")
 
 
@@ -165,7 +165,7 @@ def _score(args: argparse.Namespace, models: Sequence[str], profiles: Sequence[s
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from prb_utils.metrics import accuracy_table
+    from prb_utils.analysis.metrics import accuracy_table
 
     if not args.model:
         raise PRBError("Give at least one --model KIND:NAME (see `prb models`).")
@@ -175,7 +175,7 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-    from prb_utils.metrics import accuracy_table, compare
+    from prb_utils.analysis.metrics import accuracy_table, compare
     from prb_utils.store import load_results
 
     results = load_results(args.results)
@@ -194,7 +194,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from prb_utils.report import build_report
+    from prb_utils.notebook.report import build_report
 
     models = args.model or list(DEFAULT_ZOO)
     profiles = args.profile or list(DEFAULT_REPORT_PROFILES)

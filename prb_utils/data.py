@@ -12,7 +12,6 @@ through exactly the hub code path.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -23,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from prb_utils.errors import DataError, PRBError
+from prb_utils.schema import stable_hash
 
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "data" / "sample"
 HUB_ID = "QiyaoMa/Personalized-RewardBench"
@@ -405,14 +405,11 @@ def data_fingerprint(frame: pd.DataFrame) -> str:
     True
     """
     keys = ["subset", "id", "question", "profile", "chosen", "rejected"]
-    digests = sorted(
-        hashlib.sha256(json.dumps([row[k] for k in keys], sort_keys=True, ensure_ascii=False).encode()).hexdigest()
-        for row in frame[keys].to_dict("records")
-    )
-    return hashlib.sha256("".join(digests).encode()).hexdigest()[:16]
+    digests = sorted(stable_hash([row[k] for k in keys], length=64) for row in frame[keys].to_dict("records"))
+    return stable_hash("".join(digests))
 
 
 def pair_fingerprint(row: dict) -> str:
     """Hash of one pair's RM-visible content (lets the store notice edited records)."""
     keys = ["question", "profile", "chosen", "rejected"]
-    return hashlib.sha256(json.dumps([row[k] for k in keys], sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+    return stable_hash([row[k] for k in keys])

@@ -74,6 +74,7 @@ def tokenize(text: str) -> list[str]:
 
 
 Retriever = Callable[[str, Sequence[str], int], list[int]]
+Embedder = Callable[[list[str]], Any]
 
 
 def bm25_retrieve(question: str, posts: Sequence[str], k: int) -> list[int]:
@@ -95,25 +96,26 @@ def bm25_retrieve(question: str, posts: Sequence[str], k: int) -> list[int]:
     return sorted(ranked[:k])
 
 
-def make_retriever(spec: str | None) -> Retriever:
-    """``None``/``"bm25"`` -> BM25; ``"dense:NAME"`` -> cosine similarity with an embedding model."""
+def make_retriever(spec: str | None, *, embed: Embedder | None = None) -> Retriever:
+    """``None``/``"bm25"`` -> BM25; ``"dense:NAME"`` -> cosine similarity of the vectors ``embed`` returns.
+
+    This module imports no model code: the caller loads the encoder named after ``dense:`` and passes its
+    embed function (texts -> L2-normalised row vectors).
+    """
     if spec in (None, "", "bm25"):
         return bm25_retrieve
     if spec.startswith("dense:"):
-        name = spec.split(":", 1)[1]
-        return _dense_retriever(name)
+        if embed is None:
+            raise PRBError(f"Retriever '{spec}' needs an embed function (load the encoder first).")
+        return _dense_retriever(embed)
     raise PRBError(f"Unknown retriever '{spec}'; use bm25 or dense:NAME (e.g. dense:minilm).")
 
 
-def _dense_retriever(name: str) -> Retriever:
-    from prb_utils.models.embedding import load_encoder
-
-    encoder = load_encoder(name)
-
+def _dense_retriever(embed: Embedder) -> Retriever:
     def retrieve(question: str, posts: Sequence[str], k: int) -> list[int]:
         if k >= len(posts):
             return list(range(len(posts)))
-        vectors = encoder([question, *posts])
+        vectors = embed([question, *posts])
         scores = (vectors[1:] @ vectors[0]).tolist()
         ranked = sorted(range(len(posts)), key=lambda i: (-scores[i], i))
         return sorted(ranked[:k])

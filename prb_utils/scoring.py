@@ -18,7 +18,6 @@ the model: leftovers cleaned, parts compacted, truncated/failed counts taken fro
 from __future__ import annotations
 
 import gc
-import hashlib
 import math
 import os
 import sys
@@ -31,9 +30,9 @@ from typing import Any
 
 import pandas as pd
 
+from prb_utils.schema import BASELINES, stable_hash
 from prb_utils.store import JobStore, now, pair_hash, tidy_rows
 
-BASELINE_KINDS = ("length", "lexical")
 MIN_CHUNK = 2
 MAX_CHUNK = 1024
 FIRST_CHUNK = 8
@@ -104,7 +103,7 @@ def _template_id(judge_template: str | None) -> str | None:
         return None
     path = Path(judge_template)
     text = path.read_text(encoding="utf-8") if path.is_file() else judge_template
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return "sha256:" + stable_hash(text)
 
 
 def job_options(
@@ -122,7 +121,7 @@ def job_options(
     Execution details that cannot change a score (device, batch size) are kept in the run metadata only.
     """
     options: dict[str, Any] = {}
-    if kind not in BASELINE_KINDS:
+    if kind not in BASELINES:
         options.update(dtype=dtype, seed=int(seed))
     if kind == "judge":
         options.update(judge_mode=judge_mode, judge_template=_template_id(judge_template))
@@ -140,6 +139,10 @@ def _condition_name(condition: Any) -> str:
 def _retriever(spec: str | None) -> Callable[..., list[int]] | None:
     from prb_utils.profile import make_retriever
 
+    if spec and spec.startswith("dense:"):
+        from prb_utils.models.embedding import load_encoder
+
+        return make_retriever(spec, embed=load_encoder(spec.split(":", 1)[1]))
     return make_retriever(spec)
 
 

@@ -28,7 +28,6 @@ exception); such pairs are tried again by the next run.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -44,40 +43,12 @@ import pyarrow as pa
 from filelock import FileLock, Timeout
 
 from prb_utils.errors import PRBError
+from prb_utils.schema import FLOAT_COLUMNS, OUTCOMES, RESULT_COLUMNS, canonical_json, stable_hash  # noqa: F401
 
 STORE_VERSION = 1
 JOBS_DIR = "jobs"
 JOB_FILE = "job.json"
 PART_RE = re.compile(r"^part-(\d+)\.parquet$")
-
-RESULT_COLUMNS = [
-    "model",
-    "kind",
-    "profile",
-    "subset",
-    "category",
-    "id",
-    "score_chosen",
-    "score_rejected",
-    "outcome",
-    "invalid_reason",
-    "p_chosen_ab",
-    "p_chosen_ba",
-    "verdict_ab",
-    "verdict_ba",
-    "truncated",
-    "failed",
-    "pair_hash",
-    "job",
-]
-FLOAT_COLUMNS = ["score_chosen", "score_rejected", "p_chosen_ab", "p_chosen_ba"]
-OUTCOMES = ("correct", "wrong", "tie", "invalid")
-
-
-def canonical_json(value: Any) -> str:
-    """JSON with sorted keys and no whitespace: the same description always gives the same text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
 
 def job_key(description: Mapping[str, Any]) -> str:
     """Short sha256 of a canonical job description.
@@ -85,14 +56,12 @@ def job_key(description: Mapping[str, Any]) -> str:
     >>> job_key({"model": "length", "profile": "none"}) == job_key({"profile": "none", "model": "length"})
     True
     """
-    payload = canonical_json({"store_version": STORE_VERSION, **description})
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+    return stable_hash({"store_version": STORE_VERSION, **description})
 
 
 def pair_hash(subset: str, item_id: str, prompt: str, chosen: str, rejected: str) -> str:
     """Hash of exactly what a reward model sees for one pair (plus the pair's identity)."""
-    payload = canonical_json([subset, item_id, prompt, chosen, rejected])
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+    return stable_hash([subset, item_id, prompt, chosen, rejected])
 
 
 def now() -> str:

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from prb_utils.bon import (
+from prb_utils.downstream.bon import (
     best_of_first_k,
     bon_curves,
     bon_metrics,

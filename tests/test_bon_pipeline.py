@@ -9,9 +9,9 @@ matplotlib.use("Agg")
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from prb_utils.bon_pipeline import _pairs_for, policy_prompt, run_bon_pipeline  # noqa: E402
 from prb_utils.data import load_benchmark  # noqa: E402
-from prb_utils.rubric_judge import JudgeResult  # noqa: E402
+from prb_utils.downstream.pipeline import _pairs_for, policy_prompt, run_bon_pipeline  # noqa: E402
+from prb_utils.downstream.rubric_judge import JudgeResult  # noqa: E402
 from prb_utils.scoring import score_benchmark  # noqa: E402
 
 

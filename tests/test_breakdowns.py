@@ -1,4 +1,4 @@
-"""Breakdowns of prb_utils.breakdowns on a synthetic benchmark whose answers are known by construction."""
+"""Breakdowns of prb_utils.analysis.breakdowns on a synthetic benchmark whose answers are known by construction."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from prb_utils.breakdowns import (
+from prb_utils.analysis.breakdowns import (
     aspect_table,
     aspect_themes,
     by_aspect_count,

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from prb_utils.correlation import (
+from prb_utils.downstream.correlation import (
     METRICS,
     compare_benchmarks,
     downstream_table,

@@ -27,7 +27,7 @@ def test_docstring_examples(name: str):
 def test_examples_exist_where_they_help():
     counted = {
         name: doctest.testmod(importlib.import_module(name), optionflags=doctest.NORMALIZE_WHITESPACE).attempted
-        for name in ("prb_utils.data", "prb_utils.profile", "prb_utils.metrics", "prb_utils.bon",
-                     "prb_utils.correlation")
+        for name in ("prb_utils.data", "prb_utils.profile", "prb_utils.analysis.metrics", "prb_utils.downstream.bon",
+                     "prb_utils.downstream.correlation")
     }
     assert all(n > 0 for n in counted.values()), counted

@@ -11,9 +11,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from prb_utils.bon import bon_curves  # noqa: E402
-from prb_utils.correlation import compare_benchmarks, rank_agreement_ci  # noqa: E402
-from prb_utils.downstream_plots import bon_curve_plot, coefficient_bars, rank_rank, scatter_fit  # noqa: E402
+from prb_utils.downstream.bon import bon_curves  # noqa: E402
+from prb_utils.downstream.correlation import compare_benchmarks, rank_agreement_ci  # noqa: E402
+from prb_utils.downstream.plots import bon_curve_plot, coefficient_bars, rank_rank, scatter_fit  # noqa: E402
 from prb_utils.errors import PRBError  # noqa: E402
 
 

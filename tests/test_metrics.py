@@ -1,4 +1,4 @@
-"""Accuracy, intervals and paired tests of prb_utils.metrics on small tables whose answers are known."""
+"""Accuracy, intervals and paired tests of prb_utils.analysis.metrics on small tables whose answers are known."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from scipy.stats import binomtest
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.proportion import proportion_confint
 
-from prb_utils.errors import PRBError
-from prb_utils.metrics import (
+from prb_utils.analysis.metrics import (
     accuracy_table,
     bootstrap_ci,
     compare,
@@ -20,6 +19,7 @@ from prb_utils.metrics import (
     summarize,
     wilson_ci,
 )
+from prb_utils.errors import PRBError
 
 
 def rows(model: str, profile: str, subset: str, outcomes: list[str], *, start: int = 0) -> pd.DataFrame:

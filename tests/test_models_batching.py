@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prb_utils.batching import BudgetBatcher, token_budget_batches
+from prb_utils.models.batching import BudgetBatcher, token_budget_batches
 
 
 @given(st.lists(st.integers(1, 50), max_size=40), st.integers(1, 200))

@@ -9,7 +9,7 @@ import torch
 from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 
 from prb_utils.models import PairInput, PairScore, RewardModel, load_model
-from prb_utils.prompts import render_chat
+from prb_utils.models.prompts import render_chat
 
 WORDS = ("the camera photo settings sharp kids indoors beginner simple steps plain language cook pan eggs "
          "travel budget train guitar song practice daily").split()

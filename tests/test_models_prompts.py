@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from prb_utils.errors import PRBError
-from prb_utils.prompts import (
+from prb_utils.models.prompts import (
     JUDGE_TEMPLATE,
     chat_template_hash,
     fill_judge_template,

@@ -103,7 +103,7 @@ def test_minilm_alias_loads_offline():
 def test_device_and_dtype_are_chosen_automatically(monkeypatch):
     import torch
 
-    from prb_utils.device import cpu_threads, resolve_placement
+    from prb_utils.models.device import cpu_threads, resolve_placement
 
     cpu = resolve_placement("auto", "auto") if not torch.cuda.is_available() else resolve_placement("cpu", "auto")
     assert (cpu.device, cpu.dtype) == ("cpu", torch.float32)

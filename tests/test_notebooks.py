@@ -15,7 +15,15 @@ import pandas as pd
 import pytest
 
 from prb_utils.errors import PRBError
-from prb_utils.notebook_params import (
+from prb_utils.notebook.pair_view import (
+    filter_counts,
+    filter_pairs,
+    flip_table,
+    pair_html,
+    pair_summary,
+    word_diff,
+)
+from prb_utils.notebook.params import (
     PARAMS_BY_NOTEBOOK,
     AccuracyParams,
     DownstreamParams,
@@ -23,8 +31,7 @@ from prb_utils.notebook_params import (
     PairInspectionParams,
     WorkshopParams,
 )
-from prb_utils.pair_view import filter_counts, filter_pairs, flip_table, pair_html, pair_summary, word_diff
-from prb_utils.widgets import QuizItem, quiz_comparison, quiz_items
+from prb_utils.notebook.widgets import QuizItem, quiz_comparison, quiz_items
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
@@ -316,7 +323,7 @@ def test_notebooks_are_valid_json_without_outputs():
 def test_widgets_when_a_frontend_is_there(monkeypatch):
     import ipywidgets
 
-    import prb_utils.widgets as widgets
+    import prb_utils.notebook.widgets as widgets
 
     shown = []
     monkeypatch.setattr(widgets, "use_widgets", lambda interactive: interactive)
@@ -342,7 +349,7 @@ def test_widgets_when_a_frontend_is_there(monkeypatch):
 
 
 def test_no_frontend_means_static(monkeypatch):
-    from prb_utils.widgets import use_widgets
+    from prb_utils.notebook.widgets import use_widgets
 
     assert use_widgets(True) is False  # pytest is no notebook kernel
     assert use_widgets(False) is False

@@ -7,9 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from prb_utils.bon import bon_curves
-from prb_utils.errors import PRBError
-from prb_utils.official import (
+from prb_utils.downstream.bon import bon_curves
+from prb_utils.downstream.reference_files import (
     read_accuracy_summaries,
     read_bon_eval,
     read_bon_folder,
@@ -22,6 +21,7 @@ from prb_utils.official import (
     read_ppo_results,
     reference_curves,
 )
+from prb_utils.errors import PRBError
 
 
 def write_jsonl(path, records):

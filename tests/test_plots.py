@@ -1,4 +1,4 @@
-"""Each plot of prb_utils.plots renders on synthetic tidy frames (Agg backend) with the expected content."""
+"""Each plot of prb_utils.analysis.plots renders on synthetic tidy frames (Agg backend) with the expected content."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.collections import PathCollection  # noqa: E402
 
-from prb_utils import plots  # noqa: E402
+from prb_utils.analysis import plots  # noqa: E402
 from prb_utils.errors import PRBError  # noqa: E402
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from prb_utils.cli import main
 from prb_utils.errors import PRBError
-from prb_utils.report import available_notebooks, build_report
+from prb_utils.notebook.report import available_notebooks, build_report
 
 NAMES = ["00_workshop_personalization", "01_pair_inspection", "02_accuracy_breakdown", "03_downstream_correlation"]
 

@@ -6,8 +6,7 @@ import math
 
 import pytest
 
-from prb_utils.errors import PRBError
-from prb_utils.rubric_judge import (
+from prb_utils.downstream.rubric_judge import (
     PROXY_NAME,
     JudgeItem,
     LLMRubricJudge,
@@ -17,6 +16,7 @@ from prb_utils.rubric_judge import (
     parse_judge_output,
     results_frame,
 )
+from prb_utils.errors import PRBError
 
 ASPECTS = ({"aspect": "Suggests budget options", "evidence": "SECRET-EVIDENCE", "reason": "Money is tight"},
            {"aspect": "Gives step-by-step instructions", "evidence": "x", "reason": "Is a beginner"})

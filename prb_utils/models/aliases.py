@@ -145,7 +145,7 @@ def _convert_gguf(gguf: Path, out: Path) -> None:
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from prb_utils.models.hf import quiet_transformers
+    from prb_utils.models.quiet import quiet_transformers
 
     with quiet_transformers():
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)

@@ -7,9 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from prb_utils.errors import PRBError
-
-KINDS = ("classifier", "judge", "implicit", "embedding", "length", "lexical")
-BASELINES = ("length", "lexical")
+from prb_utils.schema import BASELINES, KINDS
 
 
 @dataclass(frozen=True)

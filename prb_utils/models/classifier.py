@@ -1,6 +1,6 @@
 """``classifier:`` sequence-classification reward models, pointwise.
 
-Input: the chat ``[user: prompt, assistant: response]`` (see :mod:`prb_utils.prompts`). Score: the single
+Input: the chat ``[user: prompt, assistant: response]`` (see :mod:`prb_utils.models.prompts`). Score: the single
 logit, or the softmax probability of the last class when the head has several (the benchmark's reference
 scoring). Decoder classifiers (a ``score`` head on the last token, e.g. Skywork-Reward, Llama/Qwen
 ``ForSequenceClassification``) run chosen and rejected on a shared prompt cache; encoders run plainly.
@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from prb_utils.batching import BudgetBatcher, pad_right
 from prb_utils.models.base import ModelSpec, PairInput, PairScore
+from prb_utils.models.batching import BudgetBatcher, pad_right
 from prb_utils.models.hf import HFAdapter, encode, fit_user_message, nonfinite_reason
 from prb_utils.models.lm import DecoderRunner, Group
-from prb_utils.prompts import render_chat
+from prb_utils.models.prompts import render_chat
 
 
 def head_score(logits: Any) -> list[float]:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from prb_utils.batching import BudgetBatcher, pad_right
 from prb_utils.models.base import ModelSpec, PairInput, PairScore
+from prb_utils.models.batching import BudgetBatcher, pad_right
 from prb_utils.models.hf import HFAdapter, nonfinite_reason
 
 

@@ -2,37 +2,20 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from prb_utils.device import Placement, configure_threads, resolve_placement
 from prb_utils.errors import PRBError
 from prb_utils.models.aliases import ALIASES, resolve_alias
 from prb_utils.models.base import ModelSpec
-from prb_utils.prompts import chat_template_hash, has_chat_template
+from prb_utils.models.device import Placement, configure_threads, resolve_placement
+from prb_utils.models.prompts import chat_template_hash, has_chat_template
+from prb_utils.models.quiet import quiet_transformers
 
 DEFAULT_BATCH_TOKENS = {"cpu": 4096, "cuda": 16384, "mps": 4096}
 MAX_LENGTH_FALLBACK = 2048
-
-
-@contextlib.contextmanager
-def quiet_transformers() -> Iterator[None]:
-    """Silence transformers' progress bars and warnings while loading."""
-    from transformers.utils import logging as hf_logging
-
-    bars = hf_logging.is_progress_bar_enabled()
-    level = hf_logging.get_verbosity()
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(level)
-        if bars:
-            hf_logging.enable_progress_bar()
 
 
 def resolve_source(spec: ModelSpec) -> str:
@@ -116,7 +99,7 @@ def model_max_length(tokenizer: Any, config: Any, source: str | None = None) -> 
 
 def encode(tokenizer: Any, text: str) -> list[int]:
     """Token ids of a rendered RM input: the chat template supplies special tokens; the fallback format
-    takes the tokenizer's own (see :mod:`prb_utils.prompts`)."""
+    takes the tokenizer's own (see :mod:`prb_utils.models.prompts`)."""
     return list(tokenizer(text, add_special_tokens=not has_chat_template(tokenizer))["input_ids"])
 
 

@@ -6,11 +6,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from prb_utils.batching import BudgetBatcher
 from prb_utils.models.base import ModelSpec, PairInput, PairScore
+from prb_utils.models.batching import BudgetBatcher
 from prb_utils.models.hf import HFAdapter, encode, fit_user_message, nonfinite_reason
 from prb_utils.models.lm import DecoderRunner, Group, token_logprobs
-from prb_utils.prompts import render_chat
+from prb_utils.models.prompts import render_chat
 
 
 class ImplicitRM(HFAdapter):

@@ -20,19 +20,19 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from prb_utils.batching import BudgetBatcher
 from prb_utils.errors import PRBError
 from prb_utils.models.base import ModelSpec, PairInput, PairScore
+from prb_utils.models.batching import BudgetBatcher
 from prb_utils.models.hf import HFAdapter, encode, fit_user_message, nonfinite_reason
 from prb_utils.models.lm import DecoderRunner, Group, lm_logits
-from prb_utils.prompts import (
+from prb_utils.models.prompts import (
     fill_judge_template,
     load_judge_template,
     parse_verdict,
     render_chat,
-    text_hash,
     with_answer_prefix,
 )
+from prb_utils.schema import stable_hash
 
 MODES = ("logprob", "generate")
 MAX_NEW_TOKENS = 24
@@ -172,7 +172,7 @@ class JudgeRM(HFAdapter):
 
     def run_metadata(self) -> dict[str, Any]:
         return {**super().run_metadata(), "judge_mode": self.mode, "kv_reuse": self.kv_reuse,
-                "judge_template_hash": text_hash(self.template),
+                "judge_template_hash": stable_hash(self.template),
                 "answer_prefix": "**Result:**" if self.mode == "logprob" else None,
                 "max_new_tokens": self.max_new_tokens if self.mode == "generate" else None,
                 "a_token_ids": self.a_ids, "b_token_ids": self.b_ids,

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from prb_utils.batching import BudgetBatcher, pad_right
+from prb_utils.models.batching import BudgetBatcher, pad_right
 
 
 @dataclass(frozen=True)

@@ -90,7 +90,7 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
 # ------------------------------------------------------------------------------ CLI processes to kill
 
 PRELOAD = ["fake_cli", "prb_utils.cli", "prb_utils.data", "prb_utils.profile", "prb_utils.scoring",
-           "prb_utils.store", "prb_utils.metrics", "prb_utils.models", "rank_bm25", "tqdm.auto",
+           "prb_utils.store", "prb_utils.analysis.metrics", "prb_utils.models", "rank_bm25", "tqdm.auto",
            "pyarrow.parquet"]
 
 

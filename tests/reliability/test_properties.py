@@ -20,11 +20,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from rel_helpers import record
 
-from prb_utils.bon import expected_best_of_k, oracle_best_of_k
-from prb_utils.correlation import rank_agreement
+from prb_utils.analysis.metrics import accuracy_table, compare, wilson_ci
 from prb_utils.data import load_benchmark, read_benchmark
+from prb_utils.downstream.bon import expected_best_of_k, oracle_best_of_k
+from prb_utils.downstream.correlation import rank_agreement
 from prb_utils.errors import DataError, PRBError
-from prb_utils.metrics import accuracy_table, compare, wilson_ci
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

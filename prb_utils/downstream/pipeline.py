@@ -24,7 +24,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -37,10 +36,10 @@ from typing import Any
 
 import pandas as pd
 
-from prb_utils.bon import bon_curves, bon_metrics
+from prb_utils.downstream.bon import bon_curves, bon_metrics
 from prb_utils.errors import PRBError
+from prb_utils.schema import DEFAULT_ZOO, stable_hash
 
-DEFAULT_ZOO = ("embedding:minilm", "implicit:smollm2", "judge:smollm2", "length", "lexical")
 PIPELINE_VERSION = 1
 
 POLICY_SYSTEM = "You are a helpful assistant who writes personalized answers."
@@ -67,10 +66,6 @@ class BonRun:
     timings: dict[str, float] = field(default_factory=dict)
     judge: str = ""
     judge_proxy: bool = False
-
-
-def _hash(value: Any, n: int = 12) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:n]
 
 
 def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
@@ -110,7 +105,7 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, policy: str = 
         raise PRBError(f"n_samples must be at least 1, got {n_samples}.")
     options = {"policy": policy, "n": n_samples, "seed": seed, "max_new_tokens": max_new_tokens,
                "temperature": temperature, "top_p": top_p, "posts": policy_posts, "v": PIPELINE_VERSION}
-    path = Path(out) / "bon" / "samples" / f"{_hash(options)}.parquet"
+    path = Path(out) / "bon" / "samples" / f"{stable_hash(options)}.parquet"
     cached = _read_parquet(path)
     have = {} if cached is None else {(s, i): h for (s, i), h in
                                       cached.groupby(["subset", "id"])["prompt_hash"].first().items()}
@@ -120,19 +115,19 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, policy: str = 
     for record in data.to_dict("records"):
         prompt = policy_prompt(record, posts=policy_posts)
         key = (str(record["subset"]), str(record["id"]))
-        if have.get(key) != _hash(prompt):
+        if have.get(key) != stable_hash(prompt):
             todo.append((key, prompt))
     if todo:
-        from prb_utils.generation import ChatGenerator
+        from prb_utils.downstream.generation import ChatGenerator
 
         generator = ChatGenerator(policy, device=device)
         started = time.time()
         for done, ((subset, qid), prompt) in enumerate(todo, 1):
-            qseed = seed + int(_hash([subset, qid], 8), 16) % (2**31)
+            qseed = seed + int(stable_hash([subset, qid], length=8), 16) % (2**31)
             answers = generator.sample_n(prompt, n_samples, system=POLICY_SYSTEM, max_new_tokens=max_new_tokens,
                                          temperature=temperature, top_p=top_p, seed=qseed)
             new = pd.DataFrame({"subset": subset, "id": qid, "sample_idx": range(n_samples), "response": answers,
-                                "prompt_hash": _hash(prompt), "policy": policy})
+                                "prompt_hash": stable_hash(prompt), "policy": policy})
             parts = [p[~((p["subset"] == subset) & (p["id"] == qid))] for p in parts] + [new]
             _write_parquet(pd.concat(parts, ignore_index=True), path)  # after each question: resumable
             if progress:
@@ -218,12 +213,12 @@ def judge_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
     """Rubric quality per answer: columns subset, id, sample_idx, quality, failed, attempts, judge,
     judge_proxy; cached in ``<out>/bon/judge/<judge>.parquet`` by answer and rubric.
 
-    ``judge``: a spec for :func:`prb_utils.rubric_judge.load_judge` or a judge object (``name``, ``proxy``,
+    ``judge``: a spec for :func:`prb_utils.downstream.rubric_judge.load_judge` or a judge object (``name``, ``proxy``,
     ``judge(items)``)."""
-    from prb_utils.rubric_judge import JudgeItem, load_judge, results_frame
+    from prb_utils.downstream.rubric_judge import JudgeItem, load_judge, results_frame
 
     judge_id = judge if isinstance(judge, str) else str(judge.name)
-    path = Path(out) / "bon" / "judge" / f"{_hash(judge_id)}.parquet"
+    path = Path(out) / "bon" / "judge" / f"{stable_hash(judge_id)}.parquet"
     cached = _read_parquet(path)
     aspects = {(str(r["subset"]), str(r["id"])): r for r in data.to_dict("records")}
     rows = []
@@ -231,7 +226,7 @@ def judge_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
         record = aspects[(s["subset"], s["id"])]
         asp = [dict(a) for a in (record.get("rubric_aspects") or [])]
         asp = [{"aspect": a.get("aspect", ""), "reason": a.get("reason", "")} for a in asp]
-        key = _hash([record["question"], s["response"], asp])
+        key = stable_hash([record["question"], s["response"], asp])
         rows.append({**{k: s[k] for k in ("subset", "id", "sample_idx")}, "key": key,
                      "item": JudgeItem(key, str(record["question"]), s["response"], tuple(asp))})
     wanted = pd.DataFrame(rows)
@@ -265,7 +260,7 @@ def _default_ks(n: int) -> list[int]:
 
 def _prb_accuracy(out: str | os.PathLike, models: Sequence[str], profile: str) -> pd.Series | None:
     try:
-        from prb_utils.metrics import accuracy_table
+        from prb_utils.analysis.metrics import accuracy_table
         from prb_utils.store import load_results
 
         results = load_results(out)
@@ -355,7 +350,7 @@ def run_bon_pipeline(
     accuracy = _prb_accuracy(out, models, rm_profile)
     metrics = bon_metrics(curves.drop(columns=["judge", "judge_proxy"]))
     if accuracy is not None:
-        from prb_utils.correlation import rank_agreement_ci
+        from prb_utils.downstream.correlation import rank_agreement_ci
 
         joined = pd.concat([accuracy.rename("prb"), metrics], axis=1, join="inner").dropna()
         if len(joined) >= 3:
@@ -385,8 +380,8 @@ def _figures(curves: pd.DataFrame, gains: pd.DataFrame | None, metrics: pd.DataF
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
-    from prb_utils.downstream_plots import bon_curve_plot, coefficient_bars, rank_rank, scatter_fit
-    from prb_utils.rubric_judge import judge_label
+    from prb_utils.downstream.plots import bon_curve_plot, coefficient_bars, rank_rank, scatter_fit
+    from prb_utils.downstream.rubric_judge import judge_label
 
     folder.mkdir(parents=True, exist_ok=True)
     label = judge_label(judge_name, proxy)
@@ -418,10 +413,10 @@ def _figures(curves: pd.DataFrame, gains: pd.DataFrame | None, metrics: pd.DataF
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m prb_utils.bon_pipeline [--data sample] [--out results] [--n 8] [--limit N] [--judge proxy]``."""
+    """``python -m prb_utils.downstream.pipeline [--data sample] [--out results] [--n 8] [--limit N] [--judge proxy]``."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m prb_utils.bon_pipeline", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m prb_utils.downstream.pipeline", description=__doc__.split("\n")[0])
     parser.add_argument("--data", default="sample", help="benchmark source (default: the shipped sample)")
     parser.add_argument("--out", default="results", help="store folder; BoN files go to OUT/bon")
     parser.add_argument("--n", type=int, default=8, help="answers sampled per question")

@@ -2,7 +2,7 @@
 
 Every function takes the per-item ``results`` table and, where pair features are needed, the benchmark
 ``data`` frame; the two are joined on (subset, id). Pairs of ``results`` that are not in ``data`` are left
-out. Accuracy follows :func:`prb_utils.metrics.accuracy_table` (ties and invalids count as not correct;
+out. Accuracy follows :func:`prb_utils.analysis.metrics.accuracy_table` (ties and invalids count as not correct;
 Wilson 95% intervals).
 
 Pair features (one row per pair, :func:`pair_features`):
@@ -39,8 +39,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from prb_utils.errors import PRBError
-from prb_utils.metrics import (
+from prb_utils.analysis.metrics import (
     N_RESAMPLES,
     SEED,
     _as_list,
@@ -49,6 +48,8 @@ from prb_utils.metrics import (
     require_columns,
     wilson_ci,
 )
+from prb_utils.errors import PRBError
+from prb_utils.profile import STOPWORDS
 
 # ------------------------------------------------------------------------------------------------ themes
 #: Aspect themes and their keywords. A keyword matches at the start of a word of the lower-cased aspect
@@ -97,16 +98,15 @@ def aspect_themes(aspect: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------- inferability
-STOPWORDS = frozenset("""
-a about above after again against all also am an and any are as at be because been before being below
-between both but by can could did do does doing don down during each either etc even ever every few for
-from further get gets getting give gives giving had has have having he her here hers him his how i if in
-into is it its itself just least less like make makes making many may me might more most much must my
-need needs no nor not now of off on once one only or other others our out over own per rather really
-same she should so some such than that the their them then there these they this those through to too
-under until up upon us use used uses using very via want was we well were what when where which while
-who whom whose why will with within without would you your yours user users answer answers response
-responses question questions provide provides providing include includes including mention mentions
+#: Words that say nothing about a rubric: the retrieval stopwords plus the words every rubric uses.
+RUBRIC_STOPWORDS = STOPWORDS | frozenset("""
+above after again against all am answer answers because been before being below between both did doing
+don down during each either etc even ever every few further get gets getting give gives giving had
+having he her here hers him his include includes including itself least less like make makes making many
+may mention mentions might much must need needs no nor not now off once one only other others out over
+own per provide provides providing question questions rather really response responses same she such
+those through too under until up upon us use used user users uses using via want well were while whom
+whose within without yours
 """.split())
 _WORD = re.compile(r"[a-z][a-z'-]*[a-z]|[a-z]")
 
@@ -126,7 +126,7 @@ def content_stems(text: str) -> set[str]:
     ['avoid', 'jargon', 'language', 'plain']
     """
     words = (w.replace("'", "") for part in _WORD.findall(str(text).lower()) for w in part.split("-"))
-    return {_stem(w) for w in words if len(w) >= 3 and w not in STOPWORDS}
+    return {_stem(w) for w in words if len(w) >= 3 and w not in RUBRIC_STOPWORDS}
 
 
 def inferability(aspects: str | Iterable[str], posts: Iterable[str]) -> float:

@@ -26,10 +26,9 @@ from typing import Any, ClassVar, Literal
 import pandas as pd
 
 from prb_utils.errors import PRBError
+from prb_utils.schema import KINDS
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-MODEL_KINDS = ("classifier", "judge", "implicit", "embedding", "length", "lexical")
-FILTERS = ("all", "disagreement", "profile_flips", "wrong")
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_DOWNSTREAM = PROJECT_ROOT / "data" / "downstream_example.csv"
 
 _TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
@@ -132,10 +131,10 @@ class NotebookParams:
             raise PRBError("Parameter 'results' must name the store folder (e.g. 'results').")
         for spec in self.models:
             kind = spec.split(":", 1)[0].strip().lower()
-            if kind not in MODEL_KINDS:
+            if kind not in KINDS:
                 raise PRBError(
                     f"Parameter 'models' has the unknown model spec '{spec}'; a spec starts with one of "
-                    f"{', '.join(MODEL_KINDS)}."
+                    f"{', '.join(KINDS)}."
                 )
         for condition in self.profiles:
             try:
@@ -327,7 +326,7 @@ PARAMS_BY_NOTEBOOK: dict[str, type[NotebookParams]] = {
 
 def headless() -> bool:
     """True when no notebook frontend can show widgets (no IPython kernel, or ``PRB_HEADLESS`` is set, as
-    :func:`prb_utils.report.build_report` does for papermill runs)."""
+    :func:`prb_utils.notebook.report.build_report` does for papermill runs)."""
     if os.environ.get("PRB_HEADLESS"):
         return True
     try:

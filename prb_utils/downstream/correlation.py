@@ -291,8 +291,8 @@ def compare_benchmarks(
 def downstream_table(*, bon: pd.DataFrame | None = None, ppo: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per RM (index ``model``), one column per downstream metric.
 
-    ``bon``: the output of :func:`prb_utils.bon.bon_metrics`. ``ppo``: the tidy PPO frame of
-    :func:`prb_utils.official.read_ppo_csv` (columns rm, subset, score, n); it becomes column ``ppo``, the
+    ``bon``: the output of :func:`prb_utils.downstream.bon.bon_metrics`. ``ppo``: the tidy PPO frame of
+    :func:`prb_utils.downstream.reference_files.read_ppo_csv` (columns rm, subset, score, n); it becomes column ``ppo``, the
     mean over subsets weighted by ``n`` where given.
     """
     parts = []

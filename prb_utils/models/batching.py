@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from prb_utils.device import free_cuda_memory, is_oom
+from prb_utils.models.device import free_cuda_memory, is_oom
 
 T = TypeVar("T")
 R = TypeVar("R")

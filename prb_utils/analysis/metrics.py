@@ -39,8 +39,8 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_confint
 
 from prb_utils.errors import PRBError
+from prb_utils.schema import OUTCOMES
 
-OUTCOMES = ("correct", "wrong", "tie", "invalid")
 PAIR_KEY = ("subset", "id")
 IDENTITY = ("model", "profile", "subset", "id")
 N_RESAMPLES = 2000

@@ -172,7 +172,7 @@ class LLMRubricJudge:
     def from_pretrained(cls, model: str, *, device: str = "auto", dtype: str = "auto", seed: int = 0,
                         max_new_tokens: int = 32, max_retries: int = 2, temperature: float = 0.7,
                         batch_size: int = 8) -> LLMRubricJudge:
-        from prb_utils.generation import ChatGenerator
+        from prb_utils.downstream.generation import ChatGenerator
 
         gen = ChatGenerator(model, device=device, dtype=dtype, batch_size=batch_size)
 

@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from prb_utils.errors import PRBError
-from prb_utils.notebook_params import PARAMS_BY_NOTEBOOK, PROJECT_ROOT, resolve_data_source
+from prb_utils.notebook.params import PARAMS_BY_NOTEBOOK, PROJECT_ROOT, resolve_data_source
 
 NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
 KERNEL = "python3"
@@ -122,7 +122,7 @@ def run_notebook(path: Path, out: Path, parameters: dict[str, Any], *, progress:
 
 
 def _metadata_table(results: str, models: Sequence[str], profiles: Sequence[str]) -> pd.DataFrame:
-    from prb_utils.notebook_params import canonical_spec
+    from prb_utils.notebook.params import canonical_spec
     from prb_utils.store import load_run_metadata
 
     meta = load_run_metadata(results)

@@ -7,11 +7,11 @@ the same machine and library versions.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
 from prb_utils.errors import PRBError
+from prb_utils.schema import stable_hash
 
 
 class ChatGenerator:
@@ -24,8 +24,8 @@ class ChatGenerator:
     def __init__(self, name: str, *, device: str = "auto", dtype: str = "auto", batch_size: int = 8) -> None:
         from transformers import AutoModelForCausalLM
 
-        from prb_utils.device import configure_threads, resolve_placement
         from prb_utils.models.base import ModelSpec
+        from prb_utils.models.device import configure_threads, resolve_placement
         from prb_utils.models.hf import load_pretrained, load_tokenizer, resolve_source
 
         spec = ModelSpec("judge", name)  # the causal-LM kinds share one alias resolution
@@ -51,7 +51,7 @@ class ChatGenerator:
         template = getattr(self.tokenizer, "chat_template", None) or ""
         return {"generator": self.name, "source": self.source, "device": self.placement.device,
                 "dtype": str(self.placement.dtype).replace("torch.", ""),
-                "chat_template_hash": hashlib.sha256(str(template).encode()).hexdigest()[:12]}
+                "chat_template_hash": stable_hash(str(template))}
 
     def generate(
         self,

@@ -13,7 +13,7 @@ Reference layout (file names use the short subset names ``Art``, ``Lifestyle``, 
   policy's output) and ``{subset}_{tag}_evaluation.txt``; the tag names the RM the policy was trained with.
 
 The reference judge's ``average_score`` is on the 0-2 scale; every reader adds ``quality`` =
-average_score / 2, the [0, 1] scale of :mod:`prb_utils.rubric_judge`. The reference silently writes
+average_score / 2, the [0, 1] scale of :mod:`prb_utils.downstream.rubric_judge`. The reference silently writes
 score 0 for an unparseable judge answer; ``parse_suspect`` flags rows whose score list is empty, holds a
 value outside {0, 1, 2}, or has a length different from the number of aspects (counted from the
 comma-joined aspect string, so only a hint).
@@ -268,7 +268,7 @@ def read_bon_folder(folder: PathLike, *, model: str) -> dict[str, pd.DataFrame]:
 
 
 def reference_curves(evals: pd.DataFrame, *, model: str, by: tuple[str, ...] = (), level: float = 0.95) -> pd.DataFrame:
-    """Curves in the form of :func:`prb_utils.bon.bon_curves` from the reference's eval files.
+    """Curves in the form of :func:`prb_utils.downstream.bon.bon_curves` from the reference's eval files.
 
     One row per k (and ``by``): model, method ``first`` (the reference selects the best of the first k),
     n_questions, mean quality and a t interval over questions.

@@ -1,4 +1,4 @@
-"""Plots of the tidy frames of :mod:`prb_utils.metrics` and :mod:`prb_utils.breakdowns`.
+"""Plots of the tidy frames of :mod:`prb_utils.analysis.metrics` and :mod:`prb_utils.analysis.breakdowns`.
 
 One function per plot; each takes a tidy frame plus keyword-only options, draws on ``ax`` (a new figure
 when None) and returns the matplotlib Axes (``ax.figure`` is the Figure). Intervals are drawn from the
@@ -132,7 +132,7 @@ def heatmap(table: pd.DataFrame, *, rows: str | Sequence[str] = "model", cols: s
 def lift_dumbbell(lift: pd.DataFrame, *, label: str | Sequence[str] = ("model", "profile"),
                   before: str = "acc_none", after: str = "acc_profile", ax: Axes | None = None,
                   title: str | None = "Profile lift (same pairs)") -> Axes:
-    """Dumbbell per row of :func:`prb_utils.metrics.profile_lift`: accuracy without and with the profile,
+    """Dumbbell per row of :func:`prb_utils.analysis.metrics.profile_lift`: accuracy without and with the profile,
     joined by a line, with the lift and its CI written beside it."""
     _need(lift, [before, after, *_cols(label)])
     frame = lift.reset_index(drop=True)
@@ -195,7 +195,7 @@ def _series_by_category(table: pd.DataFrame, *, x: str, y: str, hue: str | Seque
 def theme_bars(table: pd.DataFrame, *, x: str = "theme", y: str = "accuracy",
                hue: str | Sequence[str] | None = "model", reference: float | None = 0.5,
                ax: Axes | None = None, title: str | None = "Accuracy by rubric theme") -> Axes:
-    """Grouped bars of accuracy per rubric theme (:func:`prb_utils.breakdowns.by_theme`) with CI whiskers."""
+    """Grouped bars of accuracy per rubric theme (:func:`prb_utils.analysis.breakdowns.by_theme`) with CI whiskers."""
     _need(table, [x, y, *_cols(hue)])
     n_themes = table[x].nunique()
     ax = _axes(ax, (max(6.0, 0.9 * n_themes + 2), 4.5))
@@ -223,7 +223,7 @@ def inferability_curve(table: pd.DataFrame, *, x: str = "inferability_bin", y: s
                        hue: str | Sequence[str] | None = "model", style: str | None = "profile",
                        reference: float | None = 0.5, dodge: float = 0.2, ax: Axes | None = None,
                        title: str | None = "Accuracy by rubric inferability from the profile") -> Axes:
-    """Accuracy per inferability bin (:func:`prb_utils.breakdowns.by_inferability`): colour = ``hue``,
+    """Accuracy per inferability bin (:func:`prb_utils.analysis.breakdowns.by_inferability`): colour = ``hue``,
     line style and marker = ``style`` (None for one style); points are dodged sideways by ``dodge``."""
     style = style if style in table.columns else None
     _need(table, [x, y, *_cols(hue)])
@@ -237,7 +237,7 @@ def length_bias_curve(table: pd.DataFrame, *, x: str = "length_bin", y: str = "a
                       hue: str | Sequence[str] | None = "model", style: str | None = None,
                       reference: float | None = 0.5, dodge: float = 0.2, ax: Axes | None = None,
                       title: str | None = "Accuracy by chosen - rejected length (words)") -> Axes:
-    """Accuracy per length-difference bin (:func:`prb_utils.breakdowns.length_bias`): colour = ``hue``,
+    """Accuracy per length-difference bin (:func:`prb_utils.analysis.breakdowns.length_bias`): colour = ``hue``,
     line style = ``style``. Left of "-3..3" the chosen answer is the shorter one."""
     _need(table, [x, y, *_cols(hue), *_cols(style)])
     ax = _axes(ax, (8, 4.5))
@@ -249,7 +249,7 @@ def length_bias_curve(table: pd.DataFrame, *, x: str = "length_bin", y: str = "a
 def margin_densities(margins: pd.DataFrame, *, x: str = "margin_std", hue: str | Sequence[str] | None = "model",
                      ax: Axes | None = None,
                      title: str | None = "Standardized score margin (chosen - rejected)") -> Axes:
-    """Density of the per-item margin (:func:`prb_utils.breakdowns.score_margins`) per hue level.
+    """Density of the per-item margin (:func:`prb_utils.analysis.breakdowns.score_margins`) per hue level.
 
     Levels whose margins do not vary (or have under two values) are drawn as a vertical tick at their
     value instead of a density. The dashed line at 0 is the decision boundary (right of it = correct).

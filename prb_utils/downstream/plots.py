@@ -1,8 +1,8 @@
 """Plots for the downstream analysis: BoN curves, benchmark-vs-downstream scatter, rank-rank, coefficients.
 
-Same conventions as :mod:`prb_utils.plots`: one function per plot, tidy input plus keyword-only options,
+Same conventions as :mod:`prb_utils.analysis.plots`: one function per plot, tidy input plus keyword-only options,
 draws on ``ax`` (a new figure when None) and returns the Axes; intervals come from the frame's
-``ci_low``/``ci_high`` columns. ``judge_label`` (e.g. from :func:`prb_utils.rubric_judge.judge_label`)
+``ci_low``/``ci_high`` columns. ``judge_label`` (e.g. from :func:`prb_utils.downstream.rubric_judge.judge_label`)
 names the quality's judge on the axis, so a proxy judge is always marked as one.
 """
 
@@ -42,7 +42,7 @@ def _colors(n: int) -> list:
 def bon_curve_plot(curves: pd.DataFrame, *, method: str = "exact", ax: Axes | None = None,
                    judge_label: str | None = None, reference: bool = True, ylabel: str = "rubric quality",
                    title: str | None = "Best-of-k rubric quality (95% CI over questions)") -> Axes:
-    """Mean best-of-k quality against k (log2 axis) per RM, with CI bands, from :func:`prb_utils.bon.bon_curves`.
+    """Mean best-of-k quality against k (log2 axis) per RM, with CI bands, from :func:`prb_utils.downstream.bon.bon_curves`.
 
     ``oracle`` and ``random`` rows are drawn as grey reference lines when ``reference``.
     """
@@ -138,8 +138,8 @@ def rank_rank(benchmark: pd.Series, downstream: pd.Series, *, ax: Axes | None = 
 
 def coefficient_bars(table: pd.DataFrame, *, hue: str | None = None, ax: Axes | None = None,
                      title: str | None = "Rank agreement with 95% bootstrap CI over RMs") -> Axes:
-    """Bars of each coefficient (``metric``) with its CI, from :func:`prb_utils.correlation.rank_agreement_ci`
-    or :func:`~prb_utils.correlation.compare_benchmarks` (then ``hue="benchmark"`` sets benchmarks side by side).
+    """Bars of each coefficient (``metric``) with its CI, from :func:`prb_utils.downstream.correlation.rank_agreement_ci`
+    or :func:`~prb_utils.downstream.correlation.compare_benchmarks` (then ``hue="benchmark"`` sets benchmarks side by side).
     """
     _need(table, ["metric", "estimate", "ci_low", "ci_high"])
     ax = _axes(ax, (7, 4))

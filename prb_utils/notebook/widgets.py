@@ -1,7 +1,7 @@
 """Notebook widgets: a pair browser and a "you are the reward model" quiz.
 
 Each widget takes ``interactive``. When it is False, or when no frontend can show widgets (papermill keeps
-no widget state; see :func:`prb_utils.notebook_params.headless`), the same content is displayed as static
+no widget state; see :func:`prb_utils.notebook.params.headless`), the same content is displayed as static
 HTML tables instead, so the HTML reports are complete.
 """
 
@@ -15,8 +15,9 @@ import numpy as np
 import pandas as pd
 
 from prb_utils.errors import PRBError
-from prb_utils.notebook_params import headless
-from prb_utils.pair_view import FILTERS, filter_pairs, pair_html, pair_summary, view
+from prb_utils.notebook.pair_view import filter_pairs, pair_html, pair_summary, view
+from prb_utils.notebook.params import headless
+from prb_utils.schema import FILTERS
 
 
 def _display(obj: Any) -> None:
@@ -61,7 +62,7 @@ def pair_browser(
     pair_id: str | None = None,
     max_pairs: int = 5,
 ) -> Any:
-    """Browse pairs by subset, category and filter (see :func:`prb_utils.pair_view.filter_pairs`).
+    """Browse pairs by subset, category and filter (see :func:`prb_utils.notebook.pair_view.filter_pairs`).
 
     With widgets: dropdowns for the filters and the pair, the pair shown below. Static: the table of
     matching pairs, then the first ``max_pairs`` of them (or ``pair_id``) in full. Returns the widget box,
@@ -166,7 +167,7 @@ def quiz_comparison(items: Sequence[QuizItem], answers: Sequence[str | None], re
     """Accuracy on the quiz pairs: one row for you (the answered items) and one per model and profile
     condition in ``results`` (the same pairs). Columns who, profile, n, correct, accuracy, ci_low, ci_high
     (Wilson 95%)."""
-    from prb_utils.metrics import wilson_ci
+    from prb_utils.analysis.metrics import wilson_ci
 
     rows = []
     answered = [(item, a) for item, a in zip(items, answers, strict=False) if a in ("A", "B")]
@@ -198,7 +199,7 @@ class QuizSession:
 
 
 def _quiz_question_html(record: dict, item: QuizItem, number: int, condition: str) -> str:
-    from prb_utils.pair_view import esc
+    from prb_utils.notebook.pair_view import esc
     from prb_utils.profile import rm_user_message
 
     a, b = (record["chosen"], record["rejected"]) if item.chosen_side == "A" else (record["rejected"], record["chosen"])
@@ -213,7 +214,7 @@ def _quiz_question_html(record: dict, item: QuizItem, number: int, condition: st
 
 
 def _quiz_reveal_html(record: dict, item: QuizItem, answer: str | None, results: pd.DataFrame) -> str:
-    from prb_utils.pair_view import aspects_html, esc, scores_html, scores_table
+    from prb_utils.notebook.pair_view import aspects_html, esc, scores_html, scores_table
 
     if answer in ("A", "B"):
         verdict = ("<b style='color:#1a7f1a'>Right!</b>" if answer == item.chosen_side

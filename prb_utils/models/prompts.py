@@ -15,12 +15,12 @@ Judge prompt: :data:`JUDGE_TEMPLATE` (the user message; ``{question}``, ``{respo
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 from typing import Any
 
 from prb_utils.errors import PRBError
+from prb_utils.schema import stable_hash
 
 FALLBACK_USER = "User: "
 FALLBACK_ASSISTANT = "\n\nAssistant:"
@@ -56,12 +56,7 @@ def chat_template_hash(tokenizer: Any) -> str:
     template = getattr(tokenizer, "chat_template", None)
     if not template:
         return "fallback"
-    return text_hash(template if isinstance(template, str) else repr(template))
-
-
-def text_hash(text: str) -> str:
-    """sha256 of a text, first 16 hex digits."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return stable_hash(template if isinstance(template, str) else repr(template))
 
 
 def render_chat(tokenizer: Any, user: str, assistant: str | None = None) -> str:

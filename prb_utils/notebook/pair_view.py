@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from prb_utils.errors import PRBError
+from prb_utils.schema import FILTERS
 
-FILTERS = ("all", "disagreement", "profile_flips", "wrong")
 _TOKEN = re.compile(r"\S+")
 _OUTCOME_COLOURS = {"correct": "#d7f2d7", "wrong": "#f8d4d4", "tie": "#fbeec2", "invalid": "#e3e3e3"}
 _CHOSEN_MARK = "background:#b6e8b6;border-radius:2px"

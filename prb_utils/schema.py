@@ -1,0 +1,63 @@
+"""The shared vocabulary: result columns, outcomes, model kinds, baselines, pair filters, the default zoo,
+and the one stable hash every fingerprint in prb is built from.
+
+Nothing here imports anything else from prb, so every module may import it.
+
+>>> stable_hash({"b": 1, "a": 2}) == stable_hash({"a": 2, "b": 1})
+True
+>>> len(stable_hash("text"))
+16
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+#: Per-item result columns, in store order (see :mod:`prb_utils.store`).
+RESULT_COLUMNS = [
+    "model",
+    "kind",
+    "profile",
+    "subset",
+    "category",
+    "id",
+    "score_chosen",
+    "score_rejected",
+    "outcome",
+    "invalid_reason",
+    "p_chosen_ab",
+    "p_chosen_ba",
+    "verdict_ab",
+    "verdict_ba",
+    "truncated",
+    "failed",
+    "pair_hash",
+    "job",
+]
+FLOAT_COLUMNS = ["score_chosen", "score_rejected", "p_chosen_ab", "p_chosen_ba"]
+
+#: What one scored pair can end as. Only ``correct`` counts as correct.
+OUTCOMES = ("correct", "wrong", "tie", "invalid")
+
+#: Model kinds a ``KIND:NAME`` spec may name; the baselines take no NAME.
+KINDS = ("classifier", "judge", "implicit", "embedding", "length", "lexical")
+BASELINES = ("length", "lexical")
+
+#: The models the main job scores when none is given (all offline).
+DEFAULT_ZOO = ("embedding:minilm", "implicit:smollm2", "judge:smollm2", "length", "lexical")
+
+#: Pair-browser filters (notebook 01 and its widgets).
+FILTERS = ("all", "disagreement", "profile_flips", "wrong")
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no whitespace: the same value always gives the same text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def stable_hash(value: Any, *, length: int = 16) -> str:
+    """The first ``length`` hex digits of the sha256 of a value (text as is, anything else as canonical JSON)."""
+    text = value if isinstance(value, str) else canonical_json(value)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:length]
