@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
 from prb_utils.errors import DataError, PRBError
 from prb_utils.schema import stable_hash
@@ -53,7 +54,22 @@ class Problem:
     def __str__(self) -> str:
         who = f" (id {self.record_id})" if self.record_id else ""
         what = f" field '{self.field}':" if self.field else ""
-        return f"{self.origin}{who}:{what} {self.message}"
+        return printable(f"{self.origin}{who}:{what} {self.message}")
+
+
+def printable(text: str) -> str:
+    """``text`` with lone surrogates replaced, so that it can always be printed or written as UTF-8."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _parse_json(text: str) -> tuple[Any, str | None]:
+    """(value, None) or (None, why it is not JSON we can read): bad syntax, or nested too deeply."""
+    try:
+        return json.loads(text), None
+    except json.JSONDecodeError as exc:
+        return None, f"not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno})"
+    except RecursionError:
+        return None, "nested too deeply to be a PRB record"
 
 
 # --------------------------------------------------------------------------------------------- reading
@@ -69,24 +85,23 @@ def _read_jsonl(path: Path, subset: str) -> Iterator[RawRecord | Problem]:
         if not line.strip():
             continue
         try:
-            text = line.decode("utf-8")
+            text = line.decode("utf-8-sig" if number == 1 else "utf-8")
         except UnicodeDecodeError as exc:
             yield Problem(origin, None, None, f"not valid UTF-8 (byte {exc.start})")
             continue
-        try:
-            yield RawRecord(subset, origin, json.loads(text))
-        except json.JSONDecodeError as exc:
-            yield Problem(origin, None, None, f"not valid JSON ({exc.msg}, column {exc.colno})")
+        value, why = _parse_json(text)
+        yield Problem(origin, None, None, why) if why else RawRecord(subset, origin, value)
 
 
 def _read_json(path: Path, subset: str) -> Iterator[RawRecord | Problem]:
     try:
-        content = json.loads(path.read_bytes().decode("utf-8"))
+        text = path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         yield Problem(str(path), None, None, f"not valid UTF-8 (byte {exc.start})")
         return
-    except json.JSONDecodeError as exc:
-        yield Problem(str(path), None, None, f"not valid JSON ({exc.msg}, line {exc.lineno})")
+    content, why = _parse_json(text)
+    if why:
+        yield Problem(str(path), None, None, why)
         return
     if isinstance(content, dict) and isinstance(content.get("data"), list):
         content = content["data"]
@@ -140,10 +155,21 @@ def _records_from_dataset(dataset: Any, subset: str, origin: str) -> Iterator[Ra
         yield RawRecord(subset, f"{origin} record {index}", record)
 
 
+def _data_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.suffix.lower() in FILE_SUFFIXES and p.is_file())
+
+
 def _read_save_to_disk(folder: Path) -> Iterator[RawRecord | Problem]:
     import datasets
 
-    loaded = datasets.load_from_disk(str(folder))
+    try:
+        loaded = datasets.load_from_disk(str(folder))
+    except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError) as exc:
+        marker = "dataset_dict.json" if (folder / "dataset_dict.json").exists() else "state.json"
+        raise PRBError(
+            f"{folder} has a {marker} but is not a readable save_to_disk folder ({type(exc).__name__}); "
+            f"remove the stray {marker} to read the data files beside it."
+        ) from exc
     if isinstance(loaded, datasets.DatasetDict):
         if list(loaded.keys()) == [SPLIT]:
             yield from _records_from_dataset(loaded[SPLIT], folder.name, str(folder))
@@ -166,6 +192,8 @@ def _read_hub(source: str, subsets: Sequence[str] | None) -> Iterator[RawRecord 
             yield from _records_from_dataset(dataset, config, f"{source}[{config}]")
     except PRBError:
         raise
+    except yaml.YAMLError as exc:
+        raise PRBError(f"The configs: block of {source}/README.md is not valid YAML ({exc.__class__.__name__}).") from exc
     except (ConnectionError, OSError, FileNotFoundError, ValueError) as exc:
         raise PRBError(
             f"Cannot load the dataset '{source}' ({type(exc).__name__}); it is neither a local path nor a "
@@ -184,10 +212,24 @@ def _choose_subsets(available: Sequence[str], wanted: Sequence[str] | None, sour
     return list(wanted)
 
 
+def _local_path(source: str) -> Path:
+    if not source.strip():
+        raise PRBError("The data source is empty; give 'sample', a hub id, or a local file or folder.")
+    try:
+        return Path(source).expanduser()
+    except RuntimeError as exc:  # "~nosuchuser/..."
+        raise PRBError(f"Cannot expand the home folder in {source} (no such user).") from exc
+
+
+def _looks_local(source: str, path: Path) -> bool:
+    """A path the user meant as local: it names a data file, or its parent folder exists."""
+    return path.suffix.lower() in FILE_SUFFIXES or (path.parent != Path(".") and path.parent.is_dir())
+
+
 def _iter_source(source: str, subsets: Sequence[str] | None) -> Iterator[RawRecord | Problem]:
     if source == "sample":
         source = str(SAMPLE_DIR)
-    path = Path(source).expanduser()
+    path = _local_path(source)
     if path.is_file():
         yield from _read_file(path)
     elif path.is_dir():
@@ -196,15 +238,26 @@ def _iter_source(source: str, subsets: Sequence[str] | None) -> Iterator[RawReco
         elif _is_hub_layout(path):
             yield from _read_hub(str(path), subsets)
         else:
-            files = sorted(p for p in path.iterdir() if p.suffix.lower() in FILE_SUFFIXES and p.is_file())
-            if not files:
-                raise PRBError(f"{path} holds no .jsonl, .json or .parquet files.")
-            for file in files:
-                yield from _read_file(file)
-    elif source.count("/") == 1 and not source.startswith((".", "/", "~")):
+            yield from _read_folder(path, subsets)
+    elif source.count("/") == 1 and not source.startswith((".", "/", "~")) and not _looks_local(source, path):
         yield from _read_hub(source, subsets)
     else:
         raise PRBError(f"{source} does not exist (expected 'sample', a hub id or a local file or folder).")
+
+
+def _read_folder(path: Path, subsets: Sequence[str] | None) -> Iterator[RawRecord | Problem]:
+    """A folder of data files, one subset per file stem (only the wanted subsets' files are read)."""
+    files = _data_files(path)
+    if not files:
+        raise PRBError(f"{path} holds no .jsonl, .json or .parquet files.")
+    stems: dict[str, Path] = {}
+    for file in files:
+        if file.stem in stems:
+            raise PRBError(f"{stems[file.stem].name} and {file.name} in {path} both give subset '{file.stem}'; keep one.")
+        stems[file.stem] = file
+    for file in files:
+        if not subsets or file.stem in subsets:
+            yield from _read_file(file)
 
 
 # ------------------------------------------------------------------------------------------ validation
@@ -247,17 +300,20 @@ def _check_aspects(value: Any, raw: RawRecord, record_id: str | None) -> tuple[l
 
 
 def _has_surrogate(value: Any) -> bool:
-    """True when a text holds a lone UTF-16 surrogate (valid JSON escape, not encodable text)."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return True
-        return False
-    if isinstance(value, dict):
-        return any(_has_surrogate(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_surrogate(v) for v in value)
+    """True when a text (or a key) holds a lone UTF-16 surrogate (valid JSON escape, not encodable text)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
     return False
 
 
@@ -268,8 +324,8 @@ def check_record(raw: RawRecord) -> tuple[dict | None, list[Problem]]:
         return None, [Problem(raw.origin, None, None, f"expected a JSON object, got {type(record).__name__}")]
     record_id = record.get("id")
     shown_id = str(record_id) if isinstance(record_id, (str, int)) and str(record_id).strip() else None
-    if shown_id is not None and _has_surrogate(shown_id):
-        shown_id = shown_id.encode("utf-8", "replace").decode()
+    if shown_id is not None:
+        shown_id = printable(shown_id)
     problems: list[Problem] = []
     for field in REQUIRED_TEXT_FIELDS:
         value = record.get(field)
@@ -279,7 +335,7 @@ def check_record(raw: RawRecord) -> tuple[dict | None, list[Problem]]:
             problems.append(Problem(raw.origin, shown_id, field, f"expected a string, got {type(value).__name__}"))
         elif not value.strip():
             problems.append(Problem(raw.origin, shown_id, field, "empty string"))
-    for field in ("narrative", "category"):
+    for field in ("narrative", "category", "subset"):
         value = record.get(field)
         if value is not None and not isinstance(value, str):
             problems.append(Problem(raw.origin, shown_id, field, f"expected a string, got {type(value).__name__}"))
@@ -288,9 +344,9 @@ def check_record(raw: RawRecord) -> tuple[dict | None, list[Problem]]:
     problems += post_problems + aspect_problems
     chosen, rejected = record.get("chosen"), record.get("rejected")
     problems += [
-        Problem(raw.origin, shown_id, field, "contains an unpaired surrogate (not valid Unicode text)")
+        Problem(raw.origin, shown_id, printable(field), "contains an unpaired surrogate (not valid Unicode text)")
         for field, value in record.items()
-        if _has_surrogate(value)
+        if _has_surrogate(field) or _has_surrogate(value)
     ]
     if isinstance(chosen, str) and isinstance(rejected, str) and chosen.strip() and chosen.strip() == rejected.strip():
         problems.append(Problem(raw.origin, shown_id, "rejected", "identical to 'chosen'"))
@@ -298,7 +354,7 @@ def check_record(raw: RawRecord) -> tuple[dict | None, list[Problem]]:
         return None, problems
     row = {key: value for key, value in record.items() if key not in COLUMNS}
     row.update(
-        subset=raw.subset,
+        subset=own_subset if isinstance(own_subset := record.get("subset"), str) and own_subset.strip() else raw.subset,
         id=str(record["id"]),
         question=record["question"],
         profile=posts,
@@ -331,9 +387,9 @@ def read_benchmark(source: str, *, subsets: Sequence[str] | None = None, limit: 
             problems.append(item)
             bad.append(item.origin)
             continue
-        if subsets and item.subset not in subsets:
-            continue
         row, found = check_record(item)
+        if subsets and (row["subset"] if row is not None else item.subset) not in subsets:
+            continue
         if row is not None:
             key = (row["subset"], row["id"])
             if key in seen:
@@ -349,7 +405,7 @@ def read_benchmark(source: str, *, subsets: Sequence[str] | None = None, limit: 
     if subsets:
         present = {row["subset"] for row in rows}
         for subset in subsets:
-            if subset not in present and not any(subset in p.origin for p in problems):
+            if subset not in present and not problems:
                 raise PRBError(f"No records of subset '{subset}' in {source}.")
     frame = _to_frame(rows)
     if limit is not None:

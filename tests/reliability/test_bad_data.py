@@ -119,8 +119,6 @@ FILE_FAULTS = {
     "json object not list": (lambda p: (p / "S.json").write_text('{"id": "a"}'), "S.json", "expected a JSON list"),
     "json invalid utf-8": (lambda p: (p / "S.json").write_bytes(b'[{"id": "\xff"}]'), "S.json", "not valid UTF-8"),
     "json truncated": (lambda p: (p / "S.json").write_text(json.dumps([record(1)])[:-5]), "S.json", "not valid JSON"),
-    "utf-8 BOM jsonl": (lambda p: (p / "S.jsonl").write_bytes(b"\xef\xbb\xbf" + json.dumps(record(1)).encode()),
-                        "S.jsonl:1", "BOM"),
     "truncated parquet": (lambda p: _truncated_parquet(p / "S.parquet"), "S.parquet", "cannot be read as parquet"),
 }
 
@@ -208,3 +206,95 @@ def test_a_damaged_store_file_is_named_not_a_traceback(tmp_path, capsys, damage)
     code, _, err = run_main(capsys, "summarize", "--results", str(out))
     lines = assert_user_error(code, err, lines=1)
     assert target.name in lines[0], lines
+
+
+def test_a_utf8_bom_is_read_not_refused(tmp_path, capsys):
+    (tmp_path / "S.jsonl").write_bytes(b"\xef\xbb\xbf" + json.dumps(record(1)).encode() + b"\n")
+    (tmp_path / "T.json").write_bytes(b"\xef\xbb\xbf" + json.dumps([record(2)]).encode())
+    code, out, err = run_main(capsys, "validate", str(tmp_path))
+    assert code == 0, err
+    assert re.search(r"S\s+1", out) and re.search(r"T\s+1", out), out
+
+
+def _deep(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def test_deeply_nested_json_is_one_record_problem_and_drop_keeps_the_rest(tmp_path, capsys):
+    path = write_lines(tmp_path / "S.jsonl", [record(1), '{"id": "r2", "question": ' + _deep(100_000) + "}", record(3)])
+    proc = prb("validate", str(path))
+    lines = assert_user_error(proc.returncode, proc.stderr, lines=2)
+    assert lines[0].startswith(f"{path}:2: nested too deeply"), lines
+    code, _, err = run_main(capsys, "score", "--data", str(path), "--model", "length", "--drop-invalid",
+                            "--out", str(tmp_path / "r"), "--no-progress")
+    assert code == 0, err
+    assert sorted(load_results(tmp_path / "r")["id"]) == ["r1", "r3"]
+    whole = tmp_path / "W.json"
+    whole.write_text("[" + _deep(100_000) + "]")
+    proc = prb("validate", str(whole))
+    assert "nested too deeply" in assert_user_error(proc.returncode, proc.stderr, lines=2)[0]
+
+
+def test_a_lone_surrogate_in_a_field_name_is_a_problem_and_dropped(tmp_path, capsys):
+    path = write_lines(tmp_path / "S.jsonl", [record(1), json.dumps(record(2))[:-1] + ', "note\\ud83d": "x"}'])
+    proc = prb("validate", str(path))
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    lines = assert_user_error(proc.returncode, proc.stderr, lines=2)
+    assert f"{path}:2 (id r2): field 'note?'" in lines[0], lines
+    code, _, err = run_main(capsys, "score", "--data", str(path), "--model", "length", "--drop-invalid",
+                            "--out", str(tmp_path / "r"), "--no-progress")
+    assert code == 0, err
+    assert list(load_results(tmp_path / "r")["id"]) == ["r1"]
+
+
+@pytest.mark.parametrize("marker", ["state.json", "dataset_dict.json"])
+def test_a_stray_save_to_disk_marker_is_one_sentence(tmp_path, capsys, marker):
+    write_lines(tmp_path / "S.jsonl", [record(1)])
+    (tmp_path / marker).write_text("{}")
+    code, _, err = run_main(capsys, "validate", str(tmp_path))
+    line = assert_user_error(code, err, lines=1)[0]
+    assert marker in line and str(tmp_path) in line
+
+
+def test_invalid_yaml_in_a_hub_layout_readme_is_one_sentence(tmp_path, capsys):
+    write_lines(tmp_path / "S.jsonl", [record(1)])
+    (tmp_path / "README.md").write_text("---\nconfigs:\n  - config_name: [unclosed\n---\n")
+    code, _, err = run_main(capsys, "validate", str(tmp_path))
+    line = assert_user_error(code, err, lines=1)[0]
+    assert "README.md" in line and "YAML" in line
+
+
+@pytest.mark.parametrize("source, fragment", [
+    ("", "empty"),
+    ("~nosuchuser_prb/x.jsonl", "no such user"),
+    ("real/prefeval.jsonl", "does not exist"),
+])
+def test_unusable_source_names_are_one_sentence(tmp_path, capsys, monkeypatch, source, fragment):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "real").mkdir()
+    code, _, err = run_main(capsys, "validate", source)
+    assert fragment in assert_user_error(code, err, lines=1)[0]
+
+
+def test_subset_selection_reads_only_that_subset_and_matches_exactly(tmp_path, capsys):
+    write_lines(tmp_path / "a.jsonl", [record(1)])
+    write_lines(tmp_path / "ab.jsonl", [record(2), "broken"])
+    code, out, err = run_main(capsys, "score", "--data", str(tmp_path), "--subset", "a", "--model", "length",
+                              "--out", str(tmp_path / "r"), "--no-progress")
+    assert code == 0, err
+    assert list(load_results(tmp_path / "r")["subset"]) == ["a"]
+
+
+def test_two_files_giving_one_subset_are_refused(tmp_path, capsys):
+    write_lines(tmp_path / "a.jsonl", [record(1)])
+    (tmp_path / "a.json").write_text(json.dumps([record(2)]))
+    code, _, err = run_main(capsys, "validate", str(tmp_path))
+    line = assert_user_error(code, err, lines=1)[0]
+    assert "a.json" in line and "a.jsonl" in line
+
+
+def test_a_per_record_subset_field_is_used(tmp_path, capsys):
+    write_lines(tmp_path / "all.jsonl", [record(1, subset="Art"), record(2, subset="Law"), record(3)])
+    code, out, err = run_main(capsys, "validate", str(tmp_path / "all.jsonl"))
+    assert code == 0, err
+    assert re.search(r"Art\s+1", out) and re.search(r"Law\s+1", out) and re.search(r"all\s+1", out), out
