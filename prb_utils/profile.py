@@ -28,6 +28,7 @@ from typing import Any
 from prb_utils.errors import PRBError
 
 PROFILE_HEADER = "Here are questions this user asked before:"
+QUESTION_PREFIX = "Question: "
 _CONDITION = re.compile(r"^(none|full|top([0-9]+))$")
 _WORD = re.compile(r"[a-z0-9]+")
 STOPWORDS = frozenset(
@@ -152,4 +153,32 @@ def rm_user_message(
     if not chosen:
         return question
     lines = [f"- [{posts[i][0]}] {posts[i][1]}" if posts[i][0] else f"- {posts[i][1]}" for i in chosen]
-    return "\n".join([PROFILE_HEADER, *lines, "", f"Question: {question}"])
+    return "\n".join([PROFILE_HEADER, *lines, "", f"{QUESTION_PREFIX}{question}"])
+
+
+_POST_BULLET = re.compile(r"^- (?:\[[^\]\n]*\] )?", re.MULTILINE)
+
+
+def user_text(message: str) -> str:
+    """The user's own words in an :func:`rm_user_message`: the question and the selected posts' texts.
+
+    prb's wrapper is removed: the :data:`PROFILE_HEADER` line, each post's ``"- "`` bullet and
+    ``"[category] "`` tag, and the ``"Question: "`` prefix. Post categories are left out on purpose: they
+    are StackExchange community names the site assigns (cooking, travel, law), not words the user wrote.
+    A message without the header is the bare question and comes back unchanged. (Should a post or the
+    question itself contain a line starting with ``"- [x] "`` or the text ``"\\n\\nQuestion: "``, that wrapper-shaped
+    piece is dropped too; the rest of its words stay.)
+
+    >>> record = {"question": "Best pan for eggs?", "profile": [{"category": "cooking", "text": "Cheap pans?"}]}
+    >>> print(user_text(rm_user_message(record, "full")))
+    Cheap pans?
+    Best pan for eggs?
+    >>> user_text("Best pan for eggs?")
+    'Best pan for eggs?'
+    """
+    if not message.startswith(PROFILE_HEADER + "\n"):
+        return message
+    posts, sep, question = message[len(PROFILE_HEADER) + 1:].rpartition("\n\n" + QUESTION_PREFIX)
+    if not sep:
+        return message
+    return "\n".join([_POST_BULLET.sub("", posts), question])

@@ -7,32 +7,29 @@ import pandas as pd
 import pytest
 
 from prb_utils.analysis.breakdowns import (
-    aspect_table,
-    aspect_themes,
     by_aspect_count,
     by_inferability,
     by_rubric_inferable,
     by_theme,
-    content_stems,
-    inferability,
     judge_order,
     length_bias,
     longer_wins,
     margin_summary,
-    pair_features,
-    quantile_bins,
     score_margins,
 )
+from prb_utils.analysis.features import aspect_table, pair_features
+from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
+from prb_utils.scoring import score_benchmark
 
-# pair: (aspects, profile post, chosen words, rejected words, rubric_inferable)
+# pair: (aspects, profile post, chosen characters, rejected characters, rubric_inferable)
 # inferability by construction: p1, p2 = 0; p3, p4 = 1/2; p5, p6 = 1
 PAIRS = {
-    "p1": (["Uses an encouraging tone"], "Gardening help", 10, 5, False),
-    "p2": (["Gives a short bulleted checklist"], "Fishing trip", 5, 10, False),
+    "p1": (["Uses an encouraging tone"], "Gardening help", 40, 10, False),
+    "p2": (["Gives a short bulleted checklist"], "Fishing trip", 10, 40, False),
     "p3": (["Cheap travel"], "cheap flights", 8, 8, True),
-    "p4": (["Mentions safety risks", "Cheap travel"], "safety cheap", 30, 5, True),
-    "p5": (["Explains the underlying science"], "Explains the underlying science please", 5, 30, True),
+    "p4": (["Mentions safety risks", "Cheap travel"], "safety cheap", 150, 10, True),
+    "p5": (["Explains the underlying science"], "Explains the underlying science please", 10, 150, True),
     "p6": (["History of jazz", "Jazz records", "Jazz clubs", "Jazz tone", "Jazz sources"],
            "history of jazz records clubs tone sources", 7, 7, True),
 }
@@ -46,7 +43,7 @@ def data() -> pd.DataFrame:
             "subset": "s", "id": pid, "question": "q?", "category": "c", "narrative": "n",
             "profile": [{"id": f"{pid}-1", "category": "c", "text": post}],
             "rubric_aspects": [{"aspect": a, "evidence": "e", "reason": "r"} for a in aspects],
-            "chosen": " ".join(["w"] * n_chosen), "rejected": " ".join(["w"] * n_rejected),
+            "chosen": "c" * n_chosen, "rejected": "r" * n_rejected,
             "rubric_inferable": inferable,
         })
     return pd.DataFrame(records)
@@ -71,40 +68,15 @@ def acc(table: pd.DataFrame, model: str, column: str) -> dict:
     return {str(k): (int(c), int(n)) for k, c, n in zip(part[column], part["correct"], part["n"], strict=True)}
 
 
-def test_aspect_themes_keyword_scheme():
-    assert aspect_themes("Uses an encouraging tone") == ["tone"]
-    assert aspect_themes("Gives a short bulleted checklist") == ["format"]
-    assert aspect_themes("Mentions safety risks and cheap fixes") == ["budget", "safety"]
-    assert aspect_themes("History of jazz") == ["other"]
-    assert aspect_themes("INJURY prevention") == ["safety"]  # case-insensitive, stem match
-    assert aspect_themes("a safety-minded, inexpensive plan") == ["budget", "safety"]
-    assert aspect_themes("the unsafe option") == ["other"]  # keywords match at the start of a word
-
-
-def test_content_stems_and_inferability():
-    assert content_stems("The walks, walking and walked") == {"walk"}
-    assert inferability(["Cheap travel"], ["cheap flights"]) == 0.5
-    assert inferability("Budget travel", []) == 0.0
-    assert np.isnan(inferability([], ["anything"]))
-
-
-def test_quantile_bins_even_ties_and_nan():
-    values = pd.Series([0.0, 0.0, 0.5, 0.5, 1.0, 1.0, np.nan])
-    bins = quantile_bins(values)
-    assert bins.tolist()[:6] == ["low", "low", "medium", "medium", "high", "high"]
-    assert pd.isna(bins.iloc[6]) and list(bins.cat.categories) == ["low", "medium", "high"]
-    tied = quantile_bins(pd.Series([0.0] * 5 + [0.4, 1.0]))
-    assert tied.tolist() == ["low"] * 5 + ["high", "high"]
-
-
 def test_pair_features(data):
     feats = pair_features(data).set_index("id")
     assert feats["inferability"].tolist() == [0, 0, 0.5, 0.5, 1, 1]
     assert feats["inferability_bin"].astype(str).tolist() == ["low", "low", "medium", "medium", "high", "high"]
     assert feats["n_aspects"].tolist() == [1, 1, 1, 2, 1, 5]
     assert feats["aspects_bin"].astype(str).tolist() == ["1", "1", "1", "2", "1", "5+"]
-    assert feats["length_diff"].tolist() == [5, -5, 0, 25, -25, 0]
-    assert feats["length_bin"].astype(str).tolist() == ["4..10", "-10..-4", "-3..3", ">=21", "<=-21", "-3..3"]
+    assert feats["length_diff_chars"].tolist() == [30, -30, 0, 140, -140, 0]
+    assert feats["length_bin"].astype(str).tolist() == ["21..60", "-60..-21", "-20..20", ">=121", "<=-121",
+                                                        "-20..20"]
     assert feats["rubric_inferable"].tolist() == [False, False, True, True, True, True]
     assert "rubric_inferable" not in pair_features(data.drop(columns="rubric_inferable"))
     bare = pair_features(data.drop(columns=["rubric_aspects", "profile"]))
@@ -143,9 +115,9 @@ def test_by_inferability_and_rubric_inferable(results, data):
 def test_length_bias_and_longer_wins(results, data):
     table = length_bias(results, data, by="model")
     got = table[table.model == "length"].set_index("length_bin")
-    assert got.loc["<=-21", "accuracy"] == 0 and got.loc[">=21", "accuracy"] == 1
-    assert got.loc["-3..3", ["n", "ties"]].tolist() == [2, 2]
-    assert got["mean_diff"].tolist() == [-25, -5, 0, 5, 25]
+    assert got.loc["<=-121", "accuracy"] == 0 and got.loc[">=121", "accuracy"] == 1
+    assert got.loc["-20..20", ["n", "ties"]].tolist() == [2, 2]
+    assert got["mean_diff_chars"].tolist() == [-140, -30, 0, 30, 140]
     wins = longer_wins(results, data).set_index("model")
     assert wins.loc["length", ["n", "longer_wins", "rate"]].tolist() == [4, 4, 1.0]
     # m: p1 picks the shorter, p2 the longer, p5 the shorter; p4 (tie) and p3/p6 (equal length) left out
@@ -153,6 +125,20 @@ def test_length_bias_and_longer_wins(results, data):
     assert wins.loc["m", "chosen_longer_rate"] == pytest.approx(1 / 3)
     assert wins.loc["length", "chosen_longer_rate"] == pytest.approx(0.5)
     assert wins.loc["m", "ci_low"] < 1 / 3 < wins.loc["m", "ci_high"]
+
+
+def test_the_length_baseline_always_prefers_the_longer_answer(tmp_path):
+    """longer_wins counts what the length baseline scores (characters): on the sample (many pairs whose
+    word and character counts disagree) the pure length RM prefers the longer answer in every pair."""
+    data = load_benchmark("sample")
+    results = score_benchmark(data, ["length"], ["none"], out=tmp_path, progress=False)
+    feats = pair_features(data).set_index(["subset", "id"])
+    scored = results.set_index(["subset", "id"])
+    margin = scored["score_chosen"] - scored["score_rejected"]
+    assert (np.sign(margin) == np.sign(feats.loc[margin.index, "length_diff_chars"])).all()
+    wins = longer_wins(results, data)
+    assert wins["n"].item() == int((feats["length_diff_chars"] != 0).sum()) > 30
+    assert wins["rate"].item() == 1.0
 
 
 def test_join_without_matches_is_a_user_error(results, data):

@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
+from prb_utils.models.base import PairInput
+from prb_utils.models.baselines import LexicalBaseline
 from prb_utils.profile import (
     PROFILE_HEADER,
     bm25_retrieve,
@@ -15,6 +17,8 @@ from prb_utils.profile import (
     parse_condition,
     rm_user_message,
     selected_posts,
+    tokenize,
+    user_text,
 )
 
 CONDITIONS = ["none", "top1", "top3", "top50", "full"]
@@ -70,6 +74,27 @@ def test_unknown_retriever_is_a_plain_error():
         make_retriever("tfidf")
 
 
+def test_user_text_strips_only_prbs_wrapper():
+    record = record_with_posts(["Rainy hiking tent?", "Budget hiking\nboots?"])
+    record["profile"][1]["category"] = ""
+    message = rm_user_message(record, "full")
+    assert user_text(message) == "Rainy hiking tent?\nBudget hiking\nboots?\n" + record["question"]
+    assert "outdoors" not in user_text(message)  # community tags are the site's words, not the user's
+    assert user_text(rm_user_message(record, "none")) == record["question"]
+    assert user_text("Question: what is a question?") == "Question: what is a question?"  # no header: all the user's
+
+
+@pytest.mark.parametrize("condition", ["top1", "full"])
+def test_lexical_baseline_gives_nothing_for_echoing_the_wrapper(condition: str):
+    record = record_with_posts(["Knitting needles?", "Rainy hiking tent?"])
+    prompt = rm_user_message(record, condition)
+    echo = PROFILE_HEADER + " Question: [outdoors]"
+    assert set(tokenize(echo)) - set(tokenize(record["question"]))  # the wrapper has words of its own
+    score = LexicalBaseline().score_pairs([PairInput("k", prompt, "A tent.", "A tent. " + echo)])[0]
+    assert score.score_chosen == score.score_rejected > 0
+    assert score.extra["n_prompt_words"] == len(set(tokenize(user_text(prompt))))
+
+
 SECRETS = ("rubric_aspects", "narrative", "rubric_inferable")
 
 
@@ -110,3 +135,16 @@ def test_leakage_guard_for_arbitrary_records(question: str, posts: list[str], co
     message = rm_user_message(record, condition)
     assert not any(c in message for c in canaries)
     assert question in message
+
+
+_PLAIN = st.text(alphabet="abcQqu :?,.", min_size=1, max_size=30)
+
+
+@settings(max_examples=60, deadline=None)
+@given(question=_PLAIN, posts=st.lists(_PLAIN, max_size=5), condition=st.sampled_from(CONDITIONS))
+def test_user_text_keeps_exactly_the_users_words(question: str, posts: list[str], condition: str):
+    record = record_with_posts(posts)
+    record["question"] = question
+    shown = [posts[i] for i in selected_posts(record, condition)]
+    assert sorted(tokenize(user_text(rm_user_message(record, condition)))) == sorted(
+        tokenize(" ".join([*shown, question])))

@@ -1,9 +1,18 @@
 """``length`` and ``lexical``: baselines without a model.
 
-``length``: the score is the response's length in characters (the longer response wins).
-``lexical``: the share of the RM input's distinct content words (lower-cased, stop words removed, the
-same tokenizer as profile retrieval) that the response uses; with a profile block, words of the user's
-earlier posts count too.
+``length``: the score is the response's length in characters (Python string length; the longer response
+wins). :func:`prb_utils.analysis.breakdowns.longer_wins` and the length features count the same unit.
+``lexical``: the share of the user's distinct content words (lower-cased, stop words removed, the same
+tokenizer as profile retrieval) that the response uses. The user's words are the question and, with a
+profile block, the selected posts' texts (:func:`prb_utils.profile.user_text`); prb's own wrapper (the
+profile header, the ``Question:`` prefix) and the posts' StackExchange community tags are not the user's
+words and earn nothing.
+
+>>> from prb_utils.models.base import PairInput
+>>> pair = PairInput("k", "Cheap tent for rain?", chosen="A cheap tent", rejected="A tent")
+>>> [round(s, 2) for s in (LexicalBaseline().score_pairs([pair])[0].score_chosen,
+...                        LengthBaseline().score_pairs([pair])[0].score_rejected)]
+[0.67, 6.0]
 """
 
 from __future__ import annotations
@@ -33,15 +42,16 @@ class LexicalBaseline:
     kind = "lexical"
 
     def score_pairs(self, pairs: Sequence[PairInput]) -> list[PairScore]:
-        from prb_utils.profile import tokenize
+        from prb_utils.profile import tokenize, user_text
 
         scores = []
         for p in pairs:
-            words = set(tokenize(p.prompt))
+            words = set(tokenize(user_text(p.prompt)))
             values = [len(words & set(tokenize(r))) / len(words) if words else 0.0 for r in (p.chosen, p.rejected)]
             scores.append(PairScore(values[0], values[1], None, {"n_prompt_words": len(words), "truncated": False}))
         return scores
 
     def run_metadata(self) -> dict[str, Any]:
-        return {"spec": self.spec, "kind": self.kind, "measure": "share of RM-input content words in the response",
+        return {"spec": self.spec, "kind": self.kind,
+                "measure": "share of the user's content words (question, shown posts) in the response",
                 "device": "none", "dtype": "none"}
