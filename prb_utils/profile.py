@@ -20,12 +20,14 @@ Question: Best pan for eggs?
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from prb_utils.errors import PRBError
+from prb_utils.schema import stable_hash
 
 PROFILE_HEADER = "Here are questions this user asked before:"
 QUESTION_PREFIX = "Question: "
@@ -78,38 +80,85 @@ Retriever = Callable[[str, Sequence[str], int], list[int]]
 Embedder = Callable[[list[str]], Any]
 
 
-def bm25_retrieve(question: str, posts: Sequence[str], k: int) -> list[int]:
-    """Indices of the ``k`` posts most relevant to ``question`` by BM25+ (ties keep the original order).
+def bm25_scores(question: str, posts: Sequence[str]) -> list[float]:
+    """BM25+ relevance of each post to ``question``.
 
     BM25+ keeps every IDF positive, which matters for the small corpora of one user's posts (with Okapi
     BM25 a word in half the posts scores zero).
+    """
+    from rank_bm25 import BM25Plus
+
+    corpus = [tokenize(p) or ["_"] for p in posts]
+    return list(BM25Plus(corpus).get_scores(tokenize(question)))
+
+
+def _top(scores: Sequence[float], k: int) -> list[int]:
+    """Indices of the ``k`` highest scores (ties keep the original order), in post order."""
+    ranked = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+    return sorted(ranked[:k])
+
+
+def bm25_retrieve(question: str, posts: Sequence[str], k: int) -> list[int]:
+    """Indices of the ``k`` posts most relevant to ``question`` by BM25+ (ties keep the original order).
 
     >>> bm25_retrieve("cheap pans", ["hiking boots", "cheap cast iron pans", "pans"], 1)
     [1]
     """
-    from rank_bm25 import BM25Plus
-
     if k >= len(posts):
         return list(range(len(posts)))
-    corpus = [tokenize(p) or ["_"] for p in posts]
-    scores = BM25Plus(corpus).get_scores(tokenize(question))
-    ranked = sorted(range(len(posts)), key=lambda i: (-scores[i], i))
-    return sorted(ranked[:k])
+    return _top(bm25_scores(question, posts), k)
 
 
-def make_retriever(spec: str | None, *, embed: Embedder | None = None) -> Retriever:
-    """``None``/``"bm25"`` -> BM25; ``"dense:NAME"`` -> cosine similarity of the vectors ``embed`` returns.
+def least_retrieve(question: str, posts: Sequence[str], k: int) -> list[int]:
+    """Indices of the ``k`` posts LEAST relevant to ``question`` by BM25+ (an ablation of retrieval).
 
-    This module imports no model code: the caller loads the encoder named after ``dense:`` and passes its
-    embed function (texts -> L2-normalised row vectors).
+    >>> least_retrieve("cheap pans", ["hiking boots", "cheap cast iron pans", "pans"], 1)
+    [0]
+    """
+    if k >= len(posts):
+        return list(range(len(posts)))
+    return _top([-s for s in bm25_scores(question, posts)], k)
+
+
+def random_retriever(seed: int = 0) -> Retriever:
+    """``k`` posts drawn uniformly at random, the same for the same (seed, question, posts) on every run.
+
+    >>> pick = random_retriever(seed=1)
+    >>> pick("q", ["a", "b", "c", "d"], 2) == pick("q", ["a", "b", "c", "d"], 2)
+    True
+    """
+
+    def retrieve(question: str, posts: Sequence[str], k: int) -> list[int]:
+        if k >= len(posts):
+            return list(range(len(posts)))
+        rng = random.Random(stable_hash([seed, question, list(posts)]))
+        return sorted(rng.sample(range(len(posts)), k))
+
+    return retrieve
+
+
+RETRIEVERS = ("bm25", "dense:NAME", "random", "least")
+
+
+def make_retriever(spec: str | None, *, embed: Embedder | None = None, seed: int = 0) -> Retriever:
+    """The post selector behind ``top{K}``: ``bm25`` (default), ``dense:NAME``, ``random`` (seeded), ``least``.
+
+    ``dense:NAME`` ranks by cosine similarity of the vectors ``embed`` returns. This module imports no model
+    code: the caller loads the encoder named after ``dense:`` and passes its embed function (texts ->
+    L2-normalised row vectors). ``random`` and ``least`` (the k least relevant posts by BM25) are ablations:
+    set beside ``bm25`` they show whether choosing the relevant posts matters.
     """
     if spec in (None, "", "bm25"):
         return bm25_retrieve
+    if spec == "least":
+        return least_retrieve
+    if spec == "random":
+        return random_retriever(seed)
     if spec.startswith("dense:"):
         if embed is None:
             raise PRBError(f"Retriever '{spec}' needs an embed function (load the encoder first).")
         return _dense_retriever(embed)
-    raise PRBError(f"Unknown retriever '{spec}'; use bm25 or dense:NAME (e.g. dense:minilm).")
+    raise PRBError(f"Unknown retriever '{spec}'; use one of {', '.join(RETRIEVERS)} (e.g. dense:minilm).")
 
 
 def _dense_retriever(embed: Embedder) -> Retriever:
@@ -117,9 +166,7 @@ def _dense_retriever(embed: Embedder) -> Retriever:
         if k >= len(posts):
             return list(range(len(posts)))
         vectors = embed([question, *posts])
-        scores = (vectors[1:] @ vectors[0]).tolist()
-        ranked = sorted(range(len(posts)), key=lambda i: (-scores[i], i))
-        return sorted(ranked[:k])
+        return _top((vectors[1:] @ vectors[0]).tolist(), k)
 
     return retrieve
 

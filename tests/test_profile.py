@@ -148,3 +148,28 @@ def test_user_text_keeps_exactly_the_users_words(question: str, posts: list[str]
     shown = [posts[i] for i in selected_posts(record, condition)]
     assert sorted(tokenize(user_text(rm_user_message(record, condition)))) == sorted(
         tokenize(" ".join([*shown, question])))
+
+
+POSTS = ["cheap cast iron pans", "hiking boots for rain", "pans and pots on a budget", "lisbon hostels", "anime"]
+
+
+def test_least_retriever_picks_the_complement_end_of_the_bm25_ranking():
+    best = make_retriever("bm25")("cheap pans budget", POSTS, 2)
+    least = make_retriever("least")("cheap pans budget", POSTS, 2)
+    assert best == [0, 2]
+    assert not set(best) & set(least) and len(least) == 2
+
+
+def test_random_retriever_is_seeded_uniform_and_differs_from_bm25():
+    first = make_retriever("random", seed=0)
+    again = make_retriever("random", seed=0)
+    picks = [tuple(first(f"question {i}", POSTS, 2)) for i in range(200)]
+    assert picks == [tuple(again(f"question {i}", POSTS, 2)) for i in range(200)]
+    assert picks != [tuple(make_retriever("random", seed=1)(f"question {i}", POSTS, 2)) for i in range(200)]
+    counts = [sum(i in p for p in picks) for i in range(len(POSTS))]
+    assert all(50 < c < 110 for c in counts), counts  # each post is drawn about 2/5 of 200 = 80 times
+
+
+def test_unknown_retriever_names_the_choices():
+    with pytest.raises(PRBError, match="random, least"):
+        make_retriever("worst")
