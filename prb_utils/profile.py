@@ -1,11 +1,13 @@
 """Profile conditions: which of the user's past posts reach a reward model, and how they are shown.
 
 Conditions: ``none`` (question only, as the benchmark's reference scripts do), ``top{K}`` (the K posts most
-relevant to the question, BM25 by default), ``full`` (every post).
+relevant to the question, BM25 by default), ``full`` (every post), and the diagnostic oracle ``rubric``: the
+user's rubric aspects themselves are shown (an upper bound, never a benchmark result; see :data:`ORACLE_CONDITIONS`).
 
 Leakage guard: :func:`rm_user_message` reads only the question and the posts' ``category`` and ``text``
 through :func:`rm_visible_fields`; rubric aspects, their evidence and reasons, and the narrative are the
-answer key and never reach a reward model, whatever the options.
+answer key and never reach a reward model under any other condition, whatever the options. Under
+``rubric`` only the aspects' text is shown (never their evidence or reason, nor the narrative).
 
 >>> record = {"question": "Best pan for eggs?", "profile": [{"id": "p1", "category": "cooking",
 ...           "text": "Cheap nonstick pans?"}], "narrative": "SECRET", "rubric_aspects": []}
@@ -27,11 +29,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from prb_utils.errors import PRBError
-from prb_utils.schema import stable_hash
+from prb_utils.schema import ORACLE_CONDITIONS, stable_hash
 
 PROFILE_HEADER = "Here are questions this user asked before:"
 QUESTION_PREFIX = "Question: "
-_CONDITION = re.compile(r"^(none|full|top([0-9]+))$")
+ORACLE_HEADER = "This user expects an answer that:"
+_CONDITION = re.compile(r"^(none|full|rubric|top([0-9]+))$")
 _WORD = re.compile(r"[a-z0-9]+")
 STOPWORDS = frozenset(
     "a an and are as at be but by can do does for from has have how i if in is it its my of on or so that "
@@ -49,7 +52,12 @@ class ProfileCondition:
 
     @property
     def uses_posts(self) -> bool:
-        return self.k != 0
+        return self.k != 0 and not self.oracle
+
+    @property
+    def oracle(self) -> bool:
+        """True for ``rubric``: the RM sees the answer key (a diagnostic, never a benchmark result)."""
+        return self.name in ORACLE_CONDITIONS
 
 
 def parse_condition(text: str | ProfileCondition) -> ProfileCondition:
@@ -68,6 +76,8 @@ def parse_condition(text: str | ProfileCondition) -> ProfileCondition:
         return ProfileCondition("none", 0)
     if name == "full":
         return ProfileCondition("full", None)
+    if name == "rubric":
+        return ProfileCondition("rubric", 0)
     return ProfileCondition(name, int(match.group(2)))
 
 
@@ -194,13 +204,29 @@ def selected_posts(
 def rm_user_message(
     record: Mapping[str, Any], condition: str | ProfileCondition, *, retriever: Retriever | None = None
 ) -> str:
-    """The user turn a reward model sees: the question, preceded by the selected posts when there are any."""
+    """The user turn a reward model sees: the question, preceded by the selected posts when there are any.
+
+    Under the oracle condition ``rubric`` the rubric aspects are shown instead of posts (nothing else of the
+    answer key).
+    """
+    if parse_condition(condition).oracle:
+        return _oracle_message(record)
     question, posts = rm_visible_fields(record)
     chosen = selected_posts(record, condition, retriever=retriever)
     if not chosen:
         return question
     lines = [f"- [{posts[i][0]}] {posts[i][1]}" if posts[i][0] else f"- {posts[i][1]}" for i in chosen]
     return "\n".join([PROFILE_HEADER, *lines, "", f"{QUESTION_PREFIX}{question}"])
+
+
+def _oracle_message(record: Mapping[str, Any]) -> str:
+    """The ``rubric`` condition's user turn: the aspects' text only, then the question."""
+    aspects = [str(a.get("aspect") or "") for a in (record.get("rubric_aspects") or [])]
+    lines = [f"- {a}" for a in aspects if a.strip()]
+    question = str(record["question"])
+    if not lines:
+        return question
+    return "\n".join([ORACLE_HEADER, *lines, "", f"{QUESTION_PREFIX}{question}"])
 
 
 _POST_BULLET = re.compile(r"^- (?:\[[^\]\n]*\] )?", re.MULTILINE)
@@ -223,9 +249,10 @@ def user_text(message: str) -> str:
     >>> user_text("Best pan for eggs?")
     'Best pan for eggs?'
     """
-    if not message.startswith(PROFILE_HEADER + "\n"):
+    header = next((h for h in (PROFILE_HEADER, ORACLE_HEADER) if message.startswith(h + "\n")), None)
+    if header is None:
         return message
-    posts, sep, question = message[len(PROFILE_HEADER) + 1:].rpartition("\n\n" + QUESTION_PREFIX)
+    posts, sep, question = message[len(header) + 1:].rpartition("\n\n" + QUESTION_PREFIX)
     if not sep:
         return message
     return "\n".join([_POST_BULLET.sub("", posts), question])

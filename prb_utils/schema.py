@@ -48,6 +48,19 @@ BASELINES = ("length", "lexical")
 #: The models the main job scores when none is given (all offline).
 DEFAULT_ZOO = ("embedding:minilm", "implicit:smollm2", "judge:smollm2", "length", "lexical")
 
+#: Profile conditions that show the RM the answer key: diagnostics, marked as oracle in every output.
+ORACLE_CONDITIONS = ("rubric",)
+
+
+def is_oracle(condition: str) -> bool:
+    """True for a profile condition that shows the RM the answer key (``rubric``).
+
+    >>> is_oracle("rubric"), is_oracle("top3")
+    (True, False)
+    """
+    return str(condition) in ORACLE_CONDITIONS
+
+
 #: Pair-browser filters (notebook 01 and its widgets).
 FILTERS = ("all", "disagreement", "profile_flips", "wrong")
 

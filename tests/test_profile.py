@@ -173,3 +173,16 @@ def test_random_retriever_is_seeded_uniform_and_differs_from_bm25():
 def test_unknown_retriever_names_the_choices():
     with pytest.raises(PRBError, match="random, least"):
         make_retriever("worst")
+
+
+def test_the_rubric_oracle_shows_only_the_aspects_and_is_marked_as_oracle():
+    record = load_benchmark("sample").to_dict("records")[0]
+    leaked, canaries = _with_canaries(record)
+    message = rm_user_message(leaked, "rubric")
+    assert parse_condition("rubric").oracle and not parse_condition("full").oracle
+    aspect_canaries = [c for c in canaries if c.startswith("CANARYASPECT")]
+    assert aspect_canaries and all(c in message for c in aspect_canaries)
+    assert not any(c in message for c in canaries if c not in aspect_canaries)
+    assert all(post["text"] not in message for post in record["profile"])
+    assert message.endswith(f"Question: {record['question']}")
+    assert "CANARYASPECT0" in user_text(message) and "expects" not in user_text(message)
