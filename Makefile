@@ -6,13 +6,17 @@ STAMP := $(VENV)/.prb-installed
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS ?= 1
 
-.PHONY: report test bon lint install clean
+.PHONY: report test test-fast bon lint install clean
 
 report: $(STAMP)
 	$(BIN)/prb report --data sample --out reports
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# the inner loop: everything but the slow tests (wheel build, notebook execution)
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
 
 # optional: the offline Best-of-N pipeline on the sample (smollm2 policy, default zoo, proxy judge)
 bon: $(STAMP)

@@ -23,9 +23,10 @@ import pandas as pd
 import yaml
 
 from prb_utils.errors import DataError, PRBError
+from prb_utils.resources import resource_dir
 from prb_utils.schema import stable_hash
 
-SAMPLE_DIR = Path(__file__).resolve().parent.parent / "data" / "sample"
+SAMPLE_DIR = resource_dir("data") / "sample"  # the repository's data/, or the packaged copy
 HUB_ID = "QiyaoMa/Personalized-RewardBench"
 SPLIT = "test"
 FILE_SUFFIXES = (".jsonl", ".json", ".parquet")

@@ -1,9 +1,15 @@
-"""Shared fixtures: tiny random models saved as folders (built once per test session)."""
+"""Shared fixtures: tiny random models saved as folders, and the report on the sample (each built once per
+test session)."""
 
 from __future__ import annotations
 
 import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach the hub
@@ -32,3 +38,83 @@ def tiny_classifier_dir(tmp_path_factory):
 def tiny_bert_dir(tmp_path_factory):
     """Folder of a tiny random BertModel (specs embedding:/classifier:<folder>)."""
     return tiny_models.build_bert(tmp_path_factory.mktemp("tiny_bert"))
+
+
+# ------------------------------------------------------------------ the report, built once per session
+
+REPORT_MODELS = ["length", "lexical"]
+REPORT_PROFILES = ["none", "top3"]
+REPORT_PARAMETERS = {  # per-notebook parameters that keep the run short and reach every section
+    "00_workshop_personalization": {"quiz_answers": ["A", "B", "A"]},
+    "01_pair_inspection": {"max_pairs": 2},
+    "02_accuracy_breakdown": {"n_resamples": 200},
+    "03_downstream_correlation": {"n_boot": 200},
+}
+PPO_CSV = "rm,subset,score,n\nlength,Art,0.4,10\nlexical,Art,0.6,10\nlexical,Society,0.5,30\n"
+
+
+@dataclass
+class SampleReport:
+    """Where the session's report lies: ``out`` (pages, executed notebooks, ``*.numbers.json``), the store
+    ``results`` (with a BoN frame in ``results/bon``), the PPO CSV, and the error of a failed notebook."""
+
+    root: Path
+    out: Path
+    results: Path
+    ppo: Path
+    error: str | None
+
+
+def write_bon_frame(folder: Path) -> Path:
+    """A small tidy BoN frame as the BoN pipeline writes it (two RMs, 4 questions x 8 samples)."""
+    rng = np.random.default_rng(0)
+    rows = [{"model": model, "subset": "Art_and_Entertainment", "id": f"art-00{q}", "sample_idx": i,
+             "rm_score": float(rng.normal()), "quality": float(rng.uniform()), "judge": "proxy:minilm",
+             "judge_proxy": True}
+            for model in REPORT_MODELS for q in range(1, 5) for i in range(8)]
+    folder.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_parquet(folder / "bon_frame.parquet", index=False)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def sample_report(tmp_path_factory) -> SampleReport:
+    """Every notebook executed once per session on the sample with the two baselines.
+
+    The sample is copied as a folder of ``.jsonl`` files and both it and the store are given by relative
+    paths from the working folder (the notebooks run in the report folder, so this also checks that the
+    report hands them absolute paths). Scoring goes through ``prb score``. Tests that use this fixture are
+    marked ``notebooks`` and ``slow`` (see :func:`pytest_collection_modifyitems`).
+    """
+    from prb_utils.cli import main
+    from prb_utils.data import SAMPLE_DIR
+    from prb_utils.errors import PRBError
+    from prb_utils.notebook.report import build_report
+
+    root = tmp_path_factory.mktemp("sample_report")
+    shutil.copytree(SAMPLE_DIR, root / "bench")
+    ppo = root / "ppo.csv"
+    ppo.write_text(PPO_CSV, encoding="utf-8")
+    parameters = {**REPORT_PARAMETERS, "03_downstream_correlation": {
+        **REPORT_PARAMETERS["03_downstream_correlation"], "ppo": str(ppo)}}
+    error = None
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        specs = [arg for model in REPORT_MODELS for arg in ("--model", model)]
+        conditions = [arg for profile in REPORT_PROFILES for arg in ("--profile", profile)]
+        assert main(["score", "--data", "bench", *specs, *conditions, "--out", "results", "--no-progress"]) == 0
+        write_bon_frame(root / "results" / "bon")
+        try:
+            build_report(data="bench", results="results", out="reports", models=REPORT_MODELS,
+                         profiles=REPORT_PROFILES, progress=False, parameters=parameters)
+        except PRBError as exc:
+            error = str(exc)
+    return SampleReport(root, root / "reports", root / "results", ppo, error)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that needs the session's report executes notebooks: mark it ``notebooks`` and ``slow``."""
+    for item in items:
+        if "sample_report" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.notebooks)
+            item.add_marker(pytest.mark.slow)

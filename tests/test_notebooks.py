@@ -1,11 +1,14 @@
 """The notebooks, executed headlessly with papermill on the sample, and the library code behind them.
 
-The model subset is the two model-free baselines (``length``, ``lexical``), scored once into a temporary
-store; every notebook must run without an error cell and hold its tables and figures as static outputs.
+The notebooks run once per test session (the ``sample_report`` fixture of ``conftest.py``: the two
+model-free baselines ``length`` and ``lexical`` under ``none`` and ``top3``). Each executed notebook leaves
+its key numbers in ``<name>.numbers.json``; the tests recompute those numbers from the store and the data
+with plain pandas, scipy and statsmodels, and check that the pages hold static tables and figures.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -13,6 +16,9 @@ import nbformat
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import REPORT_MODELS, REPORT_PARAMETERS, REPORT_PROFILES, SampleReport
+from scipy import stats
+from statsmodels.stats.proportion import proportion_confint
 
 from prb_utils.errors import PRBError
 from prb_utils.notebook.pair_view import (
@@ -36,27 +42,10 @@ from prb_utils.notebook.widgets import QuizItem, quiz_comparison, quiz_items
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
 NAMES = ["00_workshop_personalization", "01_pair_inspection", "02_accuracy_breakdown", "03_downstream_correlation"]
-MODELS = ["length", "lexical"]
-PROFILES = ["none", "top3"]
-FAST = {  # per-notebook parameters that keep the run short
-    "00_workshop_personalization": {"quiz_answers": ["A", "B", "A"]},
-    "01_pair_inspection": {"max_pairs": 2},
-    "02_accuracy_breakdown": {"n_resamples": 200},
-    "03_downstream_correlation": {"n_boot": 200},
-}
+KEYS = ["model", "profile"]
 
 
-# ------------------------------------------------------------------------------------------ fixtures
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory) -> Path:
-    from prb_utils.data import load_benchmark
-    from prb_utils.scoring import score_benchmark
-
-    out = tmp_path_factory.mktemp("store")
-    score_benchmark(load_benchmark("sample"), MODELS, PROFILES, out=out, progress=False)
-    return out
+# ------------------------------------------------------------------------------------------ helpers
 
 
 def execute(name: str, out_dir: Path, **parameters) -> nbformat.NotebookNode:
@@ -90,28 +79,57 @@ def n_images(nb: nbformat.NotebookNode) -> int:
     return sum("image/png" in o.get("data", {}) for o in outputs(nb))
 
 
-def write_bon_frame(folder: Path) -> Path:
-    """A small tidy BoN frame as the BoN pipeline writes it (two RMs, 4 questions x 8 samples)."""
-    rng = np.random.default_rng(0)
-    rows = [{"model": model, "subset": "Art_and_Entertainment", "id": f"art-00{q}", "sample_idx": i,
-             "rm_score": float(rng.normal()), "quality": float(rng.uniform()), "judge": "proxy:minilm",
-             "judge_proxy": True}
-            for model in MODELS for q in range(1, 5) for i in range(8)]
-    folder.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_parquet(folder / "bon_frame.parquet", index=False)
-    return folder
+def numbers(report: SampleReport, name: str) -> dict:
+    """The key numbers the notebook recorded, after checking where the kernel imported prb_utils from."""
+    content = json.loads((report.out / f"{name}.numbers.json").read_text(encoding="utf-8"))
+    assert content["notebook"] == name
+    assert Path(content["prb_utils"]) == REPO / "prb_utils"  # the tests run the source checkout
+    return content["numbers"]
+
+
+def frame(records: list[dict], keys: list[str]) -> pd.DataFrame:
+    return pd.DataFrame(records).set_index(keys).sort_index()
+
+
+def store_rows(report: SampleReport) -> pd.DataFrame:
+    """The per-item rows of the session's store, read without the notebook helpers."""
+    from prb_utils.store import load_results
+
+    rows = load_results(report.results)
+    return rows[rows["model"].isin(REPORT_MODELS) & rows["profile"].isin(REPORT_PROFILES)]
+
+
+def expected_accuracy(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """n, correct, ties, invalid, accuracy and the Wilson 95% interval per group, by plain counting."""
+    outcome = rows["outcome"]
+    table = pd.DataFrame({
+        "n": rows.groupby(by).size(),
+        "correct": (outcome == "correct").groupby([rows[c] for c in by]).sum(),
+        "ties": (outcome == "tie").groupby([rows[c] for c in by]).sum(),
+        "invalid": (outcome == "invalid").groupby([rows[c] for c in by]).sum(),
+    })
+    table["accuracy"] = table["correct"] / table["n"]
+    low, high = proportion_confint(table["correct"], table["n"], alpha=0.05, method="wilson")
+    return table.assign(ci_low=low, ci_high=high).sort_index()
+
+
+def assert_same_table(recorded: pd.DataFrame, expected: pd.DataFrame) -> None:
+    columns = list(expected.columns)
+    pd.testing.assert_frame_equal(recorded[columns].astype(float), expected.astype(float), check_names=False,
+                                  rtol=1e-9)
 
 
 @pytest.fixture(scope="module")
-def executed(store, tmp_path_factory) -> dict[str, nbformat.NotebookNode]:
-    out = tmp_path_factory.mktemp("executed")
-    common = {"results": str(store), "models": MODELS, "profiles": PROFILES, "interactive": False}
-    bon_dir = write_bon_frame(out / "bon")
-    ppo = out / "ppo.csv"
-    ppo.write_text("rm,subset,score,n\nlength,Art,0.4,10\nlexical,Art,0.6,10\nlexical,Society,0.5,30\n")
-    extra = {**FAST, "03_downstream_correlation": {**FAST["03_downstream_correlation"], "bon_dir": str(bon_dir),
-                                                   "ppo": str(ppo)}}
-    return {name: execute(name, out, **common, **extra[name]) for name in NAMES}
+def executed(sample_report) -> dict[str, nbformat.NotebookNode]:
+    assert sample_report.error is None, sample_report.error
+    return {name: nbformat.read(str(sample_report.out / f"{name}.ipynb"), as_version=4) for name in NAMES}
+
+
+@pytest.fixture(scope="module")
+def bench(sample_report) -> pd.DataFrame:
+    from prb_utils.data import load_benchmark
+
+    return load_benchmark(str(sample_report.root / "bench"))
 
 
 # ------------------------------------------------------------------------------------ the notebook files
@@ -143,52 +161,125 @@ def test_no_error_outputs(executed):
         assert not errors, f"{name}: {errors[0]['ename']}: {errors[0]['evalue']}" if errors else ""
 
 
-def test_workshop_outputs(executed):
-    nb = executed["00_workshop_personalization"]
-    text = html_text(nb)
-    assert "Question (the same for every user)" in text
+def test_every_notebook_records_its_parameters(sample_report):
+    for name in NAMES:
+        content = json.loads((sample_report.out / f"{name}.numbers.json").read_text(encoding="utf-8"))
+        params = content["params"]
+        assert Path(params["data"]).is_absolute() and Path(params["results"]).is_absolute()  # made absolute
+        assert Path(params["results"]) == sample_report.results
+        assert params["models"] == REPORT_MODELS and params["profiles"] == REPORT_PROFILES
+        assert params["interactive"] is False
+        assert {k: params[k] for k in REPORT_PARAMETERS[name]} == REPORT_PARAMETERS[name]
+        assert numbers(sample_report, name)["pairs"] == 42
+
+
+def test_workshop_numbers_match_the_store(sample_report, bench, executed):
+    recorded = frame(numbers(sample_report, "00_workshop_personalization")["quiz"], ["who", "profile"])
+    answers = REPORT_PARAMETERS["00_workshop_personalization"]["quiz_answers"]
+    items = quiz_items(bench, 6, seed=0)  # the quiz's pairs (its defaults: 6 pairs, seed 0)
+    you = recorded.loc[("you", "what the RM sees")]
+    assert you["n"] == len(answers)
+    assert you["correct"] == sum(a == item.chosen_side for a, item in zip(answers, items, strict=False))
+    rows = store_rows(sample_report)
+    keys = {(item.subset, item.id) for item in items}
+    on_quiz = rows[[(s, i) in keys for s, i in zip(rows["subset"], rows["id"], strict=True)]]
+    expected = expected_accuracy(on_quiz, KEYS).rename_axis(["who", "profile"])
+    assert_same_table(recorded.drop(index=[("you", "what the RM sees")]), expected[["n", "correct", "accuracy"]])
+
+    text = html_text(executed["00_workshop_personalization"])
     assert text.count("What the RM sees") == 6  # one per quiz pair
-    assert "The user wanted <b>Response" in text
     assert "You picked A." in text and "No guess recorded." in text  # three answers given for six pairs
-    assert "You and the reward models on the quiz pairs" in text
     for condition in ("<code>none</code>", "<code>top3</code>", "<code>full</code>"):
         assert condition in text
-    assert n_images(nb) >= 1
+    assert n_images(executed["00_workshop_personalization"]) >= 1
 
 
-def test_pair_inspection_outputs(executed):
+def _correct_by_condition(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per (model, pair), one column per profile condition: is the verdict correct."""
+    ok = rows.assign(ok=rows["outcome"] == "correct")
+    return ok.pivot_table(index=["model", "subset", "id"], columns="profile", values="ok", aggfunc="first")
+
+
+def test_pair_inspection_numbers_match_the_store(sample_report, executed):
+    recorded = numbers(sample_report, "01_pair_inspection")
+    rows = store_rows(sample_report)
+    by_condition = _correct_by_condition(rows)
+    flips = by_condition["none"] != by_condition["top3"]
+    assert recorded["flips"] == int(flips.sum())
+    per_profile = rows.assign(ok=rows["outcome"] == "correct").groupby(["profile", "subset", "id"])["ok"]
+    disagree = (per_profile.nunique() > 1).groupby(level=["subset", "id"]).any()
+    expected = {"all": 42, "wrong": rows.loc[rows["outcome"] != "correct", ["subset", "id"]].drop_duplicates().shape[0],
+                "disagreement": int(disagree.sum()),
+                "profile_flips": int(flips.groupby(level=["subset", "id"]).any().sum())}
+    assert {r["filter"]: r["pairs"] for r in recorded["filters"]} == expected
+    assert_same_table(frame(recorded["accuracy"], KEYS), expected_accuracy(rows, KEYS))
+
     nb = executed["01_pair_inspection"]
     text = html_text(nb)
-    assert "Pairs matching filter <code>all</code>: 42 of 42" in text
     assert text.count('class="prb-pair"') == 2  # max_pairs
     assert "chosen (follows the rubric)" in text and "prb-only" in text
     assert "fed to the RM under top3" in text
-    assert "profile_flips" in text and "outcome_none" in text
     assert n_images(nb) >= 1
 
 
-def test_accuracy_breakdown_outputs(executed):
-    nb = executed["02_accuracy_breakdown"]
-    text = html_text(nb)
+def test_accuracy_breakdown_numbers_match_the_store(sample_report, executed):
+    recorded = numbers(sample_report, "02_accuracy_breakdown")
+    rows = store_rows(sample_report)
+    assert_same_table(frame(recorded["overall"], KEYS), expected_accuracy(rows, KEYS))
+    by_subset = [*KEYS, "subset"]
+    assert_same_table(frame(recorded["per_subset"], by_subset), expected_accuracy(rows, by_subset))
+    assert set(frame(recorded["overall"], KEYS)["n"]) == {42}  # every pair scored by every job
+
+    text = html_text(executed["02_accuracy_breakdown"])
     for column in ("ci_low", "a_only", "p_holm", "longer_wins", "theme", "aspects_bin", "rubric_inferable"):
         assert column in text, column
     assert "No judge" in text
-    assert n_images(nb) >= 8
+    assert n_images(executed["02_accuracy_breakdown"]) >= 8
 
 
-def test_downstream_outputs(executed):
+def brute_force_best_of_k(group: pd.DataFrame, k: int) -> float:
+    """Mean quality of the highest-scored sample over every k-subset of one question's samples."""
+    scores, quality = group["rm_score"].to_numpy(), group["quality"].to_numpy()
+    picks = [quality[list(s)][np.argmax(scores[list(s)])] for s in itertools.combinations(range(len(scores)), k)]
+    return float(np.mean(picks))
+
+
+def test_downstream_numbers_match_the_inputs(sample_report, executed):
+    recorded = numbers(sample_report, "03_downstream_correlation")
+    rows = store_rows(sample_report)
+    top3 = expected_accuracy(rows[rows["profile"] == "top3"], ["model"])
+    assert_same_table(frame(recorded["prb"], ["model"]), top3)
+
+    bon_frame = pd.read_parquet(sample_report.results / "bon" / "bon_frame.parquet")
+    bon_table = frame(recorded["bon"], ["model"])
+    for k in (1, 2, 4, 8):
+        expected = bon_frame.groupby(["model", "subset", "id"]).apply(brute_force_best_of_k, k).groupby("model").mean()
+        np.testing.assert_allclose(bon_table[f"bon@{k}"], expected.sort_index(), rtol=1e-9)
+
+    ppo = pd.read_csv(sample_report.ppo)
+    pooled = (ppo["score"] * ppo["n"]).groupby(ppo["rm"]).sum() / ppo["n"].groupby(ppo["rm"]).sum()
+    np.testing.assert_allclose(frame(recorded["ppo"], ["model"])["ppo"], pooled.sort_index(), rtol=1e-9)
+
+    example = pd.read_csv(DownstreamParams().downstream_path, comment="#", index_col="model")
+    coefficients = {"spearman": stats.spearmanr, "kendall": stats.kendalltau, "pearson": stats.pearsonr}
+    checked = 0
+    for row in recorded["example_agreement"]:
+        if row["metric"] in coefficients:
+            value = coefficients[row["metric"]](example[row["benchmark"]], example[row["downstream"]])[0]
+            assert row["estimate"] == pytest.approx(value, rel=1e-9), row
+            assert row["ci_low"] <= row["estimate"] <= row["ci_high"], row
+            checked += 1
+    assert checked >= 3
+
     nb = executed["03_downstream_correlation"]
     text = html_text(nb)
-    assert "No BoN pipeline results" not in text  # the BoN frame given by bon_dir is used
-    assert "bon@8" in text and "Only 2 RM(s) have both" in text
-    assert "Society_and_Culture" in text and "2 RM(s) have both a PPO outcome" in text  # the PPO table
-    assert "spearman" in text and "weighted_tau" in text
-    assert "rm-a" in text  # the illustrative table
-    sources = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
-    assert "Illustrative numbers" in sources
+    assert "No BoN pipeline results" not in text  # the BoN frame in <results>/bon is used
+    assert "Only 2 RM(s) have both" in text and "2 RM(s) have both a PPO outcome" in text
     assert n_images(nb) >= 3  # BoN curves, agreement bars, scatter and rank-rank
 
 
+@pytest.mark.notebooks
+@pytest.mark.slow
 def test_workshop_runs_without_any_scores(tmp_path):
     nb = execute("00_workshop_personalization", tmp_path, results=str(tmp_path / "no-store"), interactive=False,
                  quiz_pairs=2)
@@ -196,15 +287,6 @@ def test_workshop_runs_without_any_scores(tmp_path):
     text = html_text(nb)
     assert "No model scores in the store yet" in text and "No model has scored this pair yet" in text
     assert "Question (the same for every user)" in text
-
-
-def test_bad_parameter_fails_with_a_clear_message(store, tmp_path):
-    from papermill.exceptions import PapermillExecutionError
-
-    with pytest.raises(PapermillExecutionError) as info:
-        execute("01_pair_inspection", tmp_path, results=str(store), max_pairs="3")
-    assert info.value.ename == "PRBError"
-    assert "Parameter 'max_pairs' must be an integer" in info.value.evalue
 
 
 # ------------------------------------------------------------------------------------------ parameters

@@ -236,9 +236,9 @@ def inferability_curve(table: pd.DataFrame, *, x: str = "inferability_bin", y: s
 def length_bias_curve(table: pd.DataFrame, *, x: str = "length_bin", y: str = "accuracy",
                       hue: str | Sequence[str] | None = "model", style: str | None = None,
                       reference: float | None = 0.5, dodge: float = 0.2, ax: Axes | None = None,
-                      title: str | None = "Accuracy by chosen - rejected length (words)") -> Axes:
+                      title: str | None = "Accuracy by chosen - rejected length (characters)") -> Axes:
     """Accuracy per length-difference bin (:func:`prb_utils.analysis.breakdowns.length_bias`): colour = ``hue``,
-    line style = ``style``. Left of "-3..3" the chosen answer is the shorter one."""
+    line style = ``style``. Left of the middle bin ("-20..20") the chosen answer is the shorter one."""
     _need(table, [x, y, *_cols(hue), *_cols(style)])
     ax = _axes(ax, (8, 4.5))
     _series_by_category(table, x=x, y=y, hue=hue, style=style, ax=ax, bars=False, dodge=dodge)

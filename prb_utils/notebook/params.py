@@ -26,10 +26,11 @@ from typing import Any, ClassVar, Literal
 import pandas as pd
 
 from prb_utils.errors import PRBError
+from prb_utils.resources import resource_dir, source_root
 from prb_utils.schema import KINDS
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE_DOWNSTREAM = PROJECT_ROOT / "data" / "downstream_example.csv"
+PROJECT_ROOT = source_root()  # the repository in a source checkout; None for an installed package
+EXAMPLE_DOWNSTREAM = resource_dir("data") / "downstream_example.csv"
 
 _TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
 
@@ -79,18 +80,21 @@ def canonical_spec(spec: str) -> str:
 
 
 def resolve_path(path: str) -> Path:
-    """A path as the user meant it: absolute, else relative to the working folder when it exists there,
-    else relative to the project root (a notebook opened from ``notebooks/`` finds ``results/``)."""
+    """A path as the user meant it, made absolute: relative to the working folder when it exists there, else
+    relative to the project root when it exists there (a notebook opened from ``notebooks/`` finds
+    ``results/``), else relative to the working folder."""
     candidate = Path(path).expanduser()
-    if candidate.is_absolute() or candidate.exists():
+    if candidate.is_absolute():
         return candidate
-    rooted = PROJECT_ROOT / candidate
-    return rooted if rooted.exists() else candidate
+    if not candidate.exists() and PROJECT_ROOT is not None and (PROJECT_ROOT / candidate).exists():
+        return PROJECT_ROOT / candidate
+    return candidate.absolute()
 
 
 def resolve_data_source(source: str) -> str:
-    """``sample`` and hub ids stay as they are; an existing relative path is resolved like :func:`resolve_path`."""
-    if source == "sample" or Path(source).expanduser().is_absolute():
+    """``sample`` and hub ids stay as they are; an existing local path becomes absolute (see
+    :func:`resolve_path`), so a notebook running in another folder (the report's) still finds it."""
+    if source == "sample":
         return source
     resolved = resolve_path(source)
     return str(resolved) if resolved.exists() else source

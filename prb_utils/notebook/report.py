@@ -3,30 +3,36 @@
 :func:`build_report` runs each notebook of ``notebooks/`` headlessly (widgets fall back to static tables
 and figures), writes ``<out>/<name>.ipynb`` and ``<out>/<name>.html``, and ``<out>/index.html`` linking
 the pages with the run metadata of the store. Notebooks find the data and the store through their
-parameters (absolute paths are passed), never through the working folder. Scoring is not done here: the
-``prb report`` command scores what is missing first.
+parameters (absolute paths are passed), never through the working folder. Each notebook's last cell calls
+:func:`record_numbers`, which writes its key numbers to ``<out>/<name>.numbers.json`` during a report run.
+Scoring is not done here: the ``prb report`` command scores what is missing first.
 """
 
 from __future__ import annotations
 
 import html
+import json
+import math
 import os
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from prb_utils.errors import PRBError
-from prb_utils.notebook.params import PARAMS_BY_NOTEBOOK, PROJECT_ROOT, resolve_data_source
+from prb_utils.notebook.params import PARAMS_BY_NOTEBOOK, NotebookParams, resolve_data_source
+from prb_utils.resources import resource_dir
 
-NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
+NOTEBOOK_DIR = resource_dir("notebooks")  # the repository's notebooks/, or the packaged copy
 KERNEL = "python3"
+NUMBERS_ENV = "PRB_NUMBERS_DIR"  # where record_numbers writes; set for the kernels of a report run
 TITLES = {
     "00_workshop_personalization": "Workshop: one question, two users",
     "01_pair_inspection": "Pair inspection",
@@ -53,29 +59,86 @@ def available_notebooks(folder: Path = NOTEBOOK_DIR) -> list[str]:
     return sorted(p.stem for p in Path(folder).glob("*.ipynb"))
 
 
-def notebook_parameters(name: str, values: dict[str, Any], path: Path) -> dict[str, Any]:
-    """The subset of ``values`` the notebook declares in its parameters cell."""
+def _declared(name: str, path: Path) -> set[str]:
     if name in PARAMS_BY_NOTEBOOK:
-        accepted = set(PARAMS_BY_NOTEBOOK[name].names())
-    else:
-        import papermill
+        return set(PARAMS_BY_NOTEBOOK[name].names())
+    import papermill
 
-        accepted = set(papermill.inspect_notebook(str(path)))
-    return {k: v for k, v in values.items() if k in accepted}
+    return set(papermill.inspect_notebook(str(path)))
+
+
+def notebook_parameters(name: str, values: dict[str, Any], path: Path,
+                        extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The subset of ``values`` the notebook declares in its parameters cell, updated with ``extra``
+    (parameters for this notebook only; a name it does not declare is a :class:`PRBError`)."""
+    accepted = _declared(name, path)
+    unknown = sorted(set(extra or {}) - accepted)
+    if unknown:
+        raise PRBError(f"Unknown parameter(s) {', '.join(unknown)} for the {name} notebook; "
+                       f"known: {', '.join(sorted(accepted))}.")
+    return {**{k: v for k, v in values.items() if k in accepted}, **(extra or {})}
+
+
+def check_out_folder(out: str | Path, notebooks: Path = NOTEBOOK_DIR) -> Path:
+    """``out`` as an absolute folder; :class:`PRBError` when it is the folder of the source notebooks."""
+    out_dir = Path(out).expanduser().resolve()
+    if out_dir == Path(notebooks).resolve():
+        raise PRBError(f"The report folder {out} holds the source notebooks, which the executed copies would "
+                       "overwrite; choose another --out folder (default: reports).")
+    return out_dir
 
 
 @contextmanager
-def _headless_env() -> Iterator[None]:
-    """Tell the kernels papermill starts (they inherit the environment) that no frontend is there."""
-    before = os.environ.get("PRB_HEADLESS")
-    os.environ["PRB_HEADLESS"] = "1"
+def _report_env(out: Path) -> Iterator[None]:
+    """Tell the kernels papermill starts (they inherit the environment) that no frontend is there and
+    where :func:`record_numbers` writes."""
+    values = {"PRB_HEADLESS": "1", NUMBERS_ENV: str(out)}
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop("PRB_HEADLESS", None)
-        else:
-            os.environ["PRB_HEADLESS"] = before
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON data: frames become lists of records (a named index becomes columns), NaN None."""
+    if isinstance(value, pd.Series):
+        value = value.to_frame()
+    if isinstance(value, pd.DataFrame):
+        frame = value if isinstance(value.index, pd.RangeIndex) else value.reset_index()
+        return json.loads(frame.to_json(orient="records", double_precision=15))
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def record_numbers(params: NotebookParams, **numbers: Any) -> Path | None:
+    """Write a notebook's key numbers to ``<notebook>.numbers.json`` in the report folder, so that checks
+    and readers use them without parsing HTML. Outside a report run (``PRB_NUMBERS_DIR`` unset) nothing
+    is written and None is returned. The file holds the parameters, where ``prb_utils`` was imported from,
+    and ``numbers`` (frames as lists of records, NaN as null)."""
+    folder = os.environ.get(NUMBERS_ENV)
+    if not folder:
+        return None
+    import prb_utils
+
+    content = {"notebook": params.notebook, "prb_utils": str(Path(prb_utils.__file__).resolve().parent),
+               "params": _plain(asdict(params)), "numbers": _plain(numbers)}
+    target = Path(folder) / f"{params.notebook}.numbers.json"
+    target.write_text(json.dumps(content, indent=1, ensure_ascii=False, allow_nan=False) + "\n",
+                      encoding="utf-8")
+    return target
 
 
 _CDN_SCRIPT = re.compile(r'<script src="https://[^"]*">\s*</script>')
@@ -111,7 +174,7 @@ def run_notebook(path: Path, out: Path, parameters: dict[str, Any], *, progress:
     started = time.perf_counter()
     error = None
     try:
-        with _headless_env():
+        with _report_env(out):
             papermill.execute_notebook(str(path), str(target), parameters=parameters, kernel_name=KERNEL,
                                        progress_bar=progress, cwd=str(out), log_output=False)
     except PapermillExecutionError as exc:
@@ -187,31 +250,35 @@ def build_report(
     profiles: Sequence[str],
     progress: bool = True,
     notebooks: Sequence[str] | None = None,
+    parameters: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Path:
     """Execute the notebooks (all of ``notebooks/``, or the named ones) and write ``out/index.html``.
 
-    Each notebook gets the parameters ``data``, ``results`` (absolute), ``models``, ``profiles`` and
-    ``interactive=False`` (those it declares). Returns the index path. When a notebook raises, the other
-    notebooks still run, every page and the index are written, and then :class:`PRBError` names the
-    notebook and the failing cell.
+    Each notebook gets the parameters ``data`` and ``results`` (local paths made absolute, since the
+    notebooks run in ``out``), ``models``, ``profiles`` and ``interactive=False`` (those it declares),
+    then its own entry of ``parameters`` (notebook name -> parameter values). ``out`` must not be the
+    folder of the source notebooks. Returns the index path. When a notebook raises, the other notebooks
+    still run, every page and the index are written, and then :class:`PRBError` names the notebook and
+    the failing cell.
     """
     from tqdm.auto import tqdm
 
-    out_dir = Path(out).resolve()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = check_out_folder(out)
     names = list(notebooks) if notebooks else available_notebooks()
     known = available_notebooks()
-    unknown = [n for n in names if n not in known]
+    unknown = [n for n in [*names, *(parameters or {})] if n not in known]
     if unknown:
         raise PRBError(f"Unknown notebook {', '.join(unknown)}; available: {', '.join(known) or 'none'}.")
-    values = {"data": resolve_data_source(data), "results": str(Path(results).resolve()), "models": list(models),
-              "profiles": list(profiles), "interactive": False}
+    values = {"data": resolve_data_source(data), "results": str(Path(results).expanduser().resolve()),
+              "models": list(models), "profiles": list(profiles), "interactive": False}
+    paths = {name: NOTEBOOK_DIR / f"{name}.ipynb" for name in names}
+    chosen = {name: notebook_parameters(name, values, paths[name], (parameters or {}).get(name)) for name in names}
+    out_dir.mkdir(parents=True, exist_ok=True)
     pages = []
     bar = tqdm(names, desc="notebooks", unit="notebook", disable=not progress)
     for name in bar:
         bar.set_postfix_str(name)
-        path = NOTEBOOK_DIR / f"{name}.ipynb"
-        pages.append(run_notebook(path, out_dir, notebook_parameters(name, values, path)))
+        pages.append(run_notebook(paths[name], out_dir, chosen[name]))
     bar.close()
     index = write_index(out_dir, pages, data=data, results=values["results"], models=models, profiles=profiles)
     failed = [p for p in pages if p.error]

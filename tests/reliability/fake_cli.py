@@ -15,6 +15,9 @@ Every fake reports ``truncated`` for ids ending in 5 (so truncation counts can b
 ``PRB_FAKE_CHUNK_SECONDS`` (when set) makes scoring's adaptive chunks small, so a run writes many parts.
 ``PRB_FAKE_COMPACT_PAUSE`` (seconds, when set): before a job's compaction, touch ``<log>.compacting`` and
 pause, so a test can kill the process exactly between the last part file and the job's final metadata.
+``PRB_FAKE_BLOCK_AFTER`` (N, when set): once the fakes of this process have scored N pairs, touch
+``<log>.blocked`` and wait (inside ``score_pairs``, before the chunk is returned) until ``<log>.release``
+exists, so a test can signal or kill the process at a known point whatever the machine's speed.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ import math
 import os
 import sys
 import time
+from pathlib import Path
+
+SCORED = [0]  # pairs the fakes of this process have scored (for PRB_FAKE_BLOCK_AFTER)
 
 
 def text_score(prompt: str, response: str) -> float:
@@ -64,6 +70,8 @@ class FakeModel:
             if self.log:
                 with open(self.log, "a", encoding="utf-8") as fh:
                     fh.write(self.hash(pair) + "\n")
+            SCORED[0] += 1
+            block_if_asked(self.log)
         return out
 
     @staticmethod
@@ -76,6 +84,18 @@ class FakeModel:
 
     def run_metadata(self):
         return {"dtype": "float32", "device": "cpu", "name": self.spec, "max_length": 512}
+
+
+def block_if_asked(log: str | None) -> None:
+    """With ``PRB_FAKE_BLOCK_AFTER=N``: after exactly N scored pairs, touch ``<log>.blocked`` and wait until
+    ``<log>.release`` exists (a signal such as SIGINT interrupts the wait)."""
+    after = os.environ.get("PRB_FAKE_BLOCK_AFTER")
+    if not after or not log or SCORED[0] != int(after):
+        return
+    Path(log + ".blocked").touch()
+    release = Path(log + ".release")
+    while not release.exists():
+        time.sleep(0.01)
 
 
 def install() -> None:

@@ -77,9 +77,10 @@ def test_a_process_killed_while_holding_the_lock_does_not_block_the_other(tmp_pa
     """The lock dies with its holder (an OS file lock): the waiting process takes over and finishes."""
     out = tmp_path / "results"
     profiles = ["--profile", "none", "--profile", "top1"]
-    a = CliProcess([*BASE, *profiles, "--out", str(out)], tmp_path, "a", **{**ENV, "PRB_FAKE_DELAY": "0.2"})
+    a = CliProcess([*BASE, *profiles, "--out", str(out)], tmp_path, "a", PRB_FAKE_BLOCK_AFTER="2", **ENV)
+    blocked = a.log.with_name(a.log.name + ".blocked")  # a holds its job's lock and waits there until killed
     deadline = time.monotonic() + 60
-    while len(a.scored()) < 2 and time.monotonic() < deadline:
+    while not blocked.exists() and time.monotonic() < deadline:
         time.sleep(0.005)
     with_progress = [arg for arg in BASE if arg != "--no-progress"]
     b = CliProcess([*with_progress, *profiles, "--out", str(out)], tmp_path, "b", **ENV)

@@ -114,11 +114,23 @@ def test_killed_again_and_again_while_resuming(tmp_path, clean):
     resume_and_compare(out, tmp_path, clean, before, "final")
 
 
+def wait_until_blocked(proc: CliProcess, timeout: float = 60) -> None:
+    """Wait for the fake to block (``PRB_FAKE_BLOCK_AFTER``): the process is then mid-job, whatever the
+    machine's speed."""
+    marker = proc.log.with_name(proc.log.name + ".blocked")
+    deadline = time.monotonic() + timeout
+    while not marker.exists() and proc.process.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert marker.exists(), f"the fake never blocked: {proc.stderr}"
+
+
 def test_ctrl_c_exits_130_with_one_line_keeps_scores_and_resumes(tmp_path, clean):
-    """SIGINT (Ctrl-C) to the running CLI: exit 130, one plain line, no traceback; the resume completes."""
+    """SIGINT (Ctrl-C) to the running CLI: exit 130, one plain line, no traceback; the resume completes.
+    The fake blocks after 4 scored pairs (and is never released), so the signal always lands mid-job."""
     out = tmp_path / "results"
-    proc = CliProcess([*ARGS, "--out", str(out)], tmp_path, "ctrl_c", **ENV)
-    wait_for_progress(proc, 4)
+    proc = CliProcess([*ARGS, "--out", str(out)], tmp_path, "ctrl_c", PRB_FAKE_BLOCK_AFTER="4", **ENV)
+    wait_until_blocked(proc)
+    assert len(proc.scored()) == 4
     os.kill(proc.process.pid, signal.SIGINT)
     assert proc.wait() == 130, proc.stderr
     assert "Traceback" not in proc.stderr
