@@ -6,13 +6,19 @@ STAMP := $(VENV)/.prb-installed
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS ?= 1
 
-.PHONY: report test test-fast bon lint install clean
+.PHONY: report test test-fast chromium bon lint install clean
 
 report: $(STAMP)
 	$(BIN)/prb report --data sample --out reports
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(BIN)/python -m pytest -q
+
+# the report tests take screenshots with a real headless Chromium (Debian's package)
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  (apt-get update -qq && apt-get install -y -qq chromium >/dev/null); } || \
+	  echo "chromium is missing: install it (apt-get install chromium) or the screenshot test fails"
 
 # the inner loop: everything but the slow tests (wheel build, notebook execution)
 test-fast: $(STAMP)

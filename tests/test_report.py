@@ -2,8 +2,8 @@
 report folder and the paths handed to the notebooks, and screenshots.
 
 The pages come from the session's report (``sample_report`` in ``conftest.py``: every notebook executed
-once). The screenshot test runs when Debian's ``chromium`` is on PATH (``.ci/run`` installs it); without it
-the test is skipped and says so. The end-to-end ``prb report`` command from an installed wheel is in
+once). The screenshot test needs Debian's ``chromium`` on PATH: ``make test`` installs it where it can
+(root with apt-get, as ``.ci/run`` is), and the test fails with that instruction where it is missing. The end-to-end ``prb report`` command from an installed wheel is in
 ``test_wheel.py``.
 """
 
@@ -198,9 +198,10 @@ def _screenshot(page: Path, target: Path, profile: Path) -> Path:
     return target
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed (apt-get install chromium)")
 def test_headless_chromium_screenshots_show_the_pages(report, tmp_path):
     import matplotlib.image as mpimg
+
+    assert shutil.which("chromium"), "the report tests need a headless Chromium: apt-get install chromium"
 
     for name in ["index", *NAMES]:
         shot = _screenshot(report / f"{name}.html", tmp_path / f"{name}.png", tmp_path / f"profile-{name}")
