@@ -50,7 +50,13 @@ def _add_scoring_options(parser: argparse.ArgumentParser, *, default_models: Seq
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--judge-mode", choices=("logprob", "generate"), default="logprob",
                         help="judge verdict from next-token probabilities (default) or generate+parse")
-    parser.add_argument("--judge-template", default=None, help="file with a judge prompt template")
+    parser.add_argument("--judge-template", default=None,
+                        help="judge prompt: default, reference (the benchmark's own prompt) or a template file")
+    parser.add_argument("--tokenization", choices=("auto", "reference"), default="auto",
+                        help="special tokens after the chat template: auto (exactly once, default) or reference "
+                             "(as the benchmark's reference scripts tokenize)")
+    parser.add_argument("--allow-untrained-head", action="store_true",
+                        help="score a checkpoint that lacks the kind's head (a random head) instead of refusing")
     parser.add_argument("--retriever", default="bm25", help="bm25 (default) or dense:NAME for topK profiles")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
@@ -153,7 +159,8 @@ def _score(args: argparse.Namespace, models: Sequence[str], profiles: Sequence[s
     results = score_benchmark(
         frame, models, profiles, out=out, device=args.device, dtype=args.dtype, batch_tokens=args.batch_tokens,
         seed=args.seed, judge_mode=args.judge_mode, judge_template=args.judge_template,
-        retriever=args.retriever, progress=not args.no_progress,
+        retriever=args.retriever, progress=not args.no_progress, tokenization=args.tokenization,
+        allow_untrained_head=args.allow_untrained_head,
     )
     if "truncated" in results.columns:
         truncated = results[results["truncated"].fillna(False).astype(bool)]
@@ -194,10 +201,11 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from prb_utils.notebook.report import build_report
+    from prb_utils.notebook.report import build_report, check_out_folder
 
     models = args.model or list(DEFAULT_ZOO)
     profiles = args.profile or list(DEFAULT_REPORT_PROFILES)
+    check_out_folder(args.out)  # before scoring: never overwrite the source notebooks
     _score(args, models, profiles, args.results)
     _check_writable(args.out)
     index = build_report(data=args.data, results=args.results, out=args.out, models=models, profiles=profiles,

@@ -115,6 +115,7 @@ def job_options(
     judge_mode: str = "logprob",
     judge_template: str | None = None,
     retriever: str | None = None,
+    tokenization: str = "auto",
 ) -> dict[str, Any]:
     """The options that can change a score of this kind under this condition (they go into the job key).
 
@@ -123,6 +124,8 @@ def job_options(
     options: dict[str, Any] = {}
     if kind not in BASELINES:
         options.update(dtype=dtype, seed=int(seed))
+    if kind in ("classifier", "judge", "implicit"):
+        options["tokenization"] = tokenization
     if kind == "judge":
         options.update(judge_mode=judge_mode, judge_template=_template_id(judge_template))
     if condition not in ("none", "full"):
@@ -409,6 +412,8 @@ def score_benchmark(
     retriever: str | None = None,
     progress: bool = True,
     chunk_size: int | None = None,
+    tokenization: str = "auto",
+    allow_untrained_head: bool = False,
 ) -> pd.DataFrame:
     """Score every model under every profile condition; return exactly these jobs' rows from the store.
 
@@ -426,7 +431,8 @@ def score_benchmark(
     find_posts = _retriever(retriever_name) if any(c not in ("none", "full") for c in conditions) else None
     pairs_by_condition = {c: _build_pairs(records, c, find_posts) for c in conditions}
     load_options = dict(device=device, dtype=dtype, batch_tokens=batch_tokens, judge_mode=judge_mode,
-                        judge_template=judge_template, seed=seed)
+                        judge_template=judge_template, seed=seed, tokenization=tokenization,
+                        allow_untrained_head=allow_untrained_head)
 
     resolved = [(given, *(_spec_kind(given) if isinstance(given, str) else (str(given.spec), str(given.kind))))
                 for given in models]  # an unknown spec fails here, before anything is scored
@@ -436,7 +442,8 @@ def score_benchmark(
         try:
             for condition in conditions:
                 options = job_options(kind, condition, dtype=dtype, seed=seed, judge_mode=judge_mode,
-                                      judge_template=judge_template, retriever=retriever_name)
+                                      judge_template=judge_template, retriever=retriever_name,
+                                      tokenization=tokenization)
                 store = JobStore(out, {"model": spec, "kind": kind, "profile": condition, "options": options})
                 pairs = pairs_by_condition[condition]
                 labels = {"job": store.key, "spec": spec, "kind": kind, "profile": condition}

@@ -35,13 +35,21 @@ def _close(a: list[PairScore], b: list[PairScore], tol: float = 1e-5) -> None:
         assert x.score_rejected == pytest.approx(y.score_rejected, abs=tol)
 
 
-def _specs(tiny_lm_dir, tiny_classifier_dir, tiny_bert_dir):
-    return [f"classifier:{tiny_classifier_dir}", f"classifier:{tiny_bert_dir}", f"judge:{tiny_lm_dir}",
+@pytest.fixture(scope="module")
+def bert_cls_dir(tmp_path_factory):
+    """A BERT classifier with a trained-shape head and no chat template (the fallback format)."""
+    import tiny_models
+
+    return tiny_models.build_bert_classifier(tmp_path_factory.mktemp("bert_cls"), chat_template=False)
+
+
+def _specs(tiny_lm_dir, tiny_classifier_dir, tiny_bert_dir, bert_cls_dir):
+    return [f"classifier:{tiny_classifier_dir}", f"classifier:{bert_cls_dir}", f"judge:{tiny_lm_dir}",
             f"implicit:{tiny_lm_dir}", f"embedding:{tiny_bert_dir}"]
 
 
-def test_every_kind_is_batch_size_invariant(pairs, tiny_lm_dir, tiny_classifier_dir, tiny_bert_dir):
-    for spec in _specs(tiny_lm_dir, tiny_classifier_dir, tiny_bert_dir):
+def test_every_kind_is_batch_size_invariant(pairs, tiny_lm_dir, tiny_classifier_dir, tiny_bert_dir, bert_cls_dir):
+    for spec in _specs(tiny_lm_dir, tiny_classifier_dir, tiny_bert_dir, bert_cls_dir):
         small = load_model(spec, device="cpu", dtype="float32", batch_tokens=1)   # one item per batch
         big = load_model(spec, device="cpu", dtype="float32", batch_tokens=100_000)
         assert isinstance(small, RewardModel)
@@ -233,3 +241,138 @@ def test_load_encoder_gives_unit_vectors_for_retrieval(tiny_bert_dir):
     rm = load_model(f"embedding:{tiny_bert_dir}", device="cpu")
     score = rm.score_pairs([PairInput("k", "the camera", "the camera settings", "cook eggs")])[0]
     assert float(vectors[1] @ vectors[0]) == pytest.approx(score.score_chosen, abs=1e-5)
+
+
+# ------------------------------------------------------------------ special tokens (--tokenization)
+
+
+def test_encoder_classifier_with_a_chat_template_gets_cls_and_sep(pairs, tmp_path):
+    import tiny_models
+    from transformers import AutoModelForSequenceClassification
+
+    folder = tiny_models.build_bert_classifier(tmp_path / "bert_cls")
+    tok = AutoTokenizer.from_pretrained(str(folder))
+    rm = load_model(f"classifier:{folder}", device="cpu")
+    assert rm.run_metadata()["chat_template"] == "model"
+    for seq in rm._sequences(pairs[0])[0]:
+        assert seq[0] == tok.cls_token_id and seq[-1] == tok.sep_token_id and seq.count(tok.cls_token_id) == 1
+    model = AutoModelForSequenceClassification.from_pretrained(str(folder)).eval()
+    text = render_chat(tok, pairs[0].prompt, pairs[0].chosen)
+    with torch.no_grad():   # the reference loop: tokenizer(text) with its default special tokens
+        expected = model(**tok(text, return_tensors="pt")).logits[0, 0].item()
+    assert rm.score_pairs(pairs[:1])[0].score_chosen == pytest.approx(expected, abs=1e-5)
+
+
+def _bos_counts(rm, pair, bos):
+    seqs = rm._sequences(pair)[0]
+    return [len(s) - len([t for t in s if t != bos]) for s in seqs], [s[0] == bos for s in seqs]
+
+
+@pytest.fixture(scope="module")
+def bos_dirs(tmp_path_factory):
+    """Tokenizers that add <s>: with a template that writes <s> itself (Llama-3 style) and without."""
+    import tiny_models
+
+    root = tmp_path_factory.mktemp("bos_models")
+    return {"cls": tiny_models.build_sequence_classifier(root / "cls", add_bos=True, template_bos=True),
+            "lm": tiny_models.build_causal_lm(root / "lm", add_bos=True, template_bos=True),
+            "lm_plain_template": tiny_models.build_causal_lm(root / "lm2", add_bos=True)}
+
+
+def test_template_writing_bos_gets_one_bos_in_auto_and_two_in_reference(pairs, bos_dirs):
+    tok = AutoTokenizer.from_pretrained(str(bos_dirs["cls"]))
+    bos = tok.bos_token_id
+    for spec in (f"classifier:{bos_dirs['cls']}", f"implicit:{bos_dirs['lm']}", f"judge:{bos_dirs['lm']}"):
+        auto = load_model(spec, device="cpu")
+        counts, first = _bos_counts(auto, pairs[0], bos)
+        assert counts == [1, 1] and all(first), spec
+        assert auto.run_metadata()["tokenization"] == "auto"
+    ref = load_model(f"classifier:{bos_dirs['cls']}", device="cpu", tokenization="reference")
+    assert _bos_counts(ref, pairs[0], bos)[0] == [2, 2]
+    assert ref.run_metadata()["tokenization"] == "reference"
+    text = render_chat(tok, pairs[0].prompt, pairs[0].chosen)
+    assert ref._sequences(pairs[0])[0][0] == tok(text)["input_ids"]     # exactly the reference tokenization
+    assert _bos_counts(load_model(f"implicit:{bos_dirs['lm']}", device="cpu", tokenization="reference"),
+                       pairs[0], bos)[0] == [2, 2]
+    # the reference judge (vLLM's LLM.chat) adds no special tokens: the template's own BOS only
+    assert _bos_counts(load_model(f"judge:{bos_dirs['lm']}", device="cpu", tokenization="reference"),
+                       pairs[0], bos)[0] == [1, 1]
+    scores = [load_model(f"classifier:{bos_dirs['cls']}", device="cpu", tokenization=t).score_pairs(pairs[:1])[0]
+              for t in ("auto", "reference")]
+    assert scores[0].score_chosen != scores[1].score_chosen
+
+
+def test_auto_adds_the_bos_a_template_leaves_out(pairs, bos_dirs):
+    tok = AutoTokenizer.from_pretrained(str(bos_dirs["lm_plain_template"]))
+    for kind in ("implicit", "judge"):
+        rm = load_model(f"{kind}:{bos_dirs['lm_plain_template']}", device="cpu")
+        assert _bos_counts(rm, pairs[0], tok.bos_token_id) == ([1, 1], [True, True]), kind
+
+
+def test_tokenization_is_in_the_job_key_and_checked(tiny_lm_dir):
+    from prb_utils.errors import PRBError
+    from prb_utils.scoring import job_options
+
+    for kind in ("classifier", "judge", "implicit"):
+        assert job_options(kind, "none")["tokenization"] == "auto"
+        assert job_options(kind, "none", tokenization="reference") != job_options(kind, "none")
+    assert "tokenization" not in job_options("embedding", "none")
+    with pytest.raises(PRBError, match="tokenization"):
+        load_model(f"implicit:{tiny_lm_dir}", device="cpu", tokenization="bos")
+
+
+# ------------------------------------------------------------------ the judge's reference prompt
+
+
+def test_reference_judge_template_sends_the_reference_system_message(pairs, tiny_lm_dir):
+    from prb_utils.models.prompts import REFERENCE_SYSTEM
+
+    rm = load_model(f"judge:{tiny_lm_dir}", device="cpu", judge_template="reference")
+    text = rm.prompt_text("the camera", "x", "y")
+    assert text.startswith(f"<|system|> {REFERENCE_SYSTEM} <|end|>\n<|user|> User's current question:")
+    assert "Response A:\n```\nx\n```" in text and text.rstrip().endswith("**Result:**")
+    meta = rm.run_metadata()
+    assert meta["judge_template"] == "reference"
+    assert meta["judge_template_hash"] != load_model(f"judge:{tiny_lm_dir}", device="cpu").run_metadata()[
+        "judge_template_hash"]
+    assert math.isfinite(rm.score_pairs(pairs[:1])[0].score_chosen)
+
+
+# ------------------------------------------------------------------ kind/checkpoint mismatch
+
+
+def test_causal_lm_as_classifier_is_refused_unless_allowed(pairs, tiny_lm_dir):
+    from prb_utils.errors import PRBError
+
+    with pytest.raises(PRBError, match=r"not a classifier checkpoint.*score\.weight") as caught:
+        load_model(f"classifier:{tiny_lm_dir}", device="cpu")
+    assert str(tiny_lm_dir) in str(caught.value) and str(caught.value).count(". ") == 0   # one sentence
+    rm = load_model(f"classifier:{tiny_lm_dir}", device="cpu", allow_untrained_head=True)
+    meta = rm.run_metadata()
+    assert meta["untrained_head"] is True and meta["newly_initialized"] == ["score.weight"]
+    assert math.isfinite(rm.score_pairs(pairs[:1])[0].score_chosen)
+
+
+def test_reward_model_as_judge_is_refused_and_trained_heads_say_so(tiny_classifier_dir, tiny_lm_dir,
+                                                                   tiny_bert_dir):
+    from prb_utils.errors import PRBError
+
+    for kind in ("judge", "implicit"):
+        with pytest.raises(PRBError, match=r"lm_head\.weight"):
+            load_model(f"{kind}:{tiny_classifier_dir}", device="cpu")
+    for spec in (f"classifier:{tiny_classifier_dir}", f"judge:{tiny_lm_dir}", f"embedding:{tiny_bert_dir}"):
+        meta = load_model(spec, device="cpu").run_metadata()
+        assert meta["untrained_head"] is False and meta["newly_initialized"] == [], spec
+
+
+def test_cli_refuses_a_mismatched_kind_with_exit_2(tiny_lm_dir, tmp_path, capsys):
+    from prb_utils.cli import main
+
+    code = main(["score", "--data", "sample", "--limit", "1", "--model", f"classifier:{tiny_lm_dir}",
+                 "--device", "cpu", "--out", str(tmp_path / "r"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "score.weight" in err and "Traceback" not in err
+    code = main(["score", "--data", "sample", "--limit", "1", "--model", f"classifier:{tiny_lm_dir}",
+                 "--device", "cpu", "--out", str(tmp_path / "r"), "--no-progress", "--allow-untrained-head",
+                 "--tokenization", "reference"])
+    assert code == 0

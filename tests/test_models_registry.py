@@ -95,9 +95,13 @@ def test_minilm_alias_loads_offline():
     score = emb.score_pairs([pair])[0]
     assert score.score_chosen > score.score_rejected          # a real sentence encoder
     assert emb.run_metadata()["max_length"] == 256
-    a = load_model("classifier:minilm", device="cpu", seed=3).score_pairs([pair])[0]
+    assert emb.run_metadata()["untrained_head"] is False      # a missing pooler is not used, so not refused
+    rm = load_model("classifier:minilm", device="cpu", seed=3)
+    a = rm.score_pairs([pair])[0]
     b = load_model("classifier:minilm", device="cpu", seed=3).score_pairs([pair])[0]
     assert a.score_chosen == pytest.approx(b.score_chosen)   # the untrained head is seeded
+    meta = rm.run_metadata()
+    assert meta["untrained_head"] is True and meta["newly_initialized"] == ["classifier.bias", "classifier.weight"]
 
 
 def test_device_and_dtype_are_chosen_automatically(monkeypatch):
@@ -135,3 +139,64 @@ def test_smollm2_alias_scores_offline():
     assert meta["chat_template"] == "model" and meta["max_length"] == 8192
     implicit = load_model("implicit:smollm2", device="cpu").score_pairs([pair])[0]
     assert math.isfinite(implicit.score_chosen) and implicit.score_chosen < 0
+
+
+# ------------------------------------------------------------------ broken model folders: one sentence each
+
+
+@pytest.fixture(scope="module")
+def broken_dirs(tmp_path_factory):
+    """Copies of a tiny causal LM, each broken in one way users break them."""
+    import argparse
+    import shutil
+
+    import tiny_models
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    root = tmp_path_factory.mktemp("broken")
+    base = tiny_models.build_causal_lm(root / "base")
+
+    def copy(name):
+        shutil.copytree(base, root / name)
+        return root / name
+
+    out = {"unknown_type": copy("unknown_type"), "truncated": copy("truncated"), "no_tokenizer": copy("no_tokenizer"),
+           "pickled": copy("pickled")}
+    config = json.loads((base / "config.json").read_text())
+    (out["unknown_type"] / "config.json").write_text(json.dumps({**config, "model_type": "no-such-model"}))
+    weights = out["truncated"] / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    for path in out["no_tokenizer"].iterdir():
+        if path.name.startswith(("tokenizer", "special_tokens", "chat_template")):
+            path.unlink()
+    (out["pickled"] / "model.safetensors").unlink()
+    state = AutoModelForCausalLM.from_pretrained(str(base)).state_dict()
+    state["extra"] = argparse.Namespace(note="any pickled object")   # torch's weights_only loader refuses it
+    torch.save(state, out["pickled"] / "pytorch_model.bin")
+    return out
+
+
+@pytest.mark.parametrize(("name", "says"), [
+    ("unknown_type", "model_type 'no-such-model'"),
+    ("truncated", "truncated or corrupt"),
+    ("no_tokenizer", "has no tokenizer"),
+    ("pickled", "safe loader refuses"),
+])
+def test_broken_model_folders_are_one_sentence_errors(broken_dirs, name, says):
+    folder = str(broken_dirs[name])
+    for kind in ("implicit", "classifier"):
+        with pytest.raises(PRBError) as caught:
+            load_model(f"{kind}:{folder}", device="cpu", allow_untrained_head=True)
+        message = str(caught.value)
+        assert says in message and folder in message, message
+        assert "\n" not in message and "\x1b" not in message and message.count(". ") == 0, message
+
+
+def test_broken_folder_exits_2_on_the_cli(broken_dirs, tmp_path, capsys):
+    from prb_utils.cli import main
+
+    code = main(["score", "--data", "sample", "--limit", "1", "--model", f"judge:{broken_dirs['truncated']}",
+                 "--device", "cpu", "--out", str(tmp_path / "r"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "truncated or corrupt" in err and "Traceback" not in err

@@ -27,9 +27,12 @@ WORDS = (
 ).split()
 
 
-def build_tokenizer(path: str | Path, *, chat_template: bool = True, encoder: bool = False):
-    """A word-level PreTrainedTokenizerFast (pad ``[PAD]``); ``encoder=True`` wraps inputs in [CLS] ... [SEP]
-    and has no chat template (the prompts fallback), like BERT."""
+def build_tokenizer(path: str | Path, *, chat_template: bool | None = None, encoder: bool = False,
+                    add_bos: bool = False, template_bos: bool = False):
+    """A word-level PreTrainedTokenizerFast (pad ``[PAD]``); ``encoder=True`` wraps inputs in [CLS] ... [SEP],
+    like BERT. ``chat_template`` defaults to True for decoders and False for encoders (the prompts fallback).
+    ``add_bos``: the tokenizer puts ``<s>`` before every text; ``template_bos``: the chat template writes ``<s>``
+    itself (Llama-3 style; with ``add_bos`` too, a text tokenized with special tokens gets two)."""
     from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -45,9 +48,12 @@ def build_tokenizer(path: str | Path, *, chat_template: bool = True, encoder: bo
         kwargs.update(cls_token="[CLS]", sep_token="[SEP]")
     else:
         kwargs.update(bos_token="<s>", eos_token="</s>")
+        if add_bos:
+            raw.post_processor = processors.TemplateProcessing(
+                single="<s> $A", pair="<s> $A $B", special_tokens=[("<s>", raw.token_to_id("<s>"))])
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=raw, model_max_length=256, **kwargs)
-    if chat_template and not encoder:
-        tokenizer.chat_template = CHAT_TEMPLATE
+    if chat_template if chat_template is not None else not encoder:
+        tokenizer.chat_template = ("<s>" if template_bos else "") + CHAT_TEMPLATE
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(str(path))
@@ -65,13 +71,15 @@ def _llama_config(tokenizer, **extra):
     )
 
 
-def build_causal_lm(path: str | Path, *, seed: int = 0, chat_template: bool = True, nan: bool = False) -> Path:
-    """A tiny random LlamaForCausalLM (``nan=True``: every weight NaN)."""
+def build_causal_lm(path: str | Path, *, seed: int = 0, chat_template: bool = True, nan: bool = False,
+                    **tokens: bool) -> Path:
+    """A tiny random LlamaForCausalLM (``nan=True``: every weight NaN; ``tokens``: as for
+    :func:`build_sequence_classifier`)."""
     import torch
     from transformers import LlamaForCausalLM
 
     path = Path(path)
-    tokenizer = build_tokenizer(path, chat_template=chat_template)
+    tokenizer = build_tokenizer(path, chat_template=chat_template, **tokens)
     torch.manual_seed(seed)
     model = LlamaForCausalLM(_llama_config(tokenizer))
     if nan:
@@ -80,13 +88,14 @@ def build_causal_lm(path: str | Path, *, seed: int = 0, chat_template: bool = Tr
     return path
 
 
-def build_sequence_classifier(path: str | Path, *, seed: int = 0, nan: bool = False) -> Path:
-    """A tiny random LlamaForSequenceClassification with one logit."""
+def build_sequence_classifier(path: str | Path, *, seed: int = 0, nan: bool = False, **tokens: bool) -> Path:
+    """A tiny random LlamaForSequenceClassification with one logit (``tokens``: :func:`build_tokenizer`'s
+    ``add_bos``/``template_bos``)."""
     import torch
     from transformers import LlamaForSequenceClassification
 
     path = Path(path)
-    tokenizer = build_tokenizer(path)
+    tokenizer = build_tokenizer(path, **tokens)
     torch.manual_seed(seed)
     model = LlamaForSequenceClassification(_llama_config(tokenizer, num_labels=1))
     if nan:
@@ -109,6 +118,21 @@ def build_bert(path: str | Path, *, seed: int = 0, nan: bool = False) -> Path:
     if nan:
         _fill_nan(model)
     model.save_pretrained(str(path))
+    return path
+
+
+def build_bert_classifier(path: str | Path, *, seed: int = 0, chat_template: bool = True) -> Path:
+    """A tiny random BertForSequenceClassification (one logit) whose [CLS]/[SEP] tokenizer has a chat template."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    path = Path(path)
+    tokenizer = build_tokenizer(path, encoder=True, chat_template=chat_template)
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                        num_attention_heads=4, max_position_embeddings=128, pad_token_id=tokenizer.pad_token_id,
+                        num_labels=1)
+    BertForSequenceClassification(config).save_pretrained(str(path))
     return path
 
 

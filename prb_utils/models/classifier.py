@@ -4,6 +4,10 @@ Input: the chat ``[user: prompt, assistant: response]`` (see :mod:`prb_utils.mod
 logit, or the softmax probability of the last class when the head has several (the benchmark's reference
 scoring). Decoder classifiers (a ``score`` head on the last token, e.g. Skywork-Reward, Llama/Qwen
 ``ForSequenceClassification``) run chosen and rejected on a shared prompt cache; encoders run plainly.
+Special tokens follow ``tokenization`` (:mod:`prb_utils.models.prompts`): ``auto`` gives an encoder with a chat
+template its ``[CLS] ... [SEP]`` and a Llama-3 template one BOS; ``reference`` always adds the tokenizer's
+tokens, as the reference pointwise script does. A checkpoint without a trained classification head (a causal
+LM, a bare encoder) is refused unless ``allow_untrained_head`` (the ``minilm`` alias allows it: speed only).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import Any
 
 from prb_utils.models.base import ModelSpec, PairInput, PairScore
 from prb_utils.models.batching import BudgetBatcher, pad_right
-from prb_utils.models.hf import HFAdapter, encode, fit_user_message, nonfinite_reason
+from prb_utils.models.hf import HFAdapter, fit_user_message, nonfinite_reason
 from prb_utils.models.lm import DecoderRunner, Group
 from prb_utils.models.prompts import render_chat
 
@@ -32,13 +36,14 @@ class ClassifierRM(HFAdapter):
     kind = "classifier"
 
     def __init__(self, spec: ModelSpec, *, device: str = "auto", dtype: str = "auto",
-                 batch_tokens: int | None = None, seed: int = 0, kv_reuse: bool = True) -> None:
+                 batch_tokens: int | None = None, seed: int = 0, kv_reuse: bool = True,
+                 tokenization: str = "auto", allow_untrained_head: bool = False) -> None:
         from transformers import AutoModelForSequenceClassification
 
-        super().__init__(spec, device=device, dtype=dtype, batch_tokens=batch_tokens, seed=seed)
-        extra: dict[str, Any] = {}
-        if spec.name == "minilm":  # an encoder without a head: a seeded, untrained one-logit head
-            extra["num_labels"] = 1
+        minilm = spec.name == "minilm"  # an encoder without a head: a seeded, untrained one-logit head
+        super().__init__(spec, device=device, dtype=dtype, batch_tokens=batch_tokens, seed=seed,
+                         tokenization=tokenization, allow_untrained_head=allow_untrained_head or minilm)
+        extra: dict[str, Any] = {"num_labels": 1} if minilm else {}
         self._load(AutoModelForSequenceClassification.from_pretrained, **extra)
         if self.model.config.pad_token_id is None and self.tokenizer.pad_token_id is not None:
             self.model.config.pad_token_id = self.tokenizer.pad_token_id
@@ -52,7 +57,7 @@ class ClassifierRM(HFAdapter):
 
     def _sequences(self, pair: PairInput) -> tuple[list[list[int]], bool]:
         def build(user: str) -> list[list[int]]:
-            return [encode(self.tokenizer, render_chat(self.tokenizer, user, r)) for r in (pair.chosen, pair.rejected)]
+            return [self.encode(render_chat(self.tokenizer, user, r)) for r in (pair.chosen, pair.rejected)]
 
         user, truncated = fit_user_message(self.tokenizer, pair.prompt, lambda u: max(map(len, build(u))),
                                            self.max_length)
@@ -101,5 +106,5 @@ class ClassifierRM(HFAdapter):
 
     def run_metadata(self) -> dict[str, Any]:
         return {**super().run_metadata(), "kv_reuse": self.kv_reuse, "num_labels": self.model.config.num_labels,
-                "untrained_head": self._spec.name == "minilm", "oom_halvings": self.batcher.oom_halvings,
+                "oom_halvings": self.batcher.oom_halvings,
                 "tokens_computed": self.tokens_computed + self.runner.tokens_computed}

@@ -1,7 +1,9 @@
 """``embedding:`` cosine similarity between the RM input (question, with the profile block when the condition
 has one) and the response, each embedded by mean pooling of the encoder's last hidden states.
 
-Texts are plain (no chat template) with the tokenizer's special tokens. Over-long texts are cut to the
+Texts are plain (no chat template) with the tokenizer's special tokens, whatever ``tokenization`` says.
+A missing pooler is fine (it is not used); any other newly initialised weight is refused unless
+``allow_untrained_head``. Over-long texts are cut to the
 model's maximum: the RM input from the left (old profile posts go first, the question stays), the response
 from the right. Every distinct text is embedded once (prompts repeat across a pair and across pairs).
 """
@@ -18,12 +20,14 @@ from prb_utils.models.hf import HFAdapter, nonfinite_reason
 
 class EmbeddingRM(HFAdapter):
     kind = "embedding"
+    unused_weights = ("pooler.",)
 
     def __init__(self, spec: ModelSpec, *, device: str = "auto", dtype: str = "auto",
-                 batch_tokens: int | None = None, seed: int = 0) -> None:
+                 batch_tokens: int | None = None, seed: int = 0, allow_untrained_head: bool = False) -> None:
         from transformers import AutoModel
 
-        super().__init__(spec, device=device, dtype=dtype, batch_tokens=batch_tokens, seed=seed)
+        super().__init__(spec, device=device, dtype=dtype, batch_tokens=batch_tokens, seed=seed,
+                         allow_untrained_head=allow_untrained_head)
         self._load(AutoModel.from_pretrained)
         self.batcher = BudgetBatcher(self.batch_tokens)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
@@ -81,7 +85,7 @@ class EmbeddingRM(HFAdapter):
         return list(pooled.cpu())
 
     def run_metadata(self) -> dict[str, Any]:
-        return {**super().run_metadata(), "pooling": "mean", "oom_halvings": self.batcher.oom_halvings,
+        return {**super().run_metadata(), "tokenization": "plain", "special_tokens": "always", "pooling": "mean", "oom_halvings": self.batcher.oom_halvings,
                 "tokens_computed": self.tokens_computed}
 
 

@@ -1,8 +1,16 @@
-"""Shared plumbing for the transformers-backed adapters: loading, token counting, truncation, metadata."""
+"""Shared plumbing for the transformers-backed adapters: loading, special tokens, truncation, metadata.
+
+Loading refuses, with one PRBError sentence, a folder transformers cannot read (unknown ``model_type``,
+truncated or pickled weights, no tokenizer) and a checkpoint that lacks weights the kind needs (a causal LM
+loaded as ``classifier:`` gets a newly initialised, random head): pass ``allow_untrained_head=True`` to score
+with such a head on purpose (the ``minilm`` classifier alias does); the run metadata records
+``untrained_head`` and the ``newly_initialized`` weights either way.
+"""
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,7 +19,7 @@ from prb_utils.errors import PRBError
 from prb_utils.models.aliases import ALIASES, resolve_alias
 from prb_utils.models.base import ModelSpec
 from prb_utils.models.device import Placement, configure_threads, resolve_placement
-from prb_utils.models.prompts import chat_template_hash, has_chat_template
+from prb_utils.models.prompts import TOKENIZATIONS, chat_template_hash, has_chat_template
 from prb_utils.models.quiet import quiet_transformers
 
 DEFAULT_BATCH_TOKENS = {"cpu": 4096, "cuda": 16384, "mps": 4096}
@@ -47,31 +55,92 @@ def _load_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.txt", "vocab.json")
+
+
+def has_tokenizer_files(folder: Path) -> bool:
+    """Whether a model folder holds something a tokenizer can load from (names as transformers saves them)."""
+    return any(p.is_file() and (p.name.startswith(("tokenizer", "vocab", "spiece", "sentencepiece"))
+                                or p.suffix in (".model", ".tiktoken")) for p in folder.iterdir())
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first sentence of an error message, without terminal colours."""
+    text = _ANSI.sub("", str(exc)).strip()
+    first = (text.splitlines() or [type(exc).__name__])[0]
+    return first.split(". ")[0].strip().rstrip(".:") or type(exc).__name__
+
+
+def folder_problem(exc: BaseException) -> str:
+    """What is wrong with a model folder, in a few words, from the error transformers or torch raised."""
+    text = _ANSI.sub("", str(exc))
+    found = re.search(r"model type `([^`]*)`", text)
+    if found:
+        return (f"its config.json names the model_type '{found.group(1)}', which transformers does not know "
+                "(a newer transformers may)")
+    if type(exc).__name__ == "SafetensorError" or "deserializing header" in text:
+        return f"its safetensors weights are truncated or corrupt ({_first_line(exc)})"
+    if "Weights only load failed" in text or type(exc).__name__ == "UnpicklingError":
+        return ("its pickled .bin weights hold Python objects that torch's safe loader refuses (convert them to "
+                "safetensors, only if you trust their source)")
+    return f"{_first_line(exc)} ({type(exc).__name__})"
+
+
 def load_pretrained(spec: ModelSpec, source: str, loader: Callable[..., Any], **kwargs: Any) -> Any:
-    """``loader(source, **kwargs)`` with "not found / not reachable" errors turned into a PRBError."""
+    """``loader(source, **kwargs)`` with "not found / not reachable / unreadable" errors turned into a PRBError.
+
+    From a local folder any loading error is the folder's (unknown model type, truncated or pickled weights,
+    missing tokenizer files), except an attention-implementation refusal, which the caller retries.
+    """
     try:
         with quiet_transformers():
             return loader(source, **kwargs)
-    except _load_errors() as exc:
-        if Path(source).is_dir():
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise PRBError(f"Model '{spec.canonical}' could not be loaded from its folder: {first}") from exc
+    except PRBError:
+        raise
+    except Exception as exc:
+        if _is_attn_refusal(exc):
+            raise
+        local = Path(source).is_dir()
+        if local:
+            raise PRBError(f"Model '{spec.canonical}' could not be loaded from its folder {source}: "
+                           f"{folder_problem(exc)}.") from exc
+        if not isinstance(exc, _load_errors()):
+            raise
         raise PRBError(
             f"Model '{spec.canonical}' could not be loaded: '{source}' is not a usable local folder and the hub "
             f"id is not reachable (offline?) ({type(exc).__name__})."
         ) from exc
 
 
+def _is_attn_refusal(exc: Exception) -> bool:
+    return isinstance(exc, (ValueError, TypeError)) and ("attn_implementation" in str(exc)
+                                                         or "sdpa" in str(exc).lower())
+
+
 def load_tokenizer(spec: ModelSpec, source: str) -> Any:
     from transformers import AutoTokenizer
 
+    folder = Path(source)
+    if folder.is_dir() and not has_tokenizer_files(folder):
+        raise PRBError(f"Model folder {source} of '{spec.canonical}' has no tokenizer (none of "
+                       f"{', '.join(TOKENIZER_FILES[:3])}, ...); save the tokenizer beside the model.")
     tokenizer = load_pretrained(spec, source, AutoTokenizer.from_pretrained)
+    if not callable(tokenizer) or not hasattr(tokenizer, "convert_tokens_to_ids"):
+        raise PRBError(f"Model '{spec.canonical}' has no usable tokenizer in {source}.")
     if tokenizer.pad_token_id is None:
         if tokenizer.eos_token_id is not None:
             tokenizer.pad_token = tokenizer.eos_token
         elif tokenizer.unk_token_id is not None:
             tokenizer.pad_token = tokenizer.unk_token
     return tokenizer
+
+
+def newly_initialized(info: dict[str, Any]) -> list[str]:
+    """Weights transformers initialised at random: missing from the checkpoint or of a mismatched shape."""
+    keys = {str(k) for k in info.get("missing_keys") or ()}
+    keys |= {str(k[0]) if isinstance(k, (tuple, list)) else str(k) for k in info.get("mismatched_keys") or ()}
+    return sorted(keys)
 
 
 def model_max_length(tokenizer: Any, config: Any, source: str | None = None) -> int:
@@ -97,10 +166,46 @@ def model_max_length(tokenizer: Any, config: Any, source: str | None = None) -> 
     return min(found) if found else MAX_LENGTH_FALLBACK
 
 
-def encode(tokenizer: Any, text: str) -> list[int]:
-    """Token ids of a rendered RM input: the chat template supplies special tokens; the fallback format
-    takes the tokenizer's own (see :mod:`prb_utils.models.prompts`)."""
-    return list(tokenizer(text, add_special_tokens=not has_chat_template(tokenizer))["input_ids"])
+def special_token_ids(tokenizer: Any, probe: str = "hello world") -> tuple[list[int], list[int]]:
+    """The ids the tokenizer adds before and after a text (``[CLS]``/``[SEP]``, a BOS, ...), found by
+    tokenizing ``probe`` with and without special tokens.
+
+    >>> special_token_ids(lambda text, add_special_tokens: {"input_ids": [1, 7, 8, 2] if add_special_tokens
+    ...                                                      else [7, 8]})
+    ([1], [2])
+    """
+    full = list(tokenizer(probe, add_special_tokens=True)["input_ids"])
+    body = list(tokenizer(probe, add_special_tokens=False)["input_ids"])
+    for start in range(len(full) - len(body) + 1):
+        if full[start:start + len(body)] == body:
+            return full[:start], full[start + len(body):]
+    return [], []
+
+
+def encode_ids(tokenizer: Any, text: str, *, mode: str, specials: tuple[list[int], list[int]],
+               continued: bool = False) -> list[int]:
+    """Token ids of a rendered RM input. ``mode``: ``always`` (the tokenizer's special tokens, as
+    ``tokenizer(text)`` gives them), ``never`` (``add_special_tokens=False``) or ``auto`` (add the tokenizer's
+    leading/trailing tokens unless the text's own ids already begin/end with them, so a template that writes
+    its BOS gets exactly one). ``continued``: the model continues this text (a prompt), so no trailing tokens."""
+    if mode == "always" and not continued:
+        return list(tokenizer(text, add_special_tokens=True)["input_ids"])
+    ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    if mode == "never":
+        return ids
+    prefix, suffix = specials
+    suffix = [] if continued else suffix
+    if mode == "always":
+        return prefix + ids + suffix
+    head = [] if prefix and ids[: len(prefix)] == prefix else prefix
+    tail = [] if suffix and ids[-len(suffix):] == suffix else suffix
+    return head + ids + tail
+
+
+def encode(tokenizer: Any, text: str, *, continued: bool = False) -> list[int]:
+    """:func:`encode_ids` in ``auto`` mode (``always`` for the fallback format without a chat template)."""
+    mode = "auto" if has_chat_template(tokenizer) else "always"
+    return encode_ids(tokenizer, text, mode=mode, specials=special_token_ids(tokenizer), continued=continued)
 
 
 def fit_user_message(tokenizer: Any, user: str, count: Callable[[str], int], max_length: int) -> tuple[str, bool]:
@@ -139,11 +244,18 @@ class HFAdapter:
     """Common state of the transformers adapters: spec, placement, tokenizer, truncation count, metadata."""
 
     kind = ""
+    unused_weights: tuple[str, ...] = ()  # prefixes of weights the adapter never uses (missing ones are fine)
 
-    def __init__(self, spec: ModelSpec, *, device: str, dtype: str, batch_tokens: int | None, seed: int) -> None:
+    def __init__(self, spec: ModelSpec, *, device: str, dtype: str, batch_tokens: int | None, seed: int,
+                 tokenization: str = "auto", allow_untrained_head: bool = False) -> None:
+        if tokenization not in TOKENIZATIONS:
+            raise PRBError(f"Unknown tokenization '{tokenization}'; use {' or '.join(TOKENIZATIONS)}.")
         self.spec = spec.canonical
         self._spec = spec
         self.seed = seed
+        self.tokenization = tokenization
+        self.allow_untrained_head = allow_untrained_head
+        self.untrained: list[str] = []
         self.threads = configure_threads()
         self.placement: Placement = resolve_placement(device, dtype)
         self.source = resolve_source(spec)
@@ -153,6 +265,24 @@ class HFAdapter:
         self.n_pairs = 0
         self.model: Any = None
         self.max_length = MAX_LENGTH_FALLBACK
+        self._specials: tuple[list[int], list[int]] | None = None
+
+    def special_mode(self) -> str:
+        """How :meth:`encode` treats special tokens (see :func:`encode_ids`): the fallback format always takes
+        the tokenizer's; ``reference`` always adds them, except for a judge (the reference judge runs vLLM's
+        ``LLM.chat``, which adds none); ``auto`` adds them once."""
+        if not has_chat_template(self.tokenizer):
+            return "always"
+        if self.tokenization == "reference":
+            return "never" if self.kind == "judge" else "always"
+        return "auto"
+
+    def encode(self, text: str, *, continued: bool = False) -> list[int]:
+        """Token ids of a rendered RM input (``continued``: a prompt the model goes on from)."""
+        if self._specials is None:
+            self._specials = special_token_ids(self.tokenizer)
+        return encode_ids(self.tokenizer, text, mode=self.special_mode(), specials=self._specials,
+                          continued=continued)
 
     def _model_kwargs(self) -> dict[str, Any]:
         p = self.placement
@@ -165,18 +295,33 @@ class HFAdapter:
         import torch
 
         torch.manual_seed(self.seed)
+        kwargs["output_loading_info"] = True
         try:
-            model = load_pretrained(self._spec, self.source, loader, **self._model_kwargs(), **kwargs)
+            model, info = load_pretrained(self._spec, self.source, loader, **self._model_kwargs(), **kwargs)
         except (ValueError, TypeError) as exc:
-            if "attn_implementation" not in str(exc) and "sdpa" not in str(exc).lower():
+            if not _is_attn_refusal(exc):
                 raise
             kwargs = {**self._model_kwargs(), **kwargs}
             kwargs.pop("attn_implementation", None)
-            model = load_pretrained(self._spec, self.source, loader, **kwargs)
+            model, info = load_pretrained(self._spec, self.source, loader, **kwargs)
+        self.untrained = [k for k in newly_initialized(info) if not k.startswith(self.unused_weights)]
+        self._check_trained(type(model).__name__)
         model.eval()
         self.model = model
         self.max_length = model_max_length(self.tokenizer, model.config, self.source)
         return model
+
+    def _check_trained(self, model_class: str) -> None:
+        """PRBError when loading initialised weights at random, unless ``allow_untrained_head``."""
+        if not self.untrained or self.allow_untrained_head:
+            return
+        shown = ", ".join(self.untrained[:4]) + (f" and {len(self.untrained) - 4} more" if len(self.untrained) > 4
+                                                 else "")
+        raise PRBError(
+            f"Model '{self.spec}' is not a {self.kind} checkpoint: loading it as {model_class} leaves the weights "
+            f"{shown} newly initialised at random, so use a checkpoint made for this kind, or pass "
+            "allow_untrained_head=True (--allow-untrained-head) to score with a random head on purpose."
+        )
 
     @property
     def input_device(self) -> Any:
@@ -204,4 +349,8 @@ class HFAdapter:
             "seed": self.seed,
             "n_pairs_scored": self.n_pairs,
             "n_truncated": self.n_truncated,
+            "tokenization": self.tokenization,
+            "special_tokens": self.special_mode(),
+            "untrained_head": bool(self.untrained),
+            "newly_initialized": list(self.untrained),
         }

@@ -8,7 +8,7 @@ from typing import Any
 
 from prb_utils.models.base import ModelSpec, PairInput, PairScore
 from prb_utils.models.batching import BudgetBatcher
-from prb_utils.models.hf import HFAdapter, encode, fit_user_message, nonfinite_reason
+from prb_utils.models.hf import HFAdapter, fit_user_message, nonfinite_reason
 from prb_utils.models.lm import DecoderRunner, Group, token_logprobs
 from prb_utils.models.prompts import render_chat
 
@@ -18,16 +18,19 @@ class ImplicitRM(HFAdapter):
 
     The prompt is the chat rendered up to the assistant's turn; the response tokens are those of the
     assistant message (template tokens after it, such as an end-of-turn marker, are not scored). Chosen and
-    rejected share the prompt's KV cache (``kv_reuse``).
+    rejected share the prompt's KV cache (``kv_reuse``). The prompt gets the tokenizer's leading special
+    tokens per ``tokenization`` (never its trailing ones: the response follows).
     """
 
     kind = "implicit"
 
     def __init__(self, spec: ModelSpec, *, device: str = "auto", dtype: str = "auto",
-                 batch_tokens: int | None = None, seed: int = 0, kv_reuse: bool = True) -> None:
+                 batch_tokens: int | None = None, seed: int = 0, kv_reuse: bool = True,
+                 tokenization: str = "auto", allow_untrained_head: bool = False) -> None:
         from transformers import AutoModelForCausalLM
 
-        super().__init__(spec, device=device, dtype=dtype, batch_tokens=batch_tokens, seed=seed)
+        super().__init__(spec, device=device, dtype=dtype, batch_tokens=batch_tokens, seed=seed,
+                         tokenization=tokenization, allow_untrained_head=allow_untrained_head)
         self._load(AutoModelForCausalLM.from_pretrained)
         self.kv_reuse = kv_reuse
         self.batcher = BudgetBatcher(self.batch_tokens)
@@ -54,7 +57,7 @@ class ImplicitRM(HFAdapter):
     def _sequences(self, pair: PairInput) -> tuple[list[list[int]], list[int], bool]:
         def build(user: str) -> tuple[list[list[int]], list[int]]:
             prompt_text = render_chat(self.tokenizer, user)
-            prompt_ids = encode(self.tokenizer, prompt_text)
+            prompt_ids = self.encode(prompt_text, continued=True)
             seqs, firsts = [], []
             for response in (pair.chosen, pair.rejected):
                 ids, first = self._response_ids(user, prompt_text, response)

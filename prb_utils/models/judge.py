@@ -12,6 +12,11 @@ Both orders always run: AB = (chosen as A, rejected as B) and BA = (rejected as 
 ``chosen`` (P(chosen) > 0.5), ``rejected`` (< 0.5), ``tie`` (exactly 0.5) or ``invalid`` (NaN, or an
 unparseable generated answer); logprob mode adds ``p_letters_ab``/``p_letters_ba`` (P(A) + P(B), how much the
 model follows the answer format), generate mode the raw answers ``answer_ab``/``answer_ba``.
+
+The prompt is a :class:`~prb_utils.models.prompts.JudgeTemplate` (``judge_template``: ``default``,
+``reference`` = the benchmark's own system + user prompt, or a file). Special tokens follow ``tokenization``:
+``auto`` adds the tokenizer's leading tokens once; ``reference`` adds none, as vLLM's ``LLM.chat`` in the
+reference judge script does.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Any
 from prb_utils.errors import PRBError
 from prb_utils.models.base import ModelSpec, PairInput, PairScore
 from prb_utils.models.batching import BudgetBatcher
-from prb_utils.models.hf import HFAdapter, encode, fit_user_message, nonfinite_reason
+from prb_utils.models.hf import HFAdapter, fit_user_message, nonfinite_reason
 from prb_utils.models.lm import DecoderRunner, Group, lm_logits
 from prb_utils.models.prompts import (
     fill_judge_template,
@@ -62,13 +67,15 @@ class JudgeRM(HFAdapter):
     def __init__(self, spec: ModelSpec, *, device: str = "auto", dtype: str = "auto",
                  batch_tokens: int | None = None, seed: int = 0, judge_mode: str = "logprob",
                  judge_template: str | None = None, kv_reuse: bool = True,
-                 max_new_tokens: int = MAX_NEW_TOKENS) -> None:
+                 max_new_tokens: int = MAX_NEW_TOKENS, tokenization: str = "auto",
+                 allow_untrained_head: bool = False) -> None:
         from transformers import AutoModelForCausalLM
 
         if judge_mode not in MODES:
             raise PRBError(f"Unknown judge mode '{judge_mode}'; use logprob or generate.")
         self.template = load_judge_template(judge_template)
-        super().__init__(spec, device=device, dtype=dtype, batch_tokens=batch_tokens, seed=seed)
+        super().__init__(spec, device=device, dtype=dtype, batch_tokens=batch_tokens, seed=seed,
+                         tokenization=tokenization, allow_untrained_head=allow_untrained_head)
         self._load(AutoModelForCausalLM.from_pretrained)
         self.mode = judge_mode
         self.kv_reuse = kv_reuse
@@ -83,14 +90,15 @@ class JudgeRM(HFAdapter):
 
     def prompt_text(self, question: str, response_a: str, response_b: str) -> str:
         """The full judge input for one order, as text."""
-        user = fill_judge_template(self.template, question=question, response_a=response_a, response_b=response_b)
-        text = render_chat(self.tokenizer, user)
+        user = fill_judge_template(self.template.user, question=question, response_a=response_a,
+                                   response_b=response_b)
+        text = render_chat(self.tokenizer, user, system=self.template.system)
         return with_answer_prefix(text) if self.mode == "logprob" else text
 
     def _sequences(self, pair: PairInput) -> tuple[list[list[int]], bool]:
         def build(question: str) -> list[list[int]]:
-            return [encode(self.tokenizer, self.prompt_text(question, pair.chosen, pair.rejected)),
-                    encode(self.tokenizer, self.prompt_text(question, pair.rejected, pair.chosen))]
+            return [self.encode(self.prompt_text(question, pair.chosen, pair.rejected), continued=True),
+                    self.encode(self.prompt_text(question, pair.rejected, pair.chosen), continued=True)]
 
         room = self.max_length - (self.max_new_tokens if self.mode == "generate" else 0)
         question, truncated = fit_user_message(self.tokenizer, pair.prompt, lambda q: max(map(len, build(q))), room)
@@ -172,7 +180,8 @@ class JudgeRM(HFAdapter):
 
     def run_metadata(self) -> dict[str, Any]:
         return {**super().run_metadata(), "judge_mode": self.mode, "kv_reuse": self.kv_reuse,
-                "judge_template_hash": stable_hash(self.template),
+                "judge_template": self.template.name,
+                "judge_template_hash": stable_hash([self.template.system, self.template.user]),
                 "answer_prefix": "**Result:**" if self.mode == "logprob" else None,
                 "max_new_tokens": self.max_new_tokens if self.mode == "generate" else None,
                 "a_token_ids": self.a_ids, "b_token_ids": self.b_ids,

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from prb_utils.errors import PRBError
 from prb_utils.models.aliases import ALIASES, alias_status
 from prb_utils.models.base import KINDS, PairInput, RewardModel, parse_spec  # noqa: F401
+from prb_utils.models.prompts import TOKENIZATIONS
 
 KIND_HELP = {
     "classifier": "sequence-classification reward model; score = single logit (or softmax of the last class)",
@@ -19,16 +21,26 @@ KIND_HELP = {
 
 def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", batch_tokens: int | None = None,
                judge_mode: str = "logprob", judge_template: str | None = None, seed: int = 0,
-               kv_reuse: bool = True) -> RewardModel:
+               kv_reuse: bool = True, tokenization: str = "auto", allow_untrained_head: bool = False) -> RewardModel:
     """Load the reward model named by ``spec`` (``KIND:NAME``; NAME = hub id, local folder or alias).
 
-    Raises PRBError for an unknown kind or alias, a missing folder, or a hub id that is not reachable.
+    ``tokenization``: ``auto`` (special tokens exactly once) or ``reference`` (as the benchmark's reference
+    scripts tokenize; see :mod:`prb_utils.models.prompts`); embeddings always take the tokenizer's own.
+    ``judge_template``: ``default``, ``reference``, a file or a template string. ``allow_untrained_head``:
+    score even when the checkpoint lacks weights the kind needs (they are then random), instead of refusing.
+
+    Raises PRBError for an unknown kind or alias, a missing or broken folder, a checkpoint of the wrong kind,
+    or a hub id that is not reachable.
 
     >>> load_model("length").score_pairs([PairInput("k", "q", "long answer", "short")])[0].score_chosen
     11.0
     """
     parsed = parse_spec(spec)
-    common: dict[str, Any] = {"device": device, "dtype": dtype, "batch_tokens": batch_tokens, "seed": seed}
+    if tokenization not in TOKENIZATIONS:
+        raise PRBError(f"Unknown tokenization '{tokenization}'; use {' or '.join(TOKENIZATIONS)}.")
+    common: dict[str, Any] = {"device": device, "dtype": dtype, "batch_tokens": batch_tokens, "seed": seed,
+                              "allow_untrained_head": allow_untrained_head}
+    tokens = {"tokenization": tokenization}
     if parsed.kind == "length":
         from prb_utils.models.baselines import LengthBaseline
 
@@ -40,15 +52,16 @@ def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", batch_to
     if parsed.kind == "classifier":
         from prb_utils.models.classifier import ClassifierRM
 
-        return ClassifierRM(parsed, kv_reuse=kv_reuse, **common)
+        return ClassifierRM(parsed, kv_reuse=kv_reuse, **tokens, **common)
     if parsed.kind == "judge":
         from prb_utils.models.judge import JudgeRM
 
-        return JudgeRM(parsed, judge_mode=judge_mode, judge_template=judge_template, kv_reuse=kv_reuse, **common)
+        return JudgeRM(parsed, judge_mode=judge_mode, judge_template=judge_template, kv_reuse=kv_reuse, **tokens,
+                       **common)
     if parsed.kind == "implicit":
         from prb_utils.models.implicit import ImplicitRM
 
-        return ImplicitRM(parsed, kv_reuse=kv_reuse, **common)
+        return ImplicitRM(parsed, kv_reuse=kv_reuse, **tokens, **common)
     from prb_utils.models.embedding import EmbeddingRM
 
     return EmbeddingRM(parsed, **common)
