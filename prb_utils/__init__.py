@@ -37,6 +37,7 @@ _PUBLIC = {
     # downstream
     "rank_agreement_ci": "prb_utils.downstream.correlation",
     "compare_benchmarks": "prb_utils.downstream.correlation",
+    "correlation_difference": "prb_utils.downstream.correlation",
     "bon_curves": "prb_utils.downstream.bon",
     "run_bon_pipeline": "prb_utils.downstream.pipeline",
     # reports

@@ -106,13 +106,13 @@ def test_per_question_and_curves():
     oracle = curves[curves.model == "oracle"].set_index("k")
     # an RM whose score is the quality itself is the oracle
     assert np.allclose(good["mean"], oracle["mean"])
-    assert (good["n_questions"] == 6).all()
+    assert (good["n"] == 6).all()
     assert (good["ci_low"] <= good["mean"]).all() and (good["mean"] <= good["ci_high"]).all()
     # k=1 of the exact method is the mean quality, the same for every RM
     k1 = curves[(curves.k == 1) & (curves.method == "exact")]["mean"]
     assert np.allclose(k1, k1.iloc[0])
-    boot = bon_curves(frame, [2], ci="bootstrap", seed=1)
-    again = bon_curves(frame, [2], ci="bootstrap", seed=1)
+    boot = bon_curves(frame, [2], seed=1)
+    again = bon_curves(frame, [2], seed=1)
     pd.testing.assert_frame_equal(boot, again)
 
 
@@ -147,3 +147,60 @@ def test_gain_curves_are_paired_differences():
     g = gain.loc[("good", "exact", 4)]
     p = bon_curves(frame, [4]).set_index(["model", "method", "k"]).loc[("good", "exact", 4)]
     assert g["ci_high"] - g["ci_low"] < p["ci_high"] - p["ci_low"]
+
+
+def test_baselines_use_the_whole_sample_pool_not_the_first_rms_valid_samples():
+    # reproduction: the first RM ("a") has NaN scores on the two best samples; the true random baseline
+    # (mean quality of the 5 samples) is 0.4 and the oracle best-of-2 is the mean of max over pairs
+    quality = [0.0, 0.0, 0.0, 1.0, 1.0]
+    rows = [dict(model=m, subset="s", id="q", sample_idx=i, quality=quality[i],
+                 rm_score=(float("nan") if (m == "a" and i >= 3) else float(i))) for m in ("a", "b") for i in range(5)]
+    per_q = per_question_best_of_k(pd.DataFrame(rows), [1, 2], methods=["exact"]).set_index(["model", "k"])
+    assert per_q.loc[("random", 1), "value"] == pytest.approx(0.4)
+    assert per_q.loc[("random", 1), "n"] == 5
+    assert per_q.loc[("oracle", 2), "value"] == pytest.approx(brute_force(quality, quality, 2))
+    metrics = bon_metrics(bon_curves(pd.DataFrame(rows), [1, 2], n_boot=50))
+    assert metrics.loc["b", "bon_gain@1"] == pytest.approx(0.0)
+    assert metrics.loc["b", "bon_gain@2"] == pytest.approx(expected_best_of_k(range(5), quality, 2) - 0.4)
+
+
+def test_conflicting_quality_between_rms_is_an_error():
+    rows = [dict(model=m, subset="s", id="q", sample_idx=0, rm_score=1.0, quality=q) for m, q in (("a", 0.1), ("b", 0.9))]
+    with pytest.raises(PRBError, match="different quality"):
+        per_question_best_of_k(pd.DataFrame(rows), [1])
+
+
+def test_sample_idx_is_cast_to_int_so_first_k_follows_numeric_order():
+    # samples "2" and "10" as strings sort "10" < "2"; as integers sample 2 comes first
+    idx = ["0", "1", "2", "10"]
+    rows = [dict(model="rm", subset="s", id="q", sample_idx=i, rm_score=s, quality=q)
+            for i, s, q in zip(idx, [0.0, 0.1, 0.9, 0.5], [0.0, 0.1, 1.0, 0.5], strict=True)]
+    per_q = per_question_best_of_k(pd.DataFrame(rows), [3], methods=["first"], oracle=False)
+    assert per_q["value"].tolist() == [1.0]  # first 3 are samples 0, 1, 2; sample 2 scores highest
+    for bad in (["0", "x"], [0, 1.5], [0, -1]):
+        frame = pd.DataFrame([dict(model="rm", subset="s", id="q", sample_idx=i, rm_score=0.0, quality=0.0)
+                              for i in bad])
+        with pytest.raises(PRBError, match="sample_idx"):
+            per_question_best_of_k(frame, [1])
+    dup = pd.DataFrame([dict(model="rm", subset="s", id="q", sample_idx=i, rm_score=0.0, quality=0.0)
+                        for i in ("1", 1)])
+    with pytest.raises(PRBError, match="duplicate"):
+        per_question_best_of_k(dup, [1])
+
+
+def test_curve_intervals_stay_within_the_quality_range():
+    # values 1, 1, 1, 1, 0.2 per question: a t interval reaches about 1.28; the bootstrap stays <= 1
+    quality = [1.0, 1.0, 1.0, 1.0, 0.2]
+    rows = [dict(model="rm", subset="s", id=f"q{j}", sample_idx=0, rm_score=0.0, quality=q)
+            for j, q in enumerate(quality)]
+    curves = bon_curves(pd.DataFrame(rows), [1], oracle=False, methods=["exact"])
+    assert 0.2 <= curves["ci_low"].iloc[0] <= curves["mean"].iloc[0] <= curves["ci_high"].iloc[0] <= 1.0
+    rng = np.random.default_rng(5)
+    frame = _frame().assign(quality=lambda f: np.where(rng.random(len(f)) < 0.8, 1.0, f["quality"]))
+    frame["quality"] = frame.groupby(["subset", "id", "sample_idx"])["quality"].transform("first")
+    for gain in (False, True):
+        c = bon_curves(frame, [1, 2, 4], gain=gain, n_boot=300)
+        lo, hi = (-1.0, 1.0) if gain else (0.0, 1.0)
+        assert (c["ci_low"] >= lo).all() and (c["ci_high"] <= hi).all()
+    with pytest.raises(PRBError, match="level"):
+        bon_curves(frame, [1], level=95)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -10,7 +11,9 @@ import pytest
 
 from prb_utils.downstream.correlation import (
     METRICS,
+    _agreement_rows,
     compare_benchmarks,
+    correlation_difference,
     downstream_table,
     leave_one_out,
     ndcg,
@@ -133,7 +136,7 @@ def test_compare_benchmarks_with_aliases():
         table = compare_benchmarks(bench, down, aliases={"org/rm-a": "a"}, n_boot=100)
     assert set(table["benchmark"]) == {"prb", "rewardbench"}
     assert set(table["downstream"]) == {"bon@8", "ppo"}
-    assert (table["n_models"] == 4).all()
+    assert (table["n"] == 4).all()
     row = table[(table.benchmark == "prb") & (table.downstream == "bon@8") & (table.metric == "spearman")]
     assert row["estimate"].iloc[0] == pytest.approx(1.0)
     with pytest.warns(UserWarning), pytest.raises(PRBError, match="at least 3"):
@@ -147,3 +150,101 @@ def test_downstream_table():
     table = downstream_table(bon=bon, ppo=ppo)
     assert table.loc["a", "ppo"] == pytest.approx(0.75)
     assert table.loc["b", "bon@2"] == pytest.approx(0.6)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_vectorized_coefficients_match_scipy_with_ties_and_resamples(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 10))
+    x = rng.integers(0, 4, n).astype(float) if seed % 2 else rng.random(n)
+    y = rng.integers(0, 3, n).astype(float) if seed % 3 == 0 else rng.random(n) - 0.5
+    if seed % 5 == 0:  # a bootstrap resample: repeated RMs are joint ties
+        idx = rng.integers(0, n, n)
+        x, y = x[idx], y[idx]
+    top = 3 if seed % 4 == 0 else None
+    ref = rank_agreement(x, y, top=top)
+    got = _agreement_rows(x[None], y[None], top)
+    for m in METRICS:
+        if math.isnan(ref[m]):
+            assert math.isnan(got[m][0]), m
+        else:
+            assert got[m][0] == pytest.approx(ref[m], abs=1e-12), m
+
+
+def test_ndcg_gains_are_min_shifted():
+    # gains 0, 1, 3 (shifted from -1, 0, 2): a shift of the downstream scores changes nothing
+    assert rank_agreement([3, 2, 1], [-1, 0, 2])["ndcg"] == pytest.approx(ndcg([3, 2, 1], [0, 1, 3]))
+    assert rank_agreement([3, 2, 1], [9, 10, 12])["ndcg"] == pytest.approx(ndcg([3, 2, 1], [0, 1, 3]))
+
+
+def test_chance_and_permutation_p_are_exact_for_small_n():
+    x, y = [1.0, 2, 3, 4], [1.0, 2, 4, 3]
+    ci = rank_agreement_ci(x, y, n_boot=50).set_index("metric")
+    perms = list(itertools.permutations(y))
+    for m in METRICS:
+        null = np.array([rank_agreement(x, list(p))[m] for p in perms])
+        assert ci.loc[m, "chance"] == pytest.approx(null.mean())
+        assert ci.loc[m, "p_perm"] == pytest.approx(np.mean(null >= ci.loc[m, "estimate"] - 1e-9))
+    assert ci.loc["spearman", "chance"] == pytest.approx(0.0, abs=1e-12)
+    assert (ci["n_perm"] == 24).all() and (ci["n"] == 4).all()
+    # the perfect ranking is matched by exactly one of 4! permutations
+    best = rank_agreement_ci(x, x, n_boot=20).set_index("metric")
+    assert best.loc["kendall", "p_perm"] == pytest.approx(1 / 24)
+
+
+def test_random_rankings_of_8_rms_have_high_ndcg_and_rbo_by_chance():
+    rng = np.random.default_rng(0)
+    x, y = rng.random(8), rng.random(8)
+    ci = rank_agreement_ci(x, y, n_boot=100).set_index("metric")
+    assert (ci["n_perm"] == 40320).all()
+    assert ci.loc["rbo", "chance"] > 0.5 and ci.loc["ndcg", "chance"] > 0.5
+    assert abs(ci.loc["kendall", "chance"]) < 1e-12
+
+
+def test_monte_carlo_permutations_beyond_8_rms_are_seeded():
+    rng = np.random.default_rng(2)
+    x = rng.random(10)
+    y = x + 0.5 * rng.random(10)
+    a = rank_agreement_ci(x, y, n_boot=100, n_perm=500, seed=1)
+    pd.testing.assert_frame_equal(a, rank_agreement_ci(x, y, n_boot=100, n_perm=500, seed=1))
+    assert (a["n_perm"] == 500).all()
+    assert (a["p_perm"] >= 1 / 501).all() and (a["p_perm"] <= 1).all()
+    assert a.set_index("metric").loc["spearman", "p_perm"] < 0.05
+
+
+def test_correlation_difference_exact_diff_and_paired_bootstrap():
+    rng = np.random.default_rng(4)
+    down = rng.random(10)
+    table = pd.DataFrame({"bon": down, "good": down + 0.1 * rng.random(10), "bad": rng.random(10)},
+                         index=[f"rm{i}" for i in range(10)])
+    r = correlation_difference(table, "bon", "good", "bad", n_boot=500, seed=3)
+    for metric in ("spearman", "kendall", "ndcg"):
+        d = correlation_difference(table, "bon", "good", "bad", metric=metric, n_boot=100)
+        assert d["diff"] == (rank_agreement(table["good"], table["bon"])[metric]
+                             - rank_agreement(table["bad"], table["bon"])[metric])
+    assert r["ci_low"] <= r["diff"] <= r["ci_high"]
+    assert r["n"] == 10 and r["n_boot_valid"] == 500
+    assert r == correlation_difference(table, "bon", "good", "bad", n_boot=500, seed=3)
+    flipped = correlation_difference(table, "bon", "bad", "good", n_boot=500, seed=3)
+    assert flipped["diff"] == pytest.approx(-r["diff"]) and flipped["p_value"] == pytest.approx(r["p_value"])
+
+
+def test_correlation_difference_of_identical_predictors_is_zero_with_p_one():
+    rng = np.random.default_rng(5)
+    table = pd.DataFrame({"bon": rng.random(7), "a": rng.random(7)})
+    table["b"] = table["a"]
+    r = correlation_difference(table, "bon", "a", "b", n_boot=300)
+    assert r["diff"] == 0.0 and r["p_value"] == 1.0 and r["ci_low"] == 0.0 and r["ci_high"] == 0.0
+    with pytest.raises(PRBError, match="metric"):
+        correlation_difference(table, "bon", "a", "b", metric="tau")
+    with pytest.raises(PRBError, match="lacks"):
+        correlation_difference(table, "bon", "a", "zz")
+    with pytest.raises(PRBError, match="at least 3"):
+        correlation_difference(table.head(2), "bon", "a", "b")
+
+
+def test_public_face_exports_the_downstream_entry_points():
+    import prb_utils
+
+    for name in ("rank_agreement", "rank_agreement_ci", "expected_best_of_k", "correlation_difference"):
+        assert name in prb_utils.__all__ and callable(getattr(prb_utils, name))

@@ -25,7 +25,8 @@ def _close():
 
 def test_bon_curve_plot():
     rng = np.random.default_rng(0)
-    rows = [dict(model=m, subset="s", id=f"q{q}", sample_idx=i, rm_score=rng.random(), quality=rng.random())
+    quality = rng.random((4, 4))  # one rubric quality per sample, shared by the RMs
+    rows = [dict(model=m, subset="s", id=f"q{q}", sample_idx=i, rm_score=rng.random(), quality=quality[q, i])
             for m in ("a", "b") for q in range(4) for i in range(4)]
     ax = bon_curve_plot(bon_curves(pd.DataFrame(rows), [1, 2, 4]), judge_label="proxy:minilm - proxy judge")
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
@@ -49,3 +50,25 @@ def test_scatter_rank_and_bars():
     assert len(ax.patches) == 12
     with pytest.raises(PRBError):
         scatter_fit(bench.iloc[:1], down.iloc[:1])
+
+
+def test_chance_ticks_on_coefficient_bars():
+    bench = pd.Series([0.6, 0.7, 0.8, 0.75], index=list("abcd"))
+    ax = coefficient_bars(rank_agreement_ci(bench, bench[::-1].to_numpy(), n_boot=20))
+    assert "chance (random ranking)" in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_one_copy_of_the_plot_helpers():
+    import ast
+    import inspect
+
+    from prb_utils.analysis import plots as analysis_plots
+    from prb_utils.downstream import plots as downstream_plots
+
+    assert downstream_plots._axes is analysis_plots._axes and downstream_plots._need is analysis_plots._need
+    assert downstream_plots.PALETTE == analysis_plots.PALETTE
+    defined = {n.name for n in ast.parse(inspect.getsource(downstream_plots)).body if isinstance(n, ast.FunctionDef)}
+    assert not defined & {n.name for n in ast.parse(inspect.getsource(analysis_plots)).body
+                          if isinstance(n, ast.FunctionDef)}
+    assert "downstream" not in "".join(line for line in inspect.getsource(analysis_plots).splitlines()
+                                       if line.startswith(("import", "from")))

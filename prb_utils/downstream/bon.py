@@ -1,8 +1,10 @@
 """Best-of-N (BoN) selection: exact expected best-of-k quality, the reference "first k", and curves.
 
 The tidy BoN form has one row per (model, subset, id, sample_idx): ``model`` is the RM that scored the
-sample, ``rm_score`` its score (higher is better) and ``quality`` the rubric score of the sample in [0, 1]
-(from a rubric judge; the same for every RM).
+sample, ``sample_idx`` the sample's integer position among the question's N samples (the "first k" order),
+``rm_score`` its score (higher is better) and ``quality`` the rubric score of the sample in [0, 1] (from a
+rubric judge; the same for every RM). Curves carry percentile bootstrap intervals over questions
+(``level``, ``n_boot``, ``seed``), which stay inside the quality's range.
 
 Example:
     >>> round(expected_best_of_k([0.1, 0.9, 0.5], [0.0, 1.0, 0.5], 2), 4)
@@ -18,7 +20,6 @@ from math import comb
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from prb_utils.errors import PRBError
 
@@ -107,12 +108,33 @@ def oracle_best_of_k(quality: Sequence[float], k: int) -> float:
     return expected_best_of_k(quality, quality, k)
 
 
+def _sample_index(values: pd.Series) -> pd.Series:
+    """``sample_idx`` as int64 (``"10"`` is 10, so "first k" sorts 2 before 10); anything else raises.
+
+    >>> _sample_index(pd.Series(["10", "2", 3.0])).tolist()
+    [10, 2, 3]
+    """
+    num = pd.to_numeric(values, errors="coerce").astype(float).to_numpy()
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(num) | (num < 0) | (num % 1 != 0)
+    if bad.any():
+        raise PRBError(f"sample_idx must be a non-negative integer; got {values[bad].iloc[0]!r} "
+                       f"({int(bad.sum())} such row(s)).")
+    return pd.Series(num.astype("int64"), index=values.index, name=values.name)
+
+
 def check_bon_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """Validate the tidy BoN form and return it with the expected dtypes."""
+    """Validate the tidy BoN form and return it with the expected dtypes (``sample_idx`` an integer).
+
+    >>> check_bon_frame(pd.DataFrame({"model": "rm", "subset": "s", "id": "q", "sample_idx": ["0", "10"],
+    ...     "rm_score": [1, 2], "quality": [0.5, 1.0]}))["sample_idx"].tolist()
+    [0, 10]
+    """
     missing = [c for c in BON_COLUMNS if c not in frame.columns]
     if missing:
         raise PRBError(f"BoN frame lacks column(s) {', '.join(missing)}.")
     out = frame.copy()
+    out["sample_idx"] = _sample_index(out["sample_idx"])
     out["rm_score"] = pd.to_numeric(out["rm_score"], errors="coerce").astype(float)
     out["quality"] = pd.to_numeric(out["quality"], errors="coerce").astype(float)
     dup = out.duplicated(["model", "subset", "id", "sample_idx"])
@@ -125,24 +147,64 @@ def check_bon_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _mean_ci(values: np.ndarray, *, ci: str, level: float, n_boot: int, seed: int) -> tuple[float, float]:
-    n = values.size
-    if n < 2:
+def _check_uncertainty(level: float, n_boot: int) -> None:
+    if not 0 < level < 1:
+        raise PRBError(f"level must be between 0 and 1 (e.g. 0.95), got {level}.")
+    if int(n_boot) < 1:
+        raise PRBError(f"n_boot must be a positive integer, got {n_boot}.")
+
+
+def bootstrap_mean_ci(values: Sequence[float], *, level: float = 0.95, n_boot: int = 2000,
+                      seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean (values resampled with replacement, seeded).
+
+    Every resampled mean lies between the smallest and the largest value, so the interval never leaves
+    the range of the data (a rubric quality in [0, 1] keeps its interval in [0, 1], where a t interval
+    can pass 1). Fewer than two values give (NaN, NaN).
+
+    >>> lo, hi = bootstrap_mean_ci([1.0, 1.0, 1.0, 1.0, 0.2], n_boot=500)
+    >>> 0.2 <= lo <= hi <= 1.0
+    True
+    """
+    v = np.asarray(values, dtype=float).ravel()
+    _check_uncertainty(level, n_boot)
+    if v.size < 2:
         return float("nan"), float("nan")
-    mean = float(values.mean())
-    if ci == "t":
-        se = float(values.std(ddof=1)) / np.sqrt(n)
-        if se == 0:
-            return mean, mean
-        half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * se
-        return mean - half, mean + half
-    if ci == "bootstrap":
-        rng = np.random.default_rng(seed)
-        idx = rng.integers(0, n, size=(n_boot, n))
-        boots = values[idx].mean(axis=1)
-        lo, hi = np.quantile(boots, [0.5 - level / 2, 0.5 + level / 2])
-        return float(lo), float(hi)
-    raise PRBError(f"ci must be 't' or 'bootstrap', got {ci!r}.")
+    rng = np.random.default_rng(seed)
+    step = max(1, 2**21 // v.size)
+    means = [v[rng.integers(0, v.size, size=(min(step, n_boot - i), v.size))].mean(axis=1)
+             for i in range(0, int(n_boot), step)]
+    lo, hi = np.quantile(np.concatenate(means), [0.5 - level / 2, 0.5 + level / 2])
+    return float(np.clip(lo, v.min(), v.max())), float(np.clip(hi, v.min(), v.max()))
+
+
+def _quality_pool(df: pd.DataFrame) -> pd.DataFrame:
+    """One quality per sample (subset, id, sample_idx), from every RM's rows that have one.
+
+    The quality does not depend on the RM, so the pool ignores RM scores (an RM's invalid score never
+    removes a sample from the baselines); an RM that disagrees on a sample's quality is an error.
+    """
+    keys = ["subset", "id", "sample_idx"]
+    pool = df.loc[np.isfinite(df["quality"]), [*keys, "quality"]]
+    spread = pool.groupby(keys, sort=False)["quality"].agg(["min", "max"])
+    clash = spread[~np.isclose(spread["min"], spread["max"])]
+    if not clash.empty:
+        subset, qid, idx = clash.index[0]
+        raise PRBError(f"Sample {subset}/{qid}#{idx} has different quality values for different RMs; "
+                       "the quality must come from one rubric judgement per sample.")
+    return pool.drop_duplicates(keys).sort_values(keys, kind="stable")
+
+
+def _baseline_rows(pool: pd.DataFrame, ks: Sequence[int]) -> list[tuple]:
+    rows: list[tuple] = []
+    for (subset, qid), grp in pool.groupby(["subset", "id"], sort=False):
+        q = grp["quality"].to_numpy()
+        for k in ks:
+            if k > q.size:
+                continue
+            rows.append(("oracle", subset, qid, "exact", k, q.size, oracle_best_of_k(q, k)))
+            rows.append(("random", subset, qid, "exact", k, q.size, float(q.mean())))
+    return rows
 
 
 def per_question_best_of_k(
@@ -152,25 +214,32 @@ def per_question_best_of_k(
     methods: Sequence[str] = ("exact", "first"),
     oracle: bool = True,
 ) -> pd.DataFrame:
-    """Per-question best-of-k quality: columns model, subset, id, method, k, n_samples, value.
+    """Per-question best-of-k quality: columns model, subset, id, method, k, n (samples), value.
 
     ``method`` is ``exact`` (expectation over all k-subsets), ``first`` (the reference: best of the first k
-    by ``sample_idx``, first wins ties) or, with ``oracle=True``, the rows of model ``oracle`` (best quality
-    of a random k-subset; method ``exact``) and ``random`` (mean quality, the k=1 value for every k).
-    Samples with a missing score or quality (invalid RM output, judge failure) are dropped first;
-    questions with fewer than k samples have no row for that k.
+    by integer ``sample_idx``, first wins ties) or, with ``oracle=True``, the rows of model ``oracle`` (best
+    quality of a random k-subset; method ``exact``) and ``random`` (mean quality, the k=1 value for every
+    k). For an RM, samples with a missing score or quality (invalid RM output, judge failure) are dropped;
+    the baselines use the whole pool of samples with a quality, whatever any RM scored. Questions with
+    fewer than k samples have no row for that k.
+
+    >>> frame = pd.DataFrame({"model": "rm", "subset": "s", "id": "q", "sample_idx": [0, 1],
+    ...     "rm_score": [1.0, float("nan")], "quality": [0.0, 1.0]})
+    >>> per_question_best_of_k(frame, [1], methods=["exact"])[["model", "n", "value"]].values.tolist()
+    [['rm', 1, 0.0], ['oracle', 2, 0.5], ['random', 2, 0.5]]
     """
     df = check_bon_frame(frame)
-    df = df[np.isfinite(df["rm_score"]) & np.isfinite(df["quality"])]
     for method in methods:
         if method not in ("exact", "first"):
             raise PRBError(f"Unknown best-of-k method {method!r}; use 'exact' or 'first'.")
     ks = sorted({int(k) for k in ks})
     if not ks or ks[0] < 1:
         raise PRBError("ks must be positive integers.")
+    pool = _quality_pool(df)
+    scored = df[np.isfinite(df["rm_score"]) & np.isfinite(df["quality"])]
+    scored = scored.sort_values(["model", "subset", "id", "sample_idx"], kind="stable")
     rows: list[tuple] = []
-    df = df.sort_values(["model", "subset", "id", "sample_idx"], kind="stable")
-    for (model, subset, qid), grp in df.groupby(["model", "subset", "id"], sort=False):
+    for (model, subset, qid), grp in scored.groupby(["model", "subset", "id"], sort=False):
         s = grp["rm_score"].to_numpy()
         q = grp["quality"].to_numpy()
         for k in ks:
@@ -180,18 +249,9 @@ def per_question_best_of_k(
                 rows.append((model, subset, qid, "exact", k, s.size, expected_best_of_k(s, q, k)))
             if "first" in methods:
                 rows.append((model, subset, qid, "first", k, s.size, best_of_first_k(s, q, k)))
-    if oracle and not df.empty:
-        # quality does not depend on the RM: take it once per question (from the first model)
-        first_model = df["model"].iloc[0]
-        base = df[df["model"] == first_model]
-        for (subset, qid), grp in base.groupby(["subset", "id"], sort=False):
-            q = grp["quality"].to_numpy()
-            for k in ks:
-                if k > q.size:
-                    continue
-                rows.append(("oracle", subset, qid, "exact", k, q.size, oracle_best_of_k(q, k)))
-                rows.append(("random", subset, qid, "exact", k, q.size, float(q.mean())))
-    return pd.DataFrame(rows, columns=["model", "subset", "id", "method", "k", "n_samples", "value"])
+    if oracle:
+        rows.extend(_baseline_rows(pool, ks))
+    return pd.DataFrame(rows, columns=["model", "subset", "id", "method", "k", "n", "value"])
 
 
 def bon_curves(
@@ -201,7 +261,6 @@ def bon_curves(
     methods: Sequence[str] = ("exact", "first"),
     oracle: bool = True,
     by: Sequence[str] = (),
-    ci: str = "t",
     level: float = 0.95,
     n_boot: int = 2000,
     seed: int = 0,
@@ -209,8 +268,9 @@ def bon_curves(
 ) -> pd.DataFrame:
     """Best-of-k curves with CIs over questions, per RM (and per ``by`` columns, e.g. ``("subset",)``).
 
-    Returns columns model, *by, method, k, n_questions, mean, ci_low, ci_high. ``ci="t"`` is a t interval
-    over the questions' values; ``ci="bootstrap"`` a percentile bootstrap over questions with ``seed``.
+    Returns columns model, *by, method, k, n (questions), mean, ci_low, ci_high. The interval is a
+    percentile bootstrap over questions (:func:`bootstrap_mean_ci`: ``level``, ``n_boot``, ``seed``), so it
+    stays within the range of the questions' values (a quality in [0, 1] keeps its interval in [0, 1]).
     ``gain=True`` reports each question's best-of-k quality minus its mean quality (one random sample),
     paired by question: the question-to-question spread cancels, so RMs separate more clearly.
 
@@ -218,9 +278,10 @@ def bon_curves(
     ...     "sample_idx": [0, 1, 2] * 2, "rm_score": [1, 2, 3, 3, 2, 1],
     ...     "quality": [0.0, 0.5, 1.0, 0.0, 0.5, 1.0]})
     >>> curves = bon_curves(frame, [1, 3], oracle=False, methods=["exact"])
-    >>> curves[["k", "n_questions", "mean"]].to_dict("records")
-    [{'k': 1, 'n_questions': 2, 'mean': 0.5}, {'k': 3, 'n_questions': 2, 'mean': 0.5}]
+    >>> curves[["k", "n", "mean"]].to_dict("records")
+    [{'k': 1, 'n': 2, 'mean': 0.5}, {'k': 3, 'n': 2, 'mean': 0.5}]
     """
+    _check_uncertainty(level, n_boot)
     per_q = per_question_best_of_k(frame, ks, methods=methods, oracle=True if gain else oracle)
     if gain:
         base = per_q[per_q["model"] == "random"][["subset", "id", "k", "value"]].rename(columns={"value": "_base"})
@@ -237,9 +298,9 @@ def bon_curves(
     rows = []
     for key, grp in per_q.groupby(keys, sort=True):
         values = grp["value"].to_numpy(dtype=float)
-        lo, hi = _mean_ci(values, ci=ci, level=level, n_boot=n_boot, seed=seed)
+        lo, hi = bootstrap_mean_ci(values, level=level, n_boot=n_boot, seed=seed)
         rows.append((*key, values.size, float(values.mean()), lo, hi))
-    return pd.DataFrame(rows, columns=[*keys, "n_questions", "mean", "ci_low", "ci_high"])
+    return pd.DataFrame(rows, columns=[*keys, "n", "mean", "ci_low", "ci_high"])
 
 
 def bon_metrics(curves: pd.DataFrame, *, method: str = "exact") -> pd.DataFrame:

@@ -1,6 +1,13 @@
 """Rank agreement between a benchmark's RM ranking and a downstream RM ranking.
 
-Both inputs are per-RM numbers where higher is better (benchmark accuracy; BoN or PPO quality).
+Both inputs are per-RM numbers where higher is better (benchmark accuracy; BoN or PPO quality). With a
+handful of RMs every coefficient is noisy and some are high by construction (NDCG and RBO of a *random*
+ranking of 8 RMs are far above 0), so :func:`rank_agreement_ci` reports each coefficient with a bootstrap
+interval over RMs, its value expected by chance and a permutation p-value, and
+:func:`correlation_difference` compares two benchmarks on the same RMs with a paired bootstrap.
+
+Uncertainty keywords are the same on every call: ``level`` (0.95), ``n_boot`` (bootstrap resamples) and
+``seed``.
 
 Example:
     >>> r = rank_agreement([0.7, 0.6, 0.5], [0.9, 0.4, 0.5])
@@ -10,6 +17,8 @@ Example:
 
 from __future__ import annotations
 
+import itertools
+import math
 import warnings
 from collections.abc import Mapping, Sequence
 
@@ -21,6 +30,9 @@ from prb_utils.errors import PRBError
 
 METRICS = ("spearman", "kendall", "weighted_tau", "pearson", "ndcg", "rbo")
 RBO_P = 0.9
+EXACT_PERMUTATIONS_MAX_N = 8   # up to 8! = 40,320 permutations are enumerated; larger n is Monte Carlo
+_TOL = 1e-9                    # ties between a permuted and the observed coefficient count as "as large"
+_CELLS = 2**20                 # rows x n x n cells per vectorized chunk (memory bound)
 
 
 def _pair(benchmark_scores: Sequence[float], downstream_scores: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
@@ -50,7 +62,8 @@ def ndcg(benchmark_scores: Sequence[float], downstream_scores: Sequence[float], 
     DCG = sum_i gain_i / log2(i + 1) over positions i = 1..top of the ranking by benchmark score
     (descending); ties in the benchmark are tie-averaged (each tied position gets the group's mean gain,
     McSherry and Najork 2008), so the value does not depend on input order. Divided by the DCG of the
-    ranking by the downstream scores. Gains must be non-negative.
+    ranking by the downstream scores. Gains must be non-negative; :func:`rank_agreement` passes the
+    downstream scores min-shifted (score - min), so the worst RM has gain 0.
 
     >>> round(ndcg([3, 2, 1], [1, 2, 3]), 4)   # (1 + 2/log2(3) + 3/2) / (3 + 2/log2(3) + 1/2)
     0.79
@@ -125,10 +138,15 @@ def rank_agreement(benchmark_scores: Sequence[float], downstream_scores: Sequenc
 
     ``weighted_tau`` is ``scipy.stats.weightedtau`` with its defaults (hyperbolic weights 1/(r+1) on the
     decreasing ranks, averaged over the rankings by each input), so disagreements among the top RMs weigh
-    most. ``ndcg`` ranks the RMs by benchmark score and uses the downstream scores as gains
-    (:func:`ndcg`); ``rbo`` is extrapolated RBO with p=0.9 (:func:`rbo`). ``top`` is the cutoff of NDCG and
-    RBO; the correlation coefficients always use every RM. A coefficient undefined for constant input
-    is NaN, and so is ``ndcg`` when a downstream score is negative (gains must be non-negative).
+    most. ``ndcg`` ranks the RMs by benchmark score and uses the downstream scores as gains, min-shifted
+    to be non-negative (gain = score - min score, so the worst RM adds nothing and a constant shift of
+    the downstream scores changes nothing; :func:`ndcg`); ``rbo`` is extrapolated RBO with p=0.9
+    (:func:`rbo`). ``top`` is the cutoff of NDCG and RBO; the correlation coefficients always use every
+    RM. A coefficient undefined for constant input is NaN. Even a random ranking scores well above 0 on
+    NDCG and RBO: read them against the ``chance`` column of :func:`rank_agreement_ci`.
+
+    >>> round(rank_agreement([1, 2, 3], [-1.0, 0.0, 2.0])["ndcg"], 4)   # gains 0, 1, 3
+    1.0
 
     >>> r = rank_agreement([1, 2, 3, 4], [10, 20, 30, 40])
     >>> [round(r[m], 3) for m in ("spearman", "kendall", "weighted_tau", "pearson", "ndcg", "rbo")]
@@ -140,9 +158,280 @@ def rank_agreement(benchmark_scores: Sequence[float], downstream_scores: Sequenc
         "kendall": _nan_if_constant(x, y, lambda a, b: stats.kendalltau(a, b).statistic),
         "weighted_tau": _nan_if_constant(x, y, lambda a, b: stats.weightedtau(a, b).statistic),
         "pearson": _nan_if_constant(x, y, lambda a, b: stats.pearsonr(a, b).statistic),
-        "ndcg": ndcg(x, y, top=top) if (y >= 0).all() else float("nan"),
+        "ndcg": ndcg(x, y - y.min(), top=top),
         "rbo": rbo(x, y, top=top),
     }
+
+
+
+
+# ------------------------------------------------------------------- the coefficients, vectorized over rows
+# Each helper takes (rows, n) arrays: row r pairs benchmark scores x[r] with downstream scores y[r]. They
+# reproduce rank_agreement (scipy's coefficients) for many resamples or permutations at once; a test holds
+# them to scipy on inputs with ties.
+
+
+def _above_tied(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per entry of each row: how many entries of its row are greater, and how many equal (itself included)."""
+    above = (v[:, None, :] > v[:, :, None]).sum(axis=2)
+    tied = (v[:, None, :] == v[:, :, None]).sum(axis=2)
+    return above, tied
+
+
+def _constant(v: np.ndarray) -> np.ndarray:
+    return np.ptp(v, axis=1) == 0
+
+
+def _pearson_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    a = x - x.mean(axis=1, keepdims=True)
+    b = y - y.mean(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = (a * b).sum(axis=1) / np.sqrt((a * a).sum(axis=1) * (b * b).sum(axis=1))
+    r[_constant(x) | _constant(y)] = np.nan
+    return np.clip(r, -1.0, 1.0)
+
+
+def _midranks(v: np.ndarray) -> np.ndarray:
+    above, tied = _above_tied(v)
+    return v.shape[1] - above - (tied - 1) / 2.0
+
+
+def _lexrank(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """0-based rank by decreasing (a, b), remaining ties: the later entry first (scipy's reversed lexsort)."""
+    n = a.shape[1]
+    ai, aj, bi, bj = a[:, :, None], a[:, None, :], b[:, :, None], b[:, None, :]
+    later = np.arange(n)[None, :] > np.arange(n)[:, None]
+    before = (aj > ai) | ((aj == ai) & ((bj > bi) | ((bj == bi) & later)))
+    return before.sum(axis=2)
+
+
+def _tau_rows(x: np.ndarray, y: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
+    """Kendall's tau-b with pair weights ``weights`` (rows, n, n); None = unweighted."""
+    sx = np.sign(x[:, None, :] - x[:, :, None])
+    sy = np.sign(y[:, None, :] - y[:, :, None])
+    w = 1.0 if weights is None else weights
+    num = (w * sx * sy).sum(axis=(1, 2))
+    den = np.sqrt((w * (sx != 0)).sum(axis=(1, 2)) * (w * (sy != 0)).sum(axis=(1, 2)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tau = num / den
+    tau[den == 0] = np.nan
+    return np.clip(tau, -1.0, 1.0)
+
+
+def _weighted_tau_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``scipy.stats.weightedtau`` defaults: additive hyperbolic weights 1/(r+1), averaged over both rankings."""
+    taus = []
+    for a, b in ((x, y), (y, x)):
+        w = 1.0 / (1.0 + _lexrank(a, b))
+        taus.append(_tau_rows(x, y, w[:, :, None] + w[:, None, :]))
+    return (taus[0] + taus[1]) / 2.0
+
+
+def _ndcg_rows(x: np.ndarray, gains: np.ndarray, top: int | None) -> np.ndarray:
+    """:func:`ndcg` per row; tie-averaged gains equal tie-averaged discounts."""
+    n = x.shape[1]
+    discounts = 1.0 / np.log2(np.arange(2, n + 2))
+    discounts[_check_top(top, n):] = 0.0
+    cum = np.concatenate([[0.0], np.cumsum(discounts)])
+    above, tied = _above_tied(x)
+    dcg = ((cum[above + tied] - cum[above]) / tied * gains).sum(axis=1)
+    idcg = (-np.sort(-gains, axis=1) * discounts).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        value = dcg / idcg
+    value[idcg == 0] = np.nan
+    return value
+
+
+def _inclusion_rows(v: np.ndarray, depths: np.ndarray) -> np.ndarray:
+    above, tied = _above_tied(v)
+    return np.clip(depths[None, :, None] - above[:, None, :], 0, tied[:, None, :]) / tied[:, None, :]
+
+
+def _rbo_rows(x: np.ndarray, y: np.ndarray, top: int | None, p: float = RBO_P) -> np.ndarray:
+    t = _check_top(top, x.shape[1])
+    depths = np.arange(1, t + 1)
+    overlap = (_inclusion_rows(x, depths) * _inclusion_rows(y, depths)).sum(axis=2)
+    value = overlap[:, -1] / t * p**t + (1 - p) / p * (overlap / depths * p**depths).sum(axis=1)
+    return np.where(np.isclose(value, 1.0), np.minimum(value, 1.0), value)
+
+
+def _agreement_chunk(x: np.ndarray, y: np.ndarray, top: int | None) -> dict[str, np.ndarray]:
+    return {
+        "spearman": _pearson_rows(_midranks(x), _midranks(y)),
+        "kendall": _tau_rows(x, y, None),
+        "weighted_tau": _weighted_tau_rows(x, y),
+        "pearson": _pearson_rows(x, y),
+        "ndcg": _ndcg_rows(x, y - y.min(axis=1, keepdims=True), top),
+        "rbo": _rbo_rows(x, y, top),
+    }
+
+
+def _agreement_rows(x: np.ndarray, y: np.ndarray, top: int | None = None) -> dict[str, np.ndarray]:
+    """Every coefficient of :func:`rank_agreement` for each row of ``x`` and ``y`` (rows, n), in chunks.
+
+    >>> r = _agreement_rows(np.array([[1.0, 2, 3], [1, 2, 3]]), np.array([[1.0, 2, 3], [3, 2, 1]]))
+    >>> r["spearman"].tolist(), float(r["rbo"][0])
+    ([1.0, -1.0], 1.0)
+    """
+    step = max(1, _CELLS // (x.shape[1] ** 2))
+    parts = [_agreement_chunk(x[i:i + step], y[i:i + step], top) for i in range(0, x.shape[0], step)]
+    return {m: np.concatenate([p[m] for p in parts]) if parts else np.empty(0) for m in METRICS}
+
+
+# ------------------------------------------------------------------- uncertainty and chance
+
+
+def _check_uncertainty(level: float, n_boot: int) -> None:
+    if not 0 < level < 1:
+        raise PRBError(f"level must be between 0 and 1 (e.g. 0.95), got {level}.")
+    if int(n_boot) < 1:
+        raise PRBError(f"n_boot must be a positive integer, got {n_boot}.")
+
+
+def _boot_indices(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """``n_boot`` resamples of n RMs with replacement, without those that repeat a single RM."""
+    idx = rng.integers(0, n, size=(int(n_boot), n))
+    distinct = 1 + (np.diff(np.sort(idx, axis=1), axis=1) != 0).sum(axis=1)
+    return idx[distinct >= 2]
+
+
+def _percentile(values: np.ndarray, level: float) -> tuple[float, float]:
+    values = values[np.isfinite(values)]
+    if not values.size:
+        return math.nan, math.nan
+    lo, hi = np.quantile(values, [0.5 - level / 2, 0.5 + level / 2])
+    return float(lo), float(hi)
+
+
+def _permutations(n: int, n_perm: int, rng: np.random.Generator) -> tuple[np.ndarray, bool]:
+    """Every permutation of range(n) when n <= 8 (exact), else ``n_perm`` random ones (Monte Carlo)."""
+    if n <= EXACT_PERMUTATIONS_MAX_N:
+        return np.array(list(itertools.permutations(range(n))), dtype=np.intp), True
+    if int(n_perm) < 1:
+        raise PRBError(f"n_perm must be a positive integer, got {n_perm}.")
+    return rng.permuted(np.tile(np.arange(n), (int(n_perm), 1)), axis=1), False
+
+
+def _chance_and_p(null: np.ndarray, estimate: float, exact: bool) -> tuple[float, float]:
+    """Mean of the permutation distribution and the one-sided p-value P(null >= estimate)."""
+    null = null[np.isfinite(null)]
+    if not null.size:
+        return math.nan, math.nan
+    chance = float(null.mean())
+    if not math.isfinite(estimate):
+        return chance, math.nan
+    hits = int((null >= estimate - _TOL).sum())
+    return chance, hits / null.size if exact else (hits + 1) / (null.size + 1)
+
+
+def rank_agreement_ci(
+    benchmark_scores: Sequence[float],
+    downstream_scores: Sequence[float],
+    *,
+    top: int | None = None,
+    level: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+    n_perm: int = 10000,
+) -> pd.DataFrame:
+    """Each coefficient of :func:`rank_agreement` with a bootstrap CI, its chance value and a permutation p.
+
+    Columns: ``metric``; ``estimate`` (on all RMs); ``ci_low``/``ci_high``, the percentile bootstrap
+    interval at ``level`` over RMs (RMs resampled with replacement, ``n_boot`` times, seeded; a resample
+    of one repeated RM is skipped and ``n_boot_valid`` counts the resamples where the coefficient was
+    defined); ``chance``, the coefficient's expectation when the downstream ranking is a uniformly random
+    permutation of the RMs; ``p_perm``, the one-sided permutation p-value P(coefficient under a random
+    permutation >= estimate); ``n`` (RMs) and ``n_perm`` (permutations used). For n <= 8 RMs both
+    ``chance`` and ``p_perm`` are exact (all n! permutations); beyond that they are Monte Carlo over
+    ``n_perm`` seeded permutations, with p = (1 + hits) / (1 + n_perm). Compare each estimate with its
+    ``chance``, not with 0: NDCG and RBO of a random ranking are far above 0. NDCG uses the downstream
+    scores as gains, min-shifted to be non-negative (the worst RM has gain 0).
+
+    >>> ci = rank_agreement_ci([1, 2, 3, 4, 5], [1, 3, 2, 5, 4], n_boot=200)
+    >>> list(ci["metric"]) == list(METRICS)
+    True
+    >>> row = ci.set_index("metric").loc["spearman"]
+    >>> [round(float(row[c]), 4) + 0.0 for c in ("estimate", "chance", "p_perm")], int(row["n_perm"])
+    ([0.8, 0.0, 0.0667], 120)
+    """
+    x, y = _pair(benchmark_scores, downstream_scores)
+    _check_uncertainty(level, n_boot)
+    est = rank_agreement(x, y, top=top)
+    boot_rng, perm_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
+    idx = _boot_indices(x.size, n_boot, boot_rng)
+    boots = _agreement_rows(x[idx], y[idx], top)
+    perms, exact = _permutations(x.size, n_perm, perm_rng)
+    null = _agreement_rows(np.broadcast_to(x, perms.shape), y[perms], top)
+    rows = []
+    for m in METRICS:
+        lo, hi = _percentile(boots[m], level)
+        chance, p = _chance_and_p(null[m], est[m], exact)
+        rows.append((m, est[m], lo, hi, chance, p, x.size, int(np.isfinite(boots[m]).sum()), len(perms)))
+    return pd.DataFrame(rows, columns=["metric", "estimate", "ci_low", "ci_high", "chance", "p_perm", "n",
+                                       "n_boot_valid", "n_perm"])
+
+
+def _difference_columns(table: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise PRBError(f"The table lacks the column(s) {', '.join(map(str, missing))}.")
+    frame = table[list(dict.fromkeys(columns))].apply(pd.to_numeric, errors="coerce").dropna()
+    if len(frame) < 3:
+        raise PRBError(f"Only {len(frame)} RM(s) have values in every column; at least 3 are needed.")
+    return frame
+
+
+def _bootstrap_p(diffs: np.ndarray) -> float:
+    """Two-sided p for diff = 0 from the bootstrap distribution (percentile inversion, add-one corrected)."""
+    if not diffs.size:
+        return math.nan
+    below, above = int((diffs <= 0).sum()), int((diffs >= 0).sum())
+    return float(min(1.0, 2 * (min(below, above) + 1) / (diffs.size + 1)))
+
+
+def correlation_difference(
+    table: pd.DataFrame,
+    downstream: str,
+    a: str,
+    b: str,
+    *,
+    metric: str = "spearman",
+    top: int | None = None,
+    level: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> dict[str, float | int | str]:
+    """Does benchmark ``a`` agree with ``downstream`` better than benchmark ``b`` does, on the same RMs?
+
+    ``table`` has one row per RM and numeric columns ``a``, ``b`` and ``downstream`` (rows missing any of
+    them are left out). ``diff`` = metric(table[a], table[downstream]) - metric(table[b], table[downstream])
+    with ``metric`` one of :data:`METRICS` (:func:`rank_agreement`). ``ci_low``/``ci_high``: the percentile
+    interval at ``level`` of a *paired* bootstrap over the rows (the same resampled RMs for both
+    benchmarks, ``n_boot`` times, seeded), so what the two benchmarks share cancels. ``p_value``: two-sided
+    for diff = 0, by inverting that bootstrap, 2 * (1 + #{boot diff on the far side of 0}) / (1 + n_boot_valid),
+    capped at 1; two identical benchmarks give diff 0 and p 1. Also returned: ``estimate_a``,
+    ``estimate_b``, ``n`` (RMs) and ``n_boot_valid``.
+
+    >>> t = pd.DataFrame({"prb": [1, 2, 3, 4, 5, 6], "rb": [2, 1, 4, 3, 6, 5], "bon": [1, 2, 3, 4, 5, 6]})
+    >>> r = correlation_difference(t, "bon", "prb", "rb", n_boot=500)
+    >>> round(r["diff"], 4), r["estimate_a"], round(r["estimate_b"], 4)
+    (0.1714, 1.0, 0.8286)
+    >>> correlation_difference(t, "bon", "prb", "prb", n_boot=200)["p_value"]
+    1.0
+    """
+    if metric not in METRICS:
+        raise PRBError(f"Unknown agreement metric {metric!r}; use one of {', '.join(METRICS)}.")
+    _check_uncertainty(level, n_boot)
+    frame = _difference_columns(table, [a, b, downstream])
+    xa, xb, y = (frame[c].to_numpy(dtype=float) for c in (a, b, downstream))
+    est_a = rank_agreement(xa, y, top=top)[metric]
+    est_b = rank_agreement(xb, y, top=top)[metric]
+    idx = _boot_indices(len(frame), n_boot, np.random.default_rng(seed))
+    diffs = _agreement_rows(xa[idx], y[idx], top)[metric] - _agreement_rows(xb[idx], y[idx], top)[metric]
+    diffs = diffs[np.isfinite(diffs)]
+    lo, hi = _percentile(diffs, level)
+    return {"metric": metric, "diff": est_a - est_b, "ci_low": lo, "ci_high": hi, "p_value": _bootstrap_p(diffs),
+            "estimate_a": est_a, "estimate_b": est_b, "n": len(frame), "n_boot_valid": int(diffs.size)}
 
 
 def _names(benchmark_scores, downstream_scores, names) -> list[str]:
@@ -152,44 +441,6 @@ def _names(benchmark_scores, downstream_scores, names) -> list[str]:
         if isinstance(obj, pd.Series):
             return [str(i) for i in obj.index]
     return [str(i) for i in range(len(benchmark_scores))]
-
-
-def rank_agreement_ci(
-    benchmark_scores: Sequence[float],
-    downstream_scores: Sequence[float],
-    *,
-    top: int | None = None,
-    n_boot: int = 2000,
-    level: float = 0.95,
-    seed: int = 0,
-) -> pd.DataFrame:
-    """Each coefficient with a percentile bootstrap CI over RMs (RMs resampled with replacement, seeded).
-
-    Returns columns metric, estimate, ci_low, ci_high, n_models, n_boot_valid (resamples where the
-    coefficient was defined; a resample of one repeated RM is not).
-
-    >>> ci = rank_agreement_ci([1, 2, 3, 4, 5], [1, 3, 2, 5, 4], n_boot=200)
-    >>> list(ci["metric"]) == list(METRICS)
-    True
-    """
-    x, y = _pair(benchmark_scores, downstream_scores)
-    est = rank_agreement(x, y, top=top)
-    rng = np.random.default_rng(seed)
-    boots = {m: [] for m in METRICS}
-    n = x.size
-    for _ in range(n_boot):
-        idx = rng.integers(0, n, size=n)
-        if np.unique(idx).size < 2:
-            continue
-        for m, v in rank_agreement(x[idx], y[idx], top=top).items():
-            boots[m].append(v)
-    rows = []
-    for m in METRICS:
-        b = np.asarray(boots[m], dtype=float)
-        b = b[np.isfinite(b)]
-        lo, hi = (np.quantile(b, [0.5 - level / 2, 0.5 + level / 2]) if b.size else (np.nan, np.nan))
-        rows.append((m, est[m], float(lo), float(hi), n, int(b.size)))
-    return pd.DataFrame(rows, columns=["metric", "estimate", "ci_low", "ci_high", "n_models", "n_boot_valid"])
 
 
 def leave_one_out(
@@ -245,9 +496,10 @@ def compare_benchmarks(
     *,
     aliases: Mapping[str, str] | None = None,
     top: int | None = None,
-    n_boot: int = 2000,
     level: float = 0.95,
+    n_boot: int = 2000,
     seed: int = 0,
+    n_perm: int = 10000,
 ) -> pd.DataFrame:
     """How well each benchmark's RM ranking agrees with each downstream metric, side by side.
 
@@ -257,7 +509,9 @@ def compare_benchmarks(
     to the canonical name, so "Skywork/Skywork-Reward-V2-Llama-3.1-8B" and "skywork-8b" can join; names
     are otherwise matched exactly. Models missing from either side are left out with a warning; each
     (benchmark, metric) pair uses the models with values in both. Returns the tidy columns benchmark,
-    downstream, metric, estimate, ci_low, ci_high, n_models, n_boot_valid.
+    downstream and the columns of :func:`rank_agreement_ci` (metric, estimate, ci_low, ci_high, chance,
+    p_perm, n, n_boot_valid, n_perm). To test whether one benchmark agrees better than another on the
+    same RMs, use :func:`correlation_difference`.
     """
     aliases = dict(aliases or {})
     bench = _model_frame(benchmarks, "benchmark", aliases)
@@ -278,8 +532,8 @@ def compare_benchmarks(
             pair = pd.concat([bench.loc[common, b], down.loc[common, d]], axis=1).dropna()
             if len(pair) < 3:
                 continue
-            ci = rank_agreement_ci(pair.iloc[:, 0], pair.iloc[:, 1], top=top, n_boot=n_boot, level=level,
-                                   seed=seed)
+            ci = rank_agreement_ci(pair.iloc[:, 0], pair.iloc[:, 1], top=top, level=level, n_boot=n_boot,
+                                   seed=seed, n_perm=n_perm)
             ci.insert(0, "downstream", d)
             ci.insert(0, "benchmark", b)
             parts.append(ci)

@@ -287,6 +287,8 @@ def run_bon_pipeline(
     judge: Any = "proxy",
     ks: Sequence[int] | None = None,
     seed: int = 0,
+    level: float = 0.95,
+    n_boot: int = 2000,
     max_new_tokens: int = 80,
     temperature: float = 1.0,
     top_p: float = 0.9,
@@ -300,7 +302,8 @@ def run_bon_pipeline(
 
     ``data``: a source for :func:`prb_utils.data.load_benchmark` (default the shipped sample) or a loaded
     frame. ``judge``: ``proxy`` (MiniLM similarity, labelled as a proxy) or ``llm:NAME``. ``ks`` defaults to
-    the powers of two up to ``n_samples``.
+    the powers of two up to ``n_samples``. ``level``, ``n_boot`` and ``seed`` set the bootstrap intervals
+    (over questions for the curves, over RMs for the agreement).
     """
     timings: dict[str, float] = {}
     if isinstance(judge, str):
@@ -338,7 +341,7 @@ def run_bon_pipeline(
     frame = frame.merge(samples[["subset", "id", "sample_idx", "response"]], on=["subset", "id", "sample_idx"])
     _write_parquet(frame, root / "bon_frame.parquet")
     ks = list(ks) if ks is not None else _default_ks(n_samples)
-    curves = bon_curves(frame, ks, seed=seed)
+    curves = bon_curves(frame, ks, level=level, n_boot=n_boot, seed=seed)
     judge_name = str(quality["judge"].dropna().iloc[0]) if quality["judge"].notna().any() else str(judge)
     proxy = bool(quality["judge_proxy"].fillna(False).any())
     curves["judge"] = judge_name
@@ -354,7 +357,8 @@ def run_bon_pipeline(
 
         joined = pd.concat([accuracy.rename("prb"), metrics], axis=1, join="inner").dropna()
         if len(joined) >= 3:
-            agreement = rank_agreement_ci(joined["prb"], joined[f"bon@{max(ks)}"], seed=seed)
+            agreement = rank_agreement_ci(joined["prb"], joined[f"bon@{max(ks)}"], level=level,
+                                          n_boot=n_boot, seed=seed)
             agreement.insert(0, "downstream", f"bon@{max(ks)}")
             agreement["judge"] = judge_name
             agreement["judge_proxy"] = proxy
@@ -362,7 +366,7 @@ def run_bon_pipeline(
 
     paths: list[Path] = []
     if figures:
-        gains = bon_curves(frame, ks, seed=seed, gain=True, methods=["exact"])
+        gains = bon_curves(frame, ks, level=level, n_boot=n_boot, seed=seed, gain=True, methods=["exact"])
         paths = _figures(curves, gains, metrics, accuracy, agreement, root / "figures", judge_name, proxy, max(ks))
     meta = {"policy": policy, "n_samples": n_samples, "models": list(models), "rm_profile": rm_profile,
             "judge_design": judge_design,

@@ -8,34 +8,16 @@ names the quality's judge on the axis, so a proxy judge is always marked as one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import seaborn as sns
 from matplotlib.axes import Axes
 
+from prb_utils.analysis.plots import PALETTE, _axes, _need
 from prb_utils.errors import PRBError
-
-PALETTE = "colorblind"
-
-
-def _axes(ax: Axes | None, size: tuple[float, float]) -> Axes:
-    if ax is not None:
-        return ax
-    _, ax = plt.subplots(figsize=size)
-    return ax
-
-
-def _need(frame: pd.DataFrame, cols: Sequence[str]) -> None:
-    missing = [c for c in cols if c not in frame.columns]
-    if missing:
-        raise PRBError(f"The table to plot lacks the column(s) {', '.join(missing)}.")
 
 
 def _colors(n: int) -> list:
-    import seaborn as sns
-
     return list(sns.color_palette(PALETTE, n)) if n > 0 else []
 
 
@@ -116,6 +98,7 @@ def rank_rank(benchmark: pd.Series, downstream: pd.Series, *, ax: Axes | None = 
     >>> ax = rank_rank(pd.Series([0.7, 0.6, 0.5], index=["a", "b", "c"]), pd.Series([0.2, 0.3, 0.1], index=["a", "b", "c"]))
     >>> sorted(t.get_text() for t in ax.texts)
     ['a', 'b', 'c']
+    >>> import matplotlib.pyplot as plt
     >>> plt.close(ax.figure)
     """
     df = _pair_frame(benchmark, downstream)
@@ -140,6 +123,7 @@ def coefficient_bars(table: pd.DataFrame, *, hue: str | None = None, ax: Axes | 
                      title: str | None = "Rank agreement with 95% bootstrap CI over RMs") -> Axes:
     """Bars of each coefficient (``metric``) with its CI, from :func:`prb_utils.downstream.correlation.rank_agreement_ci`
     or :func:`~prb_utils.downstream.correlation.compare_benchmarks` (then ``hue="benchmark"`` sets benchmarks side by side).
+    A black tick marks each coefficient's ``chance`` value (a random ranking) when the table has it.
     """
     _need(table, ["metric", "estimate", "ci_low", "ci_high"])
     ax = _axes(ax, (7, 4))
@@ -155,11 +139,14 @@ def coefficient_bars(table: pd.DataFrame, *, hue: str | None = None, ax: Axes | 
                          (d["ci_high"].to_numpy(float) - est).clip(min=0)])
         ax.bar(x, np.nan_to_num(est), width=width, color=color, label=None if group is None else str(group))
         ax.errorbar(x, np.nan_to_num(est), yerr=np.nan_to_num(err), fmt="none", ecolor="0.2", capsize=3)
+        if "chance" in d.columns:
+            ax.scatter(x, d["chance"].to_numpy(float), marker="_", s=300, color="black", zorder=4,
+                       label="chance (random ranking)" if gi == 0 else None)
     ax.axhline(0, color="0.3", linewidth=0.8)
     ax.set_xticks(np.arange(len(metrics)), metrics)
     ax.set_ylim(-1.05, 1.05)
     ax.set_ylabel("coefficient")
-    if hue:
+    if hue or "chance" in table.columns:
         ax.legend(fontsize="small", frameon=False)
     if title:
         ax.set_title(title)

@@ -271,7 +271,7 @@ def reference_curves(evals: pd.DataFrame, *, model: str, by: tuple[str, ...] = (
     """Curves in the form of :func:`prb_utils.downstream.bon.bon_curves` from the reference's eval files.
 
     One row per k (and ``by``): model, method ``first`` (the reference selects the best of the first k),
-    n_questions, mean quality and a t interval over questions.
+    n (questions), mean quality and a t interval over questions.
     """
     if evals.empty:
         raise PRBError("No reference eval rows to build curves from.")
@@ -286,7 +286,7 @@ def reference_curves(evals: pd.DataFrame, *, model: str, by: tuple[str, ...] = (
         else:
             half = float("nan") if v.size < 2 else 0.0
         rows.append((model, *key[:-1], "first", key[-1], v.size, mean, mean - half, mean + half))
-    return pd.DataFrame(rows, columns=["model", *by, "method", "k", "n_questions", "mean", "ci_low", "ci_high"])
+    return pd.DataFrame(rows, columns=["model", *by, "method", "k", "n", "mean", "ci_low", "ci_high"])
 
 
 # ---------------------------------------------------------------------------------------------- summaries
