@@ -2,14 +2,20 @@
 
 The naive loop takes the pairs in file order, 8 pairs at a time, pads every text of the batch to the longest,
 truncates at the model's maximum (from the right, as a tokenizer does by default) and runs the whole model
-(all positions' logits for causal LMs). prb's adapters sort by length, pack batches by a token budget, run
-chosen and rejected on a shared prompt cache (decoders), and compute logits only where a score needs them.
-Both run in this process on the same loaded model; the script prints pairs/s, tokens/s, the speed-up and the
-largest score difference between the two.
+(all positions' logits for causal LMs) with torch's default threads. prb's adapters sort by length, pack
+batches by a cost model, run chosen and rejected on a shared prompt cache where it pays (decoders), use only
+the CPU cores other processes leave free, and compute logits only where a score needs them. Everything runs
+in this process on the same loaded model, in ``--repeat`` interleaved rounds (the order rotates); the script
+prints the median wall and CPU seconds per method, the ratios, the machine's load, and the largest score
+difference between the methods. ``--busy N`` starts N CPU-bound competitor processes (each stops by itself
+after ``--busy-seconds``, and is stopped at the end) to time a shared machine; ``--legacy`` adds the
+DecoderRunner from before the throughput fix (``bench/legacy_runner.py``) as "before".
 
     python bench/score_throughput.py --model classifier:minilm
-    python bench/score_throughput.py --model implicit:smollm2 --profile top3
-    python bench/score_throughput.py --model judge:smollm2 --no-kv-reuse     # prb without the prompt cache
+    python bench/score_throughput.py --model classifier:~/.cache/prb/smollm2 --allow-untrained-head \\
+        --profile top3 --legacy
+    python bench/score_throughput.py --model implicit:smollm2 --profile top3 --busy 1
+    python bench/score_throughput.py --model judge:smollm2 --pairs 48 --repeat 5
 """
 
 from __future__ import annotations
@@ -144,6 +150,26 @@ def run_naive(rm: Any, pairs: Sequence[Any]) -> list[tuple[float, float]]:
 
 # ------------------------------------------------------------------------------------------ timing
 
+COMPETITOR = "import sys, time\nend = time.time() + float(sys.argv[1])\nx = 0\nwhile time.time() < end:\n    x += 1\n"
+
+
+def start_competitors(n: int, seconds: float) -> list[Any]:
+    """``n`` CPU-bound processes (a Python busy loop each), each ending by itself after ``seconds``."""
+    import subprocess
+
+    return [subprocess.Popen([sys.executable, "-c", COMPETITOR, str(seconds)]) for _ in range(n)]
+
+
+def stop_competitors(procs: Sequence[Any]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=5)
+        except Exception:  # noqa: BLE001 - still running after terminate
+            proc.kill()
+
 
 def timed(fn: Callable[[], Any]) -> tuple[Any, float, float]:
     wall, cpu = time.perf_counter(), time.process_time()
@@ -151,67 +177,156 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float, float]:
     return result, time.perf_counter() - wall, time.process_time() - cpu
 
 
+def median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def load_text() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load {one:.2f}/{five:.2f} (1/5 min) on {os.cpu_count()} CPUs"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="classifier:minilm", help="KIND:NAME (classifier, judge, implicit, embedding)")
     parser.add_argument("--data", default="sample")
     parser.add_argument("--profile", default="none", help="profile condition of the RM input (none, topK, full)")
-    parser.add_argument("--limit", type=int, default=None, help="pairs per subset")
+    parser.add_argument("--pairs", type=int, default=24, help="pairs to score (taken across the subsets)")
+    parser.add_argument("--limit", type=int, default=None, help="pairs per subset (default: enough for --pairs)")
+    parser.add_argument("--repeat", type=int, default=3, help="interleaved timing rounds (medians are reported)")
+    parser.add_argument("--busy", type=int, default=0, metavar="N", help="run N CPU-bound competitor processes")
+    parser.add_argument("--busy-seconds", type=float, default=600.0, help="the competitors stop after this long")
+    parser.add_argument("--legacy", action="store_true", help="also time the DecoderRunner from before the fix")
+    parser.add_argument("--allow-untrained-head", action="store_true",
+                        help="a causal LM as classifier: with a seeded random score head (speed only)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--batch-tokens", type=int, default=None)
-    parser.add_argument("--no-kv-reuse", action="store_true", help="prb without the shared-prompt KV cache")
+    parser.add_argument("--no-kv-reuse", action="store_true", help="prb without the shared-prompt KV cache only")
     parser.add_argument("--skip-no-kv", action="store_true", help="do not also time prb without the KV cache")
     args = parser.parse_args(argv)
 
     from prb_utils.models import load_model
 
-    pairs = build_pairs(args.data, args.profile, args.limit)
+    limit = args.limit if args.limit is not None else max(1, math.ceil(args.pairs / 3))
+    pairs = build_pairs(args.data, args.profile, limit)
+    by_subset: dict[str, list[Any]] = {}
+    for p in pairs:
+        by_subset.setdefault(p.key.split("/")[0], []).append(p)
+    interleaved = [p for row in zip(*by_subset.values(), strict=False) for p in row]
+    pairs = (interleaved + [p for p in pairs if p not in interleaved])[: args.pairs]
     rm = load_model(args.model, device=args.device, dtype=args.dtype, batch_tokens=args.batch_tokens,
-                    kv_reuse=not args.no_kv_reuse)
+                    kv_reuse=not args.no_kv_reuse,
+                    **({"allow_untrained_head": True} if args.allow_untrained_head else {}))
     if rm.kind not in NAIVE:
         raise SystemExit(f"no naive loop for kind {rm.kind}")
     meta = rm.run_metadata()
+    runner = getattr(rm, "runner", None) if (rm.kind != "classifier" or getattr(rm, "decoder_head", False)) else None
     print(f"model {rm.spec}  device {meta['device']}  dtype {meta['dtype']}  threads {meta['torch_threads']}  "
           f"max_length {meta['max_length']}  batch_tokens {meta['batch_tokens']}  pairs {len(pairs)}  "
-          f"profile {args.profile}")
+          f"profile {args.profile}  repeat {args.repeat}  busy {args.busy}")
+
+    methods: list[tuple[str, Callable[[], list[tuple[float, float]]]]] = []
+
+    def prb(kv: bool) -> Callable[[], list[tuple[float, float]]]:
+        def go() -> list[tuple[float, float]]:
+            if runner is not None:
+                runner.kv_reuse = kv
+            out = rm.score_pairs(pairs)
+            if runner is not None:
+                runner.kv_reuse = not args.no_kv_reuse
+            return [(s.score_chosen, s.score_rejected) for s in out]
+        return go
+
+    methods.append(("naive", lambda: run_naive(rm, pairs)))
+    methods.append(("prb", prb(not args.no_kv_reuse)))
+    if runner is not None and not args.no_kv_reuse and not args.skip_no_kv:
+        methods.append(("prb no-cache", prb(False)))
+    if runner is not None and args.legacy:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from legacy_runner import LegacyDecoderRunner
+
+        legacy = LegacyDecoderRunner(rm.model, pad_id=runner.pad_id, batcher=rm.batcher, kv_reuse=True)
+
+        def legacy_run(kv: bool) -> Callable[[], list[tuple[float, float]]]:
+            def go() -> list[tuple[float, float]]:
+                import torch
+
+                threads = torch.get_num_threads()
+                legacy.kv_reuse = kv
+                rm.runner = legacy
+                try:
+                    return [(s.score_chosen, s.score_rejected) for s in rm.score_pairs(pairs)]
+                finally:
+                    rm.runner = runner
+                    torch.set_num_threads(threads)
+            return go
+
+        methods.append(("before: prb", legacy_run(True)))
+        methods.append(("before: prb no-cache", legacy_run(False)))
 
     rm.score_pairs(pairs[:2])  # warm-up (first-call allocations)
     run_naive(rm, pairs[:2])
+    import signal
 
-    ours, ours_wall, ours_cpu = timed(lambda: rm.score_pairs(pairs))
-    naive, naive_wall, naive_cpu = timed(lambda: run_naive(rm, pairs))
-    tokens = sum(int(s.extra.get("n_tokens", 0)) for s in ours)
-    rows = [("naive (reference loop)", naive_wall, naive_cpu), (f"prb (kv_reuse={not args.no_kv_reuse})",
-                                                                 ours_wall, ours_cpu)]
-    no_kv = None
-    if rm.kind in ("implicit", "judge") or getattr(rm, "decoder_head", False):
-        if not args.no_kv_reuse and not args.skip_no_kv:
-            rm.runner.kv_reuse = False
-            no_kv, wall, cpu = timed(lambda: rm.score_pairs(pairs))
-            rm.runner.kv_reuse = True
-            rows.append(("prb (kv_reuse=False)", wall, cpu))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))   # a timeout still stops the competitors
+    competitors = start_competitors(args.busy, args.busy_seconds) if args.busy else []
+    walls: dict[str, list[float]] = {name: [] for name, _ in methods}
+    cpus: dict[str, list[float]] = {name: [] for name, _ in methods}
+    scores: dict[str, list[tuple[float, float]]] = {}
+    try:
+        if competitors:
+            time.sleep(1.0)
+        from prb_utils.models.lm import busy_cpus_elsewhere
 
-    print(f"{'method':<26}{'wall s':>9}{'cpu s':>9}{'pairs/s':>10}{'tokens/s':>11}")
-    for name, wall, cpu in rows:
-        print(f"{name:<26}{wall:>9.2f}{cpu:>9.2f}{len(pairs) / wall:>10.2f}{tokens / wall:>11.0f}")
-    print(f"speed-up prb / naive: {naive_wall / ours_wall:.2f}x wall")
-    if no_kv is not None:
-        print(f"KV-cache gain: {rows[2][1] / ours_wall:.2f}x wall")
+        busy = busy_cpus_elsewhere(0.5)
+        print(f"before timing: {load_text()}; CPUs busy in other processes {busy if busy is None else round(busy, 2)}")
+        for r in range(args.repeat):
+            order = methods[r % len(methods):] + methods[: r % len(methods)]
+            for name, fn in order:
+                out, wall, cpu = timed(fn)
+                walls[name].append(wall)
+                cpus[name].append(cpu)
+                scores.setdefault(name, out)
+            print(f"round {r + 1}: " + "  ".join(f"{n} {walls[n][-1]:.1f}s" for n, _ in methods) + f"  ({load_text()})")
+    finally:
+        stop_competitors(competitors)
+    print(f"after timing: {load_text()}")
+    if runner is not None:
+        print(f"prb threads used {runner.threads_used}  groups on the prompt cache {runner.reused_groups}  "
+              f"forward passes {runner.forward_passes}")
+    print(f"{'method':<22}{'median wall s':>14}{'median cpu s':>14}{'pairs/s':>9}   walls")
+    for name, _ in methods:
+        w, c = median(walls[name]), median(cpus[name])
+        print(f"{name:<22}{w:>14.2f}{c:>14.2f}{len(pairs) / w:>9.2f}   " + " ".join(f"{x:.1f}" for x in walls[name]))
 
-    def diff(a: Sequence[Any], b: Sequence[tuple[float, float]], keep: Sequence[bool]) -> float:
-        found = [abs(x.score_chosen - y[0]) for x, y, k in zip(a, b, keep, strict=True) if k]
-        found += [abs(x.score_rejected - y[1]) for x, y, k in zip(a, b, keep, strict=True) if k]
+    def ratio(a: str, b: str) -> str:
+        per_round = [x / y for x, y in zip(walls[a], walls[b], strict=True)]
+        return (f"{median(walls[a]) / median(walls[b]):.2f}x (median of rounds' ratios {median(per_round):.2f}x, "
+                f"cpu {median(cpus[a]) / median(cpus[b]):.2f}x)")
+
+    print(f"speed-up prb / naive (wall): {ratio('naive', 'prb')}")
+    if "prb no-cache" in walls:
+        print(f"speed-up prb no-cache / naive (wall): {ratio('naive', 'prb no-cache')}")
+        print(f"prompt-cache gain prb no-cache / prb (wall): {ratio('prb no-cache', 'prb')}")
+    if "before: prb" in walls:
+        print(f"before: speed-up prb / naive {ratio('naive', 'before: prb')}")
+        print(f"before: prompt-cache gain {ratio('before: prb no-cache', 'before: prb')}")
+        print(f"after vs before, prb: {ratio('before: prb', 'prb')}")
+        if "prb no-cache" in walls:
+            print(f"after vs before, prb no-cache: {ratio('before: prb no-cache', 'prb no-cache')}")
+
+    def diff(a: Sequence[tuple[float, float]], b: Sequence[tuple[float, float]]) -> float:
+        found = [abs(x[i] - y[i]) for x, y in zip(a, b, strict=True) for i in (0, 1)]
         found = [d for d in found if not math.isnan(d)]
         return max(found) if found else float("nan")
 
-    everything = [True] * len(pairs)
-    untruncated = [not s.extra.get("truncated") for s in ours]
-    print(f"largest |score difference| prb vs naive: {diff(ours, naive, everything):.3g} "
-          f"(untruncated pairs: {diff(ours, naive, untruncated):.3g}; truncated pairs: {len(pairs) - sum(untruncated)})")
-    if no_kv is not None:
-        print(f"largest |score difference| kv_reuse on vs off: "
-              f"{diff(ours, [(s.score_chosen, s.score_rejected) for s in no_kv], everything):.3g}")
+    for name, _ in methods[1:]:
+        print(f"largest |score difference| {name} vs naive: {diff(scores[name], scores['naive']):.3g}")
+    if "prb no-cache" in scores:
+        print(f"largest |score difference| prb vs prb no-cache: {diff(scores['prb'], scores['prb no-cache']):.3g}")
     return 0
 
 

@@ -7,8 +7,10 @@ Exit codes: 0 success; 2 for anything the user can fix (one plain sentence on st
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -76,13 +78,25 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scoring_options(p, default_models=None)
     p.add_argument("--out", default="results", help="store folder (default: results)")
 
-    p = sub.add_parser("summarize", help="accuracy with 95%% CIs from the store")
+    p = sub.add_parser("summarize", help="accuracy with 95%% CIs from the store",
+                       description="One row per group: n, correct, ties, invalid, accuracy, ci_low, ci_high "
+                                   "(Wilson 95%). Groups always keep model and job_label (one row per job, "
+                                   "never two jobs pooled) unless --pool is given.")
     p.add_argument("--results", default="results", help="store folder (default: results)")
-    p.add_argument("--by", default="model,profile", help="comma-separated grouping columns")
-    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.add_argument("--by", default="model,profile",
+                   help="comma-separated grouping columns (model and job_label are added unless --pool)")
+    p.add_argument("--pool", action="store_true",
+                   help="group by --by only, pooling the jobs (and models) that share its levels")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                   help="table (default), csv (one table) or json (one document: a list of rows); with "
+                        "--compare, table and csv add the test columns to each row and json is "
+                        "{\"summary\": [rows], \"comparisons\": [one row per test]}")
     p.add_argument("--compare", choices=("profile", "model"), default=None,
-                   help="paired exact McNemar tests (Holm-adjusted) between the levels of this column")
-    p.add_argument("--half-credit", action="store_true", help="count ties as half correct")
+                   help="paired exact McNemar tests (Holm-adjusted) of each level of this column against its "
+                        "baseline (profile: none; model: the first job) within the other --by groups: columns "
+                        "vs, n_pairs, diff, diff_ci_low, diff_ci_high, p_value, p_holm")
+    p.add_argument("--half-credit", action="store_true",
+                   help="count ties as half correct (not with --compare: the tests count strict correctness)")
 
     p = sub.add_parser("report", help="score what is missing, run every notebook, write HTML reports")
     _add_data_options(p, required=False)
@@ -114,6 +128,11 @@ def _check_writable(folder: str) -> None:
         raise PRBError(f"Cannot create the output folder {folder} ({exc.strerror}).") from None
     if not os.access(path, os.W_OK):
         raise PRBError(f"The output folder {folder} is not writable.")
+
+
+def _records(frame: pd.DataFrame) -> list[dict]:
+    """Rows as JSON-ready records (NaN as null)."""
+    return json.loads(frame.to_json(orient="records"))
 
 
 def _print_frame(frame: pd.DataFrame, fmt: str = "table") -> None:
@@ -172,32 +191,78 @@ def _score(args: argparse.Namespace, models: Sequence[str], profiles: Sequence[s
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from prb_utils.analysis.metrics import accuracy_table
+    from prb_utils.analysis.metrics import summarize
+    from prb_utils.store import add_job_labels
 
     if not args.model:
         raise PRBError("Give at least one --model KIND:NAME (see `prb models`).")
     results = _score(args, args.model, args.profile or ["none"], args.out)
-    _print_frame(accuracy_table(results, by=("model", "profile")))
+    if results.empty:
+        raise PRBError("No pairs were scored.")
+    _print_frame(summarize(add_job_labels(results, out=args.out), by=("model", "job_label", "profile")))
     return 0
+
+
+def summary_groups(by: Sequence[str], compare: str | None, *, pool: bool) -> tuple[list[str], str | None]:
+    """The grouping columns and the compared column of ``prb summarize``: model and job_label are kept
+    (one row per job) unless ``pool``; comparing models then compares jobs (``job_label``).
+
+    >>> summary_groups(["subset", "profile"], None, pool=False)
+    (['model', 'job_label', 'subset', 'profile'], None)
+    >>> summary_groups(["model", "profile"], "model", pool=False)
+    (['job_label', 'profile'], 'job_label')
+    """
+    by = list(dict.fromkeys(by))
+    if pool:
+        return by, compare
+    if compare == "model":
+        return ["job_label", *[c for c in by if c not in ("model", "job_label")]], "job_label"
+    return ["model", "job_label", *[c for c in by if c not in ("model", "job_label")]], compare
+
+
+def _load_store(folder: str) -> pd.DataFrame:
+    """The store's rows; a job missing rows is named on stderr (never dropped silently)."""
+    from prb_utils.store import StoreShortfallWarning, load_results
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StoreShortfallWarning)
+        results = load_results(folder)
+    for problem in results.attrs.get("shortfalls", []):
+        print(f"prb: warning: {problem}", file=sys.stderr)
+    return results
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-    from prb_utils.analysis.metrics import accuracy_table, compare
-    from prb_utils.store import load_results
+    from prb_utils.analysis.metrics import compare, summarize
 
-    results = load_results(args.results)
+    results = _load_store(args.results)
     if results.empty:
         raise PRBError(f"No results in {args.results}; run `prb score` first.")
-    by = [c.strip() for c in args.by.split(",") if c.strip()]
-    unknown = [c for c in by if c not in results.columns]
+    asked = [c.strip() for c in args.by.split(",") if c.strip()]
+    unknown = [c for c in asked if c not in results.columns]
     if unknown:
         raise PRBError(f"Unknown --by column {', '.join(unknown)}; available: {', '.join(results.columns)}.")
-    _print_frame(accuracy_table(results, by=by, half_credit=args.half_credit), args.format)
-    if args.compare:
-        if args.format == "table":
-            print(f"\nPaired comparisons between levels of '{args.compare}' (exact McNemar, Holm-adjusted):")
-        _print_frame(compare(results, args.compare), args.format)
+    by, column = summary_groups(asked, args.compare, pool=args.pool)
+    table = summarize(results, by, compare=column, half_credit=args.half_credit)
+    if args.format == "json":
+        summary = _records(summarize(results, by, half_credit=args.half_credit))
+        if not column:
+            print(json.dumps(summary, indent=2))
+            return 0
+        within = [c for c in by if c != column]
+        comparisons = compare(results, column, baseline=_baseline(results, column), by=within)
+        print(json.dumps({"summary": summary, "comparisons": _records(comparisons)}, indent=2))
+        return 0
+    if args.format == "table" and args.pool:
+        print(f"Pooled over every job that shares the levels of {', '.join(by) or 'the whole store'}.")
+    _print_frame(table, args.format)
     return 0
+
+
+def _baseline(results: pd.DataFrame, column: str) -> str:
+    """The level :func:`prb_utils.analysis.metrics.summarize` tests the others against."""
+    levels = sorted(results[column].dropna().astype(str).unique())
+    return "none" if column == "profile" and "none" in levels else levels[0]
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -30,6 +30,7 @@ from typing import Any
 
 import pandas as pd
 
+from prb_utils.errors import PRBError
 from prb_utils.schema import BASELINES, stable_hash
 from prb_utils.store import JobStore, now, pair_hash, tidy_rows
 
@@ -97,19 +98,46 @@ def _spec_kind(spec: str) -> tuple[str, str]:
     return parsed.canonical, parsed.kind
 
 
+MAX_PATH_CHARS = 4096
+
+
 def _template_id(judge_template: str | None) -> str | None:
     """A judge template is identified by its content (a file path or the template text itself)."""
     if not judge_template:
         return None
-    path = Path(judge_template)
-    text = path.read_text(encoding="utf-8") if path.is_file() else judge_template
-    return "sha256:" + stable_hash(text)
+    return "sha256:" + stable_hash(_template_text(judge_template))
+
+
+def _template_text(judge_template: str) -> str:
+    """The template's text: the file's content when ``judge_template`` names a file, else the text itself."""
+    if len(judge_template) > MAX_PATH_CHARS or "\n" in judge_template or "\0" in judge_template:
+        return judge_template
+    try:
+        path = Path(judge_template)
+        return path.read_text(encoding="utf-8") if path.is_file() else judge_template
+    except (OSError, ValueError):  # a name too long for the file system, say: it is the text
+        return judge_template
+
+
+def resolved_placement(kind: str, device: str = "auto", dtype: str = "auto") -> dict[str, str]:
+    """``{"device": type, "dtype": name}`` a model of this kind will really run with ({} for baselines).
+
+    ``auto`` is resolved by :func:`prb_utils.models.device.resolve_placement`, so ``--dtype auto`` on a CPU
+    is the float32 job and the same run on a GPU is the bfloat16 one.
+    """
+    if kind in BASELINES:
+        return {}
+    from prb_utils.models.device import resolve_placement
+
+    placement = resolve_placement(device, dtype)
+    return {"device": str(placement.device).split(":")[0], "dtype": str(placement.dtype).removeprefix("torch.")}
 
 
 def job_options(
     kind: str,
     condition: str,
     *,
+    device: str = "auto",
     dtype: str = "auto",
     seed: int = 0,
     judge_mode: str = "logprob",
@@ -119,18 +147,36 @@ def job_options(
 ) -> dict[str, Any]:
     """The options that can change a score of this kind under this condition (they go into the job key).
 
-    Execution details that cannot change a score (device, batch size) are kept in the run metadata only.
+    The device type and dtype are the resolved ones (:func:`resolved_placement`), never ``auto``. Execution
+    details that cannot change a score (batch size) are kept in the run metadata only. A ``dense:NAME``
+    retriever adds its encoder's fingerprint.
     """
     options: dict[str, Any] = {}
     if kind not in BASELINES:
-        options.update(dtype=dtype, seed=int(seed))
+        options.update(resolved_placement(kind, device, dtype), seed=int(seed))
     if kind in ("classifier", "judge", "implicit"):
         options["tokenization"] = tokenization
     if kind == "judge":
         options.update(judge_mode=judge_mode, judge_template=_template_id(judge_template))
     if condition not in ("none", "full"):
         options["retriever"] = retriever or "bm25"
+        if options["retriever"].startswith("dense:"):
+            options["retriever_fingerprint"] = _fingerprint("embedding:" + options["retriever"].split(":", 1)[1])
     return options
+
+
+def _fingerprint(spec: str) -> str:
+    from prb_utils.models.fingerprint import model_fingerprint
+
+    return model_fingerprint(spec)
+
+
+def _given_fingerprint(given: Any, spec: str) -> str:
+    """The fingerprint of a spec string, or of an already-loaded model (its ``fingerprint`` attribute,
+    else its class name)."""
+    if isinstance(given, str):
+        return _fingerprint(spec)
+    return str(getattr(given, "fingerprint", None) or f"object:{type(given).__module__}.{type(given).__qualname__}")
 
 
 def _condition_name(condition: Any) -> str:
@@ -182,7 +228,8 @@ def _build_pairs(
                 prompt=prompt,
                 chosen=row["chosen"],
                 rejected=row["rejected"],
-                hash=pair_hash(subset, item_id, prompt, row["chosen"], row["rejected"]),
+                hash=pair_hash(subset, item_id, prompt, row["chosen"], row["rejected"],
+                               category=str(row.get("category") or "")),
             )
         )
     return pairs
@@ -339,6 +386,7 @@ def _run_job(
     model = lazy.get()
     meta = store.metadata() or {**store.description, "key": store.key, "created": now()}
     meta.update(finished=None, updated=now(), n_pairs=run["n_pairs"], data_fingerprint=run["data_fingerprint"])
+    meta["pairs"] = {**(meta.get("pairs") or {}), **run["pairs"]}
     meta["run"] = {**run["options"], **_model_metadata(model), **package_versions(), "started": now()}
     store.write_metadata(meta)
 
@@ -369,9 +417,19 @@ def _run_job(
 
 
 def _finish_job(store: JobStore, meta: dict[str, Any]) -> None:
-    """Compact the job, count truncated and failed pairs from its rows, mark it finished (lock held)."""
+    """Compact the job, check that it holds a row for every pair it expects, count truncated and failed pairs
+    from its rows, mark it finished (lock held). A shortfall (a part file gone meanwhile) raises PRBError and
+    leaves the job unfinished, so the next run scores the missing pairs again."""
     store.compact()
     rows = store.read()
+    expected = meta.get("pairs") or {}
+    held = set(zip(rows["subset"], rows["id"], rows["pair_hash"], strict=True))
+    missing = [key for key, h in expected.items() if (*key.split("/", 1), h) not in held]
+    if missing:
+        store.write_metadata(meta)
+        raise PRBError(f"Job {store.key} ({meta.get('model')} [{meta.get('profile')}]) holds "
+                       f"{len(expected) - len(missing)} of its {len(expected)} pairs (missing e.g. {missing[0]}): "
+                       "a part file disappeared while it ran; run the same command again to rescore them.")
     run = meta.setdefault("run", {})
     run["n_truncated"] = int(rows["truncated"].fillna(False).sum())
     run["n_failed"] = int(rows["failed"].sum())
@@ -394,6 +452,7 @@ def _finish_unfinished(store: JobStore, run: dict[str, Any]) -> None:
     if meta.get("finished"):
         return  # another process finished it meanwhile
     meta.update(n_pairs=run["n_pairs"], data_fingerprint=run["data_fingerprint"])
+    meta["pairs"] = {**(meta.get("pairs") or {}), **run["pairs"]}
     _finish_job(store, meta)
 
 
@@ -434,20 +493,20 @@ def score_benchmark(
                         judge_template=judge_template, seed=seed, tokenization=tokenization,
                         allow_untrained_head=allow_untrained_head)
 
-    resolved = [(given, *(_spec_kind(given) if isinstance(given, str) else (str(given.spec), str(given.kind))))
-                for given in models]  # an unknown spec fails here, before anything is scored
     frames = []
-    for given, spec, kind in resolved:
+    for given, spec, kind in _resolve_models(models):  # an unknown spec fails here, before anything is scored
         lazy = _LazyModel(given if not isinstance(given, str) else spec, load_options)
+        model_fp = _given_fingerprint(given, spec)
         try:
             for condition in conditions:
-                options = job_options(kind, condition, dtype=dtype, seed=seed, judge_mode=judge_mode,
+                options = job_options(kind, condition, device=device, dtype=dtype, seed=seed, judge_mode=judge_mode,
                                       judge_template=judge_template, retriever=retriever_name,
                                       tokenization=tokenization)
-                store = JobStore(out, {"model": spec, "kind": kind, "profile": condition, "options": options})
+                store = JobStore(out, {"model": spec, "kind": kind, "profile": condition, "options": options,
+                                       "fingerprint": model_fp})
                 pairs = pairs_by_condition[condition]
                 labels = {"job": store.key, "spec": spec, "kind": kind, "profile": condition}
-                run = {"n_pairs": len(pairs), "data_fingerprint": fingerprint,
+                run = {"n_pairs": len(pairs), "data_fingerprint": fingerprint, "pairs": {p.key: p.hash for p in pairs},
                        "options": {"device": device, "dtype": dtype, "batch_tokens": batch_tokens, "seed": seed}}
                 if _missing(store, pairs):
                     with store.writing(on_wait=_waiting_message if progress else None):
@@ -461,7 +520,7 @@ def score_benchmark(
                         _finish_interrupted(store, run)
                     if progress:
                         print(f"{spec} [{condition}]: {len(pairs)} pairs read from the store", file=sys.stderr)
-                frames.append(_select(store.read(), pairs))
+                frames.append(_select(store, pairs))
         finally:
             lazy.release()
     if not frames:
@@ -474,11 +533,27 @@ def _missing(store: JobStore, pairs: Sequence[_Pair]) -> list[_Pair]:
     return [p for p in pairs if done.get((p.subset, p.id)) != p.hash]
 
 
-def _select(rows: pd.DataFrame, pairs: Sequence[_Pair]) -> pd.DataFrame:
-    """The rows of exactly these pairs (matching hashes), in the pairs' order."""
+def _resolve_models(models: Sequence[Any]) -> list[tuple[Any, str, str]]:
+    """``(given, canonical spec, kind)`` per model, each canonical spec once (``LENGTH`` is ``length``)."""
+    seen: dict[str, tuple[Any, str, str]] = {}
+    for given in models:
+        spec, kind = _spec_kind(given) if isinstance(given, str) else (str(given.spec), str(given.kind))
+        seen.setdefault(spec, (given, spec, kind))
+    return list(seen.values())
+
+
+def _select(store: JobStore, pairs: Sequence[_Pair]) -> pd.DataFrame:
+    """The job's rows of exactly these pairs (matching hashes), in the pairs' order; PRBError naming the job
+    and the counts when any is missing (never a silently shorter table)."""
+    rows = store.read()
     wanted = pd.DataFrame({"subset": [p.subset for p in pairs], "id": [p.id for p in pairs],
                            "pair_hash": [p.hash for p in pairs]})
-    return wanted.merge(rows, on=["subset", "id", "pair_hash"], how="inner")[rows.columns]
+    selected = wanted.merge(rows, on=["subset", "id", "pair_hash"], how="inner")[rows.columns]
+    if len(selected) != len(pairs):
+        raise PRBError(f"Job {store.key} ({store.description['model']} [{store.description['profile']}]) holds "
+                       f"{len(selected)} of the {len(pairs)} pairs asked for; run the same command again to "
+                       "score the missing ones.")
+    return selected
 
 
 def _waiting_message(store: JobStore) -> None:

@@ -6,12 +6,23 @@ Layout under ``out`` (default ``results/``)::
     jobs/<job_key>/part-00001.parquet  per-item rows, one file per scored chunk (compacted when a job ends)
     jobs/<job_key>/.lock               a ``filelock.FileLock``: one writer per job at a time
 
-A *job* is one model spec x one profile condition x the options that can change a score (dtype, seed,
-judge mode, retriever for ``top{K}``). ``job_key`` is a short sha256 of that description. The data is not
-part of the key: each row carries ``pair_hash``, a hash of exactly what the model saw for that pair (subset,
-id, RM user message, chosen, rejected). A pair counts as done when the job holds a row with the same hash,
+A *job* is one model spec (+ its fingerprint, :mod:`prb_utils.models.fingerprint`) x one profile
+condition x the options that can change a score (resolved device type and dtype, seed, judge mode, retriever
+for ``top{K}``). ``job_key`` is a short sha256 of that description. The data is not part of the key: each
+row carries ``pair_hash``, a hash of exactly what the model saw for that pair (subset, id, category, RM user
+message, chosen, rejected). A pair counts as done when the job holds a row with the same hash,
 so ``--limit 10`` then ``--limit 20`` scores only the 10 new pairs, and an edited record is scored again
 (the newer row replaces the older one).
+
+Checks on every read: each row's ``job`` column must be the folder's job key (a part file copied from
+another job raises PRBError naming it), and a finished job must hold a row for every pair its ``job.json``
+expects (``pairs``: ``{"subset/id": pair_hash}``); :func:`load_results` warns (``StoreShortfallWarning``,
+naming the job and the counts) or, with ``strict=True``, raises.
+
+Labels: :func:`load_results` adds ``job_label``, the model spec plus, where several jobs share a model spec
+under one profile condition, a bracketed list of what differs (``judge:smollm2 [generate]``,
+``implicit:x [bfloat16]``, ``length [seed=1]``). ``(job_label, profile)`` names exactly one job, so tables
+that group by ``job_label`` never pool two jobs.
 
 Concurrency and crashes: every file is written to a temporary name and moved into place with
 ``os.replace`` (readers never see half a file); part files are numbered under the job lock, so two
@@ -32,6 +43,7 @@ import json
 import os
 import re
 import tempfile
+import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -59,9 +71,10 @@ def job_key(description: Mapping[str, Any]) -> str:
     return stable_hash({"store_version": STORE_VERSION, **description})
 
 
-def pair_hash(subset: str, item_id: str, prompt: str, chosen: str, rejected: str) -> str:
-    """Hash of exactly what a reward model sees for one pair (plus the pair's identity)."""
-    return stable_hash([subset, item_id, prompt, chosen, rejected])
+def pair_hash(subset: str, item_id: str, prompt: str, chosen: str, rejected: str, *, category: str = "") -> str:
+    """Hash of exactly what a reward model sees for one pair, plus the pair's identity and category (an edited
+    category makes the stored row stale too)."""
+    return stable_hash([subset, item_id, category, prompt, chosen, rejected])
 
 
 def now() -> str:
@@ -249,20 +262,32 @@ def _read_part(path: Path) -> pd.DataFrame:
     return frame
 
 
+def _read_own_part(path: Path) -> pd.DataFrame:
+    """A part file whose rows all belong to the job of its folder (PRBError naming the file otherwise)."""
+    frame = _read_part(path)
+    if "job" in frame.columns and len(frame):
+        foreign = sorted(set(frame["job"].astype(str)) - {path.parent.name})
+        if foreign:
+            raise PRBError(f"The store file {path} holds rows of another job ({', '.join(foreign[:3])}), not of "
+                           f"job {path.parent.name}; it was copied or moved there: remove it.")
+    return frame
+
+
 def _read_job(folder: Path) -> pd.DataFrame:
     """All rows of one job folder, newest row per (subset, id); tolerant of a concurrent compaction.
 
     A damaged part file (cut short by a copy, a sync tool or a full disk; the store itself never writes
-    half a file) raises PRBError naming it: nothing is dropped or rescored behind the user's back.
+    half a file) or one holding another job's rows raises PRBError naming it: nothing is dropped, replaced
+    or rescored behind the user's back.
     """
     for _ in range(5):
         try:
-            frames = [_read_part(part) for part in _parts(folder)]
+            frames = [_read_own_part(part) for part in _parts(folder)]
             break
         except FileNotFoundError:  # a part was merged away between listing and reading; list again
             continue
     else:
-        frames = [_read_part(part) for part in _parts(folder)]
+        frames = [_read_own_part(part) for part in _parts(folder)]
     frames = [f for f in frames if not f.empty]
     if not frames:
         return tidy_rows([])
@@ -279,22 +304,119 @@ def _job_folders(out: str | os.PathLike) -> list[Path]:
     return sorted(folders, key=lambda p: (_read_json(p / JOB_FILE).get("created", ""), p.name))
 
 
-def load_results(out: str | os.PathLike = "results") -> pd.DataFrame:
-    """Every per-item row in the store (``RESULT_COLUMNS``), jobs in creation order.
+class StoreShortfallWarning(UserWarning):
+    """A finished job holds fewer rows than the pairs its ``job.json`` expects."""
 
-    Rows are unique on (job, subset, id): the newest row wins.
+
+def shortfall(folder: Path, rows: pd.DataFrame, meta: Mapping[str, Any]) -> str | None:
+    """A sentence naming the job and the counts when a finished job lacks rows of its expected pairs."""
+    expected = meta.get("pairs") or {}
+    if not meta.get("finished") or not expected:
+        return None
+    held = set(zip(rows["subset"].astype(str), rows["id"].astype(str), rows["pair_hash"], strict=True))
+    missing = [key for key, h in expected.items() if (*key.split("/", 1), h) not in held]
+    if not missing:
+        return None
+    return (f"Job {folder.name} ({meta.get('model')} [{meta.get('profile')}]) holds {len(expected) - len(missing)} "
+            f"of its {len(expected)} pairs (missing e.g. {missing[0]}): part files are gone; rerun `prb score` "
+            "for it to rescore them.")
+
+
+def load_results(out: str | os.PathLike = "results", *, strict: bool = False) -> pd.DataFrame:
+    """Every per-item row in the store (``RESULT_COLUMNS`` + ``job_label``), jobs in creation order.
+
+    Rows are unique on (job, subset, id): the newest row wins. A finished job that lacks rows of pairs it
+    expects is reported: a :class:`StoreShortfallWarning` naming it and the counts, or a PRBError when
+    ``strict``; the messages are also kept in ``frame.attrs["shortfalls"]``.
     """
-    frames = [_read_job(folder) for folder in _job_folders(out)]
-    frames = [f for f in frames if not f.empty]
+    frames, metas, problems = [], {}, []
+    for folder in _job_folders(out):
+        rows, meta = _read_job(folder), _read_json(folder / JOB_FILE)
+        problem = shortfall(folder, rows, meta)
+        if problem:
+            problems.append(problem)
+        metas[folder.name] = meta
+        if not rows.empty:
+            frames.append(rows)
+    _report_shortfalls(problems, strict=strict)
     if not frames:
-        return tidy_rows([])
-    rows = pd.concat(frames, ignore_index=True)
-    return tidy_rows(rows.drop_duplicates(["job", "subset", "id"], keep="last"))
+        rows = tidy_rows([]).assign(job_label=pd.Series(dtype=object))
+    else:
+        rows = tidy_rows(pd.concat(frames, ignore_index=True).drop_duplicates(["job", "subset", "id"], keep="last"))
+        rows = add_job_labels(rows, metas)
+    rows.attrs["shortfalls"] = problems
+    return rows
+
+
+def _report_shortfalls(problems: list[str], *, strict: bool) -> None:
+    if problems and strict:
+        raise PRBError(" ".join(problems))
+    for problem in problems:
+        warnings.warn(problem, StoreShortfallWarning, stacklevel=3)
+
+
+# ---------------------------------------------------------------------------------------- job labels
+
+#: Options shown bare in a label (their values say what they are); others are shown as ``name=value``.
+BARE_OPTIONS = ("device", "dtype", "judge_mode", "retriever", "tokenization", "engine")
+
+
+def _job_facts(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """What distinguishes one job of a model spec from another: its options and fingerprint."""
+    facts = dict(meta.get("options") or {})
+    if meta.get("fingerprint"):
+        facts["fingerprint"] = meta["fingerprint"]
+    return facts
+
+
+def _fact_text(name: str, value: Any) -> str:
+    return str(value) if name in BARE_OPTIONS and value is not None else f"{name}={value}"
+
+
+def job_labels(jobs: pd.DataFrame, metas: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """``{job: label}`` for a frame with one row per job (``job``, ``model``, ``profile``).
+
+    A fact (option or fingerprint) joins the labels of a model spec when two of its jobs under one
+    profile condition differ in it; the same fact is then shown for every job of that spec, so labels match
+    across profile conditions. A label that would still name two jobs under one condition gets the job key.
+    """
+    labels: dict[str, str] = {}
+    for model, group in jobs.groupby("model", sort=False, dropna=False):
+        facts = {job: _job_facts(metas.get(job) or {}) for job in group["job"]}
+        varying: list[str] = []
+        for _, same in group.groupby("profile", sort=False, dropna=False):
+            for name in sorted({n for job in same["job"] for n in facts[job]}):
+                values = {repr(facts[job].get(name)) for job in same["job"]}
+                if len(values) > 1 and name not in varying:
+                    varying.append(name)
+        for job in group["job"]:
+            shown = [_fact_text(n, facts[job][n]) for n in varying if n in facts[job]]
+            labels[job] = f"{model} [{', '.join(shown)}]" if shown else str(model)
+    return _unique_labels(jobs, labels)
+
+
+def _unique_labels(jobs: pd.DataFrame, labels: dict[str, str]) -> dict[str, str]:
+    taken = jobs.assign(_label=jobs["job"].map(labels))
+    clash = taken.duplicated(["_label", "profile"], keep=False)
+    for job in taken.loc[clash, "job"]:
+        labels[job] = f"{labels[job]} [job={job}]"
+    return labels
+
+
+def add_job_labels(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, Any]] | None = None,
+                   out: str | os.PathLike | None = None) -> pd.DataFrame:
+    """``rows`` with a ``job_label`` column (see :func:`job_labels`); ``metas`` maps job keys to their
+    ``job.json``, read from the store ``out`` when not given."""
+    if metas is None:
+        root = Path(out or "results") / JOBS_DIR
+        metas = {job: _read_json(root / str(job) / JOB_FILE) for job in rows["job"].dropna().unique()}
+    jobs = rows[["job", "model", "profile"]].drop_duplicates("job")
+    return rows.assign(job_label=rows["job"].map(job_labels(jobs, metas)))
 
 
 def load_run_metadata(out: str | os.PathLike = "results") -> pd.DataFrame:
-    """One row per job: job, model, kind, profile, options (``option_*``), data fingerprint, times, row
-    count, and the run metadata of the last run that scored anything (versions, dtype, device, ...)."""
+    """One row per job: job, model, kind, profile, model fingerprint, options (``option_*``), data
+    fingerprint, times, row count, and the run metadata of the last run that scored anything (versions, dtype, device, ...)."""
     records = []
     for folder in _job_folders(out):
         meta = _read_json(folder / JOB_FILE)
@@ -305,6 +427,7 @@ def load_run_metadata(out: str | os.PathLike = "results") -> pd.DataFrame:
             "model": meta.get("model"),
             "kind": meta.get("kind"),
             "profile": meta.get("profile"),
+            "fingerprint": meta.get("fingerprint"),
             "data_fingerprint": meta.get("data_fingerprint"),
             "n_pairs": meta.get("n_pairs"),
             "n_rows": len(_read_job(folder)),

@@ -116,12 +116,12 @@ def test_bootstrap_ci_close_to_normal_approximation_and_stratified():
 
 def test_bootstrap_fast_mean_agrees_with_index_resampling():
     values = np.r_[np.ones(130), np.zeros(60), np.full(10, 0.5)]  # correct / wrong / half-credit ties
-    fast = bootstrap_ci(values, n_resamples=4000, seed=0)
-    slow = bootstrap_ci(values, lambda v: float(v.mean()), n_resamples=4000, seed=0)
+    fast = bootstrap_ci(values, n_boot=4000, seed=0)
+    slow = bootstrap_ci(values, lambda v: float(v.mean()), n_boot=4000, seed=0)
     assert fast == pytest.approx(slow, abs=0.012)
     strata = np.array(["a"] * 100 + ["b"] * 100)
-    fast = bootstrap_ci(values, strata=strata, n_resamples=4000, seed=0)
-    slow = bootstrap_ci(values, lambda v: float(v.mean()), strata=strata, n_resamples=4000, seed=0)
+    fast = bootstrap_ci(values, strata=strata, n_boot=4000, seed=0)
+    slow = bootstrap_ci(values, lambda v: float(v.mean()), strata=strata, n_boot=4000, seed=0)
     assert fast == pytest.approx(slow, abs=0.012)
 
 
@@ -143,7 +143,7 @@ def test_compare_matches_hand_built_mcnemar_table():
     assert row.p_value == pytest.approx(expected)
     assert row.p_value == pytest.approx(binomtest(2, 11, 0.5).pvalue)
     assert row["diff"] == pytest.approx((14 - 7) / 20)
-    assert row.acc_a == pytest.approx(7 / 20) and row.acc_b == pytest.approx(14 / 20)
+    assert row.accuracy_a == pytest.approx(7 / 20) and row.accuracy_b == pytest.approx(14 / 20)
     assert row.ci_low < row["diff"] < row.ci_high
     assert row.p_holm == pytest.approx(row.p_value)
 
@@ -182,11 +182,11 @@ def test_profile_lift_per_model():
     res = pd.concat([paired("m1", "none", "top3", both=1, a_only=0, b_only=3, neither=0),
                      paired("m2", "none", "top3", both=0, a_only=2, b_only=0, neither=2)], ignore_index=True)
     lift = profile_lift(res)
-    assert list(lift.columns) == ["model", "profile", "n_pairs", "acc_none", "acc_profile", "lift", "ci_low",
-                                  "ci_high", "p_value", "p_holm"]
+    assert list(lift.columns) == ["model", "profile", "baseline", "n_pairs", "accuracy_baseline",
+                                  "accuracy_condition", "lift", "ci_low", "ci_high", "p_value", "p_holm"]
     got = lift.set_index("model")
     assert got.loc["m1", "lift"] == pytest.approx(0.75) and got.loc["m2", "lift"] == pytest.approx(-0.5)
-    assert got.loc["m1", "acc_none"] == pytest.approx(0.25)
+    assert got.loc["m1", "accuracy_baseline"] == pytest.approx(0.25)
     assert got.loc["m1", "ci_low"] <= 0.75 <= got.loc["m1", "ci_high"]
     with pytest.raises(PRBError, match="baseline"):
         profile_lift(res[res.profile == "top3"])
@@ -219,3 +219,50 @@ def test_summarize_adds_paired_columns_against_baseline():
     tested = out["p_value"].notna()
     assert out.loc[tested, "p_holm"].to_numpy() == pytest.approx(holm(out.loc[tested, "p_value"]))
 
+
+
+def test_profile_lift_names_a_baseline_that_is_not_none():
+    res = paired("m1", "top3", "full", both=1, a_only=0, b_only=3, neither=0)
+    row = profile_lift(res, baseline="top3").iloc[0]
+    assert (row["profile"], row["baseline"]) == ("full", "top3")
+    assert row["accuracy_baseline"] == pytest.approx(0.25) and row["accuracy_condition"] == pytest.approx(1.0)
+
+
+def test_every_analysis_function_takes_level_n_boot_and_seed():
+    res = pd.concat([paired("m1", "none", "top3", both=5, a_only=3, b_only=9, neither=3),
+                     paired("m2", "none", "top3", both=4, a_only=4, b_only=4, neither=8)], ignore_index=True)
+    wide = accuracy_table(res, ci="bootstrap", level=0.99, n_boot=300, seed=1)
+    narrow = accuracy_table(res, ci="bootstrap", level=0.5, n_boot=300, seed=1)
+    assert (wide["ci_high"] - wide["ci_low"] > narrow["ci_high"] - narrow["ci_low"]).all()
+    for call in (lambda lv: compare(res, "profile", level=lv, n_boot=300, seed=1),
+                 lambda lv: profile_lift(res, level=lv, n_boot=300, seed=1),
+                 lambda lv: macro_accuracy(res, level=lv, n_boot=300, seed=1)):
+        a, b = call(0.99), call(0.5)
+        assert (a["ci_high"] - a["ci_low"] >= b["ci_high"] - b["ci_low"]).all()
+        assert ((a["ci_high"] - a["ci_low"]) > (b["ci_high"] - b["ci_low"])).any()
+    wilson_wide, wilson_narrow = wilson_ci(7, 12, level=0.99), wilson_ci(7, 12, level=0.5)
+    assert wilson_wide[1] - wilson_wide[0] > wilson_narrow[1] - wilson_narrow[0]
+
+
+def test_clustered_bootstrap_by_units_is_wider_when_units_repeat():
+    rng = np.random.default_rng(0)
+    per_question = rng.integers(0, 2, size=60).astype(float)
+    values = np.repeat(per_question, 2)  # the same question for two users, the same outcome twice
+    units = np.repeat(np.arange(60), 2)
+    rows_low, rows_high = bootstrap_ci(values, n_boot=2000, seed=0)
+    low, high = bootstrap_ci(values, units=units, n_boot=2000, seed=0)
+    assert high - low > 1.3 * (rows_high - rows_low)  # about sqrt(2) wider: 60 units, not 120 rows
+    q_low, q_high = bootstrap_ci(per_question, n_boot=2000, seed=0)
+    assert high - low == pytest.approx(q_high - q_low, abs=0.03)
+    slow = bootstrap_ci(values, lambda v: float(v.mean()), units=units, n_boot=2000, seed=0)
+    assert slow == pytest.approx((low, high), abs=0.03)
+    with pytest.raises(PRBError, match="strata or units"):
+        bootstrap_ci(values, units=units, strata=units)
+
+
+def test_summarize_refuses_half_credit_beside_strict_paired_tests():
+    res = paired("m1", "none", "top3", both=1, a_only=0, b_only=3, neither=0)
+    res.loc[0, "outcome"] = "tie"
+    assert "credit" in summarize(res, half_credit=True).columns
+    with pytest.raises(PRBError, match="Half credit"):
+        summarize(res, half_credit=True, compare="profile")

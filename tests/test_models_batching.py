@@ -76,3 +76,30 @@ def test_other_errors_are_not_swallowed():
 
     with pytest.raises(ValueError):
         BudgetBatcher(10).map(fn, [1, 2], [1, 1])
+
+
+def test_a_plan_replaces_the_length_packing_and_is_replanned_after_out_of_memory():
+    plans = []
+
+    def plan(indices, budget):
+        plans.append((sorted(indices), budget))
+        return [indices[i : i + 4] for i in range(0, len(indices), 4)]
+
+    calls = []
+
+    def fn(batch):
+        calls.append(list(batch))
+        if len(batch) > 2:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+        return [x + 1 for x in batch]
+
+    batcher = BudgetBatcher(64)
+    out = batcher.map(fn, list(range(8)), [1] * 8, plan=plan)
+    assert out == [x + 1 for x in range(8)]
+    assert plans[0] == (list(range(8)), 64)
+    assert plans[1][1] == 32 and batcher.oom_halvings >= 1
+
+
+def test_a_plan_that_loses_an_item_is_an_error():
+    with pytest.raises(RuntimeError):
+        BudgetBatcher(10).map(lambda b: b, [1, 2, 3], [1, 1, 1], plan=lambda idx, budget: [idx[:2]])

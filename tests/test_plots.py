@@ -75,8 +75,8 @@ def test_heatmap_cells_and_annotations():
 
 
 def test_lift_dumbbell_points_and_lift_labels():
-    lift = pd.DataFrame({"model": ["a", "b"], "profile": ["top3", "top3"], "acc_none": [0.5, 0.6],
-                         "acc_profile": [0.7, 0.55], "lift": [0.2, -0.05], "ci_low": [0.1, -0.15],
+    lift = pd.DataFrame({"model": ["a", "b"], "profile": ["top3", "top3"], "accuracy_baseline": [0.5, 0.6],
+                         "accuracy_condition": [0.7, 0.55], "lift": [0.2, -0.05], "ci_low": [0.1, -0.15],
                          "ci_high": [0.3, 0.05]})
     ax = plots.lift_dumbbell(lift)
     scatters = [c for c in ax.collections if isinstance(c, PathCollection)]

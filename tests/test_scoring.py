@@ -241,7 +241,17 @@ def test_rerun_reads_from_the_store_and_scores_nothing(tmp_path):
     pd.testing.assert_frame_equal(first, second)
 
 
-def test_a_cached_model_is_never_loaded(tmp_path, monkeypatch):
+def model_folder(root: Path, weights: bytes = b"w" * 8) -> Path:
+    """A local model folder (its files' names, sizes and times are its fingerprint; nothing loads it)."""
+    folder = root / "model"
+    folder.mkdir(exist_ok=True)
+    (folder / "config.json").write_text('{"model_type": "fake"}', encoding="utf-8")
+    (folder / "model.safetensors").write_bytes(weights)
+    return folder
+
+
+def loads_recorded(monkeypatch) -> list:
+    """Record each model load as (spec, dtype) and hand back a FakeModel (the scorer's loader seam)."""
     loads = []
 
     def fake_load(spec, **options):
@@ -249,15 +259,99 @@ def test_a_cached_model_is_never_loaded(tmp_path, monkeypatch):
         return FakeModel(spec)
 
     monkeypatch.setattr(scoring, "_load_model", fake_load)
+    return loads
+
+
+def test_a_cached_model_is_never_loaded(tmp_path, monkeypatch):
+    loads = loads_recorded(monkeypatch)
+    spec = f"classifier:{model_folder(tmp_path)}"
     data = make_data()
-    first = run(data, ["classifier:fake"], ["none", "full"], out=tmp_path)
-    assert loads == [("classifier:fake", "auto")]  # loaded once for both profile conditions
-    second = run(data, ["classifier:fake"], ["none", "full"], out=tmp_path, device="cpu", batch_tokens=512)
-    assert loads == [("classifier:fake", "auto")]  # device and batch size do not change a score
+    first = run(data, [spec], ["none", "full"], out=tmp_path / "r")
+    assert loads == [(spec, "auto")]  # loaded once for both profile conditions
+    second = run(data, [spec], ["none", "full"], out=tmp_path / "r", device="cpu", batch_tokens=512)
+    assert loads == [(spec, "auto")]  # on this CPU machine auto is the cpu device; batch size changes no score
     pd.testing.assert_frame_equal(first, second)
-    run(data, ["classifier:fake"], ["none"], out=tmp_path, seed=1)
+    run(data, [spec], ["none"], out=tmp_path / "r", seed=1)
     assert len(loads) == 2  # the seed does
-    assert len(load_run_metadata(tmp_path)) == 3
+    assert len(load_run_metadata(tmp_path / "r")) == 3
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="auto resolves to the GPU here")
+def test_dtype_auto_on_cpu_is_the_float32_job_and_bfloat16_is_another(tmp_path, monkeypatch):
+    loads = loads_recorded(monkeypatch)
+    spec, data = f"classifier:{model_folder(tmp_path)}", make_data(4)
+    run(data, [spec], out=tmp_path / "r", dtype="float32")
+    run(data, [spec], out=tmp_path / "r", dtype="auto", device="auto")
+    assert len(loads) == 1  # auto on a CPU is float32: the same job, read from the store
+    run(data, [spec], out=tmp_path / "r", dtype="bfloat16")
+    assert len(loads) == 2
+    meta = load_run_metadata(tmp_path / "r").sort_values("option_dtype")
+    assert meta["option_dtype"].tolist() == ["bfloat16", "float32"]
+    assert meta["option_device"].tolist() == ["cpu", "cpu"]
+    length = scoring.job_options("length", "none", device="auto", dtype="bfloat16")
+    assert "dtype" not in length and "device" not in length  # baselines run no model
+
+
+def test_rebuilding_a_local_models_weights_in_place_rescores(tmp_path, monkeypatch):
+    loads = loads_recorded(monkeypatch)
+    folder = model_folder(tmp_path)
+    spec, data = f"classifier:{folder}", make_data(4)
+    run(data, [spec], out=tmp_path / "r")
+    run(data, [spec], out=tmp_path / "r")
+    assert len(loads) == 1
+    model_folder(tmp_path, weights=b"retrained weights")
+    run(data, [spec], out=tmp_path / "r")
+    assert len(loads) == 2  # new weights: a new job
+    meta = load_run_metadata(tmp_path / "r")
+    assert len(meta) == 2 and meta["fingerprint"].str.startswith("folder:").all()
+    assert meta["fingerprint"].nunique() == 2
+
+
+def test_a_repeated_model_spec_is_scored_and_counted_once(tmp_path):
+    results = run(make_data(4), ["length", "LENGTH", " length "], out=tmp_path)
+    assert len(results) == 4 and set(results["model"]) == {"length"}
+
+
+def test_a_judge_template_given_as_long_text_is_hashed_not_opened(tmp_path):
+    text = "Question: {question}\n" + "Be careful. " * 2000
+    assert scoring._template_id(text) == scoring._template_id(text)
+    assert scoring._template_id("x" * 5000).startswith("sha256:")  # a name too long for the file system
+    path = tmp_path / "template.txt"
+    path.write_text(text, encoding="utf-8")
+    assert scoring._template_id(str(path)) == scoring._template_id(text)
+
+
+def test_an_edited_category_is_stale_and_rescored(tmp_path):
+    data = make_data(4)
+    run(data, ["length"], out=tmp_path)
+    edited = data.assign(category=["law", "cooking", "cooking", "cooking"])
+    results = run(edited, ["length"], out=tmp_path)
+    assert results.set_index("id").loc["q00", "category"] == "law"
+    assert load_results(tmp_path).set_index("id").loc["q00", "category"] == "law"
+
+
+class PartEater(FakeModel):
+    """Deletes the job's first part file while the job runs (a sync tool, a user's rm)."""
+
+    def __init__(self, out: Path, **options) -> None:
+        super().__init__(**options)
+        self.out = out
+
+    def score_pairs(self, pairs):
+        if len(self.calls) == 2:
+            first = sorted(Path(self.out, "jobs").glob("*/part-*.parquet"))[0]
+            first.unlink()
+        return super().score_pairs(pairs)
+
+
+def test_a_part_file_gone_while_the_job_runs_fails_the_run_and_the_rerun_rescores(tmp_path):
+    data, eater, again = make_data(), PartEater(tmp_path), FakeModel()
+    eater.fingerprint = again.fingerprint = "fake weights v1"  # one model, one job
+    with pytest.raises(PRBError, match=rf"holds {N_PAIRS - 4} of its {N_PAIRS} pairs"):
+        run(data, [eater], out=tmp_path, chunk_size=4)
+    assert not load_run_metadata(tmp_path)["finished"].iloc[0]  # never marked finished
+    results = run(data, [again], out=tmp_path, chunk_size=4)
+    assert len(results) == N_PAIRS and len(again.scored) == 4  # exactly the lost pairs, scored again
 
 
 def test_more_pairs_later_scores_only_the_new_ones(tmp_path):
@@ -358,8 +452,11 @@ def test_a_complete_job_killed_before_its_final_metadata_is_finished_without_loa
         raise KeyboardInterrupt
 
     monkeypatch.setattr(scoring.JobStore, "compact", killed)
+    monkeypatch.setattr(scoring, "_fingerprint", lambda spec: "fake judge v1")  # the spec "judge:fake" names it
+    judge = FakeJudge("judge:fake")
+    judge.fingerprint = "fake judge v1"
     with pytest.raises(KeyboardInterrupt):
-        run(data, [FakeJudge("judge:fake")], out=tmp_path, chunk_size=4)
+        run(data, [judge], out=tmp_path, chunk_size=4)
     monkeypatch.setattr(scoring.JobStore, "compact", real_compact)
     job = next((tmp_path / "jobs").iterdir())
     (job / ".part-00099.parquet.abc.tmp").write_bytes(b"half a file")

@@ -23,13 +23,13 @@ from prb_utils.store import (
 DESC = {"model": "length", "kind": "length", "profile": "none", "options": {}}
 
 
-def rows(ids, *, job="j", score=1.0, model="length", profile="none", outcome="correct", failed=False):
+def rows(ids, *, job=None, score=1.0, model="length", profile="none", outcome="correct", failed=False):
     return pd.DataFrame(
         [
             {
                 "model": model, "kind": model.split(":")[0], "profile": profile, "subset": "s", "category": "c",
                 "id": str(i), "score_chosen": score, "score_rejected": 0.0, "outcome": outcome,
-                "invalid_reason": None, "failed": failed, "pair_hash": f"h{i}", "job": job,
+                "invalid_reason": None, "failed": failed, "pair_hash": f"h{i}", "job": job or job_key(DESC),
             }
             for i in ids
         ]
@@ -136,7 +136,7 @@ def test_load_results_concatenates_jobs_and_drops_duplicates(tmp_path):
 
 def test_load_results_of_an_empty_or_missing_store(tmp_path):
     assert load_results(tmp_path / "nothing").empty
-    assert list(load_results(tmp_path).columns) == RESULT_COLUMNS
+    assert list(load_results(tmp_path).columns) == [*RESULT_COLUMNS, "job_label"]
     assert load_run_metadata(tmp_path).empty
 
 
@@ -208,3 +208,79 @@ def test_writing_without_waiting_yields_none_while_another_process_holds_the_job
     with other.writing(wait=False) as got:
         assert got is other
     assert not stale.exists()
+
+
+def test_pair_hash_includes_the_category():
+    assert pair_hash("s", "1", "q", "a", "b", category="cooking") != pair_hash("s", "1", "q", "a", "b", category="law")
+
+
+def test_a_part_file_of_another_job_is_a_prberror_naming_it(tmp_path):
+    a = JobStore(tmp_path, DESC)
+    b = JobStore(tmp_path, {**DESC, "profile": "full"})
+    with a.writing():
+        part = a.write_part(rows([1, 2], job=a.key))
+    with b.writing():
+        b.write_part(rows([1, 2], job=b.key, profile="full", score=3.0))
+    (b.dir / "part-00009.parquet").write_bytes(part.read_bytes())
+    with pytest.raises(PRBError, match=r"part-00009\.parquet.*another job"):
+        b.read()
+    with pytest.raises(PRBError, match="another job"):
+        load_results(tmp_path)
+
+
+def finished_job(out, desc, ids, **row_options):
+    """A finished job of ``ids`` whose job.json expects exactly those pairs."""
+    store = JobStore(out, desc)
+    with store.writing():
+        store.write_part(rows(ids, job=store.key, profile=desc["profile"], model=desc["model"], **row_options))
+        store.write_metadata({**desc, "key": store.key, "created": "t", "finished": "t",
+                              "pairs": {f"s/{i}": f"h{i}" for i in ids}})
+    return store
+
+
+def test_a_finished_job_whose_parts_are_gone_is_reported_never_dropped_silently(tmp_path):
+    finished_job(tmp_path, DESC, [1, 2, 3])
+    gone = finished_job(tmp_path, {**DESC, "profile": "full"}, [1, 2])
+    for part in gone.parts():
+        part.unlink()
+    with pytest.warns(UserWarning, match=rf"Job {gone.key} \(length \[full\]\) holds 0 of its 2 pairs"):
+        results = load_results(tmp_path)
+    assert len(results) == 3 and len(results.attrs["shortfalls"]) == 1
+    with pytest.raises(PRBError, match="holds 0 of its 2 pairs"):
+        load_results(tmp_path, strict=True)
+
+
+def test_job_labels_name_what_differs_and_are_unique_per_job(tmp_path):
+    judge = {"model": "judge:x", "kind": "judge", "profile": "none"}
+    opts = {"dtype": "float32", "seed": 0, "judge_mode": "logprob"}
+    finished_job(tmp_path, {**judge, "options": opts}, [1])
+    finished_job(tmp_path, {**judge, "options": {**opts, "judge_mode": "generate"}}, [1])
+    finished_job(tmp_path, {**judge, "options": {**opts, "seed": 1}}, [1])
+    finished_job(tmp_path, {**judge, "profile": "full", "options": opts}, [1])
+    finished_job(tmp_path, DESC, [1])
+    results = load_results(tmp_path)
+    labels = results.groupby("job")["job_label"].first()
+    assert sorted(set(labels)) == ["judge:x [generate, seed=0]", "judge:x [logprob, seed=0]",
+                                   "judge:x [logprob, seed=1]", "length"]
+    assert not results.drop_duplicates("job").duplicated(["job_label", "profile"]).any()
+    full = results[results["profile"] == "full"]
+    assert full["job_label"].tolist() == ["judge:x [logprob, seed=0]"]  # the same label under every condition
+    assert set(results["model"]) == {"judge:x", "length"}  # the model column is unchanged
+
+
+def test_jobs_that_differ_only_in_their_fingerprint_get_distinct_labels(tmp_path):
+    finished_job(tmp_path, {**DESC, "fingerprint": "folder:aaa"}, [1])
+    finished_job(tmp_path, {**DESC, "fingerprint": "folder:bbb"}, [1])
+    labels = sorted(load_results(tmp_path)["job_label"])
+    assert labels == ["length [fingerprint=folder:aaa]", "length [fingerprint=folder:bbb]"]
+
+
+def test_notebook_params_load_results_keeps_every_job_with_its_label(tmp_path):
+    from prb_utils.notebook.params import AccuracyParams
+
+    implicit = {"model": "implicit:x", "kind": "implicit", "profile": "none"}
+    finished_job(tmp_path, {**implicit, "options": {"dtype": "float32"}}, [1, 2])
+    finished_job(tmp_path, {**implicit, "options": {"dtype": "bfloat16"}}, [1, 2])
+    rows = AccuracyParams(results=str(tmp_path), models=["implicit:x"]).load_results()
+    assert len(rows) == 4 and rows["model"].unique().tolist() == ["implicit:x"]
+    assert sorted(rows["job_label"].unique()) == ["implicit:x [bfloat16]", "implicit:x [float32]"]

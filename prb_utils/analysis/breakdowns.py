@@ -26,7 +26,7 @@ import pandas as pd
 
 from prb_utils.analysis.features import LENGTH_EDGES, MAX_ASPECTS, aspect_table, pair_features
 from prb_utils.analysis.metrics import (
-    N_RESAMPLES,
+    N_BOOT,
     SEED,
     _as_list,
     accuracy_table,
@@ -141,7 +141,7 @@ JUDGE_STATISTICS = ("accuracy_ab", "accuracy_ba", "order_consistency", "position
 
 
 def judge_order(results: pd.DataFrame, *, by: str | Sequence[str] = ("model", "profile"),
-                n_resamples: int = N_RESAMPLES, seed: int = SEED) -> pd.DataFrame:
+                n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFrame:
     """Judge accuracy per order, order consistency and position bias, long format.
 
     Uses rows with a verdict (``verdict_ab``/``verdict_ba`` in chosen/rejected/invalid; other RM kinds
@@ -177,7 +177,7 @@ def judge_order(results: pd.DataFrame, *, by: str | Sequence[str] = ("model", "p
                      "ci_low": low, "ci_high": high})
         share_a = (((ab[valid] == "chosen").astype(float) + (ba[valid] == "rejected").astype(float)) / 2
                    ).to_numpy()
-        low, high = bootstrap_ci(share_a, n_resamples=n_resamples, seed=seed)
+        low, high = bootstrap_ci(share_a, n_boot=n_boot, seed=seed)
         rows.append({**key, "statistic": "position_a", "n": nv,
                      "value": float(share_a.mean()) if nv else np.nan, "ci_low": low, "ci_high": high})
     return pd.DataFrame(rows, columns=[*by, "statistic", "n", "value", "ci_low", "ci_high"])

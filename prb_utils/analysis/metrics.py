@@ -6,11 +6,15 @@ Conventions (see "How the numbers are computed" in the design):
   ``half_credit=True`` gives a tie 0.5 and adds a ``credit`` column so it is never silent.
 - One proportion: Wilson 95% interval (``statsmodels`` ``proportion_confint(method="wilson")``).
 - Composite statistics (accuracy averaged over subsets, paired differences, profile lift): percentile
-  bootstrap over pairs with a fixed seed (``seed=0``, ``n_resamples=2000`` by default). Paired statistics
+  bootstrap over pairs with a fixed seed (``seed=0``, ``n_boot=2000`` by default). Paired statistics
   resample whole pairs, so both members of a comparison move together (a cluster bootstrap with the pair
   as the cluster); averages over subsets resample pairs within each subset (stratified).
 - Paired comparisons: exact McNemar (``statsmodels`` ``mcnemar(exact=True)``) on the pairs both levels
   scored, Holm-adjusted (``multipletests(method="holm")``) over every comparison in the returned frame.
+
+One vocabulary (seaborn's): every function takes the interval level as ``level`` (0.95), the bootstrap
+resamples as ``n_boot`` and the RNG seed as ``seed``; tables name counts ``n`` (``n_pairs`` for paired
+units), accuracies ``accuracy*``, paired differences ``diff`` and bounds ``ci_low``/``ci_high``.
 
 Example:
     >>> import pandas as pd
@@ -43,8 +47,9 @@ from prb_utils.schema import OUTCOMES
 
 PAIR_KEY = ("subset", "id")
 IDENTITY = ("model", "profile", "subset", "id")
-N_RESAMPLES = 2000
+N_BOOT = 2000
 SEED = 0
+LEVEL = 0.95
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -70,8 +75,8 @@ def _check_outcomes(results: pd.DataFrame) -> None:
         raise PRBError(f"The results table has unknown outcome values ({shown}); expected {', '.join(OUTCOMES)}.")
 
 
-def wilson_ci(count, nobs, *, alpha: float = 0.05):
-    """Wilson interval for ``count`` successes out of ``nobs``; NaN where nobs is 0.
+def wilson_ci(count, nobs, *, level: float = LEVEL):
+    """Wilson interval (at ``level``) for ``count`` successes out of ``nobs``; NaN where nobs is 0.
 
     Arrays in, arrays out; two scalars in, two floats out.
 
@@ -87,7 +92,7 @@ def wilson_ci(count, nobs, *, alpha: float = 0.05):
     high = np.full(count.shape, np.nan)
     ok = nobs > 0
     if ok.any():
-        low[ok], high[ok] = proportion_confint(count[ok], nobs[ok], alpha=alpha, method="wilson")
+        low[ok], high[ok] = proportion_confint(count[ok], nobs[ok], alpha=1 - level, method="wilson")
         # rounding can put a bound a hair past the estimate at 0% and 100%; the interval always holds it
         share = count[ok] / nobs[ok]
         low[ok] = np.minimum(low[ok], share)
@@ -97,8 +102,8 @@ def wilson_ci(count, nobs, *, alpha: float = 0.05):
     return low, high
 
 
-def _resampled_means(values: np.ndarray, rng: np.random.Generator, n_resamples: int) -> np.ndarray:
-    """Means of ``n_resamples`` resamples (with replacement, same size) of the 1-D ``values``.
+def _resampled_means(values: np.ndarray, rng: np.random.Generator, n_boot: int) -> np.ndarray:
+    """Means of ``n_boot`` resamples (with replacement, same size) of the 1-D ``values``.
 
     When the values take few distinct levels (0/1 outcomes, half credit) the resample is drawn as
     multinomial counts of those levels, which has exactly the distribution of index resampling and
@@ -107,18 +112,18 @@ def _resampled_means(values: np.ndarray, rng: np.random.Generator, n_resamples: 
     n = len(values)
     levels, counts = np.unique(values, return_counts=True)
     if len(levels) <= 16:
-        draws = rng.multinomial(n, counts / n, size=n_resamples)
+        draws = rng.multinomial(n, counts / n, size=n_boot)
         return draws @ levels / n
-    out = np.empty(n_resamples)
+    out = np.empty(n_boot)
     chunk = max(1, 2_000_000 // n)
-    for start in range(0, n_resamples, chunk):
-        stop = min(n_resamples, start + chunk)
+    for start in range(0, n_boot, chunk):
+        stop = min(n_boot, start + chunk)
         out[start:stop] = values[rng.integers(0, n, size=(stop - start, n))].mean(axis=1)
     return out
 
 
-def _percentile_interval(stats: np.ndarray, confidence: float) -> tuple[float, float]:
-    tail = (1 - confidence) / 2 * 100
+def _percentile_interval(stats: np.ndarray, level: float) -> tuple[float, float]:
+    tail = (1 - level) / 2 * 100
     low, high = np.nanpercentile(stats, [tail, 100 - tail])
     return float(low), float(high)
 
@@ -128,44 +133,74 @@ def bootstrap_ci(
     statistic: Callable[[np.ndarray], float] | None = None,
     *,
     strata=None,
-    n_resamples: int = N_RESAMPLES,
+    units=None,
+    n_boot: int = N_BOOT,
     seed: int = SEED,
-    confidence: float = 0.95,
+    level: float = LEVEL,
 ) -> tuple[float, float]:
-    """Percentile bootstrap interval of ``statistic`` over the rows of ``values`` (fixed seed).
+    """Percentile bootstrap interval (at ``level``) of ``statistic`` over the rows of ``values`` (fixed seed).
 
     Rows are the resampling units (pairs). ``statistic`` maps a resampled array (same shape as
     ``values``) to a number; ``None`` means the mean, computed without a Python loop. With ``strata``
     (one label per row) rows are resampled within each stratum, so a resample has the same rows per
-    stratum at the same positions and ``statistic`` may use the original strata labels. NaN when there
-    are no rows.
+    stratum at the same positions and ``statistic`` may use the original strata labels. With ``units``
+    (one label per row, as seaborn's ``units``: e.g. the question, when one question appears for two
+    users) whole clusters are resampled instead of rows (a clustered bootstrap): all rows of a drawn
+    unit enter together, so the interval accounts for rows of one unit being alike; ``statistic`` then
+    sees a resample of varying length. ``strata`` and ``units`` do not combine. NaN when there are no rows.
 
     >>> bootstrap_ci([0, 1] * 50, seed=0) == bootstrap_ci([0, 1] * 50, seed=0)
     True
     >>> low, high = bootstrap_ci([1.0] * 20)
     >>> float(low), float(high)
     (1.0, 1.0)
+    >>> low, high = bootstrap_ci([1, 1, 0, 0], units=["q1", "q1", "q2", "q2"], n_boot=200)
+    >>> float(low), float(high)
+    (0.0, 1.0)
     """
     values = np.asarray(values, dtype=float)
     n = len(values)
     if n == 0:
         return (np.nan, np.nan)
+    if units is not None and strata is not None:
+        raise PRBError("bootstrap_ci takes strata or units, not both.")
     rng = np.random.default_rng(seed)
+    if units is not None:
+        return _percentile_interval(_cluster_stats(values, units, statistic, rng, n_boot), level)
     if strata is None:
         groups = [np.arange(n)]
     else:
         codes = pd.factorize(pd.Series(strata), sort=True)[0]
         groups = [np.flatnonzero(codes == c) for c in np.unique(codes)]
     if statistic is None and values.ndim == 1:
-        stats = sum(len(g) / n * _resampled_means(values[g], rng, n_resamples) for g in groups)
-        return _percentile_interval(np.asarray(stats), confidence)
-    stats = np.empty(n_resamples)
-    for r in range(n_resamples):
+        stats = sum(len(g) / n * _resampled_means(values[g], rng, n_boot) for g in groups)
+        return _percentile_interval(np.asarray(stats), level)
+    stats = np.empty(n_boot)
+    for r in range(n_boot):
         idx = np.empty(n, dtype=np.int64)
         for g in groups:
             idx[g] = g[rng.integers(0, len(g), size=len(g))]
         stats[r] = statistic(values[idx]) if statistic is not None else float(np.mean(values[idx]))
-    return _percentile_interval(stats, confidence)
+    return _percentile_interval(stats, level)
+
+
+def _cluster_stats(values: np.ndarray, units, statistic: Callable[[np.ndarray], float] | None,
+                   rng: np.random.Generator, n_boot: int) -> np.ndarray:
+    """``statistic`` (default: the mean over rows) of ``n_boot`` resamples of whole units."""
+    if len(units) != len(values):
+        raise PRBError(f"bootstrap_ci got {len(units)} units for {len(values)} rows.")
+    codes = pd.factorize(pd.Series(list(units)), sort=True)[0]
+    members = [np.flatnonzero(codes == c) for c in range(codes.max() + 1)]
+    if statistic is None and values.ndim == 1:  # mean over rows = sum of unit sums / sum of unit sizes
+        sums = np.array([values[m].sum() for m in members])
+        sizes = np.array([len(m) for m in members], dtype=float)
+        draws = rng.integers(0, len(members), size=(n_boot, len(members)))
+        return sums[draws].sum(axis=1) / sizes[draws].sum(axis=1)
+    stats = np.empty(n_boot)
+    for r in range(n_boot):
+        drawn = rng.integers(0, len(members), size=len(members))
+        stats[r] = (statistic or np.mean)(values[np.concatenate([members[d] for d in drawn])])
+    return stats
 
 
 def holm(p_values) -> np.ndarray:
@@ -199,11 +234,11 @@ def accuracy_table(
     *,
     half_credit: bool = False,
     ci: str | None = "wilson",
-    alpha: float = 0.05,
-    n_resamples: int = N_RESAMPLES,
+    level: float = LEVEL,
+    n_boot: int = N_BOOT,
     seed: int = SEED,
 ) -> pd.DataFrame:
-    """Accuracy per group: columns ``*by, n, correct, ties, invalid, accuracy, ci_low, ci_high``.
+    """Accuracy per group: columns ``*by, n, correct, ties, invalid, accuracy, ci_low, ci_high`` (at ``level``).
 
     ``ci`` is ``"wilson"`` (default), ``"bootstrap"`` (percentile, over rows, fixed ``seed``) or ``None``
     (NaN bounds). With ``half_credit=True`` a tie counts 0.5, a ``credit`` column (correct + ties/2) is
@@ -236,13 +271,12 @@ def accuracy_table(
     with np.errstate(invalid="ignore", divide="ignore"):
         table["accuracy"] = table["credit"] / table["n"].where(table["n"] > 0)
     if ci == "wilson":
-        table["ci_low"], table["ci_high"] = wilson_ci(table["credit"], table["n"], alpha=alpha)
+        table["ci_low"], table["ci_high"] = wilson_ci(table["credit"], table["n"], level=level)
     elif ci == "bootstrap":
         bounds = []
         groups = frame.groupby(by, sort=True, observed=True, dropna=False) if by else [((), frame)]
         for _, g in groups:
-            bounds.append(bootstrap_ci(g["_credit"].to_numpy(), n_resamples=n_resamples, seed=seed,
-                                       confidence=1 - alpha))
+            bounds.append(bootstrap_ci(g["_credit"].to_numpy(), n_boot=n_boot, seed=seed, level=level))
         table["ci_low"] = [b[0] for b in bounds]
         table["ci_high"] = [b[1] for b in bounds]
     else:
@@ -260,9 +294,9 @@ def macro_accuracy(
     *,
     over: str = "subset",
     half_credit: bool = False,
-    n_resamples: int = N_RESAMPLES,
+    n_boot: int = N_BOOT,
     seed: int = SEED,
-    alpha: float = 0.05,
+    level: float = LEVEL,
 ) -> pd.DataFrame:
     """Accuracy averaged over the levels of ``over`` (each subset weighs the same), with a bootstrap CI.
 
@@ -290,8 +324,8 @@ def macro_accuracy(
         values = g["_credit"].to_numpy()
         codes, _ = pd.factorize(strata, sort=True)
         rng = np.random.default_rng(seed)
-        level_means = [_resampled_means(values[codes == c], rng, n_resamples) for c in np.unique(codes)]
-        low, high = _percentile_interval(np.mean(level_means, axis=0), 1 - alpha)
+        level_means = [_resampled_means(values[codes == c], rng, n_boot) for c in np.unique(codes)]
+        low, high = _percentile_interval(np.mean(level_means, axis=0), level)
         point = float(np.mean([values[codes == c].mean() for c in np.unique(codes)]))
         rows.append({**dict(zip(by, key, strict=True)), "n": len(g), "n_levels": int(codes.max()) + 1,
                      "accuracy": point, "ci_low": low, "ci_high": high})
@@ -309,9 +343,9 @@ def compare(
     *,
     baseline: str | None = None,
     by: str | Sequence[str] | None = None,
-    n_resamples: int = N_RESAMPLES,
+    n_boot: int = N_BOOT,
     seed: int = SEED,
-    alpha: float = 0.05,
+    level: float = LEVEL,
 ) -> pd.DataFrame:
     """Paired comparisons between the levels of ``column`` on the pairs both levels scored.
 
@@ -322,7 +356,8 @@ def compare(
     (model, profile, subset, id) minus ``column``; units scored by only one level are left out.
 
     Returns one row per comparison: ``*by, level_a, level_b, n_pairs, both_correct, a_only, b_only,
-    neither, acc_a, acc_b, diff`` (acc_b − acc_a), ``ci_low, ci_high`` (percentile bootstrap over pairs,
+    neither, accuracy_a, accuracy_b, diff`` (accuracy_b − accuracy_a), ``ci_low, ci_high`` (percentile
+    bootstrap over pairs at ``level``,
     fixed seed), ``p_value`` (exact McNemar) and ``p_holm`` (Holm over all rows of the frame).
     Ties and invalids count as not correct.
     """
@@ -365,15 +400,15 @@ def compare(
                 "b_only": int(((ca == 0) & (cb == 1)).sum()),
                 "neither": int(((ca == 0) & (cb == 0)).sum()),
             }
-            low, high = bootstrap_ci(cb - ca, n_resamples=n_resamples, seed=seed, confidence=1 - alpha)
+            low, high = bootstrap_ci(cb - ca, n_boot=n_boot, seed=seed, level=level)
             rows.append({
                 **dict(zip(within, key, strict=True)), "level_a": a, "level_b": b, "n_pairs": n, **counts,
-                "acc_a": ca.mean() if n else np.nan, "acc_b": cb.mean() if n else np.nan,
+                "accuracy_a": ca.mean() if n else np.nan, "accuracy_b": cb.mean() if n else np.nan,
                 "diff": (cb.mean() - ca.mean()) if n else np.nan, "ci_low": low, "ci_high": high,
                 "p_value": mcnemar_exact(counts["a_only"], counts["b_only"]) if n else np.nan,
             })
     columns = [*within, "level_a", "level_b", "n_pairs", "both_correct", "a_only", "b_only", "neither",
-               "acc_a", "acc_b", "diff", "ci_low", "ci_high", "p_value", "p_holm"]
+               "accuracy_a", "accuracy_b", "diff", "ci_low", "ci_high", "p_value", "p_holm"]
     out = pd.DataFrame(rows, columns=columns[:-1])
     out["p_holm"] = holm(out["p_value"].to_numpy(dtype=float))
     return out
@@ -383,29 +418,34 @@ def profile_lift(
     results: pd.DataFrame,
     *,
     baseline: str = "none",
-    n_resamples: int = N_RESAMPLES,
+    by: str | Sequence[str] = "model",
+    n_boot: int = N_BOOT,
     seed: int = SEED,
+    level: float = LEVEL,
 ) -> pd.DataFrame:
-    """Per model, the accuracy change of each profile condition over ``baseline`` on the same pairs.
+    """Per group of ``by`` (default the model; use ``"job_label"`` to keep jobs apart), the accuracy change
+    of each profile condition over ``baseline`` on the same pairs.
 
-    Columns ``model, profile, n_pairs, acc_none, acc_profile, lift, ci_low, ci_high, p_value, p_holm``
-    (lift = acc_profile − acc_none; paired bootstrap CI; exact McNemar; Holm over all rows).
+    Columns ``*by, profile, baseline, n_pairs, accuracy_baseline, accuracy_condition, lift, ci_low, ci_high,
+    p_value, p_holm`` (lift = accuracy_condition − accuracy_baseline; paired bootstrap CI at ``level``;
+    exact McNemar; Holm over all rows).
 
     >>> import pandas as pd
     >>> res = pd.DataFrame({"model": "m", "profile": ["none"] * 3 + ["top3"] * 3, "subset": "s",
     ...                     "id": [1, 2, 3] * 2, "outcome": ["wrong", "wrong", "correct"] + ["correct"] * 3})
-    >>> profile_lift(res)[["model", "profile", "n_pairs", "lift"]]
-      model profile  n_pairs      lift
-    0     m    top3        3  0.666667
+    >>> profile_lift(res)[["model", "profile", "baseline", "n_pairs", "lift"]]
+      model profile baseline  n_pairs      lift
+    0     m    top3     none        3  0.666667
     """
-    require_columns(results, ["model", "profile"])
+    by = _as_list(by)
+    require_columns(results, [*by, "profile"])
     if baseline not in set(results["profile"].astype(str)):
         raise PRBError(f"No results for the baseline profile condition {baseline!r}.")
-    cmp = compare(results, "profile", baseline=baseline, by=["model"], n_resamples=n_resamples, seed=seed)
-    out = cmp.rename(columns={"level_b": "profile", "acc_a": "acc_none", "acc_b": "acc_profile",
-                              "diff": "lift"})
-    return out[["model", "profile", "n_pairs", "acc_none", "acc_profile", "lift", "ci_low", "ci_high",
-                "p_value", "p_holm"]].reset_index(drop=True)
+    cmp = compare(results, "profile", baseline=baseline, by=by, n_boot=n_boot, seed=seed, level=level)
+    out = cmp.rename(columns={"level_a": "baseline", "level_b": "profile", "accuracy_a": "accuracy_baseline",
+                              "accuracy_b": "accuracy_condition", "diff": "lift"})
+    return out[[*by, "profile", "baseline", "n_pairs", "accuracy_baseline", "accuracy_condition", "lift",
+                "ci_low", "ci_high", "p_value", "p_holm"]].reset_index(drop=True)
 
 
 # ------------------------------------------------------------------------------------------- summarize
@@ -416,6 +456,9 @@ def summarize(
     *,
     baseline: str | None = None,
     half_credit: bool = False,
+    level: float = LEVEL,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
 ) -> pd.DataFrame:
     """The table ``prb summarize`` prints: one row per group of ``by`` with
     ``n, correct, ties, invalid, accuracy, ci_low, ci_high`` (Wilson 95%).
@@ -425,7 +468,8 @@ def summarize(
     ``n_pairs``, ``diff`` (row − baseline), ``diff_ci_low``, ``diff_ci_high``, ``p_value`` (exact McNemar),
     ``p_holm`` (Holm over every tested row). The baseline is ``baseline`` when given, else ``"none"`` for
     profiles when present, else the first level in sorted order; baseline rows have NaN there.
-    For all pairwise comparisons between levels use :func:`compare`.
+    For all pairwise comparisons between levels use :func:`compare`. ``half_credit`` with ``compare`` is
+    refused: the paired tests count strict correctness, so ``diff`` would not match a half-credit accuracy.
 
     >>> import pandas as pd
     >>> res = pd.DataFrame({"model": "m", "profile": ["none"] * 3 + ["full"] * 3, "subset": "s",
@@ -436,9 +480,12 @@ def summarize(
     1    none       0.0   NaN   NaN
     """
     by = _as_list(by)
+    if compare is not None and half_credit:
+        raise PRBError("Half credit and paired comparisons do not combine: the McNemar tests and diff count "
+                       "ties as not correct; drop half credit or the comparison.")
     if compare is not None and compare not in by:
         by = [*by, compare]
-    table = accuracy_table(results, by, half_credit=half_credit)
+    table = accuracy_table(results, by, half_credit=half_credit, level=level)
     if compare is None:
         return table
     levels = sorted(results[compare].dropna().astype(str).unique())
@@ -448,7 +495,7 @@ def summarize(
     if baseline is None:
         baseline = "none" if compare == "profile" and "none" in levels else levels[0]
     within = [c for c in by if c != compare]
-    cmp = _compare_fn(results, compare, baseline=baseline, by=within)
+    cmp = _compare_fn(results, compare, baseline=baseline, by=within, n_boot=n_boot, seed=seed, level=level)
     cmp = cmp.rename(columns={"level_a": "vs", "level_b": compare, "ci_low": "diff_ci_low",
                               "ci_high": "diff_ci_high"})
     keep = [*within, compare, "vs", "n_pairs", "diff", "diff_ci_low", "diff_ci_high", "p_value", "p_holm"]

@@ -130,7 +130,7 @@ def heatmap(table: pd.DataFrame, *, rows: str | Sequence[str] = "model", cols: s
 
 
 def lift_dumbbell(lift: pd.DataFrame, *, label: str | Sequence[str] = ("model", "profile"),
-                  before: str = "acc_none", after: str = "acc_profile", ax: Axes | None = None,
+                  before: str = "accuracy_baseline", after: str = "accuracy_condition", ax: Axes | None = None,
                   title: str | None = "Profile lift (same pairs)") -> Axes:
     """Dumbbell per row of :func:`prb_utils.analysis.metrics.profile_lift`: accuracy without and with the profile,
     joined by a line, with the lift and its CI written beside it."""

@@ -18,6 +18,7 @@ from prb_utils.models.device import free_cuda_memory, is_oom
 
 T = TypeVar("T")
 R = TypeVar("R")
+Planner = Callable[[list[int], int], Sequence[Sequence[int]]]
 
 
 def token_budget_batches(lengths: Sequence[int], *, budget: int, max_items: int | None = None) -> list[list[int]]:
@@ -78,12 +79,27 @@ class BudgetBatcher:
         self.max_items = max_items
         self.oom_halvings = 0
 
-    def map(self, fn: Callable[[list[T]], Sequence[R]], items: Sequence[T], lengths: Sequence[int]) -> list[R]:
-        """``fn`` gets a list of items and returns one result per item, in the same order."""
+    def map(self, fn: Callable[[list[T]], Sequence[R]], items: Sequence[T], lengths: Sequence[int], *,
+            plan: Planner | None = None) -> list[R]:
+        """``fn`` gets a list of items and returns one result per item, in the same order.
+
+        ``plan(indices, budget)``, when given, groups item indices into batches instead of the length packing
+        (a caller with its own cost model); after an out-of-memory error it re-plans the rest with the halved
+        budget. ``lengths`` then only serve the default packing.
+        """
         if len(items) != len(lengths):
             raise ValueError("items and lengths differ in length")
         results: list[Any] = [None] * len(items)
-        pending = token_budget_batches(lengths, budget=self.budget, max_items=self.max_items)
+
+        def pack(indices: Sequence[int]) -> list[list[int]]:
+            if plan is not None:
+                return [list(b) for b in plan(list(indices), self.budget) if b]
+            return _pack(sorted(indices, key=lambda i: (-int(lengths[i]), i)), lengths, budget=self.budget,
+                         max_items=self.max_items)
+
+        pending = pack(range(len(items)))
+        if sorted(i for b in pending for i in b) != list(range(len(items))):
+            raise RuntimeError("the batch plan must hold every item exactly once")
         while pending:
             batch = pending.pop(0)
             try:
@@ -96,8 +112,7 @@ class BudgetBatcher:
                 self.budget = max(1, self.budget // 2)
                 rest = [i for b in [batch, *pending] for i in b]
                 half = max(1, len(batch) // 2)
-                pending = [batch[:half], batch[half:], *_pack(rest[len(batch):], lengths, budget=self.budget,
-                                                               max_items=self.max_items)]
+                pending = [batch[:half], batch[half:], *pack(rest[len(batch):])]
                 continue
             if len(out) != len(batch):
                 raise RuntimeError(f"batch function returned {len(out)} results for {len(batch)} items")

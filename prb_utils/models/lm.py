@@ -1,15 +1,34 @@
 """Decoder forward passes with a shared prompt: the prompt runs once, its KV cache serves every continuation.
 
 A *group* is a few token sequences (chosen and rejected, or the two judge orders) that start with the same
-tokens. With ``kv_reuse`` the longest common prefix of a group runs once (left-padded across the batch), its
-cache is repeated for each sequence, and only the continuations run after it (right-padded, positions
-continuing the prefix). Without it, every sequence runs whole. Both give the same hidden states up to
-floating-point rounding; the gain is the prefix tokens not computed twice.
+tokens. With ``kv_reuse`` the longest common prefix of a group runs once, its cache serves each sequence of
+the group, and only the continuations run after it (positions continuing the prefix). Without it, every
+sequence runs whole. Both give the same hidden states up to floating-point rounding.
+
+What makes the cache pay (measured with ``bench/score_throughput.py``):
+
+- no attention mask where padding cannot matter. Every batch is right-padded, and a causal decoder's state at
+  a real position never sees a pad that comes after it, so whole sequences and prefixes run without a mask:
+  SDPA takes its ``is_causal`` kernel instead of a materialised 4-D mask. Only a continuation batch over
+  prefixes of different lengths needs a (2-D padding) mask, for the pads inside the cache;
+- no copies of the prompt cache where a batch holds one group: its batch-1 cache serves the group's
+  sequences through ``expand`` (a view), or, when the continuations differ in length by more than a pass
+  costs, one continuation after the other (no padding, no mask); a batch of several groups repeats it;
+- a cost model (:class:`CostModel`) that packs batches and decides, group by group, whether reuse pays: a
+  forward pass costs its padded tokens plus a fixed overhead counted in tokens (small on a CPU, where compute
+  is linear in tokens, large on a GPU, where a small batch is latency-bound). Reuse costs two passes and saves
+  the prefix ``k - 1`` times; groups merge into a batch only when the padding added costs less than the pass
+  saved;
+- threads (:func:`choose_threads`): on a CPU shared with other busy processes, torch's intra-op threads stall
+  on every barrier waiting for a thread the OS has descheduled (many short parallel regions suffer most, which
+  is exactly the two-pass cached path), so the runner uses only the cores that are free.
 """
 
 from __future__ import annotations
 
 import inspect
+import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,45 +62,243 @@ def shared_length(group: Group) -> int:
     return max(0, n)
 
 
-def group_cost(group: Group, *, kv_reuse: bool) -> int:
-    """Padded tokens the group costs on its own: the prefix once plus every continuation padded to the
-    longest (with ``kv_reuse``), else every sequence padded to the longest."""
-    shared = shared_length(group) if kv_reuse else 0
-    if shared < 1:
-        return len(group.seqs) * max(len(s) for s in group.seqs)
-    return shared + len(group.seqs) * max(len(s) - shared for s in group.seqs)
+# Fixed cost of one forward pass, in tokens of compute. Not only Python and kernel launches: small batches use
+# the cores worse (a few hundred rows per GEMM, many short parallel regions), so on a 2-core CPU eight groups
+# in one batch ran SmolLM2-135M 15-25% faster than the same groups one by one (bench/score_throughput.py);
+# 256 lets groups of similar length share a batch up to the token budget. A GPU runs a small batch in about
+# the time of a few thousand tokens.
+FORWARD_OVERHEAD = {"cpu": 256, "cuda": 2048, "mps": 512}
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Cost of a batch of groups in tokens: padded tokens plus ``overhead`` per forward pass.
+
+    >>> g = Group(((1, 2, 3, 4, 5, 6), (1, 2, 3, 4, 7, 8)), (5, 5))
+    >>> cm = CostModel(overhead=2)
+    >>> cm.cost([g], reuse=False), cm.cost([g], reuse=True), cm.reuse_pays(g)
+    (14, 12, True)
+    """
+
+    overhead: int = FORWARD_OVERHEAD["cpu"]
+
+    def padded(self, groups: Sequence[Group], *, reuse: bool) -> int:
+        """Padded tokens of the batch: every sequence to the longest, or (``reuse``) the prefixes to the
+        longest prefix plus every continuation to the longest continuation."""
+        if not groups:
+            return 0
+        rows = sum(len(g.seqs) for g in groups)
+        if not reuse:
+            return rows * max(len(s) for g in groups for s in g.seqs)
+        shared = [shared_length(g) for g in groups]
+        cont = max(len(s) - n for g, n in zip(groups, shared, strict=True) for s in g.seqs)
+        return len(groups) * max(shared) + rows * cont
+
+    def split_continuations(self, group: Group) -> bool:
+        """Whether a group alone in a batch runs its continuations one by one on its batch-1 cache (no
+        padding, no mask) rather than padded together: when their padding costs more than the extra passes."""
+        n = shared_length(group)
+        conts = [len(s) - n for s in group.seqs]
+        return len(conts) * max(conts) - sum(conts) > (len(conts) - 1) * self.overhead
+
+    def cost(self, groups: Sequence[Group], *, reuse: bool) -> int:
+        if reuse and len(groups) == 1 and self.split_continuations(groups[0]):
+            g = groups[0]
+            n = shared_length(g)
+            return n + sum(len(s) - n for s in g.seqs) + self.overhead * (1 + len(g.seqs))
+        return self.padded(groups, reuse=reuse) + self.overhead * (2 if reuse else 1)
+
+    def reuse_pays(self, group: Group, *, budget: int | None = None) -> bool:
+        """Whether running the shared prefix once (two passes) costs less than running the group whole.
+
+        With ``budget``, the passes' overhead is shared by the groups a batch of that budget would hold
+        (the group's whole cost divides the budget), which is what makes reuse pay on a GPU.
+        """
+        if shared_length(group) < 1:
+            return False
+        whole = self.padded([group], reuse=False)
+        per_batch = max(1, budget // max(1, whole)) if budget else 1
+        if per_batch == 1:
+            return self.cost([group], reuse=True) < self.cost([group], reuse=False)
+        return self.padded([group], reuse=True) + 2 * self.overhead / per_batch < whole + self.overhead / per_batch
+
+    def batch_reuse(self, groups: Sequence[Group]) -> bool:
+        """Whether a batch runs on the prompt cache: every group shares a prefix and the batch costs less so."""
+        if not groups or len({len(g.seqs) for g in groups}) != 1 or any(shared_length(g) < 1 for g in groups):
+            return False
+        return self.cost(groups, reuse=True) < self.cost(groups, reuse=False)
+
+    def plan(self, groups: Sequence[Group], indices: Sequence[int], *, budget: int,
+             kv_reuse: bool = True) -> list[list[int]]:
+        """Batches of ``indices`` (into ``groups``): each batch is all-reuse or all-whole, stays within
+        ``budget`` padded tokens (a group over it runs alone) and takes a group only when that costs no more
+        than running the group in a batch of its own. Longest first."""
+        reuse = {i: kv_reuse and self.reuse_pays(groups[i], budget=budget) for i in indices}
+        batches: list[list[int]] = []
+        for mode in (True, False):
+            chosen = [i for i in indices if reuse[i] == mode]
+
+            def key(i: int, mode: bool = mode) -> tuple[int, ...]:
+                g = groups[i]
+                if mode:
+                    n = shared_length(g)
+                    return (-n, -max(len(s) - n for s in g.seqs), i)
+                return (-max(len(s) for s in g.seqs), i)
+
+            current: list[Group] = []
+            members: list[int] = []
+            for i in sorted(chosen, key=key):
+                g = groups[i]
+                if current:
+                    merged = [*current, g]
+                    fits = self.padded(merged, reuse=mode) <= budget
+                    cheaper = self.cost(merged, reuse=mode) <= self.cost(current, reuse=mode) + self.cost([g], reuse=mode)
+                    if fits and cheaper:
+                        current.append(g)
+                        members.append(i)
+                        continue
+                    batches.append(members)
+                current, members = [g], [i]
+            if members:
+                batches.append(members)
+        batches.sort(key=lambda b: -self.padded([groups[i] for i in b], reuse=reuse[b[0]]))
+        return batches
+
+
+# ------------------------------------------------------------------------------------------ threads
+
+
+def _cpu_jiffies(cpus: set[int] | None) -> int | None:
+    """Busy clock ticks (everything but idle and iowait) of the given CPUs, from /proc/stat."""
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    total = 0
+    for line in lines:
+        name, _, rest = line.partition(" ")
+        if not name.startswith("cpu") or name == "cpu":
+            continue
+        if cpus is not None and int(name[3:]) not in cpus:
+            continue
+        f = [int(x) for x in rest.split()]
+        total += sum(f[:8]) - f[3] - f[4]
+    return total
+
+
+def _self_jiffies() -> int | None:
+    try:
+        with open("/proc/self/stat", encoding="ascii") as fh:
+            fields = fh.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return int(fields[11]) + int(fields[12])   # utime + stime, all threads
+
+
+def busy_cpus_elsewhere(window: float = 0.2) -> float | None:
+    """CPUs (of those this process may use) kept busy by other processes over ``window`` seconds, or None
+    where /proc is not available."""
+    try:
+        cpus: set[int] | None = set(os.sched_getaffinity(0))
+    except AttributeError:
+        cpus = None
+    a, s = _cpu_jiffies(cpus), _self_jiffies()
+    if a is None or s is None:
+        return None
+    start = time.perf_counter()
+    time.sleep(window)
+    b, t = _cpu_jiffies(cpus), _self_jiffies()
+    elapsed = time.perf_counter() - start
+    if b is None or t is None:
+        return None
+    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    return max(0.0, ((b - a) - (t - s)) / hz / elapsed)
+
+
+def choose_threads(n_cpus: int, busy_elsewhere: float | None) -> int:
+    """Intra-op threads for ``n_cpus`` CPUs of which ``busy_elsewhere`` are used by other processes: the free
+    ones (rounded, at least one). More threads than free cores make every parallel region wait for a thread
+    that is not running.
+
+    >>> choose_threads(2, 0.0), choose_threads(2, 1.0), choose_threads(8, 2.6), choose_threads(2, None)
+    (2, 1, 5, 2)
+    """
+    if busy_elsewhere is None:
+        return max(1, n_cpus)
+    return max(1, min(n_cpus, int(n_cpus - busy_elsewhere + 0.5)))
 
 
 class DecoderRunner:
-    """Final hidden states of decoder sequences, batched by a token budget, with prompt-cache reuse."""
+    """Final hidden states of decoder sequences, batched by a token budget, with prompt-cache reuse.
 
-    def __init__(self, model: Any, *, pad_id: int, batcher: BudgetBatcher, kv_reuse: bool = True) -> None:
+    ``threads``: ``"auto"`` (on a CPU: the cores not busy elsewhere, checked at most every
+    ``THREAD_CHECK_S`` seconds), an int, or None to leave torch's setting alone.
+    """
+
+    THREAD_CHECK_S = 10.0
+
+    def __init__(self, model: Any, *, pad_id: int, batcher: BudgetBatcher, kv_reuse: bool = True,
+                 cost: CostModel | None = None, threads: int | str | None = "auto") -> None:
         self.model = model
         self.decoder = model.base_model
         self.pad_id = int(pad_id)
         self.batcher = batcher
         self.kv_reuse = kv_reuse
+        device = str(getattr(model, "device", "cpu")).split(":")[0]
+        self.device_type = device
+        self.cost = cost or CostModel(FORWARD_OVERHEAD.get(device, FORWARD_OVERHEAD["cpu"]))
+        self.threads = threads
+        self.threads_used: int | None = None
+        self._threads_checked = -float("inf")
         self.tokens_computed = 0
         self.tokens_padded = 0
+        self.reused_groups = 0
+        self.forward_passes = 0
         params = inspect.signature(self.decoder.forward).parameters
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
+
+    def _thread_count(self) -> int | None:
+        if self.threads is None or self.device_type != "cpu":
+            return None
+        if isinstance(self.threads, int):
+            return self.threads
+        now = time.monotonic()
+        if self.threads_used is None or now - self._threads_checked > self.THREAD_CHECK_S:
+            from prb_utils.models.device import cpu_threads
+
+            self.threads_used = choose_threads(cpu_threads(), busy_cpus_elsewhere(0.1))
+            self._threads_checked = now
+        return self.threads_used
 
     def hidden(self, groups: Sequence[Group], reduce: Callable[[Group, list[Any]], Any] | None = None) -> list[Any]:
         """For each group, a list with one tensor [len - need_from, hidden] of final hidden states per sequence,
         or ``reduce(group, that list)`` computed inside the batch (so only small results stay in memory and an
         out-of-memory error in the head is recovered like one in the body)."""
-        lengths = [group_cost(g, kv_reuse=self.kv_reuse) for g in groups]
+        import torch
+
+        groups = list(groups)
+        lengths = [self.cost.padded([g], reuse=False) for g in groups]
+
+        def plan(indices: Sequence[int], budget: int) -> list[list[int]]:
+            return self.cost.plan(groups, indices, budget=budget, kv_reuse=self.kv_reuse)
 
         def run(batch: list[Group]) -> list[Any]:
-            import torch
-
+            threads = self._thread_count()   # re-checked every THREAD_CHECK_S: the load on the machine changes
+            if threads is not None and threads != torch.get_num_threads():
+                torch.set_num_threads(threads)
             states = self._batch(batch)
             if reduce is None:
                 return states
             with torch.inference_mode():
                 return [reduce(g, per) for g, per in zip(batch, states, strict=True)]
 
-        return self.batcher.map(run, list(groups), lengths)
+        before = torch.get_num_threads()
+        try:
+            return self.batcher.map(run, groups, lengths, plan=plan)
+        finally:
+            if torch.get_num_threads() != before:
+                torch.set_num_threads(before)
 
     # ------------------------------------------------------------------ one batch
 
@@ -89,23 +306,21 @@ class DecoderRunner:
         import torch
 
         with torch.inference_mode():
-            if not self.kv_reuse:
+            if not self.kv_reuse or not self.cost.batch_reuse(groups):
                 return self._full(groups)
-            shared = [shared_length(g) for g in groups]
-            k = {len(g.seqs) for g in groups}
-            if min(shared) < 1 or len(k) != 1:
-                return self._full(groups)
-            return self._with_prefix(groups, shared, k.pop())
+            return self._with_prefix(groups, [shared_length(g) for g in groups], len(groups[0].seqs))
+
+    def _forward(self, **kwargs: Any) -> Any:
+        self.forward_passes += 1
+        return self.decoder(**kwargs)
 
     def _full(self, groups: list[Group]) -> list[list[Any]]:
-
         seqs = [s for g in groups for s in g.seqs]
         ids, mask = pad_right(seqs, self.pad_id)
-        device = self.model.device
         self.tokens_computed += int(mask.sum())
         self.tokens_padded += ids.numel()
-        out = self.decoder(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False)
-        states = out.last_hidden_state
+        # right padding: no real position attends a pad (causal), so no mask -> SDPA's causal kernel
+        states = self._forward(input_ids=ids.to(self.model.device), use_cache=False).last_hidden_state
         result, row = [], 0
         for g in groups:
             per = []
@@ -119,33 +334,31 @@ class DecoderRunner:
         import torch
 
         device = self.model.device
-        width = max(shared)
-        ids = torch.full((len(groups), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(groups), width), dtype=torch.long)
-        for row, (g, n) in enumerate(zip(groups, shared, strict=True)):
-            ids[row, width - n :] = torch.tensor(g.seqs[0][:n], dtype=torch.long)
-            mask[row, width - n :] = 1
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        out = self.decoder(input_ids=ids.to(device), attention_mask=mask.to(device),
-                           position_ids=positions.to(device), use_cache=True)
+        ids, mask = pad_right([g.seqs[0][:n] for g, n in zip(groups, shared, strict=True)], self.pad_id)
+        width = ids.shape[1]
+        out = self._forward(input_ids=ids.to(device), use_cache=True)   # right-padded: no mask needed
         cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
-        last = out.last_hidden_state[:, -1]
-        cache.batch_repeat_interleave(k)
+        rows_idx = torch.tensor([n - 1 for n in shared], device=out.last_hidden_state.device)
+        last = out.last_hidden_state[torch.arange(len(groups), device=rows_idx.device), rows_idx]
+        layers = getattr(cache, "layers", None)
+        if len(groups) == 1 and self.cost.split_continuations(groups[0]) and _plain(layers):
+            return [self._one_by_one(groups[0], shared[0], cache, last[0])]
+        _broadcast_cache(cache, k, len(groups))
 
         conts = [(s[n:], n) for g, n in zip(groups, shared, strict=True) for s in g.seqs]
-        c_width = max(len(c) for c, _ in conts)
-        c_ids = torch.full((len(conts), c_width), self.pad_id, dtype=torch.long)
-        c_mask = torch.zeros((len(conts), c_width), dtype=torch.long)
-        c_pos = torch.zeros((len(conts), c_width), dtype=torch.long)
-        for row, (c, n) in enumerate(conts):
-            c_ids[row, : len(c)] = torch.tensor(c, dtype=torch.long)
-            c_mask[row, : len(c)] = 1
-            c_pos[row] = torch.arange(n, n + c_width)
-        full_mask = torch.cat([mask.repeat_interleave(k, dim=0), c_mask], dim=1)
+        c_ids, c_mask = pad_right([c for c, _ in conts], self.pad_id)
+        c_width = c_ids.shape[1]
+        c_pos = torch.stack([torch.arange(n, n + c_width) for _, n in conts])
+        kwargs: dict[str, Any] = {}
+        if min(shared) != width:   # pads inside the cache: mask them (pads after the continuations are harmless)
+            full_mask = torch.cat([mask.repeat_interleave(k, dim=0),
+                                   torch.ones((len(conts), c_width), dtype=torch.long)], dim=1)
+            kwargs["attention_mask"] = full_mask.to(device)
         self.tokens_computed += int(mask.sum()) + int(c_mask.sum())
         self.tokens_padded += ids.numel() + c_ids.numel()
-        out2 = self.decoder(input_ids=c_ids.to(device), attention_mask=full_mask.to(device),
-                            position_ids=c_pos.to(device), use_cache=True, **{self._cache_arg: cache})
+        out2 = self._forward(input_ids=c_ids.to(device), position_ids=c_pos.to(device), use_cache=True,
+                             **{self._cache_arg: cache}, **kwargs)
+        self.reused_groups += len(groups)
         states = out2.last_hidden_state
         result, row = [], 0
         for gi, (g, n) in enumerate(zip(groups, shared, strict=True)):
@@ -157,6 +370,47 @@ class DecoderRunner:
                 row += 1
             result.append(per)
         return result
+
+
+    def _one_by_one(self, group: Group, n: int, cache: Any, last: Any) -> list[Any]:
+        """Each continuation alone on the group's batch-1 prompt cache: no padding, no padding mask."""
+        import torch
+
+        device = self.model.device
+        layers = cache.layers
+        prompt = [(layer.keys, layer.values) for layer in layers]
+        per = []
+        for s, start in zip(group.seqs, group.need_from, strict=True):
+            for layer, (keys, values) in zip(layers, prompt, strict=True):   # back to the prompt alone
+                layer.keys, layer.values = keys, values
+            cont = torch.tensor([s[n:]], dtype=torch.long, device=device)
+            pos = torch.arange(n, len(s), device=device)[None]
+            self.tokens_computed += cont.shape[1]
+            self.tokens_padded += cont.shape[1]
+            states = self._forward(input_ids=cont, position_ids=pos, use_cache=True,
+                                   **{self._cache_arg: cache}).last_hidden_state[0]
+            rows = torch.cat([last[None], states], dim=0)   # positions n-1 .. len(s)-1
+            per.append(rows[start - (n - 1):])
+        self.tokens_computed += n
+        self.tokens_padded += n
+        self.reused_groups += 1
+        return per
+
+def _plain(layers: Any) -> bool:
+    return bool(layers) and all(type(layer).__name__ == "DynamicLayer" for layer in layers)
+
+
+def _broadcast_cache(cache: Any, k: int, batch: int) -> None:
+    """Give every group's ``k`` sequences the group's prompt cache: views (``expand``) for a batch of one
+    group in a plain dynamic cache, else the cache's own ``batch_repeat_interleave`` (a copy)."""
+    layers = getattr(cache, "layers", None)
+    if batch == 1 and _plain(layers):
+        for layer in layers:
+            if getattr(layer, "keys", None) is not None and layer.keys.numel():
+                layer.keys = layer.keys.expand(k, *layer.keys.shape[1:])
+                layer.values = layer.values.expand(k, *layer.values.shape[1:])
+        return
+    cache.batch_repeat_interleave(k)
 
 
 def lm_logits(model: Any, hidden: Any) -> Any:

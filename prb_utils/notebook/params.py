@@ -197,8 +197,10 @@ class NotebookParams:
 
     def load_results(self, data: pd.DataFrame | None = None) -> pd.DataFrame:
         """Per-item rows of the store for the chosen models and conditions (all when the lists are empty),
-        restricted to the pairs of ``data`` when given. The newest job wins when one (model, profile) has
-        several jobs (e.g. other seeds)."""
+        restricted to the pairs of ``data`` when given. Every job is kept, never pooled: when one
+        (model, profile) has several jobs (other seeds, dtypes, judge modes) their ``job_label`` says what
+        differs, and ``(job_label, profile)`` names one job; group by ``job_label`` where models are shown.
+        The ``model`` column is the spec as given."""
         from prb_utils.store import load_results
 
         rows = load_results(self.results_dir)
@@ -212,7 +214,7 @@ class NotebookParams:
         if data is not None and not rows.empty:
             keys = pd.MultiIndex.from_frame(data[["subset", "id"]].astype(str))
             rows = rows[pd.MultiIndex.from_frame(rows[["subset", "id"]].astype(str)).isin(keys)]
-        rows = rows.drop_duplicates(["model", "profile", "subset", "id"], keep="last")
+        rows = rows.drop_duplicates(["job", "subset", "id"], keep="last")
         return rows.reset_index(drop=True)
 
 

@@ -80,10 +80,22 @@ class FakeModel:
         from prb_utils.store import pair_hash
 
         subset, item_id = pair.key.rsplit("/", 1)
-        return pair_hash(subset, item_id, pair.prompt, pair.chosen, pair.rejected)
+        category = sample_categories().get(pair.key, "")  # part of the hash; the model never sees it
+        return pair_hash(subset, item_id, pair.prompt, pair.chosen, pair.rejected, category=category)
 
     def run_metadata(self):
         return {"dtype": "float32", "device": "cpu", "name": self.spec, "max_length": 512}
+
+
+def sample_categories(cache: dict = {}) -> dict[str, str]:  # noqa: B006 - a deliberate per-process cache
+    """``{"subset/id": category}`` of the shipped sample (the data these tests score)."""
+    if not cache:
+        from prb_utils.data import load_benchmark
+
+        frame = load_benchmark("sample")
+        cache.update({f"{s}/{i}": str(c or "") for s, i, c in zip(frame["subset"], frame["id"], frame["category"],
+                                                                 strict=True)})
+    return cache
 
 
 def block_if_asked(log: str | None) -> None:
@@ -110,6 +122,9 @@ def install() -> None:
         return real(spec, **options)
 
     models.load_model = load_model
+    real_fingerprint = scoring._fingerprint
+    scoring._fingerprint = lambda spec: (f"fake:{spec}" if str(spec).strip().startswith("classifier:fake-")
+                                         else real_fingerprint(spec))
     pause = os.environ.get("PRB_FAKE_COMPACT_PAUSE")
     if pause:
         from prb_utils.store import JobStore

@@ -165,3 +165,21 @@ def test_killed_after_the_last_part_the_resume_still_finishes_the_job_metadata(t
     truncated = rows.groupby("job")["truncated"].sum().astype(int)
     assert meta["finished"].notna().all(), meta[["model", "profile", "finished"]]
     assert meta.set_index("job")["n_truncated"].astype(int).to_dict() == truncated.to_dict()
+
+
+def test_a_part_file_deleted_while_the_job_runs_fails_the_run_and_the_rerun_restores_it(tmp_path, clean):
+    """Before: the run exited 0, printed fewer pairs and marked the job finished, and summarize hid it."""
+    clean_out, clean_rows, _ = clean
+    out = tmp_path / "results"
+    proc = CliProcess([*ARGS, "--out", str(out)], tmp_path, "eaten", **ENV)
+    wait_for_progress(proc, 3)
+    deadline = time.monotonic() + 30
+    while not list(out.glob("jobs/*/part-00001.parquet")) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    next(out.glob("jobs/*/part-00001.parquet")).unlink()
+    assert proc.wait() == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and "a part file disappeared while it ran" in proc.stderr
+    assert load_run_metadata(out)["finished"].isna().any()  # the eaten job is not marked finished
+    again = CliProcess([*ARGS, "--out", str(out)], tmp_path, "again", **ENV)
+    assert again.wait() == 0, again.stderr
+    pd.testing.assert_frame_equal(table(load_results(out)), clean_rows)

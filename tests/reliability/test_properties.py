@@ -155,7 +155,7 @@ def test_wilson_interval_is_inside_0_1_and_contains_the_proportion(nobs, frac):
 @FAST
 @given(frame=results_frames(), half=st.booleans(), ci=st.sampled_from(["wilson", "bootstrap"]))
 def test_accuracy_table_counts_add_up_and_ci_brackets_accuracy(frame, half, ci):
-    table = accuracy_table(frame, by=["model"], half_credit=half, ci=ci, n_resamples=300)
+    table = accuracy_table(frame, by=["model"], half_credit=half, ci=ci, n_boot=300)
     for _, row in table.iterrows():
         group = frame[frame["model"] == row["model"]]
         assert row["n"] == len(group)
@@ -175,7 +175,7 @@ def test_paired_difference_ci_is_inside_minus1_1_and_brackets_the_difference(a, 
     b = [x != f for x, f in zip(a, flips, strict=False)]
     rows = [{"model": m, "profile": "none", "subset": "s", "id": str(i), "outcome": "correct" if ok else "wrong"}
             for m, values in (("a", a), ("b", b)) for i, ok in enumerate(values)]
-    row = compare(pd.DataFrame(rows), "model", n_resamples=200).iloc[0]
+    row = compare(pd.DataFrame(rows), "model", n_boot=200).iloc[0]
     assert -1.0 <= row["ci_low"] <= row["diff"] + 1e-12
     assert row["diff"] - 1e-12 <= row["ci_high"] <= 1.0
     assert 0.0 <= row["p_value"] <= 1.0 and row["p_value"] <= row["p_holm"] + 1e-12 <= 1.0 + 1e-12

@@ -1,0 +1,120 @@
+"""`prb summarize` and the table `prb score` prints: one row per job, --by, --pool, --compare, formats."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pandas as pd
+import pytest
+
+from prb_utils.cli import main
+from prb_utils.store import JobStore
+
+IDS = [f"q{i}" for i in range(8)]
+
+
+def job(out, model, profile, outcomes, *, subset=("a", "b"), **options):
+    """A finished job of ``model`` under ``profile`` with the given outcomes, one per pair of IDS."""
+    kind = model.split(":")[0]
+    store = JobStore(out, {"model": model, "kind": kind, "profile": profile, "options": options})
+    rows = pd.DataFrame({
+        "model": model, "kind": kind, "profile": profile, "subset": [subset[i % 2] for i in range(len(IDS))],
+        "category": "c", "id": IDS, "score_chosen": 1.0, "score_rejected": 0.0, "outcome": outcomes,
+        "pair_hash": [f"h{i}" for i in IDS], "job": store.key,
+    })
+    with store.writing():
+        store.write_part(rows)
+        store.write_metadata({**store.description, "key": store.key, "created": "t", "finished": "t",
+                              "pairs": {f"{s}/{i}": h for s, i, h in zip(rows.subset, rows.id, rows.pair_hash,
+                                                                          strict=True)}})
+    return store
+
+
+@pytest.fixture
+def store(tmp_path):
+    """implicit:x as float32 and bfloat16 jobs, plus length, under none and full."""
+    good, bad = ["correct"] * 6 + ["wrong"] * 2, ["wrong"] * 6 + ["correct"] * 2
+    job(tmp_path, "implicit:x", "none", bad, dtype="float32", seed=0)
+    job(tmp_path, "implicit:x", "full", good, dtype="float32", seed=0)
+    job(tmp_path, "implicit:x", "none", good, dtype="bfloat16", seed=0)
+    job(tmp_path, "implicit:x", "full", good, dtype="bfloat16", seed=0)
+    job(tmp_path, "length", "none", ["tie"] * 8)
+    job(tmp_path, "length", "full", ["correct"] * 8)
+    return tmp_path
+
+
+def summarize(capsys, store, *options):
+    code = main(["summarize", "--results", str(store), *options])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_jobs_sharing_a_model_spec_are_rows_of_their_own_with_labels_saying_what_differs(store, capsys):
+    code, out, _ = summarize(capsys, store, "--format", "csv")
+    table = pd.read_csv(io.StringIO(out))
+    assert code == 0 and len(table) == 6
+    none = table[table.profile == "none"].set_index("job_label")["accuracy"]
+    assert none.to_dict() == {"implicit:x [bfloat16]": 0.75, "implicit:x [float32]": 0.25, "length": 0.0}
+    assert set(table["model"]) == {"implicit:x", "length"}
+
+
+def test_by_without_model_still_keeps_model_and_job_unless_pool(store, capsys):
+    _, out, _ = summarize(capsys, store, "--by", "subset,profile", "--format", "csv")
+    table = pd.read_csv(io.StringIO(out))
+    assert list(table.columns[:4]) == ["model", "job_label", "subset", "profile"] and len(table) == 12
+    _, out, _ = summarize(capsys, store, "--by", "subset,profile", "--format", "csv", "--pool")
+    pooled = pd.read_csv(io.StringIO(out))
+    assert list(pooled.columns[:2]) == ["subset", "profile"] and len(pooled) == 4
+    assert pooled["n"].tolist() == [12, 12, 12, 12]
+    _, out, _ = summarize(capsys, store, "--by", "profile", "--pool")
+    assert out.startswith("Pooled over every job")
+
+
+def test_compare_respects_by_and_json_is_one_document(store, capsys):
+    code, out, _ = summarize(capsys, store, "--by", "profile,subset", "--compare", "profile", "--format", "json")
+    document = json.loads(out)
+    assert code == 0 and set(document) == {"summary", "comparisons"}
+    comparisons = pd.DataFrame(document["comparisons"])
+    assert set(comparisons["subset"]) == {"a", "b"}  # compared within each subset, as --by says
+    assert len(comparisons) == 3 * 2 and set(comparisons["level_a"]) == {"none"}
+    assert len(document["summary"]) == 12
+
+
+def test_compare_as_csv_is_one_table_from_metrics_summarize(store, capsys):
+    code, out, _ = summarize(capsys, store, "--compare", "profile", "--format", "csv")
+    assert code == 0 and out.count("job_label") == 1
+    table = pd.read_csv(io.StringIO(out))
+    assert {"vs", "diff", "diff_ci_low", "diff_ci_high", "p_value", "p_holm"} <= set(table.columns)
+    full = table[table.profile == "full"].set_index("job_label")
+    assert full.loc["implicit:x [float32]", "diff"] == pytest.approx(0.5)
+    assert full.loc["implicit:x [bfloat16]", "diff"] == pytest.approx(0.0)
+
+
+def test_compare_model_compares_jobs(store, capsys):
+    code, out, _ = summarize(capsys, store, "--compare", "model", "--format", "csv")
+    table = pd.read_csv(io.StringIO(out))
+    assert code == 0 and "job_label" in table.columns and table["vs"].notna().sum() == 4
+
+
+def test_half_credit_with_compare_is_refused_with_one_sentence(store, capsys):
+    code, _, err = summarize(capsys, store, "--compare", "profile", "--half-credit")
+    assert code == 2 and err.startswith("prb: Half credit") and "Traceback" not in err
+    code, out, _ = summarize(capsys, store, "--half-credit", "--format", "csv")
+    assert code == 0 and "credit" in out.splitlines()[0]
+
+
+def test_a_finished_job_whose_parts_are_gone_is_named_on_stderr(store, capsys):
+    gone = job(store, "lexical", "none", ["correct"] * 8)
+    for part in gone.parts():
+        part.unlink()
+    code, out, err = summarize(capsys, store)
+    assert code == 0 and f"prb: warning: Job {gone.key} (lexical [none]) holds 0 of its 8 pairs" in err
+
+
+def test_score_dedupes_a_repeated_model_and_prints_one_row_per_job(tmp_path, capsys):
+    args = ["score", "--data", "sample", "--limit", "2", "--model", "length", "--model", "LENGTH",
+            "--model", "length", "--out", str(tmp_path), "--no-progress"]
+    assert main(args) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("length")]
+    assert len(lines) == 1 and " 6 " in lines[0]  # 2 pairs in each of 3 subsets, counted once
