@@ -68,8 +68,9 @@ class SampleReport:
 def write_bon_frame(folder: Path) -> Path:
     """A small tidy BoN frame as the BoN pipeline writes it (two RMs, 4 questions x 8 samples)."""
     rng = np.random.default_rng(0)
+    quality = {(q, i): float(rng.uniform()) for q in range(1, 5) for i in range(8)}  # one judgement per sample
     rows = [{"model": model, "subset": "Art_and_Entertainment", "id": f"art-00{q}", "sample_idx": i,
-             "rm_score": float(rng.normal()), "quality": float(rng.uniform()), "judge": "proxy:minilm",
+             "rm_score": float(rng.normal()), "quality": quality[q, i], "judge": "proxy:minilm",
              "judge_proxy": True}
             for model in REPORT_MODELS for q in range(1, 5) for i in range(8)]
     folder.mkdir(parents=True, exist_ok=True)
