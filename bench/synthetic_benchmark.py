@@ -5,8 +5,8 @@ dozens of StackExchange-style posts per user, about 116 KB of JSON per record. T
 random words from a fixed vocabulary (no real content, so no accuracy means anything); only the sizes are
 real. Writes one ``.jsonl`` per subset into a folder that ``prb validate`` / ``prb score --data`` read.
 
-    python bench/synthetic_benchmark.py --out /tmp/prb-synthetic            # full size
-    python bench/synthetic_benchmark.py --out /tmp/prb-small --scale 0.01   # 1% of the records
+    python bench/synthetic_benchmark.py --out synthetic-prb                # full size
+    python bench/synthetic_benchmark.py --out synthetic-small --scale 0.01   # 1% of the records
 
 >>> import tempfile, json, pathlib
 >>> folder = write_benchmark(tempfile.mkdtemp(), scale=0.002, posts=3, post_words=20)

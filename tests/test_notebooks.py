@@ -260,7 +260,7 @@ def test_downstream_numbers_match_the_inputs(sample_report, executed):
     pooled = (ppo["score"] * ppo["n"]).groupby(ppo["rm"]).sum() / ppo["n"].groupby(ppo["rm"]).sum()
     np.testing.assert_allclose(frame(recorded["ppo"], ["model"])["ppo"], pooled.sort_index(), rtol=1e-9)
 
-    example = pd.read_csv(DownstreamParams().downstream_path, comment="#", index_col="model")
+    example = pd.read_csv(DownstreamParams().downstream_path, comment="#", index_col=0)
     coefficients = {"spearman": stats.spearmanr, "kendall": stats.kendalltau, "pearson": stats.pearsonr}
     checked = 0
     for row in recorded["example_agreement"]:
@@ -321,7 +321,7 @@ def test_params_resolve_paths_and_example(tmp_path, monkeypatch):
         _ = DownstreamParams(ppo="nowhere").ppo_path
     assert params.bon_path == tmp_path / "store" / "bon"
     assert params.downstream_path.is_file()
-    assert "ILLUSTRATIVE" in params.downstream_path.read_text().splitlines()[0]
+    assert params.downstream_path.read_text().splitlines()[0].startswith("id,base_model,")
     assert DownstreamParams(downstream_csv="").downstream_path is None
     with pytest.raises(PRBError, match="does not exist"):
         _ = DownstreamParams(downstream_csv="missing.csv").downstream_path

@@ -30,7 +30,7 @@ from prb_utils.resources import resource_dir, source_root
 from prb_utils.schema import KINDS
 
 PROJECT_ROOT = source_root()  # the repository in a source checkout; None for an installed package
-EXAMPLE_DOWNSTREAM = resource_dir("data") / "downstream_example.csv"
+EXAMPLE_DOWNSTREAM = resource_dir("data") / "rewardbench2_downstream.csv"  # published figures, cited in data/README.md
 
 _TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
 
@@ -314,7 +314,7 @@ class DownstreamParams(NotebookParams):
 
     @property
     def downstream_path(self) -> Path | None:
-        """The downstream CSV: the shipped illustrative example, a path, or None when empty."""
+        """The downstream CSV: the shipped RewardBench 2 table (published figures), a path, or None when empty."""
         if not self.downstream_csv:
             return None
         if self.downstream_csv == "example":
