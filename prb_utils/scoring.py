@@ -101,15 +101,20 @@ def _spec_kind(spec: str) -> tuple[str, str]:
 MAX_PATH_CHARS = 4096
 
 
-def _template_id(judge_template: str | None) -> str | None:
-    """A judge template is identified by its content (a file path or the template text itself)."""
-    if not judge_template:
-        return None
-    return "sha256:" + stable_hash(_template_text(judge_template))
+def _template_id(judge_template: str | None) -> str:
+    """A judge template is identified by its content: a named template (``None`` = ``default``) by its
+    system and user text, so a new prb wording rescores; a file by its content; a string by itself."""
+    return "sha256:" + stable_hash(_template_text(judge_template or "default"))
 
 
 def _template_text(judge_template: str) -> str:
-    """The template's text: the file's content when ``judge_template`` names a file, else the text itself."""
+    """The template's text: a named template's system and user messages, the file's content when
+    ``judge_template`` names a file, else the text itself."""
+    from prb_utils.models.prompts import JUDGE_TEMPLATES
+
+    if judge_template in JUDGE_TEMPLATES:
+        named = JUDGE_TEMPLATES[judge_template]
+        return f"{named.system or ''}\0{named.user}"
     if len(judge_template) > MAX_PATH_CHARS or "\n" in judge_template or "\0" in judge_template:
         return judge_template
     try:

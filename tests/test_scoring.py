@@ -321,6 +321,26 @@ def test_a_judge_template_given_as_long_text_is_hashed_not_opened(tmp_path):
     assert scoring._template_id(str(path)) == scoring._template_id(text)
 
 
+def test_a_named_judge_template_is_keyed_by_its_wording(monkeypatch):
+    from prb_utils.models import prompts
+
+    assert scoring._template_id(None) == scoring._template_id("default")  # None is the default template
+    assert scoring._template_id("reference") != scoring._template_id("default")
+    before = scoring._template_id("reference")
+    reworded = prompts.JudgeTemplate(prompts.REFERENCE_USER + " Be brief.", prompts.REFERENCE_SYSTEM, "reference")
+    monkeypatch.setitem(prompts.JUDGE_TEMPLATES, "reference", reworded)
+    assert scoring._template_id("reference") != before  # a new prb wording is a new job
+
+
+def test_a_baseline_is_keyed_by_its_method_version(monkeypatch):
+    from prb_utils.models import baselines, fingerprint
+
+    assert fingerprint.model_fingerprint("lexical") == baselines.LexicalBaseline.method
+    before = fingerprint.model_fingerprint("lexical")
+    monkeypatch.setattr(baselines.LexicalBaseline, "method", "lexical:changed")
+    assert fingerprint.model_fingerprint("lexical") != before
+
+
 def test_an_edited_category_is_stale_and_rescored(tmp_path):
     data = make_data(4)
     run(data, ["length"], out=tmp_path)

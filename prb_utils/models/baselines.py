@@ -26,6 +26,8 @@ from prb_utils.models.base import PairInput, PairScore
 class LengthBaseline:
     spec = "length"
     kind = "length"
+    #: What the score measures, versioned: it is the model fingerprint, so a new method rescores old stores.
+    method = "length:characters.v1"
 
     def score_pairs(self, pairs: Sequence[PairInput]) -> list[PairScore]:
         return [PairScore(float(len(p.chosen)), float(len(p.rejected)), None,
@@ -40,6 +42,8 @@ class LengthBaseline:
 class LexicalBaseline:
     spec = "lexical"
     kind = "lexical"
+    #: v2: prb's wrapper words and community tags are no longer counted as the user's words.
+    method = "lexical:user-words.v2"
 
     def score_pairs(self, pairs: Sequence[PairInput]) -> list[PairScore]:
         from prb_utils.profile import tokenize, user_text
@@ -55,3 +59,7 @@ class LexicalBaseline:
         return {"spec": self.spec, "kind": self.kind,
                 "measure": "share of the user's content words (question, shown posts) in the response",
                 "device": "none", "dtype": "none"}
+
+
+#: The baseline classes by kind (``prb_utils.schema.BASELINES``).
+BASELINE_CLASSES = {"length": LengthBaseline, "lexical": LexicalBaseline}

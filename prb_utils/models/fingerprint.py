@@ -1,6 +1,6 @@
 """Model fingerprints: what exactly a model spec names, so that new weights never reuse old scores.
 
-- a baseline (``length``, ``lexical``): the empty string (no model).
+- a baseline (``length``, ``lexical``): its versioned method (no model), so a changed method rescores.
 - an offline alias (``minilm``, ``smollm2``): the installed package that ships it, ``name==version``.
 - a local folder: ``folder:`` + :func:`prb_utils.schema.stable_hash` of the names, sizes and modification
   times of its config, weight and tokenizer files (rebuilding the weights in place changes it).
@@ -8,7 +8,7 @@
   (or when the hub cannot be reached) the commit of the local cache's snapshot; PRBError when neither exists.
 
 >>> model_fingerprint("length")
-''
+'length:characters.v1'
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ def model_fingerprint(spec: str | ModelSpec) -> str:
     """The fingerprint of a ``KIND:NAME`` spec (see the module docstring)."""
     parsed = spec if isinstance(spec, ModelSpec) else parse_spec(spec)
     if parsed.kind in BASELINES:
-        return ""
+        from prb_utils.models.baselines import BASELINE_CLASSES
+
+        return BASELINE_CLASSES[parsed.kind].method
     if parsed.name in ALIAS_PACKAGES:
         return alias_fingerprint(parsed.name)
     from prb_utils.models.hf import resolve_source

@@ -41,14 +41,10 @@ def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", batch_to
     common: dict[str, Any] = {"device": device, "dtype": dtype, "batch_tokens": batch_tokens, "seed": seed,
                               "allow_untrained_head": allow_untrained_head}
     tokens = {"tokenization": tokenization}
-    if parsed.kind == "length":
-        from prb_utils.models.baselines import LengthBaseline
+    if parsed.kind in ("length", "lexical"):
+        from prb_utils.models.baselines import BASELINE_CLASSES
 
-        return LengthBaseline()
-    if parsed.kind == "lexical":
-        from prb_utils.models.baselines import LexicalBaseline
-
-        return LexicalBaseline()
+        return BASELINE_CLASSES[parsed.kind]()
     if parsed.kind == "classifier":
         from prb_utils.models.classifier import ClassifierRM
 

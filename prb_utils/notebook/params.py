@@ -197,10 +197,11 @@ class NotebookParams:
 
     def load_results(self, data: pd.DataFrame | None = None) -> pd.DataFrame:
         """Per-item rows of the store for the chosen models and conditions (all when the lists are empty),
-        restricted to the pairs of ``data`` when given. Every job is kept, never pooled: when one
-        (model, profile) has several jobs (other seeds, dtypes, judge modes) their ``job_label`` says what
-        differs, and ``(job_label, profile)`` names one job; group by ``job_label`` where models are shown.
-        The ``model`` column is the spec as given."""
+        restricted to the pairs of ``data`` when given. Every job is kept, never pooled: the ``model``
+        column holds the job label (the spec, plus what differs where several jobs share a spec: another
+        seed, dtype, judge mode, ``judge:smollm2 [generate]``), so ``(model, profile)`` names exactly one
+        job and every table and figure grouped by ``model`` shows one row per job. ``model_spec`` keeps the
+        spec as given (the key that downstream tables match on)."""
         from prb_utils.store import load_results
 
         rows = load_results(self.results_dir)
@@ -215,6 +216,7 @@ class NotebookParams:
             keys = pd.MultiIndex.from_frame(data[["subset", "id"]].astype(str))
             rows = rows[pd.MultiIndex.from_frame(rows[["subset", "id"]].astype(str)).isin(keys)]
         rows = rows.drop_duplicates(["job", "subset", "id"], keep="last")
+        rows = rows.assign(model_spec=rows["model"], model=rows["job_label"])
         return rows.reset_index(drop=True)
 
 
