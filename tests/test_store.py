@@ -268,6 +268,21 @@ def test_job_labels_name_what_differs_and_are_unique_per_job(tmp_path):
     assert set(results["model"]) == {"judge:x", "length"}  # the model column is unchanged
 
 
+def test_notebook_tables_show_one_row_per_job_never_a_pool(tmp_path):
+    from prb_utils.analysis.metrics import accuracy_table
+    from prb_utils.notebook.params import NotebookParams
+
+    judge = {"model": "judge:x", "kind": "judge", "profile": "none"}
+    opts = {"dtype": "float32", "seed": 0, "judge_mode": "logprob"}
+    finished_job(tmp_path, {**judge, "options": opts}, [1, 2])
+    finished_job(tmp_path, {**judge, "options": {**opts, "judge_mode": "generate"}}, [1, 2], outcome="wrong")
+    rows = NotebookParams(results=str(tmp_path)).load_results()
+    table = accuracy_table(rows, by=["model", "profile"]).set_index("model")
+    assert table["n"].tolist() == [2, 2]  # pooled, one row would count each pair twice (n=4)
+    assert table.loc["judge:x [generate]", "accuracy"] == 0.0 and table.loc["judge:x [logprob]", "accuracy"] == 1.0
+    assert set(rows["model_spec"]) == {"judge:x"}
+
+
 def test_jobs_that_differ_only_in_their_fingerprint_get_distinct_labels(tmp_path):
     finished_job(tmp_path, {**DESC, "fingerprint": "folder:aaa"}, [1])
     finished_job(tmp_path, {**DESC, "fingerprint": "folder:bbb"}, [1])
