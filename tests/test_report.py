@@ -169,7 +169,7 @@ def test_hub_ids_and_sample_stay_as_given(tmp_path, monkeypatch):
 
 
 def test_record_numbers_writes_plain_json_only_in_a_report_run(tmp_path, monkeypatch):
-    params = AccuracyParams(n_resamples=100)
+    params = AccuracyParams(n_boot=100)
     monkeypatch.delenv(report_module.NUMBERS_ENV, raising=False)
     assert record_numbers(params, n=1) is None  # an interactive session writes nothing
     monkeypatch.setenv(report_module.NUMBERS_ENV, str(tmp_path))
@@ -179,7 +179,7 @@ def test_record_numbers_writes_plain_json_only_in_a_report_run(tmp_path, monkeyp
     assert target == tmp_path / "02_accuracy_breakdown.numbers.json"
     content = json.loads(target.read_text(encoding="utf-8"))
     assert content["notebook"] == "02_accuracy_breakdown"
-    assert content["params"]["n_resamples"] == 100
+    assert content["params"]["n_boot"] == 100
     assert Path(content["prb_utils"]) == REPO / "prb_utils"
     assert content["numbers"] == {"table": [{"model": "a", "accuracy": 0.5}, {"model": "b", "accuracy": None}],
                                   "n": 3, "ratio": 0.25, "missing": None, "nested": {"x": [1, 2.0, None]}}

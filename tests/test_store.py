@@ -297,5 +297,6 @@ def test_notebook_params_load_results_keeps_every_job_with_its_label(tmp_path):
     finished_job(tmp_path, {**implicit, "options": {"dtype": "float32"}}, [1, 2])
     finished_job(tmp_path, {**implicit, "options": {"dtype": "bfloat16"}}, [1, 2])
     rows = AccuracyParams(results=str(tmp_path), models=["implicit:x"]).load_results()
-    assert len(rows) == 4 and rows["model"].unique().tolist() == ["implicit:x"]
+    assert len(rows) == 4 and rows["model_spec"].unique().tolist() == ["implicit:x"]
     assert sorted(rows["job_label"].unique()) == ["implicit:x [bfloat16]", "implicit:x [float32]"]
+    assert (rows["model"] == rows["job_label"]).all()

@@ -269,14 +269,14 @@ class AccuracyParams(NotebookParams):
 
     baseline_profile: str = "none"
     half_credit: bool = False
-    n_resamples: int = 2000
+    n_boot: int = 2000
 
     notebook: ClassVar[str] = "02_accuracy_breakdown"
 
     def _check_values(self) -> None:
         super()._check_values()
         self._check_condition("baseline_profile")
-        self._check_at_least("n_resamples", 100)
+        self._check_at_least("n_boot", 100)
 
 
 @dataclass(frozen=True)
