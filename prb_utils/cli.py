@@ -32,6 +32,12 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _folder_name(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the folder name is empty; name a folder, e.g. results")
+    return text
+
+
 def _add_data_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
     parser.add_argument("--data", default=None if required else "sample", required=required,
                         help="'sample', a hub id, or a local .jsonl/.json/.parquet file or folder")
@@ -59,7 +65,7 @@ def _add_scoring_options(parser: argparse.ArgumentParser, *, default_models: Seq
                              "(as the benchmark's reference scripts tokenize)")
     parser.add_argument("--allow-untrained-head", action="store_true",
                         help="score a checkpoint that lacks the kind's head (a random head) instead of refusing")
-    parser.add_argument("--retriever", default="bm25", help="bm25 (default) or dense:NAME for topK profiles")
+    parser.add_argument("--retriever", default=None, help="bm25 (default) or dense:NAME for topK profiles")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
 
@@ -76,13 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("score", help="score reward models on a benchmark; results go to the store")
     _add_data_options(p, required=True)
     _add_scoring_options(p, default_models=None)
-    p.add_argument("--out", default="results", help="store folder (default: results)")
+    p.add_argument("--out", type=_folder_name, default="results", help="store folder (default: results)")
 
     p = sub.add_parser("summarize", help="accuracy with 95%% CIs from the store",
                        description="One row per group: n, correct, ties, invalid, accuracy, ci_low, ci_high "
                                    "(Wilson 95%). Groups always keep model and job_label (one row per job, "
                                    "never two jobs pooled) unless --pool is given.")
-    p.add_argument("--results", default="results", help="store folder (default: results)")
+    p.add_argument("--results", type=_folder_name, default="results", help="store folder (default: results)")
     p.add_argument("--by", default="model,profile",
                    help="comma-separated grouping columns (model and job_label are added unless --pool)")
     p.add_argument("--pool", action="store_true",
@@ -101,8 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="score what is missing, run every notebook, write HTML reports")
     _add_data_options(p, required=False)
     _add_scoring_options(p, default_models=DEFAULT_ZOO)
-    p.add_argument("--out", default="reports", help="report folder (default: reports)")
-    p.add_argument("--results", default="results", help="store folder (default: results)")
+    p.add_argument("--out", type=_folder_name, default="reports", help="report folder (default: reports)")
+    p.add_argument("--results", type=_folder_name, default="results", help="store folder (default: results)")
     return parser
 
 
@@ -120,14 +126,35 @@ def _load(args: argparse.Namespace) -> pd.DataFrame:
     return frame
 
 
-def _check_writable(folder: str) -> None:
+def _check_writable(folder: str, *, writes: bool = True) -> None:
+    """Create ``folder``; when ``writes``, refuse one that cannot be written. A store is only written when
+    something is left to score, so a finished store on a read-only disk is read without complaint."""
     path = Path(folder)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise PRBError(f"Cannot create the output folder {folder} ({exc.strerror}).") from None
-    if not os.access(path, os.W_OK):
+    if writes and not os.access(path, os.W_OK):
         raise PRBError(f"The output folder {folder} is not writable.")
+
+
+def _warn_options_without_effect(args: argparse.Namespace, models: Sequence[str], profiles: Sequence[str]) -> None:
+    """One warning per option that changes nothing in this run (a retriever without a top{K} condition,
+    judge options without a judge model)."""
+    from prb_utils.models.base import parse_spec
+    from prb_utils.profile import parse_condition
+
+    top_k = any(parse_condition(c).name not in ("none", "full") for c in profiles)
+    judges = any(parse_spec(m).kind == "judge" for m in models)
+    unused = []
+    if args.retriever is not None and not top_k:
+        unused.append(("--retriever", "there is no top{K} profile condition (only top{K} retrieves posts)"))
+    if args.judge_template is not None and not judges:
+        unused.append(("--judge-template", "no --model is a judge: model"))
+    if args.judge_mode != "logprob" and not judges:
+        unused.append(("--judge-mode", "no --model is a judge: model"))
+    for option, reason in unused:
+        print(f"prb: warning: {option} has no effect: {reason}.", file=sys.stderr)
 
 
 def _records(frame: pd.DataFrame) -> list[dict]:
@@ -173,8 +200,9 @@ def _score(args: argparse.Namespace, models: Sequence[str], profiles: Sequence[s
 
     for condition in profiles:
         parse_condition(condition)
+    _warn_options_without_effect(args, models, profiles)
     frame = _load(args)
-    _check_writable(out)
+    _check_writable(out, writes=False)
     results = score_benchmark(
         frame, models, profiles, out=out, device=args.device, dtype=args.dtype, batch_tokens=args.batch_tokens,
         seed=args.seed, judge_mode=args.judge_mode, judge_template=args.judge_template,
@@ -243,6 +271,11 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     if unknown:
         raise PRBError(f"Unknown --by column {', '.join(unknown)}; available: {', '.join(results.columns)}.")
     by, column = summary_groups(asked, args.compare, pool=args.pool)
+    if column and results[column].nunique(dropna=True) < 2:
+        levels = ", ".join(map(str, results[column].dropna().unique())) or "none"
+        print(f"prb: note: --compare {args.compare} has nothing to compare: the store holds one level of "
+              f"{column} ({levels}); score another {args.compare} to test against it.", file=sys.stderr)
+        column = None
     table = summarize(results, by, compare=column, half_credit=args.half_credit)
     if args.format == "json":
         summary = _records(summarize(results, by, half_credit=args.half_credit))

@@ -25,7 +25,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -98,7 +97,6 @@ def _spec_kind(spec: str) -> tuple[str, str]:
     return parsed.canonical, parsed.kind
 
 
-MAX_PATH_CHARS = 4096
 
 
 def _template_id(judge_template: str | None) -> str:
@@ -108,20 +106,14 @@ def _template_id(judge_template: str | None) -> str:
 
 
 def _template_text(judge_template: str) -> str:
-    """The template's text: a named template's system and user messages, the file's content when
-    ``judge_template`` names a file, else the text itself."""
-    from prb_utils.models.prompts import JUDGE_TEMPLATES
+    """The template's text: a named template's system and user messages, else the user message read from
+    the file or given as text (PRBError, as when the judge loads it, for a missing or unreadable file)."""
+    from prb_utils.models.prompts import JUDGE_TEMPLATES, load_judge_template
 
+    template = load_judge_template(judge_template)
     if judge_template in JUDGE_TEMPLATES:
-        named = JUDGE_TEMPLATES[judge_template]
-        return f"{named.system or ''}\0{named.user}"
-    if len(judge_template) > MAX_PATH_CHARS or "\n" in judge_template or "\0" in judge_template:
-        return judge_template
-    try:
-        path = Path(judge_template)
-        return path.read_text(encoding="utf-8") if path.is_file() else judge_template
-    except (OSError, ValueError):  # a name too long for the file system, say: it is the text
-        return judge_template
+        return f"{template.system or ''}\0{template.user}"
+    return template.user
 
 
 def resolved_placement(kind: str, device: str = "auto", dtype: str = "auto") -> dict[str, str]:

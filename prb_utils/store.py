@@ -82,15 +82,36 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+def _file_mode() -> int:
+    """The mode a new file gets under the current umask (``0o644`` under the usual ``022``)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def _cannot_write(path: Path, exc: OSError) -> PRBError:
+    return PRBError(f"Cannot write the store file {path} ({exc.strerror or exc}); every score written before is "
+                    "kept: make room (or fix the folder's permissions) and run the same command again to resume.")
+
+
 def _atomic_write_bytes(path: Path, write: Any) -> None:
-    """Call ``write(fh)`` on a temporary file beside ``path``, fsync it, then move it into place."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """Call ``write(fh)`` on a temporary file beside ``path``, fsync it, then move it into place. The file
+    gets the umask's mode (a store shared by a group stays readable); a full disk or a refused write is a
+    PRBError naming the file, and nothing already in place is touched."""
     try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
+    try:
+        os.fchmod(fd, _file_mode())
         with os.fdopen(fd, "wb") as fh:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise _cannot_write(path, exc) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -158,6 +179,10 @@ class JobStore:
             held = True
         except Timeout:
             held = False
+        except OSError as exc:  # a read-only folder, say: only now, when something must be written
+            raise PRBError(f"Cannot write to the results folder {self.dir.parent.parent}: job "
+                           f"{self.key} ({self.description.get('model')} [{self.description.get('profile')}]) "
+                           f"has pairs to score, and its lock file cannot be created ({exc.strerror or exc}).") from None
         if not held:
             if not wait:
                 yield None
@@ -301,7 +326,7 @@ def _job_folders(out: str | os.PathLike) -> list[Path]:
     if not root.is_dir():
         return []
     folders = [p for p in root.iterdir() if p.is_dir()]
-    return sorted(folders, key=lambda p: (_read_json(p / JOB_FILE).get("created", ""), p.name))
+    return sorted(folders, key=lambda p: (str(_read_json(p / JOB_FILE).get("created") or ""), p.name))
 
 
 class StoreShortfallWarning(UserWarning):

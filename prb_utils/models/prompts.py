@@ -171,15 +171,30 @@ def load_judge_template(template: str | Path | None) -> JudgeTemplate:
         return JUDGE_TEMPLATES[text]
     name = "text"
     if not all(p in text for p in PLACEHOLDERS):
-        path = Path(text).expanduser()
-        if not path.is_file():
-            raise PRBError(f"Judge template '{template}' is neither a template name ({', '.join(JUDGE_TEMPLATES)}) "
-                           "nor a file that was found.")
-        text, name = path.read_text(encoding="utf-8"), "file"
+        text, name = _read_template_file(str(template)), "file"
     missing = [p for p in PLACEHOLDERS if p not in text]
     if missing:
         raise PRBError(f"The judge template lacks the placeholder(s) {', '.join(missing)}.")
     return JudgeTemplate(text, None, name)
+
+
+def _read_template_file(given: str) -> str:
+    """The text of the template file ``given``; PRBError in one sentence when it is not a readable text file."""
+    path = Path(given).expanduser()
+    try:
+        found = path.is_file()
+    except (OSError, ValueError):  # a text too long for a file name, say
+        found = False
+    if not found:
+        raise PRBError(f"Judge template '{given}' is neither a template name ({', '.join(JUDGE_TEMPLATES)}) "
+                       "nor a file that was found.")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise PRBError(f"The judge template file {given} is not UTF-8 text (byte {exc.start}); give a text file "
+                       "holding the placeholders {question}, {response_a} and {response_b}.") from None
+    except OSError as exc:
+        raise PRBError(f"Cannot read the judge template file {given} ({exc.strerror or exc}).") from None
 
 
 def fill_judge_template(template: str, *, question: str, response_a: str, response_b: str) -> str:

@@ -1,0 +1,23 @@
+"""User-controlled text (folder names, model specs, commands) placed safely into notebook Markdown."""
+
+from __future__ import annotations
+
+import re
+
+_TICKS = re.compile(r"`+")
+
+
+def md_code(value: object) -> str:
+    """``value`` as one Markdown code span that no text can break out of: the fence is one backtick longer
+    than the longest run of backticks inside, and line breaks become spaces. Inside a code span Markdown
+    renders every character literally (``<img onerror=...>`` is shown as text, never as a tag).
+
+    >>> md_code("results")
+    '`results`'
+    >>> md_code("a`b")
+    '`` a`b ``'
+    """
+    text = " ".join(str(value).splitlines())
+    fence = "`" * (max((len(run) for run in _TICKS.findall(text)), default=0) + 1)
+    pad = " " if fence != "`" or text.startswith(("`", " ")) or text.endswith(("`", " ")) else ""
+    return f"{fence}{pad}{text}{pad}{fence}"

@@ -1,0 +1,178 @@
+"""User mistakes and surprises through the CLI: one plain sentence and exit 2 (or a warning where the run is
+still right), nothing lost, and stores that behave on read-only disks, full disks and shared folders.
+
+The disk tests run ``prb`` in a private mount namespace (``unshare -rm``: a user namespace, so no root is
+needed) with a real read-only bind mount or a real 2 MB tmpfs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rel_helpers import REPO, assert_user_error, env, run_main, table
+
+from prb_utils.notebook.markup import md_code
+from prb_utils.store import load_results
+
+SCORE = ["score", "--data", "sample", "--no-progress"]
+PRB = f"{shlex.quote(sys.executable)} -m prb_utils"
+
+
+def in_mount_namespace(script: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run a shell script as root of a new user + mount namespace (its mounts vanish with it)."""
+    return subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, timeout=timeout,
+                          env=env(), cwd=REPO)
+
+
+def test_a_binary_judge_template_is_one_sentence(tmp_path, capsys, tiny_lm_dir):
+    binary = tmp_path / "template.bin"
+    binary.write_bytes(bytes(range(256)) * 4)
+    code, _, err = run_main(capsys, *SCORE, "--limit", "1", "--model", f"judge:{tiny_lm_dir}", "--device", "cpu",
+                            "--judge-template", str(binary), "--out", str(tmp_path / "r"))
+    (line,) = assert_user_error(code, err, lines=1)
+    assert str(binary) in line and "not UTF-8 text" in line
+
+
+def test_an_integer_created_time_in_job_json_does_not_break_summarize(tmp_path, capsys):
+    out = tmp_path / "r"
+    assert run_main(capsys, *SCORE, "--limit", "1", "--model", "length", "--model", "lexical", "--out", str(out))[0] == 0
+    first = sorted((out / "jobs").glob("*/job.json"))[0]
+    meta = json.loads(first.read_text())
+    first.write_text(json.dumps({**meta, "created": 1700000000}))
+    code, printed, err = run_main(capsys, "summarize", "--results", str(out))
+    assert code == 0, err
+    assert "length" in printed and "lexical" in printed
+
+
+@pytest.mark.parametrize("args", [
+    [*SCORE, "--model", "length", "--out", ""],
+    [*SCORE, "--model", "length", "--out", "  "],
+    ["summarize", "--results", ""],
+    ["report", "--model", "length", "--out", ""],
+    ["report", "--model", "length", "--results", ""],
+])
+def test_an_empty_folder_name_is_refused_and_nothing_is_written(tmp_path, capsys, monkeypatch, args):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stopped:
+        run_main(capsys, *args)
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and "the folder name is empty" in err.strip().splitlines()[-1]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_compare_with_one_level_says_there_is_nothing_to_compare(tmp_path, capsys):
+    out = str(tmp_path / "r")
+    assert run_main(capsys, *SCORE, "--limit", "1", "--model", "length", "--out", out)[0] == 0
+    for column in ("model", "profile"):
+        code, printed, err = run_main(capsys, "summarize", "--results", out, "--compare", column)
+        assert code == 0, err
+        assert f"--compare {column} has nothing to compare" in err
+        assert "Empty DataFrame" not in printed and "p_holm" not in printed and "length" in printed
+
+
+@pytest.mark.parametrize(("extra", "option"), [
+    (["--model", "length", "--retriever", "bm25"], "--retriever"),
+    (["--model", "length", "--judge-template", "reference"], "--judge-template"),
+    (["--model", "length", "--judge-mode", "generate"], "--judge-mode"),
+])
+def test_an_option_without_effect_is_said(tmp_path, capsys, extra, option):
+    code, _, err = run_main(capsys, *SCORE, "--limit", "1", *extra, "--out", str(tmp_path / "r"))
+    assert code == 0, err
+    assert f"prb: warning: {option} has no effect" in err
+
+
+def test_options_that_take_effect_are_not_warned_about(tmp_path, capsys, tiny_lm_dir):
+    code, _, err = run_main(capsys, *SCORE, "--limit", "1", "--model", "length", "--model", f"judge:{tiny_lm_dir}",
+                            "--device", "cpu", "--profile", "top2", "--retriever", "bm25",
+                            "--judge-template", "reference", "--out", str(tmp_path / "r"))
+    assert code == 0, err
+    assert "has no effect" not in err
+
+
+def test_a_finished_store_on_a_read_only_disk_is_read_and_new_work_is_refused_in_one_sentence(tmp_path, capsys):
+    store = tmp_path / "store"
+    assert run_main(capsys, *SCORE, "--limit", "1", "--model", "length", "--out", str(store))[0] == 0
+    q = shlex.quote(str(store))
+    script = (f"mount --bind {q} {q} && mount -o remount,bind,ro {q} && "
+              f"{{ touch {q}/probe 2>/dev/null && echo WRITABLE; }}; "
+              f"{PRB} score --data sample --limit 1 --model length --out {q} --no-progress; echo rc=$?; "
+              f"{PRB} summarize --results {q}; echo rc=$?; "
+              f"{PRB} score --data sample --limit 2 --model length --out {q} --no-progress; echo rc=$?")
+    ran = in_mount_namespace(script)
+    assert ran.returncode == 0, ran.stderr
+    assert "WRITABLE" not in ran.stdout  # the bind mount really is read-only
+    assert [line for line in ran.stdout.splitlines() if line.startswith("rc=")] == ["rc=0", "rc=0", "rc=2"]
+    assert ran.stdout.count("length") >= 4  # two tables: the finished job was read both times
+    errors = [line for line in ran.stderr.splitlines() if line.startswith("prb:")]
+    assert len(errors) == 1 and "Cannot write to the results folder" in errors[0], ran.stderr
+    assert "Traceback" not in ran.stderr
+
+
+def test_a_full_disk_is_one_sentence_keeps_every_score_and_the_resume_is_exact(tmp_path, capsys):
+    whole = tmp_path / "uninterrupted"
+    models = ["--model", "length", "--model", "lexical"]
+    assert run_main(capsys, *SCORE, *models, "--out", str(whole))[0] == 0
+    disk, kept = tmp_path / "disk", tmp_path / "kept"
+    disk.mkdir()
+    d, store = shlex.quote(str(disk)), shlex.quote(str(disk / "store"))
+    score = f"{PRB} {' '.join(SCORE)} {' '.join(models)} --out {store}"
+    script = (f"mount -t tmpfs -o size=2m tmpfs {d} && "
+              f"{{ dd if=/dev/zero of={d}/fill bs=4k 2>/dev/null; truncate -s -16K {d}/fill; }} && "
+              f"{score}; echo rc=$?; rm {d}/fill; {score}; echo rc=$?; cp -r {store} {shlex.quote(str(kept))}")
+    ran = in_mount_namespace(script)
+    assert ran.returncode == 0, ran.stderr
+    assert [line for line in ran.stdout.splitlines() if line.startswith("rc=")] == ["rc=2", "rc=0"], ran.stdout
+    errors = [line for line in ran.stderr.splitlines() if line.startswith("prb:")]
+    assert len(errors) == 1 and "No space left on device" in errors[0] and "every score written before is kept" \
+        in errors[0], ran.stderr
+    assert "Traceback" not in ran.stderr
+    assert table(load_results(kept, strict=True)).equals(table(load_results(whole)))
+    assert not list(kept.rglob("*.tmp"))
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o002, 0o664), (0o022, 0o644), (0o077, 0o600)])
+def test_store_files_respect_the_umask(tmp_path, capsys, umask, mode):
+    old = os.umask(umask)
+    try:
+        assert run_main(capsys, *SCORE, "--limit", "1", "--model", "length", "--out", str(tmp_path / "r"))[0] == 0
+    finally:
+        os.umask(old)
+    files = [p for p in (tmp_path / "r" / "jobs").rglob("*") if p.is_file() and p.name != ".lock"]
+    assert files and {oct(p.stat().st_mode & 0o777) for p in files} == {oct(mode)}
+
+
+PAYLOAD = "r` <img src=x onerror=alert(1)> `x"
+
+
+@pytest.mark.parametrize("text", [PAYLOAD, "a``b", "`lead", "trail`", "<b>bold</b>", "two\nlines"])
+def test_a_code_span_keeps_any_text_literal(text):
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    rendered = markdown2html_mistune(f"before {md_code(text)} after")
+    assert rendered.count("<code>") == 1 and not re.search("<(img|b)[ >]", rendered)
+    inner = rendered.split("<code>", 1)[1].split("</code>", 1)[0]
+    assert inner.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"') == " ".join(text.splitlines())
+
+
+@pytest.mark.slow
+def test_a_hostile_results_folder_name_stays_text_in_the_downstream_page(tmp_path, capsys):
+    from prb_utils.notebook.report import NOTEBOOK_DIR, run_notebook
+
+    store = tmp_path / PAYLOAD
+    assert run_main(capsys, *SCORE, "--limit", "2", "--model", "length", "--out", str(store))[0] == 0
+    out = tmp_path / "pages"
+    out.mkdir()
+    page = run_notebook(NOTEBOOK_DIR / "03_downstream_correlation.ipynb", out,
+                        {"data": "sample", "results": str(store), "n_boot": 200})
+    assert page.error is None, page.error
+    html = Path(page.html).read_text(encoding="utf-8")
+    assert "No BoN pipeline results in" in html  # the section that shows the folder name
+    assert not re.search(r"<img[^>]*onerror", html)  # nbconvert reorders attributes: look for the tag itself
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html
