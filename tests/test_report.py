@@ -2,7 +2,9 @@
 report folder and the paths handed to the notebooks, and screenshots.
 
 The pages come from the session's report (``sample_report`` in ``conftest.py``: every notebook executed
-once). The screenshot test needs Debian's ``chromium`` on PATH: ``make test`` installs it where it can
+once). The offline-page test loads every page in headless Chromium through Playwright (``playwright`` of
+the dev extras, driving the system's ``/usr/bin/chromium``: no browser download) with the network
+blocked. The screenshot test needs Debian's ``chromium`` on PATH: ``make test`` installs it where it can
 (root with apt-get, as ``.ci/run`` is), and the test fails with that instruction where it is missing. The end-to-end ``prb report`` command from an installed wheel is in
 ``test_wheel.py``.
 """
@@ -27,13 +29,19 @@ from prb_utils.notebook import report as report_module
 from prb_utils.notebook.params import AccuracyParams
 from prb_utils.notebook.report import (
     NOTEBOOK_DIR,
+    TITLES,
+    PageResult,
     available_notebooks,
     build_report,
     check_out_folder,
+    headline_table,
     record_numbers,
+    run_notebook,
+    write_index,
 )
 
-NAMES = ["00_workshop_personalization", "01_pair_inspection", "02_accuracy_breakdown", "03_downstream_correlation"]
+NAMES = ["00_workshop_personalization", "01_pair_inspection", "02_accuracy_breakdown", "03_downstream_correlation",
+         "04_personalization_diagnostics"]
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -43,19 +51,19 @@ def report(sample_report) -> Path:
     return sample_report.out
 
 
-def test_notebooks_folder_holds_the_four():
+def test_notebooks_folder_holds_every_notebook():
     assert available_notebooks() == NAMES
     assert NOTEBOOK_DIR == REPO / "notebooks"  # a source checkout uses the repository's folder
 
 
 def test_index_links_every_page_with_run_metadata(report):
     index = (report / "index.html").read_text(encoding="utf-8")
-    links = re.findall(r'href="([^"]+)"', index)
+    links = re.findall(r'<a href="([^"]+)"', index)
     assert links == [f"{name}.html" for name in NAMES]
     for name in NAMES:
         assert (report / f"{name}.html").is_file() and (report / f"{name}.ipynb").is_file()
         assert (report / f"{name}.numbers.json").is_file()
-    assert index.count(">ok<") == 4
+    assert index.count(">ok<") == len(NAMES)
     assert "Scoring jobs" in index and "lexical" in index and "top3" in index and "transformers" in index
 
 
@@ -212,3 +220,209 @@ def test_headless_chromium_screenshots_show_the_pages(report, tmp_path):
         if name != "index":  # figures and coloured boxes: clearly saturated pixels, not only grey text
             saturation = pixels.max(axis=2) - pixels.min(axis=2)
             assert (saturation > 0.25).mean() > 0.001, name
+
+
+# ------------------------------------------------------- titles, back links, headline, kernel transport
+
+
+def _title(page: str) -> str:
+    match = re.search(r"<title>(.*?)</title>", page, re.DOTALL)
+    assert match, "the page has no <title>"
+    return match.group(1).strip()
+
+
+def test_every_page_has_its_title_and_a_link_back_to_the_index(report):
+    assert _title((report / "index.html").read_text(encoding="utf-8")) == "Personalized RewardBench report"
+    for name in NAMES:
+        page = (report / f"{name}.html").read_text(encoding="utf-8")
+        assert _title(page) == TITLES[name], name
+        body = page[page.index("<body"):]
+        first_link = re.search(r'<a\b[^>]*href="([^"]*)"', body)
+        assert first_link and first_link.group(1) == "index.html", name  # the first thing a reader can click
+        assert body.index('href="index.html"') < body.index("jp-Cell"), name  # above the first cell
+
+
+def test_pages_reference_nothing_on_the_network(report):
+    external = re.compile(r"""(?:\bsrc\s*=|<link\b[^>]*\bhref\s*=|\bimport\s*\(|@import|url\()\s*["']?(?:https?:)?//""",
+                          re.IGNORECASE)
+    for page in sorted(report.glob("*.html")):
+        text = page.read_text(encoding="utf-8")
+        assert not external.findall(text), page.name
+        for cdn in ("cdnjs.cloudflare.com", "unpkg.com", "cdn.jsdelivr.net", "require.min.js", "mathjax", "mermaid.esm"):
+            assert cdn not in text.lower(), f"{page.name} mentions {cdn}"
+
+
+def _best_by_condition(results: Path, models, profiles) -> dict[str, tuple[set[str], float]]:
+    """Independently of the report: per condition, the most accurate jobs and their accuracy."""
+    from prb_utils.analysis.metrics import summarize
+    from prb_utils.store import load_results
+
+    rows = load_results(results)
+    rows = rows[rows["model"].isin(models) & rows["profile"].isin(profiles)]
+    table = summarize(rows.assign(model=rows["job_label"]), ["model", "profile"])
+    best = {}
+    for profile, group in table.groupby("profile"):
+        top = group["accuracy"].max()
+        best[str(profile)] = (set(group.loc[np.isclose(group["accuracy"], top), "model"]), float(top))
+    return best
+
+
+def test_index_opens_with_the_headline_result(report, sample_report):
+    from conftest import REPORT_MODELS, REPORT_PROFILES
+
+    index = (report / "index.html").read_text(encoding="utf-8")
+    assert index.index('id="headline"') < index.index("<h2>Notebooks</h2>") < index.index("<h2>Scoring jobs</h2>")
+    headline = index[index.index('id="headline"'):index.index("<h2>Notebooks</h2>")]
+    best = _best_by_condition(sample_report.results, REPORT_MODELS, REPORT_PROFILES)
+    assert sorted(best) == sorted(REPORT_PROFILES)
+    cells = re.findall(r"<tr><td>([^<]+)</td><td>([^<]+)</td><td>([\d.]+)%</td><td>([\d.]+)%&ndash;([\d.]+)%</td>"
+                       r"<td>(\d+)</td></tr>", headline)
+    assert [c[0] for c in cells] == ["none", "top3"]  # none first
+    for profile, models, acc, low, high, n in cells:
+        assert set(models.split(" = ")) == best[profile][0], profile
+        assert float(acc) == pytest.approx(100 * best[profile][1], abs=0.051), profile
+        assert float(low) < float(acc) < float(high) and int(n) > 0, profile
+    overall = max(best.items(), key=lambda item: item[1][1])
+    assert f"with profile <b>{overall[0]}</b>, <b>{100 * overall[1][1]:.1f}%</b> (95% CI" in headline
+
+
+def _score_sample(store: Path, models, profiles) -> None:
+    specs = [arg for model in models for arg in ("--model", model)]
+    conditions = [arg for profile in profiles for arg in ("--profile", profile)]
+    assert main(["score", "--data", "sample", *specs, *conditions, "--out", str(store), "--no-progress"]) == 0
+
+
+def test_headline_table_and_job_order_follow_model_then_condition(tmp_path, capsys):
+    store = tmp_path / "results"
+    _score_sample(store, ["lexical", "length"], ["top3", "full", "none"])
+    capsys.readouterr()
+    table = headline_table(str(store), [], [])
+    assert table["profile"].tolist() == ["none", "top3", "full"]
+    best = _best_by_condition(store, ["lexical", "length"], ["none", "top3", "full"])
+    for row in table.itertuples():
+        assert set(row.model.split(" = ")) == best[row.profile][0]
+        assert row.accuracy == pytest.approx(best[row.profile][1])
+        assert row.ci_low < row.accuracy < row.ci_high and not row.oracle
+    assert headline_table(str(store), ["length"], ["none"])["model"].tolist() == ["length"]
+    assert headline_table(str(tmp_path / "empty"), [], []).empty
+    write_index(tmp_path, [], data="sample", results=str(store), models=[], profiles=[])
+    index = (tmp_path / "index.html").read_text(encoding="utf-8")
+    jobs = index[index.index("<h2>Scoring jobs</h2>"):]
+    listed = re.findall(r"<tr>\s*<td>(\w+)</td>\s*<td>\w+</td>\s*<td>(\w+)</td>", jobs)
+    assert listed == [(m, p) for m in ("length", "lexical") for p in ("none", "top3", "full")]
+    write_index(tmp_path, [], data="sample", results=str(tmp_path / "empty"), models=[], profiles=[])
+    assert "No scored pairs in the store" in (tmp_path / "index.html").read_text(encoding="utf-8")
+
+
+def test_a_report_kernel_runs_over_ipc_without_the_tcp_warning(tmp_path, capfd):
+    notebook = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                                 "language": "python"}})
+    notebook.cells = [nbformat.v4.new_markdown_cell("# Where the kernel listens"), nbformat.v4.new_code_cell(
+        "import json\nfrom ipykernel import get_connection_info\n"
+        "info = get_connection_info(unpack=True)\n"
+        "print(json.dumps({'transport': info['transport'], 'ip': info['ip']}))")]
+    source = tmp_path / "src" / "kernel_probe.ipynb"
+    source.parent.mkdir()
+    nbformat.write(notebook, str(source))
+    out = tmp_path / "out"
+    out.mkdir()
+    capfd.readouterr()
+    page = run_notebook(source, out, {})
+    captured = capfd.readouterr()
+    assert page.error is None and page.html is not None
+    assert "without encryption" not in captured.err and "without encryption" not in captured.out
+    executed = nbformat.read(str(page.ipynb), as_version=4)
+    printed = "".join(o.get("text", "") for c in executed.cells for o in c.get("outputs", []))
+    info = json.loads(printed)
+    assert info["transport"] == "ipc"
+    assert Path(info["ip"]).is_absolute()
+    assert not Path(info["ip"]).parent.exists()  # the private socket folder is removed afterwards
+    html_page = page.html.read_text(encoding="utf-8")
+    assert _title(html_page) == "Where the kernel listens"  # no TITLES entry: the first heading
+
+
+# ----------------------------------------------------------------- every page offline in a real browser
+
+BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", "--no-first-run", "--host-resolver-rules=MAP * ~NOTFOUND"]
+LOCAL_SCHEMES = ("file:", "data:", "about:", "blob:")
+
+
+def _open_offline(pages: list[Path], *, width: int = 1280) -> dict[str, dict]:
+    """Load each page in headless Chromium with every request that is not a local file aborted; per page:
+    the requests that tried to leave, console errors, page errors, title, width, and the first link."""
+    from playwright.sync_api import sync_playwright
+
+    seen: dict[str, dict] = {}
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=BROWSER_ARGS)
+        try:
+            context = browser.new_context(viewport={"width": width, "height": 900}, service_workers="block")
+            current: dict = {}
+
+            def route(route) -> None:
+                if route.request.url.startswith("file:"):
+                    route.continue_()
+                else:
+                    current["blocked"].append(route.request.url)
+                    route.abort()
+
+            context.route("**/*", route)
+            page = context.new_page()
+            page.on("request", lambda r: None if r.url.startswith(LOCAL_SCHEMES) else current["requests"].append(r.url))
+            page.on("websocket", lambda ws: current["requests"].append(ws.url))
+            page.on("console", lambda m: m.type == "error" and current["console"].append(m.text))
+            page.on("pageerror", lambda e: current["errors"].append(str(e)))
+            for path in pages:
+                current.update(blocked=[], requests=[], console=[], errors=[])
+                page.goto(path.as_uri(), wait_until="networkidle")
+                current.update(
+                    title=page.title(),
+                    width=page.evaluate("document.documentElement.scrollWidth"),
+                    first_link=page.evaluate("(() => { const a = document.querySelector('body a[href]');"
+                                             " return a ? a.getAttribute('href') : null; })()"),
+                )
+                seen[path.name] = dict(current)
+        finally:
+            browser.close()
+    return seen
+
+
+def test_every_page_loads_offline_in_chromium_without_errors(report):
+    pages = [report / "index.html", *sorted(p for p in report.glob("*.html") if p.name != "index.html")]
+    assert [p.stem for p in pages[1:]] == available_notebooks()  # every notebook's page, none forgotten
+    seen = _open_offline(pages)
+    for name, facts in seen.items():
+        assert facts["blocked"] == [] and facts["requests"] == [], f"{name} tried the network: {facts}"
+        assert facts["console"] == [], f"{name}: console errors {facts['console']}"
+        assert facts["errors"] == [], f"{name}: page errors {facts['errors']}"
+        assert facts["width"] <= 1280, f"{name} is {facts['width']} px wide: wider than a 1280 px window"
+    assert seen["index.html"]["title"] == "Personalized RewardBench report"
+    for name in NAMES:
+        assert seen[f"{name}.html"]["title"] == TITLES[name]
+        assert seen[f"{name}.html"]["first_link"] == "index.html", name
+
+
+def test_the_offline_check_catches_a_page_that_reaches_out(tmp_path):
+    """The browser check itself: a page with CDN references is caught (and nothing leaves: aborted)."""
+    page = tmp_path / "cdn.html"
+    page.write_text('<!DOCTYPE html><html><head><title>cdn</title><link rel="icon" href="data:,">'
+                    '<script src="https://cdnjs.cloudflare.com/ajax/libs/require.js/2.1.10/require.min.js"></script>'
+                    '</head><body><img src="http://example.com/a.png"></body></html>', encoding="utf-8")
+    facts = _open_offline([page])["cdn.html"]
+    assert sorted(facts["blocked"]) == ["http://example.com/a.png",
+                                        "https://cdnjs.cloudflare.com/ajax/libs/require.js/2.1.10/require.min.js"]
+    assert facts["console"]  # the aborted loads are reported as errors
+
+
+def test_the_index_fits_a_1280_px_window_with_a_wide_store(tmp_path, capsys):
+    store = tmp_path / ("a-store-folder-with-a-rather-long-name-" * 4) / "results"
+    _score_sample(store, ["length", "lexical"], ["none", "top3"])
+    capsys.readouterr()
+    pages = [PageResult(name, tmp_path / f"{name}.ipynb", None, 1.0,
+                        error=None if name != "01_pair_inspection" else "01_pair_inspection: cell [3] " + "x" * 300)
+             for name in NAMES]
+    index = write_index(tmp_path, pages, data="sample", results=str(store), models=[], profiles=[])
+    facts = _open_offline([index])["index.html"]
+    assert facts["width"] <= 1280, facts
+    assert facts["blocked"] == [] and facts["console"] == [] and facts["errors"] == []

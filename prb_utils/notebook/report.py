@@ -1,9 +1,11 @@
 """HTML reports: execute the parameterized notebooks with papermill, export HTML, write an index page.
 
 :func:`build_report` runs each notebook of ``notebooks/`` headlessly (widgets fall back to static tables
-and figures), writes ``<out>/<name>.ipynb`` and ``<out>/<name>.html``, and ``<out>/index.html`` linking
-the pages with the run metadata of the store. Notebooks find the data and the store through their
-parameters (absolute paths are passed), never through the working folder. Each notebook's last cell calls
+and figures; kernels over the local ipc transport), writes ``<out>/<name>.ipynb`` and
+``<out>/<name>.html`` (titled, a link back to the index at the top, nothing fetched from the network), and
+``<out>/index.html``: the headline result, a link per page, and the run metadata of the store. Notebooks
+find the data and the store through their parameters (absolute paths are passed), never through the
+working folder. Each notebook's last cell calls
 :func:`record_numbers`, which writes its key numbers to ``<out>/<name>.numbers.json`` during a report run.
 Scoring is not done here: the ``prb report`` command scores what is missing first.
 """
@@ -15,6 +17,8 @@ import json
 import math
 import os
 import re
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -38,6 +42,7 @@ TITLES = {
     "01_pair_inspection": "Pair inspection",
     "02_accuracy_breakdown": "Accuracy breakdown",
     "03_downstream_correlation": "Downstream correlation",
+    "04_personalization_diagnostics": "Personalization diagnostics",
 }
 METADATA_COLUMNS = ("model", "kind", "profile", "n_rows", "n_pairs", "dtype", "device", "seed", "prb", "torch",
                     "transformers", "python", "n_truncated", "n_failed", "finished")
@@ -141,18 +146,61 @@ def record_numbers(params: NotebookParams, **numbers: Any) -> Path | None:
     return target
 
 
-_CDN_SCRIPT = re.compile(r'<script src="https://[^"]*">\s*</script>')
+# The lab template with every network reference taken out at its source: require.js, the widget manager
+# (unpkg), MathJax and mermaid come from CDNs; the static outputs need none of them (figures are embedded
+# PNGs, tables plain HTML, the notebooks' Markdown holds no TeX). Each page also gets a link back to the
+# index at its top and an empty icon, so a browser asks for no favicon.
+PAGE_TEMPLATE = "prb_page.html.j2"
+_PAGE_TEMPLATE_SOURCE = """{%- extends 'index.html.j2' -%}
+{%- block html_head_js -%}{%- endblock html_head_js -%}
+{%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{%- block html_head_css -%}
+<link rel="icon" href="data:,">
+<style type="text/css">
+nav.prb-nav { font-family: var(--jp-ui-font-family, sans-serif); font-size: 0.95em;
+              padding: 8px 4px 6px; margin: 0 0 6px; border-bottom: 1px solid #ddd; }
+nav.prb-nav a { text-decoration: none; color: #1565c0; }
+nav.prb-nav a:hover { text-decoration: underline; }
+</style>
+{%- endblock html_head_css -%}
+{%- block body_header -%}
+{{ super() }}
+<nav class="prb-nav"><a class="prb-index-link" href="index.html">&larr; All report pages (index)</a></nav>
+{%- endblock body_header -%}
+"""
+_HEADING = re.compile(r"^\s*#\s+(.+?)\s*#*\s*$", re.MULTILINE)
+
+
+def page_title(name: str, nb: Any = None) -> str:
+    """The title of a notebook's page: :data:`TITLES`, else the first Markdown heading of ``nb``, else
+    ``name``."""
+    if name in TITLES:
+        return TITLES[name]
+    for cell in getattr(nb, "cells", None) or []:
+        if cell.get("cell_type") == "markdown":
+            match = _HEADING.search(cell.get("source", ""))
+            if match:
+                return match.group(1)
+    return name
 
 
 def export_html(ipynb: Path, target: Path) -> Path:
-    """Write ``ipynb`` as a self-contained HTML page: images embedded, and without the template's CDN
-    scripts (require.js, MathJax), which the static outputs do not need and offline readers cannot load."""
+    """Write ``ipynb`` as a self-contained HTML page that loads nothing from the network: images embedded,
+    the template's CDN scripts (require.js, widgets, MathJax, mermaid) left out, the browser title set to
+    :func:`page_title`, and a link back to ``index.html`` at the top."""
+    import jinja2
     import nbformat
     from nbconvert import HTMLExporter
 
-    exporter = HTMLExporter(embed_images=True, exclude_input_prompt=True, exclude_output_prompt=True)
-    body, _ = exporter.from_notebook_node(nbformat.read(str(ipynb), as_version=4))
-    target.write_text(_CDN_SCRIPT.sub("", body), encoding="utf-8")
+    nb = nbformat.read(str(ipynb), as_version=4)
+    nb.metadata["title"] = page_title(ipynb.stem, nb)  # the lab template's <title>
+    exporter = HTMLExporter(embed_images=True, exclude_input_prompt=True, exclude_output_prompt=True,
+                            extra_loaders=[jinja2.DictLoader({PAGE_TEMPLATE: _PAGE_TEMPLATE_SOURCE})],
+                            template_file=PAGE_TEMPLATE)
+    body, _ = exporter.from_notebook_node(nb)
+    target.write_text(body, encoding="utf-8")
     return target
 
 
@@ -164,8 +212,27 @@ def _failure(exc: Any, name: str) -> str:
     return f"{name}: {where} `{first}` raised {getattr(exc, 'ename', 'an error')}: {getattr(exc, 'evalue', '')}"
 
 
+@contextmanager
+def _local_kernel_config() -> Iterator[Any]:
+    """The kernel manager's configuration for a kernel on this machine: the ``ipc`` transport (Unix
+    sockets in a private temporary folder, removed afterwards) instead of TCP on localhost, which the
+    kernel warns about ("running over TCP without encryption"). Windows has no ipc transport in ZeroMQ:
+    there the defaults (TCP) stay."""
+    from traitlets.config import Config
+
+    if os.name == "nt":
+        yield Config()
+        return
+    folder = tempfile.mkdtemp(prefix="prb-kernel-")  # mode 0700: only this user reaches the sockets
+    try:
+        yield Config({"KernelManager": {"transport": "ipc", "ip": os.path.join(folder, "kernel")}})
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def run_notebook(path: Path, out: Path, parameters: dict[str, Any], *, progress: bool = False) -> PageResult:
-    """Execute one notebook into ``out`` and export its HTML; an error cell is recorded, not raised."""
+    """Execute one notebook into ``out`` (its kernel over the local ipc transport) and export its HTML; an
+    error cell is recorded, not raised."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
@@ -174,9 +241,9 @@ def run_notebook(path: Path, out: Path, parameters: dict[str, Any], *, progress:
     started = time.perf_counter()
     error = None
     try:
-        with _report_env(out):
+        with _report_env(out), _local_kernel_config() as config:
             papermill.execute_notebook(str(path), str(target), parameters=parameters, kernel_name=KERNEL,
-                                       progress_bar=progress, cwd=str(out), log_output=False)
+                                       progress_bar=progress, cwd=str(out), log_output=False, config=config)
     except PapermillExecutionError as exc:
         error = _failure(exc, name)
     seconds = time.perf_counter() - started
@@ -184,7 +251,23 @@ def run_notebook(path: Path, out: Path, parameters: dict[str, Any], *, progress:
     return PageResult(name, target, page, seconds, error)
 
 
+def _condition_order(condition: Any) -> tuple[int, float, str]:
+    """Sort key of a profile condition: none, top1, top2, ..., full, then oracle and unknown names."""
+    from prb_utils.profile import parse_condition
+    from prb_utils.schema import ORACLE_CONDITIONS
+
+    name = str(condition)
+    if name in ORACLE_CONDITIONS:
+        return (2, 0.0, name)
+    try:
+        k = parse_condition(name).k
+    except PRBError:
+        return (3, 0.0, name)
+    return (0, math.inf if k is None else float(k), name)
+
+
 def _metadata_table(results: str, models: Sequence[str], profiles: Sequence[str]) -> pd.DataFrame:
+    """One row per scoring job of the store (the chosen models and conditions), by model then condition."""
     from prb_utils.notebook.params import canonical_spec
     from prb_utils.store import load_run_metadata
 
@@ -197,38 +280,119 @@ def _metadata_table(results: str, models: Sequence[str], profiles: Sequence[str]
         from prb_utils.profile import parse_condition
 
         meta = meta[meta["profile"].isin([parse_condition(p).name for p in profiles])]
+    order = sorted(range(len(meta)), key=lambda i: (str(meta["model"].iloc[i]),
+                                                     _condition_order(meta["profile"].iloc[i]),
+                                                     str(meta["finished"].iloc[i]) if "finished" in meta else ""))
+    meta = meta.iloc[order]
     return meta[[c for c in METADATA_COLUMNS if c in meta.columns]].reset_index(drop=True)
+
+
+def headline_table(results: str, models: Sequence[str], profiles: Sequence[str]) -> pd.DataFrame:
+    """The index's headline: per profile condition (none, topK, full, then oracle conditions), the most
+    accurate job (ties: all of them) with its accuracy and Wilson 95% CI (:func:`summarize` of the store's
+    rows for the chosen models and conditions; ties between the answers count as wrong). Columns
+    ``profile, model, accuracy, ci_low, ci_high, n, oracle``; empty when the store holds no such rows."""
+    from prb_utils.analysis.metrics import summarize
+    from prb_utils.notebook.params import canonical_spec
+    from prb_utils.schema import ORACLE_CONDITIONS
+    from prb_utils.store import load_results
+
+    columns = ["profile", "model", "accuracy", "ci_low", "ci_high", "n", "oracle"]
+    rows = load_results(results)
+    if models and not rows.empty:
+        rows = rows[rows["model"].isin([canonical_spec(m) for m in models])]
+    if profiles and not rows.empty:
+        from prb_utils.profile import parse_condition
+
+        rows = rows[rows["profile"].isin([parse_condition(p).name for p in profiles])]
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    rows = rows.assign(model=rows["job_label"])  # one row per job, as in the notebooks
+    table = summarize(rows, ["model", "profile"])
+    best = []
+    for profile in sorted(table["profile"].astype(str).unique(), key=_condition_order):
+        group = table[(table["profile"].astype(str) == profile) & table["accuracy"].notna()]
+        if group.empty:
+            continue
+        top = group[np.isclose(group["accuracy"], group["accuracy"].max())].sort_values("model")
+        first = top.iloc[0]
+        best.append({"profile": profile, "model": " = ".join(top["model"].astype(str)),
+                     "accuracy": float(first["accuracy"]), "ci_low": float(first["ci_low"]),
+                     "ci_high": float(first["ci_high"]), "n": int(first["n"]),
+                     "oracle": profile in ORACLE_CONDITIONS})
+    return pd.DataFrame(best, columns=columns)
+
+
+def _percent(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+def _headline_html(table: pd.DataFrame) -> str:
+    esc = html.escape
+    if table.empty:
+        return ('<p class="headline"><i>No scored pairs in the store for these models and conditions: '
+                "run <code>prb score</code> first.</i></p>")
+    benchmark = table[~table["oracle"]]
+    lead = benchmark.loc[benchmark["accuracy"].idxmax()] if not benchmark.empty else table.iloc[0]
+    sentence = (f'<p class="headline">Best accuracy: <b>{esc(str(lead["model"]))}</b> with profile '
+                f'<b>{esc(str(lead["profile"]))}</b>, <b>{_percent(lead["accuracy"])}</b> '
+                f'(95% CI {_percent(lead["ci_low"])}&ndash;{_percent(lead["ci_high"])}) '
+                f'on {int(lead["n"])} pairs.</p>')
+    rows = "".join(
+        f"<tr><td>{esc(str(r.profile))}{' <i>(oracle: an upper bound, not a benchmark result)</i>' if r.oracle else ''}"
+        f"</td><td>{esc(str(r.model))}</td><td>{_percent(r.accuracy)}</td>"
+        f"<td>{_percent(r.ci_low)}&ndash;{_percent(r.ci_high)}</td><td>{r.n}</td></tr>"
+        for r in table.itertuples())
+    return (f'{sentence}<table class="headline-table"><thead><tr><th>profile condition</th><th>best model</th>'
+            f"<th>accuracy</th><th>95% CI (Wilson)</th><th>pairs</th></tr></thead><tbody>{rows}</tbody></table>"
+            '<p class="note">Accuracy: the share of pairs where the model prefers the chosen answer (ties count '
+            "as wrong). The Accuracy breakdown page compares the models and conditions on the same pairs.</p>")
 
 
 def write_index(out: Path, pages: Sequence[PageResult], *, data: str, results: str, models: Sequence[str],
                 profiles: Sequence[str]) -> Path:
-    """``out/index.html``: a link per notebook page (with its status and time) and the run metadata."""
+    """``out/index.html``: the headline result (:func:`headline_table`), a link per notebook page (with its
+    status and time), the run facts and the scoring jobs of the store (by model, then condition). The
+    page fits a 1280 px window: the wide jobs table scrolls inside its own box."""
+    import nbformat
+
     from prb_utils import __version__
 
     esc = html.escape
     rows = []
     for page in pages:
-        title = esc(TITLES.get(page.name, page.name))
+        nb = nbformat.read(str(page.ipynb), as_version=4) if page.ipynb.is_file() and page.name not in TITLES else None
+        title = esc(page_title(page.name, nb))
         link = f'<a href="{esc(page.html.name)}">{title}</a>' if page.html else title
         status = ('<span style="color:#1a7f1a">ok</span>' if page.error is None
                   else f'<span style="color:#b22">error: {esc(page.error)}</span>')
         rows.append(f"<tr><td>{link}</td><td><code>{esc(page.name)}.ipynb</code></td><td>{status}</td>"
                     f"<td>{page.seconds:.1f} s</td></tr>")
+    headline = _headline_html(headline_table(results, models, profiles))
     meta = _metadata_table(results, models, profiles)
-    meta_html = (meta.to_html(index=False, border=0, na_rep="") if not meta.empty
+    meta_html = (f'<div class="scroll">{meta.to_html(index=False, border=0, na_rep="")}</div>' if not meta.empty
                  else "<p><i>No scoring job in the store for these models and conditions.</i></p>")
     facts = [("generated", datetime.now(UTC).isoformat(timespec="seconds")), ("prb", __version__),
              ("data", data), ("store", str(results)), ("models", ", ".join(models) or "all in the store"),
              ("profile conditions", ", ".join(profiles) or "all in the store")]
     facts_html = "".join(f"<tr><th>{esc(k)}</th><td>{esc(str(v))}</td></tr>" for k, v in facts)
     page = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>prb report</title>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1.0">
+<title>Personalized RewardBench report</title>
+<link rel="icon" href="data:,">
 <style>
-body {{ font-family: sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }}
+body {{ font-family: sans-serif; margin: 2em auto; padding: 0 1em; max-width: 1100px; color: #222; }}
 table {{ border-collapse: collapse; margin: 0.5em 0 1.5em; }}
 th, td {{ border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: left; font-size: 0.9em; }}
+td {{ overflow-wrap: anywhere; }}
+.headline {{ font-size: 1.15em; margin: 0.5em 0; }}
+.note {{ color: #555; font-size: 0.85em; margin-top: -1em; }}
+.scroll {{ max-width: 100%; overflow-x: auto; }}
+.scroll td, .scroll th {{ white-space: nowrap; }}
 </style></head><body>
 <h1>Personalized RewardBench report</h1>
+<section id="headline"><h2>Headline</h2>{headline}</section>
 <h2>Notebooks</h2>
 <table><thead><tr><th>page</th><th>notebook</th><th>status</th><th>time</th></tr></thead>
 <tbody>{"".join(rows)}</tbody></table>
