@@ -34,6 +34,10 @@ _PUBLIC = {
     "profile_lift": "prb_utils.analysis.metrics",
     "summarize": "prb_utils.analysis.metrics",
     "macro_accuracy": "prb_utils.analysis.metrics",
+    "profile_size_curve": "prb_utils.analysis.profile_curves",
+    "profile_size_plot": "prb_utils.analysis.profile_curves",
+    "retrieval_ablation": "prb_utils.analysis.profile_curves",
+    "oracle_gap": "prb_utils.analysis.profile_curves",
     # downstream
     "rank_agreement_ci": "prb_utils.downstream.correlation",
     "compare_benchmarks": "prb_utils.downstream.correlation",
@@ -45,6 +49,8 @@ _PUBLIC = {
     "rank_agreement": "prb_utils.downstream.correlation",
     "expected_best_of_k": "prb_utils.downstream.bon",
     "best_of_first_k": "prb_utils.downstream.bon",
+    # exports
+    "export_results": "prb_utils.export",
     # errors
     "PRBError": "prb_utils.errors",
     "DataError": "prb_utils.errors",

@@ -109,6 +109,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scoring_options(p, default_models=DEFAULT_ZOO)
     p.add_argument("--out", type=_folder_name, default="reports", help="report folder (default: reports)")
     p.add_argument("--results", type=_folder_name, default="results", help="store folder (default: results)")
+
+    p = sub.add_parser("export", help="write the store in another tool's format (every_eval_ever, rewardbench)",
+                       description="One export per scoring job; the oracle condition rubric is marked in every file.")
+    p.add_argument("--format", required=True, metavar="FORMAT", help="every_eval_ever or rewardbench")
+    p.add_argument("--results", type=_folder_name, default="results", help="store folder (default: results)")
+    p.add_argument("--out", type=_folder_name, required=True, help="folder to write the export into")
+    p.add_argument("--data", default=None, help="the benchmark the store was scored on ('sample', a hub id or a "
+                                                "path): adds the texts to the per-item records")
     return parser
 
 
@@ -312,8 +320,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from prb_utils.export import FORMATS, export_results
+
+    if args.format not in FORMATS:
+        raise PRBError(f"Unknown export format '{args.format}'; use one of {', '.join(FORMATS)}.")
+    data = None
+    if args.data is not None:
+        from prb_utils.data import load_benchmark
+
+        data = load_benchmark(args.data, drop_invalid=True)
+    files = export_results(args.results, args.out, format=args.format, data=data, data_source=args.data)
+    print(f"Wrote {len(files)} file(s) in the {args.format} format to {args.out}")
+    return 0
+
+
 COMMANDS = {"validate": cmd_validate, "models": cmd_models, "score": cmd_score,
-            "summarize": cmd_summarize, "report": cmd_report}
+            "summarize": cmd_summarize, "report": cmd_report, "export": cmd_export}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -49,6 +49,7 @@ REPORT_PARAMETERS = {  # per-notebook parameters that keep the run short and rea
     "01_pair_inspection": {"max_pairs": 2},
     "02_accuracy_breakdown": {"n_boot": 200},
     "03_downstream_correlation": {"n_boot": 200},
+    "04_personalization_diagnostics": {"n_boot": 200},
 }
 PPO_CSV = "rm,subset,score,n\nlength,Art,0.4,10\nlexical,Art,0.6,10\nlexical,Society,0.5,30\n"
 

@@ -27,7 +27,8 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.notebooks]
 
 REPO = Path(__file__).resolve().parent.parent
-NAMES = ["00_workshop_personalization", "01_pair_inspection", "02_accuracy_breakdown", "03_downstream_correlation"]
+NAMES = ["00_workshop_personalization", "01_pair_inspection", "02_accuracy_breakdown", "03_downstream_correlation",
+         "04_personalization_diagnostics"]
 SKIPPED = shutil.ignore_patterns(".*", "__pycache__", "*.pyc", "build", "dist", "*.egg-info", "results", "reports",
                                  "_bundled")
 
@@ -121,7 +122,7 @@ def test_installed_prb_report_runs_every_notebook(installed):
     run([str(installed["venv"] / "bin" / "prb"), "report", "--model", "length", "--profile", "none", "--out",
          "rep", "--no-progress"], cwd, env=clean_env(), timeout=600)
     index = (cwd / "rep" / "index.html").read_text(encoding="utf-8")
-    assert index.count(">ok<") == 4
+    assert index.count(">ok<") == len(NAMES)
     package = installed["site"] / "prb_utils"
     for name in NAMES:
         assert (cwd / "rep" / f"{name}.html").is_file()
@@ -135,4 +136,4 @@ def test_installed_prb_report_runs_every_notebook(installed):
     assert [(r["model"], r["profile"], r["n"], r["correct"]) for r in overall] == [
         ("length", "none", len(rows), int((rows["outcome"] == "correct").sum()))]
     downstream = (cwd / "rep" / "03_downstream_correlation.html").read_text(encoding="utf-8")
-    assert "No BoN pipeline results" in downstream and "run_bon_pipeline" in downstream
+    assert "No BoN pipeline results" in downstream and "prb bon" in downstream

@@ -327,8 +327,30 @@ class DownstreamParams(NotebookParams):
         return path
 
 
+@dataclass(frozen=True)
+class DiagnosticsParams(NotebookParams):
+    """04_personalization_diagnostics: profile-size curves, retrieval ablation, oracle gap, hardest pairs."""
+
+    retriever: str = "bm25"
+    tokenizer: str = ""
+    n_boot: int = 2000
+    max_hardest: int = 10
+
+    notebook: ClassVar[str] = "04_personalization_diagnostics"
+
+    def _check_values(self) -> None:
+        super()._check_values()
+        from prb_utils.profile import RETRIEVERS
+
+        if self.retriever not in ("bm25", "random", "least") and not self.retriever.startswith("dense:"):
+            raise PRBError(f"Parameter 'retriever' must be one of {', '.join(RETRIEVERS)}, got {self.retriever!r}.")
+        self._check_at_least("n_boot", 100)
+        self._check_at_least("max_hardest", 1)
+
+
 PARAMS_BY_NOTEBOOK: dict[str, type[NotebookParams]] = {
-    cls.notebook: cls for cls in (WorkshopParams, PairInspectionParams, AccuracyParams, DownstreamParams)
+    cls.notebook: cls
+    for cls in (WorkshopParams, PairInspectionParams, AccuracyParams, DownstreamParams, DiagnosticsParams)
 }
 
 

@@ -1,0 +1,410 @@
+"""How accuracy and RM input size grow with the profile: profile-size curves, retrieval ablation, oracle gap.
+
+:func:`profile_size_curve` gives one row per model (job series), retriever and profile condition: ``k`` (posts
+asked for: ``none`` 0, ``top{K}`` K, ``full`` the mean number of posts of the pairs), ``posts_shown`` (mean
+posts the RM really saw, ``min(K, posts)``), accuracy with a percentile bootstrap interval **clustered by
+question** (the same question text appears for two users, so its pairs are resampled together), and the mean
+size of the RM's user message (``input_size``) in ``input_unit``: ``tokens`` when a tokenizer is given,
+``characters`` otherwise. The user message is rebuilt from the data exactly as scoring builds it (same
+condition, same retriever); a row whose rebuilt input does not hash to the stored ``pair_hash`` is counted in
+``frame.attrs["input_mismatches"]`` (the data changed since scoring).
+
+The oracle condition ``rubric`` (the RM sees the rubric aspects) is kept as its own row with ``oracle`` True and
+``k`` NaN, and :func:`profile_size_plot` draws it as a separate marked line, never as a point of the curve.
+
+>>> import pandas as pd
+>>> data = pd.DataFrame({"subset": "s", "id": ["1", "2"], "question": ["Q?", "Q?"], "category": "c",
+...     "profile": [[{"category": "c", "text": "p1"}, {"category": "c", "text": "p2"}]] * 2,
+...     "chosen": ["a", "b"], "rejected": ["c", "d"]})
+>>> rows = pd.DataFrame({"model": "length", "profile": ["none", "none", "full", "full"], "subset": "s",
+...     "id": ["1", "2", "1", "2"], "outcome": ["wrong", "correct", "correct", "correct"]})
+>>> curve = profile_size_curve(rows, data, n_boot=200)
+>>> curve[["model", "profile", "k", "n", "n_questions", "accuracy", "input_size", "input_unit"]]
+    model profile    k  n  n_questions  accuracy  input_size  input_unit
+0  length    none  0.0  2            1       0.5         2.0  characters
+1  length    full  2.0  2            1       1.0        74.0  characters
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from prb_utils.analysis.metrics import LEVEL, N_BOOT, SEED, bootstrap_ci, compare, require_columns
+from prb_utils.errors import PRBError
+from prb_utils.profile import make_retriever, parse_condition, rm_user_message
+from prb_utils.schema import is_oracle
+from prb_utils.store import pair_hash
+
+RETRIEVER_OPTIONS = ("retriever", "retriever_fingerprint")
+CURVE_COLUMNS = ["model", "retriever", "profile", "k", "oracle", "n", "n_questions", "correct", "ties", "invalid",
+                 "accuracy", "ci_low", "ci_high", "posts_shown", "input_size", "input_unit"]
+
+
+# ------------------------------------------------------------------------------------------- job facts
+def _spec_column(results: pd.DataFrame) -> str:
+    """The column with the model spec: ``model_spec`` (notebook rows, where ``model`` is the job label)."""
+    return "model_spec" if "model_spec" in results.columns else "model"
+
+
+def job_retrievers(results: pd.DataFrame, run_metadata: pd.DataFrame | None = None) -> pd.Series:
+    """The retriever behind each row: None for ``none``/``full``/``rubric``, else the job's ``retriever``.
+
+    Taken from a ``retriever`` column of ``results`` when there is one, else from ``run_metadata`` (the frame of
+    :func:`prb_utils.store.load_run_metadata`, column ``option_retriever``). A ``top{K}`` row whose retriever is
+    known from neither raises PRBError: guessing ``bm25`` would put a random or least-relevant ablation on the
+    curve.
+
+    >>> import pandas as pd
+    >>> rows = pd.DataFrame({"profile": ["none", "top2"], "retriever": [None, "random"]})
+    >>> job_retrievers(rows).tolist()
+    [None, 'random']
+    """
+    posts_k = results["profile"].map(lambda c: parse_condition(c).name not in ("none", "full", "rubric"))
+    if "retriever" in results.columns:
+        known = results["retriever"]
+    elif run_metadata is not None and not run_metadata.empty and "option_retriever" in run_metadata.columns:
+        require_columns(results, ["job"])
+        known = results["job"].map(dict(zip(run_metadata["job"], run_metadata["option_retriever"], strict=True)))
+    else:
+        known = pd.Series([None] * len(results), index=results.index, dtype=object)
+    known = known.astype(object).where(posts_k, None)
+    unknown = posts_k & known.isna()
+    if unknown.any():
+        raise PRBError(f"The retriever of {int(unknown.sum())} top{{K}} row(s) is unknown; pass "
+                       "run_metadata=load_run_metadata(store) or add a 'retriever' column.")
+    return known.where(known.notna(), None)
+
+
+def job_series(results: pd.DataFrame, run_metadata: pd.DataFrame | None = None) -> pd.Series:
+    """A label per row naming the model's job series: one curve per label, across profile conditions and
+    retrievers (jobs that differ in anything else, e.g. dtype or seed, get different labels).
+
+    Without ``run_metadata`` the label is the model spec.
+
+    >>> import pandas as pd
+    >>> meta = pd.DataFrame({"job": ["a", "b", "c"], "model": "m", "fingerprint": "f", "option_dtype": ["float32",
+    ...                      "float32", "bfloat16"], "option_retriever": [None, "bm25", None]})
+    >>> rows = pd.DataFrame({"model": "m", "job": ["a", "b", "c"], "profile": ["none", "top3", "none"]})
+    >>> job_series(rows, meta).tolist()
+    ['m [float32]', 'm [float32]', 'm [bfloat16]']
+    """
+    spec = results[_spec_column(results)].astype(str)
+    if run_metadata is None or run_metadata.empty or "job" not in results.columns:
+        return spec
+    options = [c for c in run_metadata.columns if c.startswith("option_")
+               and c.removeprefix("option_") not in RETRIEVER_OPTIONS]
+    facts = run_metadata.set_index("job")[[c for c in ["fingerprint", *options] if c in run_metadata.columns]]
+    keys = {job: tuple((name, row[name]) for name in facts.columns if pd.notna(row[name]))
+            for job, row in facts.iterrows()}
+    labels = {}
+    for model, jobs in pd.DataFrame({"spec": spec, "job": results["job"]}).drop_duplicates("job").groupby("spec"):
+        distinct = {keys.get(job, ()) for job in jobs["job"]}
+        varying = sorted({name for key in distinct for name, _ in key
+                          if len({dict(k).get(name) for k in distinct}) > 1})
+        for job in jobs["job"]:
+            shown = [str(dict(keys.get(job, ())).get(n)) for n in varying if n != "fingerprint"]
+            if "fingerprint" in varying:
+                shown.append(f"fingerprint={dict(keys.get(job, ())).get('fingerprint')}")
+            labels[job] = f"{model} [{', '.join(shown)}]" if shown else str(model)
+    return results["job"].map(labels)
+
+
+# ------------------------------------------------------------------------------------------- RM inputs
+def _measure(tokenizer: Any) -> tuple[Callable[[str], int], str]:
+    if tokenizer is None:
+        return len, "characters"
+    if hasattr(tokenizer, "encode"):
+        def count(text: str) -> int:
+            try:
+                return len(tokenizer.encode(text, add_special_tokens=False))
+            except TypeError:  # a `tokenizers.Tokenizer`: encode(text) -> Encoding
+                encoded = tokenizer.encode(text)
+                return len(getattr(encoded, "ids", encoded))
+        return count, "tokens"
+    if callable(tokenizer):
+        return (lambda text: len(tokenizer(text))), "tokens"
+    raise PRBError("tokenizer must have an encode method, be a callable returning tokens, or be None (characters).")
+
+
+def load_tokenizer(name: str) -> Any:
+    """A tokenizer to count RM-input tokens: None for ``""`` (count characters), an offline alias
+    (``smollm2``, ``minilm``), or a local folder / hub id loaded with ``transformers.AutoTokenizer``."""
+    if not name:
+        return None
+    from prb_utils.models.aliases import ALIASES, resolve_alias
+
+    source = str(resolve_alias(name, ALIASES[name].kinds[0])) if name in ALIASES else name
+    if name not in ALIASES and name.startswith(("/", ".", "~")) and not Path(name).expanduser().is_dir():
+        raise PRBError(f"The tokenizer folder {name} does not exist.")
+    try:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(source)
+    except (OSError, ValueError) as exc:
+        raise PRBError(f"Cannot load a tokenizer from {name!r} ({str(exc).splitlines()[0][:120]}).") from None
+
+
+def retriever_for(name: str | None) -> Callable[..., list[int]] | None:
+    """The post selector scoring used for a job's ``retriever`` option (None for no retriever)."""
+    if not name:
+        return None
+    if name.startswith("dense:"):
+        from prb_utils.models.embedding import load_encoder
+
+        return make_retriever(name, embed=load_encoder(name.split(":", 1)[1]))
+    return make_retriever(name)
+
+
+def rm_inputs(
+    results: pd.DataFrame,
+    data: pd.DataFrame,
+    *,
+    retrievers: pd.Series | None = None,
+    tokenizer: Any = None,
+) -> pd.DataFrame:
+    """Per row of ``results``: ``question``, ``posts_shown``, ``n_posts``, ``input_size`` and ``input_matches``
+    (the rebuilt user message hashes to the row's ``pair_hash``; NA without one), plus the unit in
+    ``frame.attrs["input_unit"]``. Rows whose pair is not in ``data`` raise PRBError."""
+    require_columns(data, ["subset", "id", "question", "chosen", "rejected"], what="benchmark")
+    count, unit = _measure(tokenizer)
+    records = {(str(r["subset"]), str(r["id"])): r for r in data.to_dict("records")}
+    retrievers = retrievers if retrievers is not None else pd.Series([None] * len(results), index=results.index)
+    functions: dict[str | None, Any] = {}
+    cache: dict[tuple, tuple[str, int, int, str, int]] = {}
+    out = []
+    for (subset, item_id, condition, retriever, stored) in zip(
+            results["subset"].astype(str), results["id"].astype(str), results["profile"].astype(str), retrievers,
+            results["pair_hash"] if "pair_hash" in results.columns else [None] * len(results), strict=True):
+        record = records.get((subset, item_id))
+        if record is None:
+            raise PRBError(f"The pair {subset}/{item_id} of the results is not in the benchmark data given.")
+        key = (subset, item_id, condition, retriever)
+        if key not in cache:
+            if retriever not in functions:
+                functions[retriever] = retriever_for(retriever)
+            message = rm_user_message(record, condition, retriever=functions[retriever])
+            posts = record.get("profile")
+            n_posts = len(posts) if posts is not None else 0
+            cond = parse_condition(condition)
+            shown = 0 if cond.k == 0 else (n_posts if cond.k is None else min(cond.k, n_posts))
+            digest = pair_hash(subset, item_id, message, record["chosen"], record["rejected"],
+                               category=str(record.get("category") or ""))
+            cache[key] = (str(record["question"]), shown, n_posts, digest, count(message))
+        question, shown, n_posts, digest, size = cache[key]
+        matches = pd.NA if stored is None or pd.isna(stored) else digest == stored
+        out.append({"question": question, "posts_shown": shown, "n_posts": n_posts, "input_size": size,
+                    "input_matches": matches})
+    frame = pd.DataFrame(out, index=results.index, columns=["question", "posts_shown", "n_posts", "input_size",
+                                                            "input_matches"])
+    frame.attrs["input_unit"] = unit
+    return frame
+
+
+# ------------------------------------------------------------------------------------------- the curve
+def _nominal_k(condition: str, n_posts: pd.Series) -> float:
+    cond = parse_condition(condition)
+    if cond.oracle:
+        return np.nan
+    if cond.k is None:
+        return float(n_posts.mean())
+    return float(cond.k)
+
+
+def profile_size_curve(
+    results: pd.DataFrame,
+    data: pd.DataFrame,
+    *,
+    run_metadata: pd.DataFrame | None = None,
+    tokenizer: Any = None,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+    level: float = LEVEL,
+) -> pd.DataFrame:
+    """Accuracy and mean RM-input size per model (job series), retriever and profile condition.
+
+    Columns :data:`CURVE_COLUMNS`. ``model`` is :func:`job_series` (the spec, plus what differs between jobs
+    of one spec); ``retriever`` is missing (NA) for ``none``, ``full`` and ``rubric`` (they belong to every
+    retriever's curve). ``ci_low``/``ci_high``: percentile bootstrap at ``level`` over questions (clusters: every pair of a
+    drawn question enters; fixed ``seed``). ``rubric`` rows have ``oracle`` True and ``k`` NaN. Ties and
+    invalids count as not correct. Rows sorted by model, retriever, oracle, k.
+    """
+    require_columns(results, ["profile", "subset", "id", "outcome", _spec_column(results)])
+    rows = results.reset_index(drop=True)
+    if rows.empty:
+        return pd.DataFrame(columns=CURVE_COLUMNS)
+    retrievers = job_retrievers(rows, run_metadata)
+    inputs = rm_inputs(rows, data, retrievers=retrievers, tokenizer=tokenizer)
+    frame = pd.concat([rows[["profile", "outcome"]], inputs], axis=1).assign(
+        model=job_series(rows, run_metadata).to_numpy(), retriever=retrievers.to_numpy())
+    frame["_key"] = frame["retriever"].fillna("")
+    table = []
+    for (model, key, condition), group in frame.groupby(["model", "_key", "profile"], sort=False):
+        correct = group["outcome"].eq("correct").to_numpy(dtype=float)
+        low, high = bootstrap_ci(correct, units=group["question"].to_numpy(), n_boot=n_boot, seed=seed, level=level)
+        table.append({
+            "model": model, "retriever": key or None, "profile": condition, "k": _nominal_k(condition, group["n_posts"]),
+            "oracle": is_oracle(condition), "n": len(group), "n_questions": group["question"].nunique(),
+            "correct": int(correct.sum()), "ties": int(group["outcome"].eq("tie").sum()),
+            "invalid": int(group["outcome"].eq("invalid").sum()), "accuracy": float(correct.mean()),
+            "ci_low": low, "ci_high": high, "posts_shown": float(group["posts_shown"].mean()),
+            "input_size": float(group["input_size"].mean()), "input_unit": inputs.attrs["input_unit"],
+        })
+    curve = pd.DataFrame(table, columns=CURVE_COLUMNS)
+    order = curve.assign(_r=curve["retriever"].fillna(""), _k=curve["k"].fillna(np.inf))
+    curve = curve.loc[order.sort_values(["model", "_r", "oracle", "_k"], kind="stable").index].reset_index(drop=True)
+    curve.attrs["input_mismatches"] = int((inputs["input_matches"] == False).sum())  # noqa: E712 (NA-aware)
+    return curve
+
+
+def curve_points(curve: pd.DataFrame, *, retriever: str = "bm25") -> pd.DataFrame:
+    """The points of one retriever's curve: ``none``, that retriever's ``top{K}`` rows and ``full``, by k
+    (the oracle left out)."""
+    keep = ~curve["oracle"].astype(bool) & (curve["retriever"].isna() | curve["retriever"].eq(retriever))
+    return curve[keep].sort_values(["model", "k"], kind="stable").reset_index(drop=True)
+
+
+def profile_size_plot(curve: pd.DataFrame, *, retriever: str = "bm25", ax: Any = None, title: str | None = None):
+    """Accuracy against k per model (with its clustered interval), and the mean RM-input size on a twin
+    axis (dashed, grey scale). The ``rubric`` oracle is a dotted horizontal line per model, labelled as an
+    oracle, never joined to the curve. Returns the accuracy Axes (``ax.figure`` is the Figure).
+
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import pandas as pd
+    >>> curve = pd.DataFrame({"model": "m", "retriever": [None, None, None], "profile": ["none", "full", "rubric"],
+    ...     "k": [0.0, 4.0, float("nan")], "oracle": [False, False, True], "accuracy": [0.5, 0.6, 0.9],
+    ...     "ci_low": [0.4, 0.5, 0.8], "ci_high": [0.6, 0.7, 1.0], "input_size": [10.0, 50.0, 30.0],
+    ...     "input_unit": "characters"})
+    >>> ax = profile_size_plot(curve)
+    >>> ax.right_ax.get_ylabel()
+    'mean RM input (characters)'
+    >>> import matplotlib.pyplot as plt; plt.close("all")
+    """
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    require_columns(curve, ["model", "k", "oracle", "accuracy", "ci_low", "ci_high", "input_size", "input_unit"],
+                    what="profile-size curve")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7.5, 4.5))
+    points = curve_points(curve, retriever=retriever)
+    oracle = curve[curve["oracle"].astype(bool)]
+    models = list(dict.fromkeys([*points["model"], *oracle["model"]]))
+    colours = dict(zip(models, sns.color_palette("colorblind", max(len(models), 1)), strict=False))
+    right = ax.twinx()
+    for model, group in points.groupby("model", sort=False):
+        colour = colours[model]
+        err = np.vstack([group["accuracy"] - group["ci_low"], group["ci_high"] - group["accuracy"]]).clip(min=0)
+        ax.errorbar(group["k"], group["accuracy"], yerr=err, marker="o", capsize=3, color=colour, label=model)
+        right.plot(group["k"], group["input_size"], linestyle="--", marker=".", color=colour, alpha=0.45)
+    for _, row in oracle.iterrows():
+        ax.axhline(row["accuracy"], linestyle=":", color=colours[row["model"]],
+                   label=f"{row['model']}: {row['profile']} (oracle)")
+    ax.axhline(0.5, color="grey", linewidth=0.8)
+    unit = str(curve["input_unit"].iloc[0]) if len(curve) else "characters"
+    ax.plot([], [], linestyle="--", color="grey", alpha=0.6, label=f"mean RM input ({unit}, right axis)")
+    ticks = points.drop_duplicates("profile").sort_values("k")
+    if len(ticks):
+        ax.set_xticks(ticks["k"].to_numpy(), [f"{k:g}\n{c}" for k, c in zip(ticks["k"], ticks["profile"], strict=True)])
+    ax.set_xlabel("profile posts shown to the RM (k; none = 0, full = all posts)")
+    ax.set_ylabel("accuracy (95% CI, clustered by question)")
+    right.set_ylabel(f"mean RM input ({unit})")
+    right.grid(False)
+    ax.set_ylim(0, 1)
+    ax.set_title(title or f"Accuracy and RM input size by profile size ({retriever} top-k)")
+    ax.legend(fontsize="small", loc="lower right")
+    ax.right_ax = right
+    return ax
+
+
+# ----------------------------------------------------------------------------------- ablation, oracle gap
+def retrieval_ablation(
+    results: pd.DataFrame,
+    *,
+    run_metadata: pd.DataFrame | None = None,
+    baseline: str = "bm25",
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+    level: float = LEVEL,
+) -> pd.DataFrame:
+    """Per model and ``top{K}`` condition, each other retriever (random, least, dense) against ``baseline`` on
+    the same pairs (:func:`prb_utils.analysis.metrics.compare`: ``diff`` = other − baseline, paired bootstrap
+    CI, exact McNemar, Holm). Empty when the store holds one retriever only.
+    """
+    rows = results.reset_index(drop=True)
+    retrievers = job_retrievers(rows, run_metadata)
+    top = rows.assign(retriever=retrievers, model=job_series(rows, run_metadata).to_numpy())[retrievers.notna()]
+    if top.empty or top["retriever"].nunique() < 2:
+        return pd.DataFrame()
+    top = top.drop(columns=[c for c in ("model_spec", "job_label") if c in top.columns])
+    table = compare(top, "retriever", baseline=baseline if baseline in set(top["retriever"]) else None,
+                    by=["model", "profile"], n_boot=n_boot, seed=seed, level=level)
+    return table.rename(columns={"level_a": "baseline", "level_b": "retriever"})
+
+
+def oracle_gap(
+    results: pd.DataFrame,
+    *,
+    run_metadata: pd.DataFrame | None = None,
+    reference: str = "full",
+    oracle: str = "rubric",
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+    level: float = LEVEL,
+) -> pd.DataFrame:
+    """Per model, accuracy under the oracle ``rubric`` minus accuracy under ``reference`` (``full``) on the same
+    pairs (``model`` is :func:`job_series`, so the ``rubric`` job, whose key carries a retriever option, meets
+    the ``full`` job of the same model): columns ``model, reference, oracle, n_pairs, accuracy_reference, accuracy_oracle, gap, ci_low,
+    ci_high, p_value, p_holm, is_oracle`` (always True: the row is a diagnostic, not a benchmark result).
+
+    A large gap says the RM can apply the preference once told it but cannot infer it from the posts; a small
+    gap with low accuracy says it cannot apply it either. Empty when either condition is missing.
+
+    >>> import pandas as pd
+    >>> rows = pd.DataFrame({"model": "m", "profile": ["full"] * 2 + ["rubric"] * 2, "subset": "s",
+    ...                      "id": ["1", "2"] * 2, "outcome": ["wrong", "correct", "correct", "correct"]})
+    >>> oracle_gap(rows, n_boot=100)[["model", "n_pairs", "accuracy_reference", "accuracy_oracle", "gap"]]
+      model  n_pairs  accuracy_reference  accuracy_oracle  gap
+    0     m        2                 0.5              1.0  0.5
+    """
+    if not is_oracle(oracle):
+        raise PRBError(f"{oracle!r} is not an oracle profile condition.")
+    rows = results[results["profile"].astype(str).isin([reference, oracle])]
+    if rows.empty or rows["profile"].nunique() < 2:
+        return pd.DataFrame()
+    rows = rows.assign(model=job_series(rows, run_metadata).to_numpy())
+    rows = rows.drop(columns=[c for c in ("job_label", "model_spec") if c in rows.columns])
+    table = compare(rows, "profile", baseline=reference, by=["model"], n_boot=n_boot, seed=seed, level=level)
+    table = table.rename(columns={"level_a": "reference", "level_b": "oracle", "accuracy_a": "accuracy_reference",
+                                  "accuracy_b": "accuracy_oracle", "diff": "gap"})
+    table["is_oracle"] = True
+    return table[["model", "reference", "oracle", "n_pairs", "accuracy_reference", "accuracy_oracle", "gap",
+                  "ci_low", "ci_high", "p_value", "p_holm", "is_oracle"]]
+
+
+def missing_sections(results: pd.DataFrame, run_metadata: pd.DataFrame | None = None) -> Mapping[str, str]:
+    """What the store lacks for each section of the diagnostics notebook, as ``{section: command}``: the
+    command that fills it (empty when the section has something to show)."""
+    conditions = set(results["profile"].astype(str)) if len(results) else set()
+    retrievers: set[str] = set()
+    if len(results):
+        try:
+            retrievers = {r for r in job_retrievers(results, run_metadata) if r}
+        except PRBError:
+            retrievers = set()
+    top = sorted((c for c in conditions if c.startswith("top")), key=lambda c: int(c[3:])) or ["top3"]
+    need: dict[str, str] = {}
+    if len(conditions - {"rubric"}) < 2:
+        need["curve"] = "prb score --data sample --model length --profile none --profile top3 --profile full"
+    if len(retrievers) < 2:
+        need["ablation"] = (f"prb score --data sample --model length --profile {top[0]} --retriever random "
+                            f"(and --retriever least)")
+    if not {"full", "rubric"} <= conditions:
+        need["oracle"] = "prb score --data sample --model length --profile full --profile rubric"
+    return need
+

