@@ -26,7 +26,7 @@ test-fast: $(STAMP)
 
 # optional: the offline Best-of-N pipeline on the sample (smollm2 policy, default zoo, proxy judge)
 bon: $(STAMP)
-	$(BIN)/python -m prb_utils.downstream.pipeline --data sample --out results
+	$(BIN)/prb bon --data sample --results results
 
 lint: $(STAMP)
 	$(BIN)/ruff check prb_utils tests bench notebooks

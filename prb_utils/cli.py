@@ -1,4 +1,4 @@
-"""The ``prb`` command line: validate, models, score, summarize, report.
+"""The ``prb`` command line: validate, models, score, summarize, report, bon, export.
 
 Exit codes: 0 success; 2 for anything the user can fix (one plain sentence on stderr, no traceback);
 130 after Ctrl-C (scores already computed are kept; re-run the same command to resume).
@@ -109,6 +109,24 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scoring_options(p, default_models=DEFAULT_ZOO)
     p.add_argument("--out", type=_folder_name, default="reports", help="report folder (default: reports)")
     p.add_argument("--results", type=_folder_name, default="results", help="store folder (default: results)")
+
+    p = sub.add_parser("bon", help="Best-of-N: sample answers, score them with every RM, judge them, best-of-k curves",
+                       description="The offline Best-of-N pipeline: the policy samples N answers per question, every "
+                                   "RM scores them, a rubric judge rates them, and the exact best-of-k curves with "
+                                   "95%% CIs follow; everything is cached under RESULTS/bon, so a rerun reuses it.")
+    _add_data_options(p, required=False)
+    p.add_argument("--model", action="append", default=None, metavar="SPEC",
+                   help=f"RM spec (repeatable); default: {' '.join(DEFAULT_ZOO)}")
+    p.add_argument("--results", type=_folder_name, default="results",
+                   help="store folder; the BoN files go to RESULTS/bon (default: results)")
+    p.add_argument("--policy", default="smollm2", help="the model that samples the answers (default: smollm2)")
+    p.add_argument("--n", type=_positive_int, default=8, help="answers sampled per question (default: 8)")
+    p.add_argument("--judge", default="proxy", help="rubric judge: proxy (MiniLM similarity) or llm:NAME")
+    p.add_argument("--rm-profile", default="top3", metavar="COND",
+                   help="profile condition of the RMs' input (default: top3)")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
     p = sub.add_parser("export", help="write the store in another tool's format (every_eval_ever, rewardbench)",
                        description="One export per scoring job; the oracle condition rubric is marked in every file.")
@@ -335,8 +353,26 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bon(args: argparse.Namespace) -> int:
+    from prb_utils.downstream.pipeline import run_bon_pipeline
+    from prb_utils.profile import parse_condition
+
+    parse_condition(args.rm_profile)
+    data = _load(args)
+    _check_writable(args.results)
+    run = run_bon_pipeline(data, out=args.results, policy=args.policy, n_samples=args.n,
+                           models=args.model or list(DEFAULT_ZOO), rm_profile=args.rm_profile, judge=args.judge,
+                           device=args.device, seed=args.seed, progress=not args.no_progress)
+    table = run.curves[run.curves["method"] == "exact"].pivot_table(index="model", columns="k", values="mean")
+    print(f"Expected best-of-k rubric quality ({run.judge}{', a PROXY judge' if run.judge_proxy else ''}):")
+    print(table.round(3).to_string())
+    print("Timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in run.timings.items()))
+    print(f"Files in {Path(args.results) / 'bon'}; figures: {', '.join(p.name for p in run.figures)}")
+    return 0
+
+
 COMMANDS = {"validate": cmd_validate, "models": cmd_models, "score": cmd_score,
-            "summarize": cmd_summarize, "report": cmd_report, "export": cmd_export}
+            "summarize": cmd_summarize, "report": cmd_report, "bon": cmd_bon, "export": cmd_export}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

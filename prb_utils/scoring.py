@@ -155,8 +155,10 @@ def job_options(
         options["tokenization"] = tokenization
     if kind == "judge":
         options.update(judge_mode=judge_mode, judge_template=_template_id(judge_template))
-    if condition not in ("none", "full"):
+    if condition.startswith("top"):  # only top{K} retrieves posts (none, full and rubric do not)
         options["retriever"] = retriever or "bm25"
+        if options["retriever"] == "random":
+            options["retriever_seed"] = int(seed)  # baselines carry no seed of their own
         if options["retriever"].startswith("dense:"):
             options["retriever_fingerprint"] = _fingerprint("embedding:" + options["retriever"].split(":", 1)[1])
     return options
@@ -182,14 +184,14 @@ def _condition_name(condition: Any) -> str:
     return parse_condition(condition).name
 
 
-def _retriever(spec: str | None) -> Callable[..., list[int]] | None:
+def _retriever(spec: str | None, seed: int = 0) -> Callable[..., list[int]] | None:
     from prb_utils.profile import make_retriever
 
     if spec and spec.startswith("dense:"):
         from prb_utils.models.embedding import load_encoder
 
         return make_retriever(spec, embed=load_encoder(spec.split(":", 1)[1]))
-    return make_retriever(spec)
+    return make_retriever(spec, seed=seed)
 
 
 def _user_message(row: Mapping[str, Any], condition: str, retriever: Callable[..., list[int]] | None) -> str:
@@ -484,7 +486,7 @@ def score_benchmark(
     fingerprint = data_fingerprint(data) if len(data) else None
     conditions = list(dict.fromkeys(_condition_name(c) for c in profiles))
     retriever_name = retriever or "bm25"
-    find_posts = _retriever(retriever_name) if any(c not in ("none", "full") for c in conditions) else None
+    find_posts = _retriever(retriever_name, seed) if any(c.startswith("top") for c in conditions) else None
     pairs_by_condition = {c: _build_pairs(records, c, find_posts) for c in conditions}
     load_options = dict(device=device, dtype=dtype, batch_tokens=batch_tokens, judge_mode=judge_mode,
                         judge_template=judge_template, seed=seed, tokenization=tokenization,

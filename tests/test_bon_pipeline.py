@@ -76,3 +76,18 @@ def test_pipeline_end_to_end_and_rerun(tmp_path, tiny_lm_dir):
     assert list(again.agreement["metric"][:2]) == ["spearman", "kendall"]
     assert {"prb_vs_bon_scatter.png", "prb_vs_bon_rank_rank.png", "prb_vs_bon_agreement.png"} <= {
         p.name for p in again.figures}
+
+
+def test_prb_bon_on_the_command_line(tmp_path, tiny_lm_dir, capsys):
+    from prb_utils.cli import main
+
+    args = ["bon", "--data", "sample", "--limit", "1", "--model", "length", "--model", "lexical", "--policy",
+            str(tiny_lm_dir), "--n", "2", "--device", "cpu", "--results", str(tmp_path), "--no-progress"]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "Expected best-of-k rubric quality (proxy:minilm, a PROXY judge)" in printed
+    curves = pd.read_csv(tmp_path / "bon" / "curves.csv")
+    assert set(curves["model"]) >= {"length", "lexical", "oracle", "random"} and set(curves["k"]) == {1, 2}
+    assert main([*args, "--judge", "gpt"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["prb: Unknown rubric judge 'gpt'; use 'proxy' (MiniLM similarity) or 'llm:NAME'."]

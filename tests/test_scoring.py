@@ -625,3 +625,15 @@ def test_real_baselines_through_load_model(tmp_path):
     assert (length["outcome"] == "correct").tolist() == longer.tolist()
     second = run(data, ["length", "lexical"], ["none", "top1"], out=tmp_path)
     pd.testing.assert_frame_equal(first, second)
+
+
+def test_random_retrieval_follows_the_seed_and_only_top_k_carries_a_retriever():
+    top = scoring.job_options("length", "top2", retriever="random", seed=1)
+    assert top["retriever"] == "random" and top["retriever_seed"] == 1
+    assert scoring.job_options("length", "top2", retriever="random", seed=2) != top
+    assert "retriever_seed" not in scoring.job_options("length", "top2", retriever="bm25", seed=1)
+    for condition in ("none", "full", "rubric"):
+        assert "retriever" not in scoring.job_options("length", condition, retriever="random")
+    posts = [f"post number {i}" for i in range(12)]
+    picks = {seed: scoring._retriever("random", seed)("question", posts, 3) for seed in (1, 2, 1)}
+    assert picks[1] == scoring._retriever("random", 1)("question", posts, 3) and picks[1] != picks[2]

@@ -102,28 +102,56 @@ class ChatGenerator:
         top_p: float = 0.9,
         seed: int = 0,
     ) -> list[str]:
-        """``n`` sampled replies to one user message. The prompt is encoded once and its KV cache shared by
-        the ``n`` sequences (the same text as ``generate(..., num_return_sequences=n)``, without ``n``
-        prefills)."""
+        """``n`` sampled replies to one user message (:meth:`sample_batch` with one message)."""
+        return self.sample_batch([user], n, system=system, max_new_tokens=max_new_tokens, temperature=temperature,
+                                 top_p=top_p, seed=seed)[0]
+
+    def sample_batch(
+        self,
+        users: Sequence[str],
+        n: int,
+        *,
+        system: str | None = None,
+        max_new_tokens: int = 128,
+        temperature: float = 1.0,
+        top_p: float = 0.9,
+        seed: int = 0,
+    ) -> list[list[str]]:
+        """``n`` sampled replies to each user message, all in one ``generate`` call.
+
+        The messages are left-padded into one batch; each prompt is encoded once (one prefill row per
+        message, not ``n``) and its KV cache is repeated for the ``n`` sequences, which then decode together
+        (``len(users) * n`` rows per step). The text is what ``generate(users, num_return_sequences=n)`` gives
+        for the same batch and seed, without the ``n``-fold prefill. Seeded per call: the same messages in
+        the same order give the same replies on the same machine and library versions.
+        """
         import warnings
 
         import torch
 
         if n < 1 or temperature <= 0:
-            raise PRBError("sample_n needs n >= 1 and a temperature > 0.")
-        enc = self.tokenizer([self.render(user, system)], return_tensors="pt", add_special_tokens=False)
-        ids = enc["input_ids"].to(self.model.device)
+            raise PRBError("sampling needs n >= 1 and a temperature > 0.")
+        if not users:
+            return []
+        texts = [self.render(u, system) for u in users]
+        enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        device = self.model.device
+        ids, mask = enc["input_ids"].to(device), enc["attention_mask"].to(device)
         kwargs: dict[str, Any] = {"max_new_tokens": int(max_new_tokens), "pad_token_id": self.tokenizer.pad_token_id,
                                   "do_sample": True, "temperature": float(temperature), "top_p": float(top_p)}
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
             if ids.shape[1] > 1:
-                prefix = self.model(ids[:, :-1], use_cache=True)
+                # the prompt minus its last token runs once per message; generate() feeds the last token itself
+                positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
+                prefix = self.model(ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions[:, :-1],
+                                    use_cache=True)
                 name = "cache" if getattr(prefix, "cache", None) is not None else "past_key_values"
                 cache = getattr(prefix, name)  # transformers >= 5.x names it ``cache``
                 cache.batch_repeat_interleave(n)
                 kwargs[name] = cache
             torch.manual_seed(int(seed))
-            batch = ids.repeat(n, 1)
-            out = self.model.generate(batch, attention_mask=torch.ones_like(batch), **kwargs)
-        return [t.strip() for t in self.tokenizer.batch_decode(out[:, ids.shape[1]:], skip_special_tokens=True)]
+            out = self.model.generate(ids.repeat_interleave(n, dim=0), attention_mask=mask.repeat_interleave(n, dim=0),
+                                      **kwargs)
+        replies = self.tokenizer.batch_decode(out[:, ids.shape[1]:], skip_special_tokens=True)
+        return [[t.strip() for t in replies[i * n:(i + 1) * n]] for i in range(len(users))]

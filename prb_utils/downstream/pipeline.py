@@ -414,36 +414,3 @@ def _figures(curves: pd.DataFrame, gains: pd.DataFrame | None, metrics: pd.DataF
         save(coefficient_bars(agreement, title=f"PRB accuracy vs best-of-{kmax} ({'proxy judge' if proxy else judge_name})"),
              "prb_vs_bon_agreement.png")
     return paths
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m prb_utils.downstream.pipeline [--data sample] [--out results] [--n 8] [--limit N] [--judge proxy]``."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m prb_utils.downstream.pipeline", description=__doc__.split("\n")[0])
-    parser.add_argument("--data", default="sample", help="benchmark source (default: the shipped sample)")
-    parser.add_argument("--out", default="results", help="store folder; BoN files go to OUT/bon")
-    parser.add_argument("--n", type=int, default=8, help="answers sampled per question")
-    parser.add_argument("--limit", type=int, default=None, help="first N questions of each subset")
-    parser.add_argument("--model", action="append", default=None, help="RM spec (repeatable; default: the zoo)")
-    parser.add_argument("--judge", default="proxy", help="rubric judge: proxy or llm:NAME")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    try:
-        run = run_bon_pipeline(args.data, out=args.out, n_samples=args.n, limit=args.limit,
-                               models=args.model or DEFAULT_ZOO, judge=args.judge, device=args.device,
-                               seed=args.seed)
-    except PRBError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    table = run.curves[run.curves["method"] == "exact"].pivot_table(index="model", columns="k", values="mean")
-    print(f"best-of-k rubric quality ({run.judge}{', a PROXY judge' if run.judge_proxy else ''}):")
-    print(table.round(3).to_string())
-    print("timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in run.timings.items()))
-    print(f"figures: {', '.join(str(p) for p in run.figures)}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
