@@ -157,8 +157,8 @@ def job_options(
         options.update(judge_mode=judge_mode, judge_template=_template_id(judge_template))
     if condition.startswith("top"):  # only top{K} retrieves posts (none, full and rubric do not)
         options["retriever"] = retriever or "bm25"
-        if options["retriever"] == "random":
-            options["retriever_seed"] = int(seed)  # baselines carry no seed of their own
+        if options["retriever"] == "random" and int(seed) != 0:
+            options["retriever_seed"] = int(seed)  # baselines carry no seed of their own (seed 0: no key change)
         if options["retriever"].startswith("dense:"):
             options["retriever_fingerprint"] = _fingerprint("embedding:" + options["retriever"].split(":", 1)[1])
     return options

@@ -631,6 +631,7 @@ def test_random_retrieval_follows_the_seed_and_only_top_k_carries_a_retriever():
     top = scoring.job_options("length", "top2", retriever="random", seed=1)
     assert top["retriever"] == "random" and top["retriever_seed"] == 1
     assert scoring.job_options("length", "top2", retriever="random", seed=2) != top
+    assert "retriever_seed" not in scoring.job_options("length", "top2", retriever="random", seed=0)
     assert "retriever_seed" not in scoring.job_options("length", "top2", retriever="bm25", seed=1)
     for condition in ("none", "full", "rubric"):
         assert "retriever" not in scoring.job_options("length", condition, retriever="random")
