@@ -29,3 +29,13 @@ def test_greedy_generate_and_errors(gen):
     assert gen.generate(["one"], max_new_tokens=5) == a[:1]
     with pytest.raises(PRBError):
         gen.sample_n("x", 2, temperature=0.0)
+
+
+def test_sample_batch_matches_plain_generate_on_a_padded_batch(gen):
+    users = ["a short question", "a much longer question about cheap travel in the mountains with children"]
+    batched = gen.sample_batch(users, 3, max_new_tokens=8, temperature=1.0, top_p=0.9, seed=7)
+    plain = gen.generate(users, max_new_tokens=8, temperature=1.0, top_p=0.9, seed=7, num_return_sequences=3)
+    assert batched == plain
+    assert [len(replies) for replies in batched] == [3, 3]
+    assert gen.sample_batch(users, 3, max_new_tokens=8, seed=7) == batched
+    assert gen.sample_batch([], 3) == []

@@ -145,7 +145,7 @@ class ChatGenerator:
                 # the prompt minus its last token runs once per message; generate() feeds the last token itself
                 positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
                 prefix = self.model(ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions[:, :-1],
-                                    use_cache=True)
+                                    use_cache=True, logits_to_keep=1)  # only the cache is needed, not the logits
                 name = "cache" if getattr(prefix, "cache", None) is not None else "past_key_values"
                 cache = getattr(prefix, name)  # transformers >= 5.x names it ``cache``
                 cache.batch_repeat_interleave(n)

@@ -40,7 +40,7 @@ from prb_utils.downstream.bon import bon_curves, bon_metrics
 from prb_utils.errors import PRBError
 from prb_utils.schema import DEFAULT_ZOO, stable_hash
 
-PIPELINE_VERSION = 1
+PIPELINE_VERSION = 2  # 2: questions sampled in batches
 
 POLICY_SYSTEM = "You are a helpful assistant who writes personalized answers."
 POLICY_PROMPT = """Answer the question below so that it suits this particular user. Their earlier posts \
@@ -95,22 +95,31 @@ def policy_prompt(record: dict[str, Any], *, posts: int = 5) -> str:
 
 def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, policy: str = "smollm2", n_samples: int = 8,
                    seed: int = 0, max_new_tokens: int = 80, temperature: float = 1.0, top_p: float = 0.9,
-                   policy_posts: int = 5, device: str = "auto", progress: bool = True) -> pd.DataFrame:
+                   policy_posts: int = 5, batch_questions: int = 8, device: str = "auto",
+                   progress: bool = True) -> pd.DataFrame:
     """N answers per record (columns subset, id, sample_idx, response, prompt_hash, policy), cached.
 
-    Cached per (policy, sampling options) in ``<out>/bon/samples/<key>.parquet``; a question is sampled
-    again only when its prompt changed.
+    Questions are sampled ``batch_questions`` at a time in one ``generate`` call
+    (:meth:`~prb_utils.downstream.generation.ChatGenerator.sample_batch`: one prefill per question, its KV
+    cache shared by the question's ``n_samples`` sequences, and all of them decoded together), seeded per
+    batch. Cached per (policy, sampling options) in ``<out>/bon/samples/<key>.parquet`` after each batch, so a
+    killed run resumes; a question is sampled again only when its prompt changed. The answers a question gets
+    depend on the batch it was sampled in (the random stream is shared), not only on the seed.
     """
+    from tqdm.auto import tqdm
+
     if n_samples < 1:
         raise PRBError(f"n_samples must be at least 1, got {n_samples}.")
+    if batch_questions < 1:
+        raise PRBError(f"batch_questions must be at least 1, got {batch_questions}.")
     options = {"policy": policy, "n": n_samples, "seed": seed, "max_new_tokens": max_new_tokens,
-               "temperature": temperature, "top_p": top_p, "posts": policy_posts, "v": PIPELINE_VERSION}
+               "temperature": temperature, "top_p": top_p, "posts": policy_posts, "batch": batch_questions,
+               "v": PIPELINE_VERSION}
     path = Path(out) / "bon" / "samples" / f"{stable_hash(options)}.parquet"
     cached = _read_parquet(path)
     have = {} if cached is None else {(s, i): h for (s, i), h in
                                       cached.groupby(["subset", "id"])["prompt_hash"].first().items()}
     parts = [] if cached is None else [cached]
-    generator = None
     todo = []
     for record in data.to_dict("records"):
         prompt = policy_prompt(record, posts=policy_posts)
@@ -121,20 +130,25 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, policy: str = 
         from prb_utils.downstream.generation import ChatGenerator
 
         generator = ChatGenerator(policy, device=device)
-        started = time.time()
-        for done, ((subset, qid), prompt) in enumerate(todo, 1):
-            qseed = seed + int(stable_hash([subset, qid], length=8), 16) % (2**31)
-            answers = generator.sample_n(prompt, n_samples, system=POLICY_SYSTEM, max_new_tokens=max_new_tokens,
-                                         temperature=temperature, top_p=top_p, seed=qseed)
-            new = pd.DataFrame({"subset": subset, "id": qid, "sample_idx": range(n_samples), "response": answers,
-                                "prompt_hash": stable_hash(prompt), "policy": policy})
-            parts = [p[~((p["subset"] == subset) & (p["id"] == qid))] for p in parts] + [new]
-            _write_parquet(pd.concat(parts, ignore_index=True), path)  # after each question: resumable
-            if progress:
-                print(f"\rsampling {done}/{len(todo)} questions ({time.time() - started:.0f} s)", end="",
-                      file=sys.stderr, flush=True)
-        if progress:
-            print(file=sys.stderr)
+        bar = tqdm(total=len(todo), unit="questions", desc=f"sampling {n_samples} answers per question",
+                   disable=not progress, file=sys.stderr, dynamic_ncols=True)
+        for start in range(0, len(todo), batch_questions):
+            batch = todo[start:start + batch_questions]
+            (first_subset, first_id), _ = batch[0]
+            batch_seed = seed + int(stable_hash([first_subset, first_id], length=8), 16) % (2**31)
+            answers = generator.sample_batch([prompt for _, prompt in batch], n_samples, system=POLICY_SYSTEM,
+                                             max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                                             seed=batch_seed)
+            new = pd.concat([pd.DataFrame({"subset": subset, "id": qid, "sample_idx": range(n_samples),
+                                           "response": replies, "prompt_hash": stable_hash(prompt),
+                                           "policy": policy})
+                             for ((subset, qid), prompt), replies in zip(batch, answers, strict=True)],
+                            ignore_index=True)
+            done = set(zip(new["subset"], new["id"], strict=True))
+            parts = [p[[k not in done for k in zip(p["subset"], p["id"], strict=True)]] for p in parts] + [new]
+            _write_parquet(pd.concat(parts, ignore_index=True), path)  # after each batch: resumable
+            bar.update(len(batch))
+        bar.close()
     samples = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
     keys = pd.DataFrame({"subset": data["subset"].astype(str), "id": data["id"].astype(str)})
     return keys.merge(samples, on=["subset", "id"], how="inner").sort_values(
@@ -293,6 +307,7 @@ def run_bon_pipeline(
     temperature: float = 1.0,
     top_p: float = 0.9,
     policy_posts: int = 5,
+    batch_questions: int = 8,
     limit: int | None = None,
     device: str = "auto",
     figures: bool = True,
@@ -327,7 +342,8 @@ def run_bon_pipeline(
     t = time.time()
     samples = sample_answers(data, out=out, policy=policy, n_samples=n_samples, seed=seed,
                              max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                             policy_posts=policy_posts, device=device, progress=progress)
+                             policy_posts=policy_posts, batch_questions=batch_questions, device=device,
+                             progress=progress)
     timings["sample"] = time.time() - t
     t = time.time()
     scores = score_samples(data, samples, out=out, models=models, rm_profile=rm_profile,
