@@ -348,9 +348,10 @@ BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networkin
 LOCAL_SCHEMES = ("file:", "data:", "about:", "blob:")
 
 
-def _open_offline(pages: list[Path], *, width: int = 1280) -> dict[str, dict]:
+def _open_offline(pages: list[Path], *, width: int = 1280, probe=None) -> dict[str, dict]:
     """Load each page in headless Chromium with every request that is not a local file aborted; per page:
-    the requests that tried to leave, console errors, page errors, title, width, and the first link."""
+    the requests that tried to leave, console errors, page errors, title, width, the first link, and what
+    ``probe(page)`` returns (``probe``, when given, acts on the loaded page)."""
     from playwright.sync_api import sync_playwright
 
     seen: dict[str, dict] = {}
@@ -381,6 +382,7 @@ def _open_offline(pages: list[Path], *, width: int = 1280) -> dict[str, dict]:
                     width=page.evaluate("document.documentElement.scrollWidth"),
                     first_link=page.evaluate("(() => { const a = document.querySelector('body a[href]');"
                                              " return a ? a.getAttribute('href') : null; })()"),
+                    probe=probe(page) if probe is not None else None,
                 )
                 seen[path.name] = dict(current)
         finally:
@@ -426,3 +428,44 @@ def test_the_index_fits_a_1280_px_window_with_a_wide_store(tmp_path, capsys):
     facts = _open_offline([index])["index.html"]
     assert facts["width"] <= 1280, facts
     assert facts["blocked"] == [] and facts["console"] == [] and facts["errors"] == []
+
+
+def _pair_list_probe(page) -> dict:
+    """On 01's page: the pair table's rows with every row shown, the rows left by searching a pair id and a
+    category, and where a click on the found row's link lands."""
+    rows = "#prb-pair-list tbody tr"
+    page.wait_for_selector("#prb-pair-list.dataTable")  # DataTables ran, from the page's own bundle
+    facts = {"info": page.inner_text(".dt-info")}
+    page.select_option(".dt-length select", "-1")  # every row on one page
+    facts["hrefs"] = page.eval_on_selector_all(f"{rows} a", "links => links.map(a => a.getAttribute('href'))")
+    page.fill(".dt-search input", "cooking")
+    facts["cooking"] = page.eval_on_selector_all(rows, "trs => trs.map(tr => tr.innerText)")
+    page.fill(".dt-search input", "soc-013")
+    facts["found"] = page.eval_on_selector_all(f"{rows} a", "links => links.map(a => a.getAttribute('href'))")
+    page.click(f"{rows} a")
+    facts["hash"] = page.evaluate("location.hash")
+    facts["target"] = page.evaluate("""(() => { const el = document.getElementById(location.hash.slice(1));
+        return el ? {top: el.getBoundingClientRect().top, height: window.innerHeight, scrolled: window.scrollY,
+                     tag: el.tagName} : null; })()""")
+    return facts
+
+
+def test_the_pair_table_lists_every_pair_searches_and_links_to_cards(report, sample_report):
+    from prb_utils.data import load_benchmark
+    from prb_utils.notebook.pair_view import pair_anchor
+
+    bench = load_benchmark(str(sample_report.root / "bench"))
+    facts = _open_offline([report / "01_pair_inspection.html"], probe=_pair_list_probe)["01_pair_inspection.html"]
+    assert facts["blocked"] == [] and facts["console"] == [] and facts["errors"] == [], facts
+    probe = facts["probe"]
+    assert probe["info"].endswith(f"of {len(bench)} entries") and len(bench) == 42
+    expected = [f"#{pair_anchor(s, i)}" for s, i in zip(bench["subset"], bench["id"], strict=True)]
+    assert sorted(probe["hrefs"]) == sorted(expected)  # every sample pair, each once
+    cooking = int((bench["category"] == "cooking").sum())
+    assert cooking <= len(probe["cooking"]) < len(bench)  # the search box filters the rows
+    assert all("cooking" in row.lower() for row in probe["cooking"])
+    assert probe["found"] == ["#pair-Society_and_Culture-soc-013"]
+    assert probe["hash"] == "#pair-Society_and_Culture-soc-013"
+    target = probe["target"]
+    assert target is not None, "no element has the id the row links to"
+    assert target["scrolled"] > 0 and 0 <= target["top"] < target["height"]  # the card is in view

@@ -4,7 +4,9 @@
 highlighted), the rubric aspects and the narrative (the answer key the RM never sees), chosen and rejected
 side by side with a word-level diff, and every model's scores for the pair. :func:`pair_summary` gives one
 row per pair with what the models did on it, and :func:`filter_pairs` picks the pairs a question is about
-(model disagreement, a profile that flips the verdict, wrong verdicts).
+(model disagreement, a profile that flips the verdict, wrong verdicts). :func:`pair_list_html` is that list
+as a searchable, sortable table (itables, its JavaScript embedded: it works offline) whose rows link to the
+pairs' cards, each carrying the stable anchor of :func:`pair_anchor`.
 
 >>> a, b = word_diff("use a cheap pan", "use a cast-iron pan")
 >>> "cheap" in a and "cast-iron" in b and "prb-only" in a
@@ -32,9 +34,15 @@ _REJECTED_MARK = "background:#f6c1c1;border-radius:2px"
 _BOX = "border:1px solid #ccc;border-radius:6px;padding:8px 10px;margin:6px 0"
 
 
-#: Notebook frontends right-align table cells; these views read as text, so left-align them.
+#: Notebook frontends right-align table cells; these views read as text, so left-align them. Widget HTML
+#: inherits the widgets' 28 px line height (text reads double-spaced): reset it. The lab CSS breaks ``pre``
+#: text anywhere (``word-break: break-all``): break words only where a long token must be broken.
 VIEW_STYLE = ("<style>.prb-view td, .prb-view th { text-align: left !important; vertical-align: top; }"
-              " .prb-view table { margin: 0; }</style>")
+              " .prb-view table { margin: 0; } .prb-view { line-height: 1.45; }"
+              " .prb-view pre { word-break: normal !important; overflow-wrap: anywhere; }</style>")
+#: Inline style of a box that shows an RM input (pre-formatted text that wraps between words).
+PRE_WRAP = "white-space:pre-wrap;word-break:normal;overflow-wrap:anywhere"
+_ANCHOR_UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]+")
 
 
 def view(body: str) -> str:
@@ -43,7 +51,20 @@ def view(body: str) -> str:
 
 
 def esc(text: Any) -> str:
+    """``text`` escaped for HTML text and attribute values."""
     return html.escape(str(text), quote=True)
+
+
+def pair_anchor(subset: Any, pair_id: Any) -> str:
+    """The stable HTML id of a pair's card, ``pair-<subset>-<id>`` (characters not allowed in an id
+    become ``_``).
+
+    >>> pair_anchor("Art_and_Entertainment", "art-001")
+    'pair-Art_and_Entertainment-art-001'
+    >>> pair_anchor("my subset", "a/b")
+    'pair-my_subset-a_b'
+    """
+    return f"pair-{_ANCHOR_UNSAFE.sub('_', str(subset))}-{_ANCHOR_UNSAFE.sub('_', str(pair_id))}"
 
 
 def _mark(words: Sequence[str], style: str) -> str:
@@ -146,8 +167,9 @@ def pair_html(
     """HTML of one pair: question, profile posts (those ``condition`` selects highlighted), rubric aspects
     and narrative (when ``show_key``), chosen vs rejected with a word diff, and every model's scores."""
     chosen_html, rejected_html = word_diff(str(record["chosen"]), str(record["rejected"]))
+    anchor = pair_anchor(record.get("subset", ""), record["id"])
     parts = [
-        '<div class="prb-pair" style="font-family:sans-serif;max-width:1100px">',
+        f'<div class="prb-pair" id="{anchor}" style="font-family:sans-serif;max-width:1100px">',
         f"<h3>{esc(record.get('subset', ''))} / {esc(record['id'])}"
         f" <small>({esc(record.get('category') or 'no category')})</small></h3>",
         f'<div style="{_BOX};background:#f4f8ff"><b>Question.</b> {esc(record["question"])}</div>',
@@ -220,7 +242,8 @@ def filter_pairs(
     model: str | None = None,
 ) -> pd.DataFrame:
     """Rows of :func:`pair_summary` that match: ``mode`` is ``all``, ``disagreement``, ``profile_flips``
-    or ``wrong`` (some model, or ``model`` when given, is not correct under some condition)."""
+    or ``wrong`` (some model is not correct under some condition); ``model``, when given, keeps only the
+    pairs that model is not correct on (under some condition), whatever the mode."""
     if mode not in FILTERS:
         raise PRBError(f"Unknown pair filter '{mode}'; use one of {', '.join(FILTERS)}.")
     keep = pd.Series(True, index=summary.index)
@@ -233,11 +256,80 @@ def filter_pairs(
     elif mode == "profile_flips":
         keep &= summary["profile_flips"]
     elif mode == "wrong":
-        if model:
-            keep &= summary["wrong_models"].map(lambda text: model in text.split(";"))
-        else:
-            keep &= summary["wrong_models"] != ""
+        keep &= summary["wrong_models"] != ""
+    if model:
+        keep &= summary["wrong_models"].map(lambda text: model in text.split(";"))
     return summary[keep].reset_index(drop=True)
+
+
+def categories(summary: pd.DataFrame, subset: str | None = None) -> list[str]:
+    """The categories of :func:`pair_summary`'s pairs, sorted; only those of ``subset`` when given."""
+    rows = summary if not subset else summary[summary["subset"] == subset]
+    return sorted(str(c) for c in rows["category"].dropna().unique())
+
+
+def pair_list_frame(summary: pd.DataFrame, *, links: bool = True, question_chars: int = 110) -> pd.DataFrame:
+    """:func:`pair_summary` rows as a list to read, every cell HTML-escaped: subset, ``pair`` (the id, a link
+    to the pair's card :func:`pair_anchor` when ``links``), category, question (shortened to
+    ``question_chars``), correct (``n_correct/n_scores``), models disagree and profile flips (``yes`` or
+    empty) and wrong models."""
+    def short(text: str) -> str:
+        text = " ".join(str(text).split())
+        return text if len(text) <= question_chars else text[: question_chars - 1].rstrip() + "…"
+
+    if links:
+        names = [f'<a href="#{pair_anchor(s, i)}">{esc(i)}</a>' for s, i in zip(summary["subset"], summary["id"],
+                                                                                 strict=True)]
+    else:
+        names = [esc(i) for i in summary["id"]]
+    return pd.DataFrame({
+        "subset": [esc(s).replace("_", "_<wbr>") for s in summary["subset"]],  # may wrap after a "_"
+        "pair": names,
+        "category": [esc(c) for c in summary["category"].fillna("")],
+        "question": [esc(short(q)) for q in summary["question"]],
+        "correct": [f"{c}/{n}" for c, n in zip(summary["n_correct"], summary["n_scores"], strict=True)],
+        "models disagree": ["yes" if v else "" for v in summary["disagreement"]],
+        "profile flips": ["yes" if v else "" for v in summary["profile_flips"]],
+        "wrong models": [esc(m.replace(";", "; ")) for m in summary["wrong_models"]],
+    })
+
+
+def pair_list_html(summary: pd.DataFrame, *, links: bool = True, table_id: str = "prb-pair-list",
+                   page_length: int = 25) -> str:
+    """The pairs of ``summary`` as an interactive table (search box, sortable columns, pages of
+    ``page_length`` rows) from itables with ``connected=False``: it needs the DataTables bundle that
+    ``itables.init_notebook_mode(connected=False)`` embeds in the page (no network). Rows link to the
+    pairs' cards when ``links`` (see :func:`pair_list_frame`, which escapes the cells)."""
+    import itables
+
+    frame = pair_list_frame(summary, links=links)
+    table = itables.to_html_datatable(
+        frame, connected=False, allow_html=True, table_id=table_id, showIndex=False, maxBytes=0,
+        classes="display compact", style="width:100%", pageLength=page_length,
+        lengthMenu=[10, 25, 50, 100, -1], order=[], autoWidth=False,
+        columnDefs=[{"className": "dt-left", "targets": "_all"},
+                    {"width": "40%", "targets": [frame.columns.get_loc("question")]}],
+    )
+    style = f"<style>#{table_id} td {{ overflow-wrap: anywhere; word-break: normal; }}</style>"
+    return view(style + table)
+
+
+def pair_brief_html(record: Mapping[str, Any], results: pd.DataFrame | None = None) -> str:
+    """A short card of one pair, collapsed (question, then on opening the word diff and the scores), with
+    the pair's anchor: the pairs a page does not show in full stay reachable from the pair list."""
+    chosen_html, rejected_html = word_diff(str(record["chosen"]), str(record["rejected"]))
+    anchor = pair_anchor(record.get("subset", ""), record["id"])
+    scores = (scores_table(results, record.get("subset", ""), record["id"]) if results is not None
+              else pd.DataFrame())
+    return view(
+        f'<details class="prb-pair-brief" id="{anchor}" style="margin:4px 0">'
+        f"<summary><b>{esc(record.get('subset', ''))} / {esc(record['id'])}</b>"
+        f" <small>({esc(record.get('category') or 'no category')})</small>: {esc(record['question'])}</summary>"
+        '<table style="width:100%;table-layout:fixed"><tr>'
+        '<th style="background:#d7f2d7;padding:4px">chosen</th><th style="background:#f8d4d4;padding:4px">'
+        f'rejected</th></tr><tr><td style="{_BOX}">{chosen_html}</td><td style="{_BOX}">{rejected_html}</td>'
+        f"</tr></table>{scores_html(scores)}</details>"
+    )
 
 
 def filter_counts(summary: pd.DataFrame) -> pd.DataFrame:
@@ -263,13 +355,35 @@ def flip_table(results: pd.DataFrame, *, baseline: str = "none") -> pd.DataFrame
     return flipped[columns].sort_values(["model", "profile", "subset", "id"]).reset_index(drop=True)
 
 
-def same_question_groups(data: pd.DataFrame) -> list[list[dict]]:
-    """Records that share their question with another user's record, grouped by question (data order)."""
+def pair_keys(pairs: Sequence[Any]) -> set[tuple[str, str]]:
+    """``(subset, id)`` of each of ``pairs``: records (mappings), ``(subset, id)`` tuples or objects with
+    ``subset`` and ``id`` attributes (quiz items).
+
+    >>> sorted(pair_keys([("S", 1), {"subset": "S", "id": "b"}]))
+    [('S', '1'), ('S', 'b')]
+    """
+    keys = set()
+    for pair in pairs:
+        if isinstance(pair, Mapping):
+            keys.add((str(pair.get("subset", "")), str(pair["id"])))
+        elif isinstance(pair, tuple):
+            keys.add((str(pair[0]), str(pair[1])))
+        else:
+            keys.add((str(pair.subset), str(pair.id)))
+    return keys
+
+
+def same_question_groups(data: pd.DataFrame, *, avoid: Sequence[Any] = ()) -> list[list[dict]]:
+    """Records that share their question with another user's record, grouped by question (data order).
+    Groups that hold a pair of ``avoid`` (see :func:`pair_keys`; e.g. the quiz's items) come last, so the
+    first group gives none of those pairs away."""
     records = data.to_dict("records")
     groups: dict[str, list[dict]] = {}
     for record in records:
         groups.setdefault(str(record["question"]), []).append(record)
-    return [group for group in groups.values() if len(group) > 1]
+    avoided = pair_keys(avoid)
+    shared = [group for group in groups.values() if len(group) > 1]
+    return sorted(shared, key=lambda g: any((str(r.get("subset", "")), str(r["id"])) in avoided for r in g))
 
 
 def two_users_html(records: Sequence[Mapping[str, Any]]) -> str:
@@ -298,7 +412,7 @@ def rm_inputs_html(record: Mapping[str, Any], conditions: Sequence[str] = ("none
 
     cells = "".join(
         f'<td style="vertical-align:top;{_BOX}"><b><code>{esc(c)}</code></b>'
-        f'<pre style="white-space:pre-wrap;font-size:0.85em">{esc(rm_user_message(record, c, retriever=retriever))}'
+        f'<pre style="{PRE_WRAP};font-size:0.85em">{esc(rm_user_message(record, c, retriever=retriever))}'
         "</pre></td>"
         for c in conditions
     )
@@ -312,3 +426,65 @@ def scores_for(results: pd.DataFrame, records: Sequence[Mapping[str, Any]], *, p
     if profile is not None:
         table = table[table["profile"] == profile]
     return table[["id", *[c for c in table.columns if c != "id"]]].reset_index(drop=True)
+
+
+def two_users_margins(results: pd.DataFrame, records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """Per model, profile condition and user of ``records`` (the pairs of one shared question): the score
+    margin chosen minus rejected and the outcome. Columns model, profile, user (``User 1``, ...), id,
+    margin, outcome; empty when no model scored the pairs."""
+    columns = ["model", "profile", "user", "id", "margin", "outcome"]
+    parts = [scores_table(results, r.get("subset", ""), r["id"]).assign(user=f"User {n}", id=str(r["id"]))
+             for n, r in enumerate(records, start=1)]
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    table = pd.concat(parts, ignore_index=True)
+    return table[columns].sort_values(["model", "profile", "user"]).reset_index(drop=True)
+
+
+def two_users_plot(margins: pd.DataFrame, *, conditions: Sequence[str] | None = None) -> Any:
+    """One panel per model: each user's margin (chosen minus rejected) under each profile condition, a dot
+    coloured by whether the model is right for that user, and the zero line (above it: right). Under
+    ``none`` the users' pairs are the same two answers swapped, so a pointwise RM's two margins mirror each
+    other across zero: it is right for exactly one user. Returns the matplotlib figure."""
+    import matplotlib.pyplot as plt
+
+    models = list(dict.fromkeys(margins["model"]))
+    if not models:
+        raise PRBError("No model scored the two users' pairs: there is nothing to plot.")
+    order = list(conditions) if conditions else list(dict.fromkeys(margins["profile"]))
+    users = sorted(margins["user"].unique())
+    columns = min(len(models), 5)
+    rows = -(-len(models) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.0 * columns + 0.6, 3.0 * rows), squeeze=False)
+    colours = {True: "#1a9641", False: "#d7191c"}
+    markers = ["o", "s", "^", "D"]
+    width = 0.35
+    for ax, model in zip(axes.flat, models, strict=False):
+        group = margins[margins["model"] == model]
+        for u, user in enumerate(users):
+            rows_u = group[group["user"] == user].set_index("profile").reindex(order)
+            x = [i + (u - (len(users) - 1) / 2) * width for i in range(len(order))]
+            ok = (rows_u["outcome"] == "correct").tolist()
+            ax.scatter(x, rows_u["margin"], c=[colours[v] for v in ok], marker=markers[u % len(markers)],
+                       s=70, edgecolors="black", linewidths=0.6, zorder=3)
+            for xi, yi in zip(x, rows_u["margin"], strict=True):
+                if pd.notna(yi):
+                    ax.plot([xi, xi], [0, yi], color="#777", linewidth=1, zorder=2)
+        ax.axhline(0, color="black", linewidth=1)
+        ax.set_xticks(range(len(order)), order)
+        ax.set_xlim(-0.6, len(order) - 0.4)
+        ax.set_title(model, fontsize=10)
+    for ax in list(axes.flat)[len(models):]:
+        ax.set_visible(False)
+    axes[0, 0].set_ylabel("margin: chosen − rejected")
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], linestyle="", marker=markers[u % len(markers)], color="#999", markeredgecolor="black",
+                      label=user) for u, user in enumerate(users)]
+    handles += [Line2D([], [], linestyle="", marker="o", color=colours[v], label=text)
+                for v, text in ((True, "right for this user"), (False, "wrong for this user"))]
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 4), frameon=False, fontsize=9,
+               bbox_to_anchor=(0.5, -0.02))
+    fig.suptitle("One question, two users: each model's margin per user and profile condition", fontsize=11)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    return fig

@@ -246,20 +246,20 @@ class WorkshopParams(NotebookParams):
 
 @dataclass(frozen=True)
 class PairInspectionParams(NotebookParams):
-    """01_pair_inspection: which pairs to browse."""
+    """01_pair_inspection: which pairs to browse (defaults: every pair; the first 50 cards in full)."""
 
     category: str = ""
     filter: Literal["all", "disagreement", "profile_flips", "wrong"] = "all"
     wrong_model: str = ""
     pair_id: str = ""
-    max_pairs: int = 5
+    max_pairs: int = 50  # cards in full when static (all of the sample's 42); 0 for all; the rest collapsed
     view_profile: str = "top3"
 
     notebook: ClassVar[str] = "01_pair_inspection"
 
     def _check_values(self) -> None:
         super()._check_values()
-        self._check_at_least("max_pairs", 1)
+        self._check_at_least("max_pairs", 0)
         self._check_condition("view_profile")
 
 

@@ -15,7 +15,17 @@ import numpy as np
 import pandas as pd
 
 from prb_utils.errors import PRBError
-from prb_utils.notebook.pair_view import filter_pairs, pair_html, pair_summary, view
+from prb_utils.notebook.pair_view import (
+    PRE_WRAP,
+    categories,
+    filter_pairs,
+    pair_brief_html,
+    pair_html,
+    pair_keys,
+    pair_list_html,
+    pair_summary,
+    view,
+)
 from prb_utils.notebook.params import headless
 from prb_utils.schema import FILTERS
 
@@ -37,13 +47,33 @@ def use_widgets(interactive: bool) -> bool:
     return bool(interactive) and not headless()
 
 
-def frame_html(frame: pd.DataFrame, *, float_format: str = "{:.3f}", max_rows: int = 60) -> str:
-    """A frame as a compact HTML table (floats rounded, index dropped; the first ``max_rows`` rows, and a
-    line saying how many more there are)."""
-    table = frame.head(max_rows).to_html(index=False, border=0, classes="prb-table",
-                                         float_format=lambda x: float_format.format(x), na_rep="")
-    more = len(frame) - max_rows
+def frame_html(frame: pd.DataFrame, *, float_format: str = "{:.3f}", max_rows: int | None = 60,
+               formats: dict[str, str] | None = None) -> str:
+    """A frame as a compact HTML table: floats in ``float_format`` (or ``formats[column]``: one format per
+    column), index dropped; the first ``max_rows`` rows (all when None), and a line saying how many more."""
+    shown = frame if max_rows is None else frame.head(max_rows)
+    formatters = {c: (lambda x, f=f: "" if pd.isna(x) else f.format(x)) for c, f in (formats or {}).items()
+                  if c in shown.columns}
+    table = shown.to_html(index=False, border=0, classes="prb-table", formatters=formatters,
+                          float_format=lambda x: float_format.format(x), na_rep="")
+    more = len(frame) - len(shown)
     return table + (f"<p><i>… and {more} more rows.</i></p>" if more > 0 else "")
+
+
+def init_tables() -> None:
+    """Embed the DataTables bundle in the cell's output (``itables.init_notebook_mode(connected=False)``,
+    pandas' own tables left as they are): the pair list then works offline, in a saved page or a report.
+    The bundle loads once per page, however many cells embed it."""
+    import itables
+
+    itables.init_notebook_mode(all_interactive=False, connected=False)
+
+
+def pair_list(summary: pd.DataFrame, *, links: bool = True, title: str = "") -> None:
+    """Display the pairs of ``summary`` as a searchable, sortable table (see
+    :func:`prb_utils.notebook.pair_view.pair_list_html`), rows linked to the cards when ``links``."""
+    init_tables()
+    _display(_html(view(title) + pair_list_html(summary, links=links)))
 
 
 # ------------------------------------------------------------------------------------------ pair browser
@@ -60,12 +90,15 @@ def pair_browser(
     mode: str = "all",
     model: str | None = None,
     pair_id: str | None = None,
-    max_pairs: int = 5,
+    max_pairs: int = 50,
 ) -> Any:
-    """Browse pairs by subset, category and filter (see :func:`prb_utils.notebook.pair_view.filter_pairs`).
+    """Browse pairs by subset, category and filter (see :func:`prb_utils.notebook.pair_view.filter_pairs`;
+    ``model`` narrows every filter to the pairs that model gets wrong).
 
-    With widgets: dropdowns for the filters and the pair, the pair shown below. Static: the table of
-    matching pairs, then the first ``max_pairs`` of them (or ``pair_id``) in full. Returns the widget box,
+    With widgets: the list of every pair (search, sort), dropdowns for the filters and the pair (the
+    category list narrows to the chosen subset), the pair shown below. Static: the list of the matching
+    pairs, each row linked to its card; the first ``max_pairs`` cards (``pair_id`` first; 0 for all) in
+    full, the others as short collapsed cards, so every listed pair is reachable. Returns the widget box,
     or the frame of matching pairs when static.
     """
     summary = pair_summary(data, results)
@@ -75,20 +108,25 @@ def pair_browser(
                                mode=mode, model=model, pair_id=pair_id, max_pairs=max_pairs)
     import ipywidgets as w
 
-    def options(column: str) -> list[tuple[str, str]]:
-        return [("(any)", "")] + [(v, v) for v in sorted(summary[column].dropna().unique())]
+    def options(values: Sequence[str]) -> list[tuple[str, str]]:
+        return [("(any)", "")] + [(v, v) for v in values]
 
     models = sorted(results["model"].unique()) if not results.empty else []
-    subset_w = w.Dropdown(options=options("subset"), value=subset or "", description="subset")
-    category_w = w.Dropdown(options=options("category"), value=category or "", description="category")
+    subset_w = w.Dropdown(options=options(sorted(summary["subset"].dropna().unique())), value=subset or "",
+                          description="subset")
+    category_w = w.Dropdown(options=options(categories(summary, subset)), value=category or "",
+                            description="category")
     mode_w = w.Dropdown(options=list(FILTERS), value=mode, description="filter")
     model_w = w.Dropdown(options=[("(any)", "")] + [(m, m) for m in models], value=model or "",
                          description="wrong model")
     pair_w = w.Dropdown(options=[], description="pair", layout=w.Layout(width="60%"))
     count_w = w.HTML()
     out = w.Output()
+    narrowing = [False]  # True while the category list is being replaced
 
     def refresh(*_: Any) -> None:
+        if narrowing[0]:
+            return
         found = filter_pairs(summary, subset=subset_w.value or None, category=category_w.value or None,
                              mode=mode_w.value, model=model_w.value or None)
         count_w.value = f"<b>{len(found)}</b> of {len(summary)} pairs match"
@@ -109,11 +147,25 @@ def pair_browser(
             else:
                 _display(_html("<i>No pair matches these filters.</i>"))
 
-    for widget in (subset_w, category_w, mode_w, model_w):
+    def narrow_categories(*_: Any) -> None:
+        wanted = category_w.value
+        allowed = categories(summary, subset_w.value or None)
+        narrowing[0] = True  # new options reset the value: refresh once, at the end
+        try:
+            category_w.options = options(allowed)
+            category_w.value = wanted if wanted in allowed else ""
+        finally:
+            narrowing[0] = False
+        refresh()
+
+    subset_w.observe(narrow_categories, names="value")
+    for widget in (category_w, mode_w, model_w):
         widget.observe(refresh, names="value")
     pair_w.observe(show, names="value")
     box = w.VBox([w.HBox([subset_w, category_w]), w.HBox([mode_w, model_w]), count_w, pair_w, out])
     refresh()
+    pair_list(summary, links=False, title=f"<h4>Every pair ({len(summary)}): search or sort, then pick one "
+                                          "below</h4>")
     _display(box)
     return box
 
@@ -121,20 +173,25 @@ def pair_browser(
 def _static_browser(summary: pd.DataFrame, records: dict, results: pd.DataFrame, *, condition: str,
                     subset: str | None, category: str | None, mode: str, model: str | None,
                     pair_id: str | None, max_pairs: int) -> pd.DataFrame:
+    from prb_utils.notebook.pair_view import esc
+
     found = filter_pairs(summary, subset=subset, category=category, mode=mode, model=model)
-    title = f"Pairs matching filter <code>{mode}</code>" + (f", model <code>{model}</code>" if model else "") + \
-        (f", subset <code>{subset}</code>" if subset else "") + (f", category <code>{category}</code>" if category else "")
-    shown = found[["subset", "id", "category", "n_scores", "n_correct", "disagreement", "profile_flips",
-                   "wrong_models"]]
-    _display(_html(f"<h4>{title}: {len(found)} of {len(summary)}</h4>" + frame_html(shown)))
-    picked = found[found["id"] == pair_id] if pair_id else found
-    if pair_id and picked.empty:
+    title = f"Pairs matching filter <code>{esc(mode)}</code>" + \
+        (f", wrong model <code>{esc(model)}</code>" if model else "") + \
+        (f", subset <code>{esc(subset)}</code>" if subset else "") + \
+        (f", category <code>{esc(category)}</code>" if category else "")
+    if pair_id and not (found["id"] == pair_id).any():
         raise PRBError(f"The pair '{pair_id}' is not among the {len(found)} pairs matching the filters.")
-    for row in picked.head(max_pairs).itertuples():
-        _display(_html(pair_html(records[(row.subset, row.id)], results, condition=condition)))
-    if len(picked) > max_pairs:
-        _display(_html(f"<p><i>{len(picked) - max_pairs} more matching pairs not shown (raise max_pairs, "
-                       "or open the notebook in JupyterLab to browse them).</i></p>"))
+    ordered = pd.concat([found[found["id"] == pair_id], found[found["id"] != pair_id]]) if pair_id else found
+    full = len(ordered) if max_pairs <= 0 else max_pairs
+    note = ("every card in full" if full >= len(ordered) else
+            f"the first {full} cards in full, the other {len(ordered) - full} collapsed (click to open)")
+    pair_list(found, links=True, title=f"<h4>{title}: {len(found)} of {len(summary)}</h4><p>Search or sort the "
+                                       f"list; a pair's name jumps to its card below ({note}).</p>")
+    for number, row in enumerate(ordered.itertuples()):
+        record = records[(row.subset, row.id)]
+        _display(_html(pair_html(record, results, condition=condition) if number < full
+                       else pair_brief_html(record, results)))
     return found
 
 
@@ -150,10 +207,15 @@ class QuizItem:
     chosen_side: str  # "A" or "B"
 
 
-def quiz_items(data: pd.DataFrame, n: int, *, seed: int = 0) -> list[QuizItem]:
+def quiz_items(data: pd.DataFrame, n: int, *, seed: int = 0, avoid: Sequence[Any] = ()) -> list[QuizItem]:
     """``n`` pairs for the quiz (seeded), each with a random side for the chosen answer. Pairs that share
-    their question with another user's pair come first, so the quiz starts with the idea of the workshop."""
+    their question with another user's pair come first, so the quiz starts with the idea of the workshop.
+    The pairs of ``avoid`` (records or ``(subset, id)``, see :func:`prb_utils.notebook.pair_view.pair_keys`:
+    the pairs a page already explained) are never asked."""
     rng = np.random.default_rng(seed)
+    if avoid:
+        avoided = pair_keys(avoid)
+        data = data[[(str(s), str(i)) not in avoided for s, i in zip(data["subset"], data["id"], strict=True)]]
     shared = data.groupby("question")["id"].transform("size") > 1
     first = data[shared].sort_values(["subset", "id"])
     rest = data[~shared].iloc[rng.permutation(int((~shared).sum()))]
@@ -163,18 +225,28 @@ def quiz_items(data: pd.DataFrame, n: int, *, seed: int = 0) -> list[QuizItem]:
             for r, s in zip(picked.itertuples(), sides, strict=True)]
 
 
-def quiz_comparison(items: Sequence[QuizItem], answers: Sequence[str | None], results: pd.DataFrame) -> pd.DataFrame:
+def answered_items(items: Sequence[QuizItem], answers: Sequence[str | None]) -> list[QuizItem]:
+    """The quiz items that have an answer ("A" or "B"), in quiz order."""
+    return [item for item, a in zip(items, answers, strict=False) if a in ("A", "B")]
+
+
+def quiz_comparison(items: Sequence[QuizItem], answers: Sequence[str | None], results: pd.DataFrame, *,
+                    pairs: str = "answered") -> pd.DataFrame:
     """Accuracy on the quiz pairs: one row for you (the answered items) and one per model and profile
-    condition in ``results`` (the same pairs). Columns who, profile, n, correct, accuracy, ci_low, ci_high
+    condition in ``results``, on the pairs you answered (``pairs="answered"``: the same pairs as yours) or
+    on every quiz pair (``pairs="all"``). Columns who, profile, n, correct, accuracy, ci_low, ci_high
     (Wilson 95%)."""
     from prb_utils.analysis.metrics import wilson_ci
 
+    if pairs not in ("answered", "all"):
+        raise PRBError(f"Unknown quiz pairs '{pairs}'; use 'answered' or 'all'.")
     rows = []
     answered = [(item, a) for item, a in zip(items, answers, strict=False) if a in ("A", "B")]
     rows.append({"who": "you", "profile": "what the RM sees", "n": len(answered),
                  "correct": sum(a == item.chosen_side for item, a in answered)})
-    if results is not None and not results.empty:
-        keys = {(i.subset, i.id) for i in items}
+    scored = items if pairs == "all" else [item for item, _ in answered]
+    if results is not None and not results.empty and scored:
+        keys = {(i.subset, i.id) for i in scored}
         mask = [(str(s), str(i)) in keys for s, i in zip(results["subset"], results["id"], strict=True)]
         for (model, profile), group in results[mask].groupby(["model", "profile"], sort=True):
             rows.append({"who": model, "profile": profile, "n": len(group),
@@ -193,9 +265,15 @@ class QuizSession:
     answers: list[str | None]
     results: pd.DataFrame
 
-    def comparison(self) -> pd.DataFrame:
-        """Your accuracy beside the models' on the quiz pairs (see :func:`quiz_comparison`)."""
-        return quiz_comparison(self.items, self.answers, self.results)
+    def comparison(self, pairs: str = "answered") -> pd.DataFrame:
+        """Your accuracy beside the models' on the pairs you answered (``pairs="all"``: the models on every
+        quiz pair; see :func:`quiz_comparison`)."""
+        return quiz_comparison(self.items, self.answers, self.results, pairs=pairs)
+
+    @property
+    def answered(self) -> int:
+        """How many quiz pairs have an answer."""
+        return len(answered_items(self.items, self.answers))
 
 
 def _quiz_question_html(record: dict, item: QuizItem, number: int, condition: str) -> str:
@@ -207,21 +285,24 @@ def _quiz_question_html(record: dict, item: QuizItem, number: int, condition: st
     return view(
         f"<h4>Pair {number}: {esc(record['subset'])}/{esc(record['id'])}</h4>"
         f"<p><b>What the RM sees</b> (profile condition <code>{esc(condition)}</code>):</p>"
-        f'<pre style="white-space:pre-wrap;background:#f4f8ff;padding:8px">{esc(rm_user_message(record, condition))}</pre>'
+        f'<pre style="{PRE_WRAP};background:#f4f8ff;padding:8px">{esc(rm_user_message(record, condition))}</pre>'
         '<table style="width:100%;table-layout:fixed"><tr><th>Response A</th><th>Response B</th></tr>'
         f'<tr><td style="{box}">{esc(a)}</td><td style="{box}">{esc(b)}</td></tr></table>'
     )
 
 
-def _quiz_reveal_html(record: dict, item: QuizItem, answer: str | None, results: pd.DataFrame) -> str:
+def _quiz_reveal_html(record: dict, item: QuizItem, answer: str | None, results: pd.DataFrame, *,
+                      any_answers: bool = True) -> str:
     from prb_utils.notebook.pair_view import aspects_html, esc, scores_html, scores_table
 
     if answer in ("A", "B"):
         verdict = ("<b style='color:#1a7f1a'>Right!</b>" if answer == item.chosen_side
                    else "<b style='color:#b22'>Not this user's choice.</b>")
         verdict = f"You picked {answer}. {verdict} "
-    else:
+    elif any_answers:
         verdict = "No guess recorded. "
+    else:  # a run without any answer (a report): the key, with no verdict on every pair
+        verdict = "<b>Answer key.</b> "
     return view(
         f'<div class="prb-reveal" style="border-left:4px solid #888;padding-left:8px">'
         f"<p>{verdict}The user wanted <b>Response {item.chosen_side}</b>. Their rubric:</p>"
@@ -231,12 +312,50 @@ def _quiz_reveal_html(record: dict, item: QuizItem, answer: str | None, results:
     )
 
 
-def _comparison_html(items: Sequence[QuizItem], answers: Sequence[str | None], results: pd.DataFrame) -> str:
-    table = quiz_comparison(items, answers, results).drop(columns=["ci_low", "ci_high"])
-    note = "" if results is not None and not results.empty else (
-        "<p><i>No model scores in the store yet: run <code>prb score --data sample --model length "
-        "--model lexical --profile none --profile top3</code> (or <code>make report</code>) to compare.</i></p>")
-    return "<h4>You and the reward models on the quiz pairs</h4>" + frame_html(table) + note
+NO_SCORES_NOTE = ("<p><i>No model scores in the store yet: run <code>prb score --data sample --model length "
+                  "--model lexical --profile none --profile top3</code> (or <code>make report</code>) to "
+                  "compare.</i></p>")
+
+
+def _progress_html(items: Sequence[QuizItem], answers: Sequence[str | None]) -> str:
+    done = answered_items(items, answers)
+    right = sum(a == item.chosen_side for item, a in zip(items, answers, strict=False) if a in ("A", "B"))
+    if not done:
+        return view("<p><i>No guesses yet: pick A or B above.</i></p>")
+    return view(f"<p><b>You so far: {right} of {len(done)} right</b> (of {len(items)} pairs). Section 5 "
+                "sets this beside the models on the same pairs: re-run its cell.</p>")
+
+
+def comparison_view(session: QuizSession) -> pd.DataFrame:
+    """Display your accuracy beside the models' and return that table (:func:`quiz_comparison`).
+
+    With answers: you and every model and condition on exactly the pairs you answered, table and figure.
+    Without any answer (a report run with no ``quiz_answers``): one sentence saying so, and the models on
+    every quiz pair (no "you" row)."""
+    from prb_utils.analysis import plots
+
+    has_scores = session.results is not None and not session.results.empty
+    if session.answered:
+        table = session.comparison("answered")
+        head = (f"<h4>You and the reward models on the {session.answered} quiz pairs you answered</h4>"
+                f"<p>Every row counts exactly those {session.answered} pairs (the models' rows too).</p>")
+    else:
+        table = session.comparison("all").iloc[1:].reset_index(drop=True)
+        head = (f"<p><b>No quiz answers were recorded in this run</b>, so there is no score of yours to compare: "
+                "answer the quiz with the widgets in JupyterLab (then re-run this cell), or pass "
+                f"<code>quiz_answers</code> to a headless run. Below: the models on all {len(session.items)} quiz "
+                "pairs.</p>")
+    shown = table.drop(columns=["ci_low", "ci_high"])
+    _display(_html(view(head + (frame_html(shown, formats={"accuracy": "{:.3f}"}) if len(shown) else "")
+                        + ("" if has_scores else NO_SCORES_NOTE))))
+    drawn = table.dropna(subset=["accuracy"])
+    if len(drawn):
+        import matplotlib.pyplot as plt
+
+        title = "the quiz pairs you answered" if session.answered else "every quiz pair"
+        plots.forest(drawn, label=["who", "profile"], title=f"Accuracy on {title} (95% CI)")
+        plt.show()
+    return table
 
 
 def quiz(
@@ -248,27 +367,30 @@ def quiz(
     answers: Sequence[str] = (),
     seed: int = 0,
     interactive: bool = True,
+    avoid: Sequence[Any] = (),
 ) -> QuizSession:
     """"You are the reward model": guess which response this user wants, then see their rubric.
 
     With widgets: one pair at a time with buttons A and B; each guess reveals the rubric and the models'
-    verdicts; the comparison table updates as you go. Static: every pair with its answer key, ``answers``
-    (given in order, "A"/"B") marked, then the comparison table. Returns the :class:`QuizSession`, whose
-    ``answers`` fill in as you click.
+    verdicts; a line under the quiz keeps your score as you go. Static: every pair with its answer key,
+    ``answers`` (given in order, "A"/"B") marked. The comparison with the models is
+    :func:`comparison_view`'s, shown once in its own cell. ``avoid``: pairs never asked (those the page
+    showed with their answers, see :func:`quiz_items`). Returns the :class:`QuizSession`, whose ``answers``
+    fill in as you click.
     """
-    items = quiz_items(data, n, seed=seed)
+    items = quiz_items(data, n, seed=seed, avoid=avoid)
     records = {(str(r["subset"]), str(r["id"])): r for r in data.to_dict("records")}
     given: list[str | None] = list(answers) + [None] * (len(items) - len(answers))
     if not use_widgets(interactive):
+        any_answers = bool(answered_items(items, given))
         for number, item in enumerate(items, start=1):
             record = records[(item.subset, item.id)]
             _display(_html(_quiz_question_html(record, item, number, condition)
-                           + _quiz_reveal_html(record, item, given[number - 1], results)))
-        _display(_html(_comparison_html(items, given, results)))
+                           + _quiz_reveal_html(record, item, given[number - 1], results, any_answers=any_answers)))
         return QuizSession(items, given, results)
     import ipywidgets as w
 
-    final = w.HTML(_comparison_html(items, given, results))
+    final = w.HTML(_progress_html(items, given))
     boxes = []
     for number, item in enumerate(items, start=1):
         record = records[(item.subset, item.id)]
@@ -281,7 +403,7 @@ def quiz(
             for b in buttons:
                 b.disabled = True
             reveal.value = _quiz_reveal_html(record, item, side, results)
-            final.value = _comparison_html(items, given, results)
+            final.value = _progress_html(items, given)
 
         buttons[0].on_click(lambda b, g=guess: g(b, "A"))
         buttons[1].on_click(lambda b, g=guess: g(b, "B"))

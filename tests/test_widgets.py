@@ -1,0 +1,207 @@
+"""The notebook widgets of 00 and 01: the quiz leaves out the pairs a page explained, scores the models on
+exactly the answered pairs, says so in one sentence when nothing was answered; the pair browser lists
+every pair with links to cards, the category list follows the subset and the model narrows every filter."""
+
+from __future__ import annotations
+
+import re
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+
+import prb_utils.notebook.widgets as widgets
+from prb_utils.errors import PRBError
+from prb_utils.notebook.pair_view import pair_anchor
+from prb_utils.notebook.widgets import QuizItem, QuizSession, frame_html, quiz_comparison, quiz_items
+
+
+def _data() -> pd.DataFrame:
+    """Two subsets; S/a and S/b share their question; categories x, y in S and z in T."""
+    post = [{"id": "p", "category": "x", "text": "cheap pans please"}]
+    ids = ["a", "b", "c", "d", "e", "f"]
+    return pd.DataFrame({
+        "subset": ["S", "S", "S", "T", "T", "T"], "id": ids, "category": ["x", "x", "y", "z", "z", "z"],
+        "question": ["Q1", "Q1", "Q2", "Q3", "Q4", "Q5"], "profile": [post] * 6,
+        "rubric_aspects": [[{"aspect": "Cheap", "evidence": "e", "reason": "r"}]] * 6, "narrative": "N",
+        "chosen": ["use a cheap pan", "use a cast-iron pan", "yes", "one", "red", "up"],
+        "rejected": ["use a cast-iron pan", "use a cheap pan", "no", "two", "blue", "down"],
+    })
+
+
+def _results() -> pd.DataFrame:
+    """m1 is wrong on S/b under none only; m2 is wrong on S/b, S/c and T/d under both conditions."""
+    wrong = {("m1", "none"): {"b"}, ("m1", "top3"): set(), ("m2", "none"): {"b", "c", "d"},
+             ("m2", "top3"): {"b", "c", "d"}}
+    rows = []
+    for (model, profile), bad in wrong.items():
+        for subset, pid in zip(_data()["subset"], _data()["id"], strict=True):
+            outcome = "wrong" if pid in bad else "correct"
+            rows.append({"model": model, "profile": profile, "subset": subset, "id": pid, "outcome": outcome,
+                         "score_chosen": 1.0 if outcome == "correct" else 0.0, "score_rejected": 0.5})
+    return pd.DataFrame(rows)
+
+
+def _texts(shown: list) -> list[str]:
+    return [getattr(o, "data", "") or "" for o in shown]
+
+
+@pytest.fixture
+def shown(monkeypatch) -> list:
+    """What the widgets display (instead of a frontend), with the itables bundle left out."""
+    out: list = []
+    monkeypatch.setattr(widgets, "_display", out.append)
+    monkeypatch.setattr(widgets, "init_tables", lambda: None)
+    yield out
+    plt.close("all")
+
+
+# ------------------------------------------------------------------------------------------ the quiz
+
+
+def test_quiz_items_never_ask_the_avoided_pairs():
+    data = _data()
+    plain = quiz_items(data, 6, seed=0)
+    assert [i.id for i in plain[:2]] == ["a", "b"]  # the shared question first, as before
+    avoided = quiz_items(data, 6, seed=0, avoid=[("S", "a"), {"subset": "S", "id": "b"}])
+    assert {i.id for i in avoided} == {"c", "d", "e", "f"}  # fewer pairs left: all of them, none avoided
+    assert quiz_items(data, 3, seed=1, avoid=[("T", "nope")]) == quiz_items(data, 3, seed=1)
+
+
+def test_models_are_scored_on_exactly_the_answered_pairs():
+    items = [QuizItem("S", "b", "A"), QuizItem("S", "c", "B"), QuizItem("T", "d", "A")]
+    table = quiz_comparison(items, ["A", None, "B"], _results()).set_index(["who", "profile"])
+    assert table.loc[("you", "what the RM sees"), ["n", "correct"]].tolist() == [2, 1]
+    assert (table["n"] == 2).all()  # b and d only, for everyone
+    assert table.loc[("m1", "none"), "correct"] == 1 and table.loc[("m1", "top3"), "correct"] == 2
+    assert table.loc[("m2", "none"), "correct"] == 0
+    every = quiz_comparison(items, ["A", None, "B"], _results(), pairs="all").set_index(["who", "profile"])
+    assert every.loc[("m2", "none"), "n"] == 3 and every.loc[("you", "what the RM sees"), "n"] == 2
+    nothing = quiz_comparison(items, [None, None, None], _results())
+    assert nothing["who"].tolist() == ["you"] and nothing.loc[0, "n"] == 0
+    with pytest.raises(PRBError, match="Unknown quiz pairs"):
+        quiz_comparison(items, [], _results(), pairs="some")
+
+
+def test_comparison_view_without_answers_is_one_sentence_and_no_you_row(shown):
+    items = quiz_items(_data(), 3, seed=0)
+    table = widgets.comparison_view(QuizSession(items, [None] * 3, _results()))
+    assert "you" not in table["who"].tolist() and (table["n"] == 3).all()
+    texts = _texts(shown)
+    assert len(texts) == 1 and texts[0].count("<table") == 1  # one table, not two
+    assert "No quiz answers were recorded in this run" in texts[0] and ">you<" not in texts[0]
+
+
+def test_comparison_view_with_answers_says_the_models_count_the_same_pairs(shown):
+    items = quiz_items(_data(), 3, seed=0)
+    table = widgets.comparison_view(QuizSession(items, ["A", None, "B"], _results()))
+    assert table.iloc[0]["who"] == "you" and (table["n"] == 2).all()
+    assert "on the 2 quiz pairs you answered" in _texts(shown)[0]
+    assert "exactly those 2 pairs" in _texts(shown)[0]
+    empty = widgets.comparison_view(QuizSession(items, ["A"], pd.DataFrame()))
+    assert len(empty) == 1 and "No model scores in the store yet" in _texts(shown)[-1]
+
+
+def test_static_quiz_shows_the_key_and_no_comparison(shown):
+    session = widgets.quiz(_data(), _results(), n=3, interactive=False)
+    texts = _texts(shown)
+    assert len(texts) == 3  # one per pair; the comparison is comparison_view's, once
+    assert all("Answer key." in t and "No guess recorded" not in t for t in texts)
+    assert session.answered == 0
+    shown.clear()
+    widgets.quiz(_data(), _results(), n=3, answers=["A"], interactive=False)
+    texts = _texts(shown)
+    assert "You picked A." in texts[0] and all("No guess recorded." in t for t in texts[1:])
+
+
+def test_quiz_widgets_keep_a_running_score(monkeypatch, shown):
+    import ipywidgets
+
+    monkeypatch.setattr(widgets, "use_widgets", lambda interactive: interactive)
+    session = widgets.quiz(_data(), _results(), n=2, interactive=True)
+    box = shown[-1]
+    buttons = [w for w in _walk(box) if isinstance(w, ipywidgets.Button)]
+    progress = box.children[-1]
+    assert "No guesses yet" in progress.value
+    buttons[0].click()
+    assert re.search(r"You so far: \d of 1 right", progress.value)
+    assert session.answered == 1 and "<table" not in progress.value
+
+
+# ------------------------------------------------------------------------------------ the pair browser
+
+
+def test_static_browser_lists_every_pair_and_links_each_to_a_card(shown):
+    found = widgets.pair_browser(_data(), _results(), interactive=False, max_pairs=2)
+    assert len(found) == 6
+    texts = _texts(shown)
+    listing, cards = texts[0], texts[1:]
+    assert len(cards) == 6
+    for subset, pid in zip(found["subset"], found["id"], strict=True):
+        assert f'href="#{pair_anchor(subset, pid)}"' in listing
+        assert sum(f'id="{pair_anchor(subset, pid)}"' in card for card in cards) == 1
+    assert sum('class="prb-pair"' in c for c in cards) == 2  # max_pairs in full, the others short
+    assert sum('class="prb-pair-brief"' in c for c in cards) == 4
+    assert "the first 2 cards in full, the other 4 collapsed" in listing
+
+
+def test_static_browser_defaults_show_every_card_and_pair_id_first(shown):
+    widgets.pair_browser(_data(), _results(), interactive=False, pair_id="d")
+    cards = _texts(shown)[1:]
+    assert len(cards) == 6 and all('class="prb-pair"' in c for c in cards)
+    assert 'id="pair-T-d"' in cards[0]
+    shown.clear()
+    found = widgets.pair_browser(_data(), _results(), interactive=False, mode="all", model="m1")
+    assert found["id"].tolist() == ["b"]  # the "wrong model" narrows the "all" filter too
+    assert len(_texts(shown)) == 2 and 'href="#pair-S-b"' in _texts(shown)[0]
+    with pytest.raises(PRBError, match="not among"):
+        widgets.pair_browser(_data(), _results(), interactive=False, mode="wrong", pair_id="a")
+
+
+def test_browser_widgets_narrow_categories_and_honour_the_model_in_every_filter(monkeypatch, shown):
+    monkeypatch.setattr(widgets, "use_widgets", lambda interactive: interactive)
+    box = widgets.pair_browser(_data(), _results(), interactive=True)
+    (subset_w, category_w), (mode_w, model_w) = box.children[0].children, box.children[1].children
+    count = box.children[2]
+    assert "<b>6</b> of 6" in count.value and mode_w.value == "all"
+    model_w.value = "m2"  # filter "all": the model still narrows
+    assert "<b>3</b> of 6" in count.value
+    model_w.value = "m1"
+    assert "<b>1</b> of 6" in count.value
+    model_w.value = ""
+    assert [v for _, v in category_w.options] == ["", "x", "y", "z"]
+    category_w.value = "z"
+    subset_w.value = "S"  # z is not a category of S: the list narrows and the choice resets
+    assert [v for _, v in category_w.options] == ["", "x", "y"] and category_w.value == ""
+    assert "<b>3</b> of 6" in count.value
+    category_w.value = "y"
+    subset_w.value = ""
+    assert category_w.value == "y" and "<b>1</b> of 6" in count.value  # still valid: kept
+    assert any("prb-pair-list" in t for t in _texts(shown))  # the searchable list of every pair
+
+
+def test_frame_html_formats_one_way_per_column():
+    frame = pd.DataFrame({"margin": [12.0, 0.000012, -0.5], "accuracy": [0.5, 1.0, float("nan")]})
+    html = frame_html(frame, float_format="{:+.3f}", formats={"accuracy": "{:.1%}"}, max_rows=None)
+    assert re.findall(r"<td>([^<]*)</td>", html) == ["+12.000", "50.0%", "+0.000", "100.0%", "-0.500", ""]
+    assert "more rows" in frame_html(frame, max_rows=2) and "more rows" not in frame_html(frame, max_rows=None)
+
+
+def _walk(widget):
+    yield widget
+    for child in getattr(widget, "children", ()):
+        yield from _walk(child)
+
+
+def test_pair_inspection_defaults_keep_every_sample_pair():
+    from prb_utils.notebook.params import PairInspectionParams
+
+    params = PairInspectionParams()
+    assert params.filter == "all" and params.category == "" and params.wrong_model == ""
+    assert params.max_pairs >= 42  # every card of the sample in full
+    assert PairInspectionParams(max_pairs=0).max_pairs == 0  # 0: every card in full
+    with pytest.raises(PRBError, match="'max_pairs' must be at least 0"):
+        PairInspectionParams(max_pairs=-1)
