@@ -8,13 +8,17 @@ import pytest
 
 from prb_utils.analysis.breakdowns import (
     by_aspect_count,
+    by_category,
     by_inferability,
     by_rubric_inferable,
     by_theme,
     judge_order,
+    left_out_categories,
     length_bias,
+    locked_warnings,
     longer_wins,
     margin_summary,
+    position_locked,
     score_margins,
 )
 from prb_utils.analysis.features import aspect_table, pair_features
@@ -174,3 +178,74 @@ def test_score_margins_standardized_per_model():
     summary = margin_summary(pd.concat([a, b], ignore_index=True)).set_index("model")
     assert summary.loc["a", "n"] == 5 and summary.loc["a", "positive"] == pytest.approx(3 / 5)
 
+
+
+def judge_rows(model: str, ab: list, ba: list, *, profile: str = "none") -> pd.DataFrame:
+    """Judge rows as the store holds them: both orders' verdicts and probabilities of the chosen answer."""
+    p_ab = [{"chosen": 0.9, "rejected": 0.1}.get(v, np.nan) for v in ab]
+    p_ba = [{"chosen": 0.9, "rejected": 0.1}.get(v, np.nan) for v in ba]
+    mean = np.nanmean([p_ab, p_ba], axis=0)
+    outcome = np.where(mean > 0.5, "correct", np.where(mean < 0.5, "wrong", "tie"))
+    return pd.DataFrame({"model": model, "kind": "judge", "profile": profile, "subset": "s", "category": "c",
+                         "id": [f"p{i}" for i in range(len(ab))], "score_chosen": mean, "score_rejected": 1 - mean,
+                         "outcome": outcome, "invalid_reason": None, "verdict_ab": ab, "verdict_ba": ba,
+                         "p_chosen_ab": p_ab, "p_chosen_ba": p_ba})
+
+
+def test_position_locked_flags_judges_that_answer_by_position():
+    always_a = judge_rows("judge:a", ["chosen"] * 10, ["rejected"] * 10)  # says "A" whatever the order
+    fair = judge_rows("judge:fair", ["chosen"] * 6 + ["rejected"] * 4, ["chosen"] * 6 + ["rejected"] * 4)
+    # picks by position per pair, "A" for half the pairs and "B" for the rest: balanced letters, consistency 0.2
+    flippy = judge_rows("judge:flip", ["chosen"] * 4 + ["rejected"] * 4 + ["chosen", "rejected"],
+                        ["rejected"] * 4 + ["chosen"] * 4 + ["chosen", "rejected"])
+    # "B" in 18 of 20 verdicts but consistent on 2 of 10 pairs: flagged by the letter share (and consistency)
+    mostly_b = judge_rows("judge:b", ["rejected"] * 9 + ["chosen"], ["chosen"] * 8 + ["rejected", "chosen"])
+    baseline = results_for("length", ["correct"] * 6)  # no verdicts: not a judge, no row
+    rows = pd.concat([always_a, fair, flippy, mostly_b, baseline], ignore_index=True)
+    table = position_locked(rows, quote=lambda s: f"`{s}`").set_index("model")
+    assert sorted(table.index) == ["judge:a", "judge:b", "judge:fair", "judge:flip"]
+    assert table.loc["judge:a", ["order_consistency", "letter", "letter_share", "accuracy_ab", "accuracy_ba"]
+                     ].tolist() == [0.0, "A", 1.0, 1.0, 0.0]
+    assert table.loc["judge:fair", "order_consistency"] == 1.0 and table.loc["judge:fair", "letter_share"] == 0.5
+    assert table.loc["judge:flip", ["order_consistency", "letter_share"]].tolist() == [pytest.approx(0.2), 0.5]
+    assert table.loc["judge:b", "letter"] == "B" and table.loc["judge:b", "letter_share"] == pytest.approx(0.9)
+    assert table["locked"].to_dict() == {"judge:a": True, "judge:b": True, "judge:fair": False, "judge:flip": True}
+    warning = table.loc["judge:a", "warning"]
+    assert "\n" not in warning and "`judge:a none`" in warning and '"A" in 100%' in warning
+    assert "1.00 with the chosen answer as A, 0.00 as B" in warning
+    assert table.loc["judge:fair", "warning"] == ""
+    assert locked_warnings(table.reset_index(), ["judge:fair", "judge:a"]) == warning
+    assert locked_warnings(table.reset_index()).count("Position-locked") == 3
+    loose = position_locked(rows, min_consistency=0.1, max_letter_share=0.95).set_index("model")["locked"]
+    assert loose.to_dict() == {"judge:a": True, "judge:b": False, "judge:fair": False, "judge:flip": False}
+    assert position_locked(baseline).empty
+
+
+def test_headline_marks_a_position_locked_judge():
+    from prb_utils.notebook.report import _headline_html, _locked_jobs
+
+    rows = pd.concat([judge_rows("judge:a", ["chosen"] * 4, ["rejected"] * 4),
+                      judge_rows("judge:fair", ["chosen"] * 4, ["chosen"] * 4)], ignore_index=True)
+    locks = _locked_jobs(rows)
+    assert list(locks) == [("judge:a", "none")] and locks["judge:a", "none"].startswith("⚠ Position-locked")
+    table = pd.DataFrame([{"profile": "none", "model": "judge:a", "accuracy": 0.5, "ci_low": 0.2, "ci_high": 0.8,
+                           "n": 4, "oracle": False, "position_locked": True, "warning": locks["judge:a", "none"]},
+                          {"profile": "top3", "model": "judge:fair", "accuracy": 0.4, "ci_low": 0.1, "ci_high": 0.7,
+                           "n": 4, "oracle": False, "position_locked": False, "warning": ""}])
+    page = _headline_html(table)
+    assert page.count("Position-locked judge judge:a") == 2  # beside the lead sentence and in its row
+    assert "<td>judge:fair</td>" in page  # an unflagged row is unchanged
+
+
+def test_by_category_orders_by_pairs_and_marks_the_small_ones():
+    res = results_for("m", ["correct", "wrong", "correct", "correct", "wrong", "correct"])
+    res["category"] = ["law", "pets", "law", "cooking", "cooking", "law"]
+    table = by_category(pd.concat([res, res.assign(profile="top3")], ignore_index=True), min_pairs=2)
+    assert table["category"].astype(str).tolist() == ["law", "law", "cooking", "cooking", "pets", "pets"]
+    assert table["pairs"].tolist() == [3, 3, 2, 2, 1, 1]
+    assert table["shown"].tolist() == [True, True, True, True, False, False]
+    assert table.loc[0, ["n", "correct"]].tolist() == [3, 3]
+    assert left_out_categories(table) == "pets (1)"
+    capped = by_category(res, min_pairs=1, max_categories=1)
+    assert capped.loc[capped["shown"], "category"].astype(str).tolist() == ["law"]
+    assert left_out_categories(capped) == "cooking (2), pets (1)"

@@ -72,3 +72,25 @@ def test_one_copy_of_the_plot_helpers():
                           if isinstance(n, ast.FunctionDef)}
     assert "downstream" not in "".join(line for line in inspect.getsource(analysis_plots).splitlines()
                                        if line.startswith(("import", "from")))
+
+
+def test_rms_keep_their_colour_from_the_shared_palette():
+    import matplotlib.colors as mcolors
+
+    from prb_utils.analysis.plots import REFERENCE_COLOUR, model_palette
+
+    rng = np.random.default_rng(1)
+    quality = rng.random((3, 4))  # one judgement per sample, shared by the RMs
+    rows = [dict(model=m, subset="s", id=f"q{q}", sample_idx=i, rm_score=rng.random(), quality=quality[q, i])
+            for m in ("lexical", "length") for q in range(3) for i in range(4)]
+    ax = bon_curve_plot(bon_curves(pd.DataFrame(rows), [1, 2, 4]))
+    drawn = {line.get_label(): mcolors.to_hex(line.get_color()) for line in ax.lines}
+    palette = model_palette(["length", "lexical"])
+    assert drawn["length"] == mcolors.to_hex(palette["length"]) != drawn["lexical"]
+    assert drawn["lexical"] == mcolors.to_hex(palette["lexical"])
+    assert drawn["oracle"] == drawn["random"] == mcolors.to_hex(REFERENCE_COLOUR)
+    bench = pd.Series([0.6, 0.7, 0.8], index=["length", "lexical", "classifier:x"])
+    for ax in (scatter_fit(bench, bench[::-1]), rank_rank(bench, bench[::-1])):
+        points = ax.collections[0]
+        assert [mcolors.to_hex(c) for c in points.get_facecolors()] == [
+            mcolors.to_hex(c) for c in model_palette(bench.index).values()]

@@ -19,7 +19,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -210,3 +210,116 @@ def margin_summary(results: pd.DataFrame, *, by: str | Sequence[str] = ("model",
         q25=("margin_std", lambda s: s.quantile(0.25)), q75=("margin_std", lambda s: s.quantile(0.75)),
         positive=("_pos", "mean"),
     ).reset_index()
+
+
+# ------------------------------------------------------------------------------------------ categories
+MIN_CATEGORY_PAIRS = 2  # a category with fewer pairs is listed, not drawn
+MAX_CATEGORIES = 20  # at most this many categories (the largest) are drawn
+
+
+def by_category(results: pd.DataFrame, *, by: str | Sequence[str] = ("model", "profile"),
+                min_pairs: int = MIN_CATEGORY_PAIRS, max_categories: int = MAX_CATEGORIES,
+                half_credit: bool = False) -> pd.DataFrame:
+    """Accuracy per category, the categories ordered by their number of pairs (most first, then by name).
+
+    Adds ``pairs`` (distinct pairs of the category over all groups) and ``shown``: true for the
+    ``max_categories`` largest categories with at least ``min_pairs`` pairs, the ones worth a heatmap
+    row; the others are best listed by name.
+
+    >>> results = pd.DataFrame({"model": "m", "profile": "none", "subset": "s", "id": ["a", "b", "c"],
+    ...                         "category": ["law", "law", "pets"], "outcome": ["correct", "wrong", "correct"]})
+    >>> by_category(results)[["category", "pairs", "n", "accuracy", "shown"]]
+      category  pairs  n  accuracy  shown
+    0      law      2  2       0.5   True
+    1     pets      1  1       1.0  False
+    """
+    by = _as_list(by)
+    require_columns(results, ["category", "subset", "id"])
+    rows = results.assign(category=results["category"].fillna("(none)").astype(str))
+    pairs = rows.drop_duplicates(["category", "subset", "id"]).groupby("category").size()
+    order = sorted(pairs.index, key=lambda c: (-int(pairs[c]), c))
+    shown = [c for c in order if pairs[c] >= min_pairs][:max(max_categories, 0)]
+    rows = rows.assign(category=pd.Categorical(rows["category"], categories=order, ordered=True))
+    table = accuracy_table(rows, [*by, "category"], half_credit=half_credit)
+    table = table.sort_values(["category", *by], kind="stable").reset_index(drop=True)
+    table.insert(table.columns.get_loc("category") + 1, "pairs",
+                 table["category"].astype(str).map(pairs).astype(np.int64))
+    table["shown"] = table["category"].astype(str).isin(shown)
+    return table
+
+
+def left_out_categories(table: pd.DataFrame) -> str:
+    """The categories of :func:`by_category` that are not ``shown``, as ``name (pairs)``, comma-separated.
+
+    >>> left_out_categories(pd.DataFrame({"category": ["law", "pets", "pets"], "pairs": [2, 1, 1],
+    ...                                   "shown": [True, False, False]}))
+    'pets (1)'
+    """
+    rest = table.loc[~table["shown"].astype(bool), ["category", "pairs"]].drop_duplicates("category")
+    return ", ".join(f"{c} ({int(n)})" for c, n in zip(rest["category"].astype(str), rest["pairs"], strict=True))
+
+
+# ------------------------------------------------------------------------------------------ locked judges
+MIN_ORDER_CONSISTENCY = 0.25  # below this a judge is flagged position-locked (a random judge gets ~0.5)
+MAX_LETTER_SHARE = 0.9  # a judge giving one letter in at least this share of its verdicts is flagged
+
+
+def position_locked(results: pd.DataFrame, *, by: str | Sequence[str] = ("model", "profile"),
+                    min_consistency: float = MIN_ORDER_CONSISTENCY, max_letter_share: float = MAX_LETTER_SHARE,
+                    quote: Callable[[str], str] = str) -> pd.DataFrame:
+    """Per judge job (``by`` group of the rows with a verdict): is it position-locked, answering by the
+    place of an answer (A or B) instead of its content?
+
+    Among pairs with a valid verdict in both orders (as in :func:`judge_order`), ``order_consistency`` is
+    the share where both orders pick the same response and ``letter_share`` the share of the verdicts
+    that say ``letter``, the more frequent of "A" and "B". A judge is ``locked`` when its order
+    consistency is below ``min_consistency`` or one letter makes at least ``max_letter_share`` of its
+    verdicts: a judge that always answers "A" has consistency 0 and accuracy 1 with the chosen answer
+    shown as A (``accuracy_ab``), 0 as B (``accuracy_ba``), so its accuracy measures the order, not the
+    answers. ``warning`` is one line for a locked job ("" otherwise); ``quote`` formats the job's name in
+    it (e.g. a Markdown code span). Columns ``*by, n, order_consistency, letter, letter_share, accuracy_ab,
+    accuracy_ba, locked, warning``; no rows when no row has a verdict.
+
+    >>> rows = pd.DataFrame({"model": "judge:x", "profile": "none", "verdict_ab": ["chosen"] * 4,
+    ...                      "verdict_ba": ["rejected"] * 4})
+    >>> position_locked(rows)[["letter", "letter_share", "order_consistency", "locked"]]
+      letter  letter_share  order_consistency  locked
+    0      A           1.0                0.0    True
+    """
+    by = _as_list(by)
+    require_columns(results, [*by, "verdict_ab", "verdict_ba"])
+    columns = [*by, "n", "order_consistency", "letter", "letter_share", "accuracy_ab", "accuracy_ba", "locked",
+               "warning"]
+    judged = results[results["verdict_ab"].notna() | results["verdict_ba"].notna()]
+    rows = []
+    groups = judged.groupby(by, observed=True, sort=True) if by else [((), judged)]
+    for key, g in groups:
+        key = dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True))
+        ab, ba = g["verdict_ab"].astype(object), g["verdict_ba"].astype(object)
+        valid = ab.isin(["chosen", "rejected"]) & ba.isin(["chosen", "rejected"])
+        n = int(valid.sum())
+        says_a = int((ab[valid] == "chosen").sum() + (ba[valid] == "rejected").sum())
+        share_a = says_a / (2 * n) if n else np.nan
+        letter, share = ("A", share_a) if not n or share_a >= 0.5 else ("B", 1 - share_a)
+        consistency = float((ab[valid] == ba[valid]).mean()) if n else np.nan
+        acc_ab = float((ab == "chosen").mean()) if len(g) else np.nan
+        acc_ba = float((ba == "chosen").mean()) if len(g) else np.nan
+        locked = bool(n) and (consistency < min_consistency or share >= max_letter_share)
+        name = " ".join(str(v) for v in key.values()) if key else "the judge"
+        warning = (f"⚠ Position-locked judge {quote(name)}: it answers \"{letter}\" in {share:.0%} of its verdicts "
+                   f"and keeps its pick when the answers swap places in {consistency:.0%} of {n} pairs "
+                   f"(accuracy {acc_ab:.2f} with the chosen answer as A, {acc_ba:.2f} as B): its accuracy "
+                   "measures the answer order, not the answers." if locked else "")
+        rows.append({**key, "n": n, "order_consistency": consistency, "letter": letter if n else None,
+                     "letter_share": share, "accuracy_ab": acc_ab, "accuracy_ba": acc_ba, "locked": locked,
+                     "warning": warning})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def locked_warnings(locks: pd.DataFrame, models: Sequence[str] | None = None) -> str:
+    """The warnings of the locked jobs of :func:`position_locked` (only those of ``models`` when given),
+    one paragraph each (blank-line separated); "" when none is locked."""
+    rows = locks[locks["locked"].astype(bool)]
+    if models is not None and "model" in rows.columns:
+        rows = rows[rows["model"].astype(str).isin([str(m) for m in models])]
+    return "\n\n".join(rows["warning"])

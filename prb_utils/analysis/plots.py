@@ -1,34 +1,107 @@
 """Plots of the tidy frames of :mod:`prb_utils.analysis.metrics` and :mod:`prb_utils.analysis.breakdowns`.
 
 One function per plot; each takes a tidy frame plus keyword-only options, draws on ``ax`` (a new figure
-when None) and returns the matplotlib Axes (``ax.figure`` is the Figure). Intervals are drawn from the
-frame's ``ci_low``/``ci_high`` columns, never recomputed here. :func:`set_theme` applies the shared look:
-seaborn's white grid and its colour-blind-safe "colorblind" palette; heatmaps use the colour-blind-safe
-"cividis" map.
+when None) and returns the matplotlib Axes (``ax.figure`` is the Figure); the small-multiples plots
+(:func:`theme_panels`, :func:`margin_panels`: one panel per model, same axes) return the Figure. Intervals
+are drawn from the frame's ``ci_low``/``ci_high`` columns, never recomputed here. :func:`set_theme` applies
+the shared look: seaborn's white grid and its colour-blind-safe "colorblind" palette; heatmaps use the
+colour-blind-safe "cividis" map. One model, one colour: every figure here and in
+:mod:`prb_utils.downstream.plots` colours a model by :func:`model_palette`; the profile condition is told
+apart by marker and line style. Figures are at most :data:`PAGE_WIDTH_IN` wide, so a report page shows
+them unscaled and their text stays at least :data:`MIN_TEXT_PX` high (:func:`smallest_text_px`).
 """
 
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.text import Text
 
 from prb_utils.errors import PRBError
+from prb_utils.profile import parse_condition
+from prb_utils.schema import DEFAULT_ZOO, ORACLE_CONDITIONS
 
 PALETTE = "colorblind"
 SEQUENTIAL_CMAP = "cividis"
+PAGE_WIDTH_IN = 12.0  # widest figure (inches at 100 dpi = 1200 px): shown unscaled on a 1234 px page
+DISPLAY_WIDTH_PX = 1234  # the width a report page shows a figure at
+MIN_TEXT_PX = 9.0  # the smallest text a figure may show at that width
+# The model colours: seaborn's "colorblind" palette without its grey (grey marks references: chance, oracle,
+# random). The default zoo keeps the first slots whether or not its models are present.
+MODEL_COLOURS = tuple(c for i, c in enumerate(sns.color_palette(PALETTE)) if i != 7)
+FIXED_MODELS = DEFAULT_ZOO
+REFERENCE_COLOUR = (0.4, 0.4, 0.4)
+_UNIVERSE: list[str] = []  # the models registered by set_theme(models=...): every figure colours them alike
 
 
-def set_theme(*, context: str = "notebook", font_scale: float = 1.0) -> list[tuple[float, float, float]]:
-    """Apply the shared theme (white grid, colour-blind palette) and return the palette's colours."""
+def set_theme(*, context: str = "notebook", font_scale: float = 1.0,
+              models: Iterable[str] | None = None) -> list[tuple[float, float, float]]:
+    """Apply the shared theme (white grid, colour-blind palette) and return the palette's colours.
+
+    ``models`` (e.g. every job label of the store) registers the models of a page, so that
+    :func:`model_palette` gives each the same colour in every figure, whichever of them a figure shows.
+    """
     sns.set_theme(context=context, style="whitegrid", palette=PALETTE, font_scale=font_scale)
     plt.rcParams.update({"axes.titleweight": "bold", "figure.dpi": 100, "savefig.bbox": "tight"})
+    _UNIVERSE[:] = sorted({str(m) for m in (() if models is None else models)})
     return sns.color_palette(PALETTE)
+
+
+def model_palette(models: Iterable[str] = (), *, universe: Iterable[str] | None = None
+                  ) -> dict[str, tuple[float, float, float]]:
+    """One colour per model, the same in every figure and page: the default zoo
+    (:data:`~prb_utils.schema.DEFAULT_ZOO`) holds the first slots of :data:`MODEL_COLOURS` in its own
+    order, the other models of ``universe`` (default: those registered by :func:`set_theme`) and of
+    ``models`` follow in sorted order. So a model's colour does not depend on which other models a figure
+    shows. Beyond the 9 colour-blind-safe colours, more come from seaborn's "husl" palette.
+
+    >>> palette = model_palette(["length", "classifier:b"])
+    >>> palette["length"] == model_palette(["length"])["length"] == MODEL_COLOURS[3]
+    True
+    >>> palette["classifier:b"] == MODEL_COLOURS[5]
+    True
+    """
+    wanted = [str(m) for m in dict.fromkeys(models)]
+    pool = set(_UNIVERSE if universe is None else (str(m) for m in universe)) | set(wanted)
+    order = [*FIXED_MODELS, *sorted(pool - set(FIXED_MODELS))]
+    colours = list(MODEL_COLOURS)
+    if len(order) > len(colours):
+        colours += sns.color_palette("husl", len(order) - len(colours))
+    slot = {m: colours[i] for i, m in enumerate(order)}
+    return {m: slot[m] for m in wanted}
+
+
+def smallest_text_px(fig: Figure, *, display_px: float = DISPLAY_WIDTH_PX) -> float:
+    """The size in pixels of the smallest visible text of ``fig`` once its PNG (saved with a tight
+    bounding box at the figure's dpi) is shown ``display_px`` wide or narrower (never enlarged)."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    width_px = fig.get_tightbbox(renderer).width * fig.dpi
+    scale = min(1.0, display_px / width_px) if width_px > 0 else 1.0
+    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    return min(sizes, default=np.inf) * fig.dpi / 72 * scale
+
+
+def _model_of(frame: pd.DataFrame) -> pd.Series | None:
+    return frame["model"].astype(str) if "model" in frame.columns else None
+
+
+def _constant_counts(frame: pd.DataFrame, level: pd.Series, counts: str | None) -> dict | None:
+    """``level -> count`` when ``counts`` is a column and every row of a level has the same count."""
+    if not counts or counts not in frame.columns:
+        return None
+    per = frame.assign(_level=level.to_numpy()).groupby("_level", sort=False)[counts].nunique()
+    if (per > 1).any():
+        return None
+    return frame.assign(_level=level.to_numpy()).groupby("_level", sort=False)[counts].first().to_dict()
 
 
 def _cols(cols: str | Sequence[str] | None) -> list[str]:
@@ -83,24 +156,43 @@ def _err(frame: pd.DataFrame, y: str) -> np.ndarray | None:
     return np.vstack([low, high])
 
 
+def _colour_of_rows(frame: pd.DataFrame, palette: dict | None) -> list | None:
+    """Colour per row from its ``model`` (``palette`` or :func:`model_palette`); None without a model column."""
+    models = _model_of(frame)
+    if models is None:
+        return None
+    palette = {**model_palette(models), **(palette or {})}
+    return [palette[m] for m in models]
+
+
 def forest(table: pd.DataFrame, *, label: str | Sequence[str] = ("model", "profile"), x: str = "accuracy",
-           hue: str | None = None, reference: float | None = 0.5, ax: Axes | None = None,
-           title: str | None = "Accuracy with 95% CI") -> Axes:
+           hue: str | None = None, palette: dict | None = None, reference: float | None = 0.5,
+           ax: Axes | None = None, title: str | None = "Accuracy with 95% CI") -> Axes:
     """Forest plot: one row per table row, a point at ``x`` with its ``ci_low``–``ci_high`` interval.
 
-    ``label`` names the column(s) shown on the y axis; ``hue`` colours rows by a column; ``reference``
-    draws a dashed vertical line (chance = 0.5 by default; None for none).
+    ``label`` names the column(s) shown on the y axis. Points take their model's colour
+    (:func:`model_palette`, or ``palette``); ``hue`` adds a legend of that column's levels (a column
+    other than ``model`` is then coloured by level). ``reference`` draws a dashed vertical line (chance =
+    0.5 by default; None for none).
     """
     _need(table, [x, *_cols(label), *_cols(hue)])
     ax = _axes(ax, (7, 0.45 * len(table) + 1.5))
     frame = table.reset_index(drop=True)
     ys = np.arange(len(frame))[::-1]
-    colours = sns.color_palette(PALETTE)
-    groups = _labels(frame, hue) if hue else pd.Series(["all"] * len(frame))
-    for i, level in enumerate(_order(groups)):
+    by_model = hue in (None, "model") and "model" in frame.columns
+    if by_model:
+        colours = _colour_of_rows(frame, palette)
+        groups = _labels(frame, "model")
+    else:
+        groups = _labels(frame, hue) if hue else pd.Series(["all"] * len(frame))
+        generic = sns.color_palette(PALETTE)
+        levels = _order(groups)
+        colours = [generic[levels.index(g) % len(generic)] for g in groups]
+    for level in _order(groups):
         mask = (groups == level).to_numpy()
+        colour = colours[int(np.flatnonzero(mask)[0])]
         ax.errorbar(frame.loc[mask, x], ys[mask], xerr=_err(frame.loc[mask], x), fmt="o", capsize=3,
-                    color=colours[i % len(colours)], label=level if hue else None)
+                    color=colour, label=level if hue else None)
     ax.set_yticks(ys, _labels(frame, label).tolist())
     if reference is not None:
         ax.axvline(reference, color="grey", linestyle="--", linewidth=1)
@@ -112,36 +204,76 @@ def forest(table: pd.DataFrame, *, label: str | Sequence[str] = ("model", "profi
     return ax
 
 
-def heatmap(table: pd.DataFrame, *, rows: str | Sequence[str] = "model", cols: str = "subset",
-            value: str = "accuracy", annot: bool = True, fmt: str = ".2f", vmin: float | None = 0.0,
-            vmax: float | None = 1.0, ax: Axes | None = None, title: str | None = None) -> Axes:
-    """Heatmap of ``value`` with one row per ``rows`` level and one column per ``cols`` level."""
-    _need(table, [*_cols(rows), cols, value])
-    frame = table.assign(_row=_labels(table, rows))
-    grid = frame.pivot_table(index="_row", columns=cols, values=value, aggfunc="mean", observed=True)
-    grid = grid.reindex(index=_order(frame["_row"]), columns=_order(frame[cols]))
-    grid.index.name = " | ".join(_cols(rows))
-    ax = _axes(ax, (1.6 * grid.shape[1] + 3, 0.5 * grid.shape[0] + 1.5))
-    sns.heatmap(grid, annot=annot, fmt=fmt, cmap=SEQUENTIAL_CMAP, vmin=vmin, vmax=vmax, linewidths=0.5,
-                cbar_kws={"label": value.replace("_", " ")}, ax=ax)
-    ax.set_title(title or f"{value.replace('_', ' ')} by {grid.index.name} and {cols}")
-    ax.set_xticks(ax.get_xticks(), [_wrap(c) for c in grid.columns], rotation=0)
+def heatmap(table: pd.DataFrame, *, rows: str | Sequence[str] = "model", cols: str | Sequence[str] = "subset",
+            value: str = "accuracy", counts: str | None = "n", annot: bool = True, fmt: str = ".2f",
+            vmin: float | None = 0.0, vmax: float | None = 1.0, fontsize: float = 10.0, ax: Axes | None = None,
+            title: str | None = None) -> Axes:
+    """Heatmap of ``value`` with one row per ``rows`` level and one column per ``cols`` level.
+
+    ``counts`` (default ``n``, None for none) shows the number of pairs behind each cell: in the row label
+    (``cooking (n=3)``) when it is the same along the row, else under each cell's value. A new figure is
+    sized to the grid and at most :data:`PAGE_WIDTH_IN` wide, with ``fontsize``-point text, so that labels
+    stay readable on a report page; put the longer dimension (e.g. categories) on ``rows``.
+    """
+    _need(table, [*_cols(rows), *_cols(cols), value])
+    frame = table.assign(_row=_labels(table, rows), _col=_labels(table, cols))
+    grid = frame.pivot_table(index="_row", columns="_col", values=value, aggfunc="mean", observed=True)
+    row_order, col_order = _order(frame["_row"]), _order(frame["_col"])
+    grid = grid.reindex(index=row_order, columns=col_order)
+    per_row = _constant_counts(frame, frame["_row"], counts)
+    labels = np.full(grid.shape, "", dtype=object)
+    if annot:
+        values = grid.to_numpy(dtype=float)
+        cells = None
+        if counts and counts in frame.columns and per_row is None:
+            cells = frame.pivot_table(index="_row", columns="_col", values=counts, aggfunc="sum",
+                                      observed=True).reindex(index=row_order, columns=col_order).to_numpy()
+        for (i, j), v in np.ndenumerate(values):
+            if np.isfinite(v):
+                labels[i, j] = f"{v:{fmt}}" + (f"\n(n={int(cells[i, j])})" if cells is not None else "")
+    row_names = [f"{r} (n={int(per_row[r])})" if per_row else str(r) for r in grid.index]
+    few = grid.shape[1] <= 6  # few columns: wrapped labels, level; many: one line per part, slanted if long
+    col_names = ["\n".join(_wrap(part, 16) if few else part for part in str(c).split(" | ")) for c in grid.columns]
+    longest = 0 if few else max((len(line) for c in col_names for line in c.splitlines()), default=0)
+    label_in = 0.085 * max((len(r) for r in row_names), default=4) * fontsize / 10
+    lines = max((c.count("\n") + 1 for c in col_names), default=1) + (0.6 * longest / 10 if longest > 10 else 0)
+    if ax is None:
+        width = min(PAGE_WIDTH_IN, label_in + 0.95 * grid.shape[1] + 1.6)
+        height = (0.42 if per_row is not None or not counts else 0.6) * grid.shape[0] + 0.22 * lines + 1.3
+        _, ax = plt.subplots(figsize=(width, height))
+    sns.heatmap(grid, annot=labels if annot else False, fmt="", cmap=SEQUENTIAL_CMAP, vmin=vmin, vmax=vmax,
+                linewidths=0.5, annot_kws={"fontsize": fontsize},
+                cbar_kws={"label": value.replace("_", " "), "shrink": min(1.0, 6 / max(grid.shape[0], 1))},
+                ax=ax)
+    ax.set_title(title or f"{value.replace('_', ' ')} by {' | '.join(_cols(rows))} and {' | '.join(_cols(cols))}",
+                 fontsize=fontsize + 2)
+    slanted = longest > 10  # long names (e.g. model specs) slant so that neighbours never overlap
+    ax.set_xticks(np.arange(grid.shape[1]) + 0.5, col_names, rotation=35 if slanted else 0,
+                  ha="left" if slanted else "center", rotation_mode="anchor", fontsize=fontsize)
+    ax.set_yticks(np.arange(grid.shape[0]) + 0.5, row_names, rotation=0, fontsize=fontsize)
+    ax.xaxis.tick_top()
+    ax.set_xlabel(" | ".join(_cols(cols)), fontsize=fontsize, labelpad=8)
+    ax.xaxis.set_label_position("top")
+    ax.set_ylabel(" | ".join(_cols(rows)), fontsize=fontsize)
+    ax.figure.axes[-1].tick_params(labelsize=fontsize)
+    ax.figure.axes[-1].yaxis.label.set_size(fontsize)
     return ax
 
 
 def lift_dumbbell(lift: pd.DataFrame, *, label: str | Sequence[str] = ("model", "profile"),
-                  before: str = "accuracy_baseline", after: str = "accuracy_condition", ax: Axes | None = None,
-                  title: str | None = "Profile lift (same pairs)") -> Axes:
-    """Dumbbell per row of :func:`prb_utils.analysis.metrics.profile_lift`: accuracy without and with the profile,
-    joined by a line, with the lift and its CI written beside it."""
+                  before: str = "accuracy_baseline", after: str = "accuracy_condition", palette: dict | None = None,
+                  ax: Axes | None = None, title: str | None = "Profile lift (same pairs)") -> Axes:
+    """Dumbbell per row of :func:`prb_utils.analysis.metrics.profile_lift`: accuracy without the profile
+    (hollow marker) and with it (filled), joined by a line in the model's colour, with the lift and its
+    CI written beside it."""
     _need(lift, [before, after, *_cols(label)])
     frame = lift.reset_index(drop=True)
     ax = _axes(ax, (7, 0.5 * len(frame) + 1.5))
     ys = np.arange(len(frame))[::-1]
-    c_before, c_after = sns.color_palette(PALETTE)[:2]
-    ax.hlines(ys, frame[before], frame[after], color="grey", linewidth=2, zorder=1)
-    ax.scatter(frame[before], ys, color=c_before, label="without profile", zorder=2)
-    ax.scatter(frame[after], ys, color=c_after, label="with profile", zorder=2)
+    colours = _colour_of_rows(frame, palette) or [MODEL_COLOURS[0]] * len(frame)
+    ax.hlines(ys, frame[before], frame[after], colors=colours, linewidth=2, zorder=1)
+    ax.scatter(frame[before], ys, facecolors="white", edgecolors=colours, linewidths=2, zorder=2)
+    ax.scatter(frame[after], ys, color=colours, zorder=2)
     if {"lift", "ci_low", "ci_high"} <= set(frame.columns):
         # the lift and its CI in a column right of the plot area (x in axes fraction, y in data units)
         for y, row in zip(ys, frame.itertuples(index=False), strict=True):
@@ -150,8 +282,7 @@ def lift_dumbbell(lift: pd.DataFrame, *, label: str | Sequence[str] = ("model", 
         ax.text(1.02, 1.0, "lift [95% CI]", transform=ax.transAxes, va="bottom", fontsize="small",
                 fontweight="bold")
     ax.set_yticks(ys, _labels(frame, label).tolist())
-    ax.set_xlabel("accuracy")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2, fontsize="small", frameon=False)
+    ax.set_xlabel("accuracy   (○ without profile, ● with profile)")
     if title:
         ax.set_title(title)
     return ax
@@ -162,47 +293,37 @@ MARKERS = ("o", "s", "^", "D", "v", "P")
 
 
 def _series_by_category(table: pd.DataFrame, *, x: str, y: str, hue: str | Sequence[str] | None,
-                        ax: Axes, bars: bool, style: str | None = None, dodge: float = 0.0) -> list:
-    """Draw one series per hue (x style) level over the ordered categories of ``x``; return the order."""
+                        ax: Axes, style: str | None = None, dodge: float = 0.0,
+                        palette: dict | None = None) -> list:
+    """Draw one line per hue (x style) level over the ordered categories of ``x``; return the order.
+
+    The colour is the row's model colour (:func:`model_palette`); the line style and marker follow
+    ``style``, or, without one, the hue levels that share a model (e.g. its profile conditions)."""
     order = _order(table[x])
     hue_of = _labels(table, hue)
     style_of = _labels(table, style) if style else pd.Series([""] * len(table), index=table.index)
     hues, styles = _order(hue_of), _order(style_of)
     series = [(h, st) for h in hues for st in styles if ((hue_of == h) & (style_of == st)).any()]
-    colours = sns.color_palette(PALETTE)
-    width = 0.8 / max(len(series), 1)
+    models = _model_of(table)
+    colours = {**model_palette(models), **(palette or {})} if models is not None else None
+    generic = sns.color_palette(PALETTE)
     pos = {c: i for i, c in enumerate(order)}
+    seen: dict[str, list] = {}
     for i, (h, st) in enumerate(series):
         part = table[((hue_of == h) & (style_of == st)).to_numpy()]
+        model = str(part["model"].iloc[0]) if colours is not None else h
+        colour = colours[model] if colours is not None else generic[hues.index(h) % len(generic)]
+        seen.setdefault(model, []).append((h, st))
+        j = styles.index(st) if style else len(seen[model]) - 1
         part = part.assign(_pos=part[x].map(pos)).dropna(subset=["_pos"]).sort_values("_pos")
         xs = part["_pos"].to_numpy(dtype=float)
         label = " | ".join(v for v in (h if hue else "", st) if v) or None
-        colour = colours[hues.index(h) % len(colours)]
-        if bars:
-            xs = xs - 0.4 + width * (i + 0.5)
-            ax.bar(xs, part[y], width=width, color=colour, label=label)
-            ax.errorbar(xs, part[y], yerr=_err(part, y), fmt="none", ecolor="black", capsize=2, linewidth=1)
-        else:
-            if dodge and len(series) > 1:
-                xs = xs + dodge * (i / (len(series) - 1) - 0.5)
-            j = styles.index(st)
-            ax.errorbar(xs, part[y], yerr=_err(part, y), marker=MARKERS[j % len(MARKERS)],
-                        linestyle=LINESTYLES[j % len(LINESTYLES)], capsize=3, color=colour, label=label)
+        if dodge and len(series) > 1:
+            xs = xs + dodge * (i / (len(series) - 1) - 0.5)
+        ax.errorbar(xs, part[y], yerr=_err(part, y), marker=MARKERS[j % len(MARKERS)],
+                    linestyle=LINESTYLES[j % len(LINESTYLES)], capsize=3, color=colour, label=label)
     ax.set_xticks(range(len(order)), [str(c) for c in order])
     return order
-
-
-def theme_bars(table: pd.DataFrame, *, x: str = "theme", y: str = "accuracy",
-               hue: str | Sequence[str] | None = "model", reference: float | None = 0.5,
-               ax: Axes | None = None, title: str | None = "Accuracy by rubric theme") -> Axes:
-    """Grouped bars of accuracy per rubric theme (:func:`prb_utils.analysis.breakdowns.by_theme`) with CI whiskers."""
-    _need(table, [x, y, *_cols(hue)])
-    n_themes = table[x].nunique()
-    ax = _axes(ax, (max(6.0, 0.9 * n_themes + 2), 4.5))
-    _series_by_category(table, x=x, y=y, hue=hue, ax=ax, bars=True)
-    plt.setp(ax.get_xticklabels(), rotation=35, ha="right", rotation_mode="anchor")
-    _finish(ax, x=x, y=y, hue=hue, reference=reference, title=title)
-    return ax
 
 
 def _finish(ax: Axes, *, x: str, y: str, hue, reference: float | None, title: str | None,
@@ -221,56 +342,157 @@ def _finish(ax: Axes, *, x: str, y: str, hue, reference: float | None, title: st
 
 def inferability_curve(table: pd.DataFrame, *, x: str = "inferability_bin", y: str = "accuracy",
                        hue: str | Sequence[str] | None = "model", style: str | None = "profile",
-                       reference: float | None = 0.5, dodge: float = 0.2, ax: Axes | None = None,
+                       reference: float | None = 0.5, dodge: float = 0.2, palette: dict | None = None,
+                       ax: Axes | None = None,
                        title: str | None = "Accuracy by rubric inferability from the profile") -> Axes:
-    """Accuracy per inferability bin (:func:`prb_utils.analysis.breakdowns.by_inferability`): colour = ``hue``,
-    line style and marker = ``style`` (None for one style); points are dodged sideways by ``dodge``."""
+    """Accuracy per inferability bin (:func:`prb_utils.analysis.breakdowns.by_inferability`): colour = the
+    model, line style and marker = ``style`` (None for one style); points are dodged sideways by ``dodge``."""
     style = style if style in table.columns else None
     _need(table, [x, y, *_cols(hue)])
     ax = _axes(ax, (7.5, 4.5))
-    _series_by_category(table, x=x, y=y, hue=hue, style=style, ax=ax, bars=False, dodge=dodge)
+    _series_by_category(table, x=x, y=y, hue=hue, style=style, ax=ax, dodge=dodge, palette=palette)
     _finish(ax, x=x, y=y, hue=hue, style=style, reference=reference, title=title)
     return ax
 
 
 def length_bias_curve(table: pd.DataFrame, *, x: str = "length_bin", y: str = "accuracy",
                       hue: str | Sequence[str] | None = "model", style: str | None = None,
-                      reference: float | None = 0.5, dodge: float = 0.2, ax: Axes | None = None,
+                      reference: float | None = 0.5, dodge: float = 0.2, palette: dict | None = None,
+                      ax: Axes | None = None,
                       title: str | None = "Accuracy by chosen - rejected length (characters)") -> Axes:
-    """Accuracy per length-difference bin (:func:`prb_utils.analysis.breakdowns.length_bias`): colour = ``hue``,
-    line style = ``style``. Left of the middle bin ("-20..20") the chosen answer is the shorter one."""
+    """Accuracy per length-difference bin (:func:`prb_utils.analysis.breakdowns.length_bias`): colour = the
+    model, line style = ``style``. Left of the middle bin ("-20..20") the chosen answer is the shorter one."""
     _need(table, [x, y, *_cols(hue), *_cols(style)])
     ax = _axes(ax, (8, 4.5))
-    _series_by_category(table, x=x, y=y, hue=hue, style=style, ax=ax, bars=False, dodge=dodge)
+    _series_by_category(table, x=x, y=y, hue=hue, style=style, ax=ax, dodge=dodge, palette=palette)
     _finish(ax, x=x, y=y, hue=hue, style=style, reference=reference, title=title)
     return ax
 
 
-def margin_densities(margins: pd.DataFrame, *, x: str = "margin_std", hue: str | Sequence[str] | None = "model",
-                     ax: Axes | None = None,
-                     title: str | None = "Standardized score margin (chosen - rejected)") -> Axes:
-    """Density of the per-item margin (:func:`prb_utils.analysis.breakdowns.score_margins`) per hue level.
+def _panels(n: int, *, col_wrap: int, panel: tuple[float, float], sharex: bool = True,
+            sharey: bool = True) -> tuple[Figure, list[Axes]]:
+    """A grid of ``n`` panels, ``col_wrap`` a row at most, no wider than :data:`PAGE_WIDTH_IN`."""
+    nrows = max(1, -(-n // max(col_wrap, 1)))
+    ncols = max(1, -(-n // nrows))  # balanced rows: 5 panels with col_wrap 4 are 3 + 2
+    width = min(PAGE_WIDTH_IN, panel[0] * ncols + 1.0)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width, panel[1] * nrows + 0.9), sharex=sharex,
+                             sharey=sharey, squeeze=False, layout="constrained")
+    flat = list(axes.ravel())
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    for ax in flat[:n]:
+        ax.tick_params(labelbottom=True)  # every panel keeps its x tick labels, even above an empty slot
+    return fig, flat[:n]
 
-    Levels whose margins do not vary (or have under two values) are drawn as a vertical tick at their
-    value instead of a density. The dashed line at 0 is the decision boundary (right of it = correct).
-    """
-    _need(margins, [x, *_cols(hue)])
-    ax = _axes(ax, (7, 4.5))
-    groups = _labels(margins, hue)
-    colours = sns.color_palette(PALETTE)
-    for i, level in enumerate(_order(groups)):
-        values = margins.loc[(groups == level).to_numpy(), x].dropna().to_numpy(dtype=float)
-        colour = colours[i % len(colours)]
-        label = level if hue else None
-        if len(values) >= 2 and np.ptp(values) > 0:
-            sns.kdeplot(x=values, ax=ax, color=colour, label=label, fill=True, alpha=0.15, warn_singular=False)
-        elif len(values):
-            ax.axvline(values[0], color=colour, label=label, linewidth=2)
-    ax.axvline(0, color="grey", linestyle="--", linewidth=1)
-    ax.set_xlabel(x.replace("_", " "))
-    ax.set_ylabel("density")
-    if hue:
-        _legend(ax, title=" | ".join(_cols(hue)))
+
+def _style_levels(frame: pd.DataFrame, style: str | None) -> list[str]:
+    """The levels of ``style`` (``[""]`` for none); profile conditions as none, top1, top2, ..., full, others."""
+    if not style:
+        return [""]
+    levels = [str(v) for v in _order(frame[style])]
+    if style != "profile":
+        return levels
+
+    def key(name: str) -> tuple[int, float, str]:
+        if name == "none":
+            return (0, 0.0, name)
+        if name in ORACLE_CONDITIONS:
+            return (2, 0.0, name)
+        try:
+            k = parse_condition(name).k
+        except PRBError:
+            return (3, 0.0, name)
+        return (1, np.inf if k is None else float(k), name)
+
+    return sorted(levels, key=key)
+
+
+def _style_legend(fig: Figure, levels: list, *, title: str, lines: bool) -> None:
+    handles = [Line2D([], [], color="0.25", marker=None if lines else MARKERS[j % len(MARKERS)],
+                      linestyle=LINESTYLES[j % len(LINESTYLES)] if lines else "", label=str(level))
+               for j, level in enumerate(levels)]
+    if handles:
+        fig.legend(handles=handles, title=title, loc="outside lower center", ncol=min(len(handles), 6),
+                   frameon=False, fontsize=10, title_fontsize=10)
+
+
+def theme_panels(table: pd.DataFrame, *, y: str = "theme", x: str = "accuracy", facet: str = "model",
+                 style: str | None = "profile", col_wrap: int = 5, palette: dict | None = None,
+                 reference: float | None = 0.5, title: str | None = "Accuracy by rubric theme (95% CI)") -> Figure:
+    """Small multiples of accuracy per rubric theme (:func:`prb_utils.analysis.breakdowns.by_theme`): one
+    panel per ``facet`` level (a model, in its colour), the themes on a shared y axis with their pair
+    count, one marker per ``style`` level (profile condition) with its CI. Returns the Figure."""
+    style = style if style and style in table.columns else None
+    _need(table, [x, y, facet])
+    levels = _order(table[y])
+    facets = _order(table[facet].astype(str))
+    styles = _style_levels(table, style)
+    colours = {**model_palette(facets), **(palette or {})}
+    per_level = _constant_counts(table, table[y].astype(str), "n")
+    fig, axes = _panels(len(facets), col_wrap=col_wrap, panel=(2.7, 0.3 * len(levels) * max(1, len(styles) / 2)
+                                                                  + 0.8))
+    pos = {str(level): i for i, level in enumerate(levels)}
+    step = 0.6 / max(len(styles), 1)
+    for ax, name in zip(axes, facets, strict=True):
+        part = table[table[facet].astype(str) == name]
+        for j, st in enumerate(styles):
+            sub = part if not style else part[part[style].astype(str) == st]
+            ys = sub[y].astype(str).map(pos).to_numpy(dtype=float) + (j - (len(styles) - 1) / 2) * step
+            ax.errorbar(sub[x], ys, xerr=_err(sub, x), fmt=MARKERS[j % len(MARKERS)], color=colours[name],
+                        capsize=2, markersize=5, linewidth=1)
+        if reference is not None:
+            ax.axvline(reference, color="grey", linestyle="--", linewidth=1)
+        ax.set_title(_wrap(name, 28), fontsize=10)
+        if x == "accuracy":
+            ax.set_xlim(-0.02, 1.02)
+        ax.tick_params(labelsize=10)
+        ax.set_xlabel(x.replace("_", " "), fontsize=10)
+    names = [f"{level} (n={int(per_level[str(level)])})" if per_level else str(level) for level in levels]
+    for ax in axes:
+        ax.set_yticks(range(len(levels)), names)
+        ax.set_ylim(len(levels) - 0.5, -0.5)
+    if style:
+        _style_legend(fig, styles, title=style, lines=False)
     if title:
-        ax.set_title(title)
-    return ax
+        fig.suptitle(title, fontsize=12, fontweight="bold")
+    return fig
+
+
+def margin_panels(margins: pd.DataFrame, *, x: str = "margin_std", facet: str = "model",
+                  style: str | None = "profile", col_wrap: int = 5, palette: dict | None = None,
+                  title: str | None = "Standardized score margin (chosen - rejected)") -> Figure:
+    """Small multiples of the per-item margin density (:func:`prb_utils.analysis.breakdowns.score_margins`):
+    one panel per ``facet`` level (a model, in its colour), the same x and y axes in every panel, one line
+    style per ``style`` level (profile condition). A level whose margins do not vary (or has under two
+    values) is drawn as a vertical line at its value. The dashed line at 0 is the decision boundary (right
+    of it = correct). Returns the Figure."""
+    style = style if style and style in margins.columns else None
+    _need(margins, [x, facet])
+    facets = _order(margins[facet].astype(str))
+    styles = _style_levels(margins, style)
+    colours = {**model_palette(facets), **(palette or {})}
+    fig, axes = _panels(len(facets), col_wrap=col_wrap, panel=(2.7, 2.2))
+    for ax, name in zip(axes, facets, strict=True):
+        part = margins[margins[facet].astype(str) == name]
+        for j, st in enumerate(styles):
+            sub = part if not style else part[part[style].astype(str) == st]
+            values = sub[x].dropna().to_numpy(dtype=float)
+            line = LINESTYLES[j % len(LINESTYLES)]
+            if len(values) >= 2 and np.ptp(values) > 0:
+                sns.kdeplot(x=values, ax=ax, color=colours[name], linestyle=line, linewidth=1.8,
+                            warn_singular=False, label=st or None)
+                if j == 0:
+                    sns.kdeplot(x=values, ax=ax, color=colours[name], fill=True, alpha=0.15, linewidth=0,
+                                warn_singular=False)
+            elif len(values):
+                ax.axvline(values[0], color=colours[name], linestyle=line, linewidth=2, label=st or None)
+        ax.axvline(0, color="grey", linestyle="--", linewidth=1)
+        ax.set_title(_wrap(name, 28), fontsize=10)
+        ax.tick_params(labelsize=10)
+        ax.set_xlabel(x.replace("_", " "), fontsize=10)
+        ax.set_ylabel("density", fontsize=10)
+    if style:
+        _style_legend(fig, styles, title=style, lines=True)
+    if title:
+        fig.suptitle(title, fontsize=12, fontweight="bold")
+    return fig

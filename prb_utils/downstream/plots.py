@@ -2,37 +2,44 @@
 
 Same conventions as :mod:`prb_utils.analysis.plots`: one function per plot, tidy input plus keyword-only options,
 draws on ``ax`` (a new figure when None) and returns the Axes; intervals come from the frame's
-``ci_low``/``ci_high`` columns. ``judge_label`` (e.g. from :func:`prb_utils.downstream.rubric_judge.judge_label`)
+``ci_low``/``ci_high`` columns; a reward model takes its colour from
+:func:`prb_utils.analysis.plots.model_palette` (the same as on every other page). ``judge_label`` (e.g. from :func:`prb_utils.downstream.rubric_judge.judge_label`)
 names the quality's judge on the axis, so a proxy judge is always marked as one.
 """
 
 from __future__ import annotations
+
+import textwrap
 
 import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
 
-from prb_utils.analysis.plots import PALETTE, _axes, _need
+from prb_utils.analysis.plots import PALETTE, REFERENCE_COLOUR, _axes, _need, model_palette
 from prb_utils.errors import PRBError
 
 
 def _colors(n: int) -> list:
+    """``n`` colours for levels that are not models (benchmarks, downstream outcomes)."""
     return list(sns.color_palette(PALETTE, n)) if n > 0 else []
 
 
 def bon_curve_plot(curves: pd.DataFrame, *, method: str = "exact", ax: Axes | None = None,
-                   judge_label: str | None = None, reference: bool = True, ylabel: str = "rubric quality",
+                   palette: dict | None = None, judge_label: str | None = None, reference: bool = True, ylabel: str = "rubric quality",
                    title: str | None = "Best-of-k rubric quality (95% CI over questions)") -> Axes:
     """Mean best-of-k quality against k (log2 axis) per RM, with CI bands, from :func:`prb_utils.downstream.bon.bon_curves`.
 
-    ``oracle`` and ``random`` rows are drawn as grey reference lines when ``reference``.
+    Each RM in its :func:`~prb_utils.analysis.plots.model_palette` colour (or ``palette``); ``oracle`` and
+    ``random`` rows are drawn as grey reference lines when ``reference``.
     """
     _need(curves, ["model", "method", "k", "mean", "ci_low", "ci_high"])
     ax = _axes(ax, (7, 4.5))
     sub = curves[curves["method"] == method]
     models = [m for m in dict.fromkeys(sub["model"]) if m not in ("oracle", "random")]
-    for color, model in zip(_colors(len(models)), models, strict=True):
+    colours = {**model_palette(models), **(palette or {})}
+    for model in models:
+        color = colours[model]
         d = sub[sub["model"] == model].sort_values("k")
         ax.plot(d["k"], d["mean"], marker="o", color=color, label=model)
         ax.fill_between(d["k"], d["ci_low"], d["ci_high"], color=color, alpha=0.1, linewidth=0)
@@ -40,13 +47,13 @@ def bon_curve_plot(curves: pd.DataFrame, *, method: str = "exact", ax: Axes | No
         for name, style in (("oracle", "--"), ("random", ":")):
             d = curves[curves["model"] == name].sort_values("k")
             if not d.empty:
-                ax.plot(d["k"], d["mean"], linestyle=style, color="0.4", label=name)
+                ax.plot(d["k"], d["mean"], linestyle=style, color=REFERENCE_COLOUR, label=name)
     ks = sorted(sub["k"].unique())
     if ks:
         ax.set_xscale("log", base=2)
         ax.set_xticks(ks, [str(k) for k in ks])
     ax.set_xlabel("k (samples the RM chooses from)")
-    ax.set_ylabel(ylabel + (f"\n[{judge_label}]" if judge_label else ""))
+    ax.set_ylabel(ylabel + ("\n" + textwrap.fill(f"[{judge_label}]", 36) if judge_label else ""))
     if title:
         ax.set_title(title)
     ax.legend(fontsize="small", frameon=False, loc="best")
@@ -66,13 +73,15 @@ def scatter_fit(benchmark: pd.Series, downstream: pd.Series, *, ax: Axes | None 
                 title: str | None = None) -> Axes:
     """Benchmark (x) vs downstream (y) per RM, labelled points, an OLS fit with its CI band (statsmodels).
 
-    Inputs are Series indexed by model name (joined on the index). The legend gives slope, R² and n.
+    Inputs are Series indexed by model name (joined on the index); each point has its model's colour.
+    The legend gives slope, R² and n.
     """
     import statsmodels.api as sm
 
     df = _pair_frame(benchmark, downstream)
     ax = _axes(ax, (6, 4.5))
-    ax.scatter(df["benchmark"], df["downstream"], color=_colors(1)[0], zorder=3)
+    colours = model_palette(df.index.astype(str))
+    ax.scatter(df["benchmark"], df["downstream"], color=[colours[str(m)] for m in df.index], zorder=3)
     for name, row in df.iterrows():
         ax.annotate(str(name), (row["benchmark"], row["downstream"]), textcoords="offset points",
                     xytext=(4, 4), fontsize="small")
@@ -93,7 +102,8 @@ def scatter_fit(benchmark: pd.Series, downstream: pd.Series, *, ax: Axes | None 
 
 def rank_rank(benchmark: pd.Series, downstream: pd.Series, *, ax: Axes | None = None,
               xlabel: str = "benchmark rank", ylabel: str = "downstream rank", title: str | None = None) -> Axes:
-    """Rank by benchmark (x) vs rank by downstream (y), 1 = best, labelled; the diagonal is perfect agreement.
+    """Rank by benchmark (x) vs rank by downstream (y), 1 = best, labelled and in each model's colour; the
+    diagonal is perfect agreement.
 
     >>> ax = rank_rank(pd.Series([0.7, 0.6, 0.5], index=["a", "b", "c"]), pd.Series([0.2, 0.3, 0.1], index=["a", "b", "c"]))
     >>> sorted(t.get_text() for t in ax.texts)
@@ -107,7 +117,8 @@ def rank_rank(benchmark: pd.Series, downstream: pd.Series, *, ax: Axes | None = 
     ax = _axes(ax, (5, 5))
     n = len(df)
     ax.plot([1, n], [1, n], linestyle="--", color="0.6", zorder=1)
-    ax.scatter(rx, ry, color=_colors(1)[0], zorder=3)
+    colours = model_palette(df.index.astype(str))
+    ax.scatter(rx, ry, color=[colours[str(m)] for m in df.index], zorder=3)
     for name in df.index:
         ax.annotate(str(name), (rx[name], ry[name]), textcoords="offset points", xytext=(4, 4), fontsize="small")
     ax.set_xlim(n + 0.5, 0.5)

@@ -291,13 +291,15 @@ def headline_table(results: str, models: Sequence[str], profiles: Sequence[str])
     """The index's headline: per profile condition (none, topK, full, then oracle conditions), the most
     accurate job (ties: all of them) with its accuracy and Wilson 95% CI (:func:`summarize` of the store's
     rows for the chosen models and conditions; ties between the answers count as wrong). Columns
-    ``profile, model, accuracy, ci_low, ci_high, n, oracle``; empty when the store holds no such rows."""
+    ``profile, model, accuracy, ci_low, ci_high, n, oracle, position_locked, warning``: a judge job that
+    answers by position (:func:`prb_utils.analysis.breakdowns.position_locked`) is flagged with its one-line
+    warning ("" otherwise); empty when the store holds no such rows."""
     from prb_utils.analysis.metrics import summarize
     from prb_utils.notebook.params import canonical_spec
     from prb_utils.schema import ORACLE_CONDITIONS
     from prb_utils.store import load_results
 
-    columns = ["profile", "model", "accuracy", "ci_low", "ci_high", "n", "oracle"]
+    columns = ["profile", "model", "accuracy", "ci_low", "ci_high", "n", "oracle", "position_locked", "warning"]
     rows = load_results(results)
     if models and not rows.empty:
         rows = rows[rows["model"].isin([canonical_spec(m) for m in models])]
@@ -309,6 +311,7 @@ def headline_table(results: str, models: Sequence[str], profiles: Sequence[str])
         return pd.DataFrame(columns=columns)
     rows = rows.assign(model=rows["job_label"])  # one row per job, as in the notebooks
     table = summarize(rows, ["model", "profile"])
+    locks = _locked_jobs(rows)
     best = []
     for profile in sorted(table["profile"].astype(str).unique(), key=_condition_order):
         group = table[(table["profile"].astype(str) == profile) & table["accuracy"].notna()]
@@ -319,8 +322,22 @@ def headline_table(results: str, models: Sequence[str], profiles: Sequence[str])
         best.append({"profile": profile, "model": " = ".join(top["model"].astype(str)),
                      "accuracy": float(first["accuracy"]), "ci_low": float(first["ci_low"]),
                      "ci_high": float(first["ci_high"]), "n": int(first["n"]),
-                     "oracle": profile in ORACLE_CONDITIONS})
+                     "oracle": profile in ORACLE_CONDITIONS,
+                     "position_locked": any((m, profile) in locks for m in top["model"].astype(str)),
+                     "warning": " ".join(locks[m, profile] for m in top["model"].astype(str)
+                                         if (m, profile) in locks)})
     return pd.DataFrame(best, columns=columns)
+
+
+def _locked_jobs(rows: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """``(job label, profile) -> warning`` for the position-locked judge jobs among ``rows``."""
+    from prb_utils.analysis.breakdowns import position_locked
+
+    if not {"verdict_ab", "verdict_ba"} <= set(rows.columns):
+        return {}
+    locks = position_locked(rows, by=["model", "profile"])
+    locks = locks[locks["locked"]]
+    return {(str(r.model), str(r.profile)): str(r.warning) for r in locks.itertuples()}
 
 
 def _percent(value: float) -> str:
@@ -338,9 +355,13 @@ def _headline_html(table: pd.DataFrame) -> str:
                 f'<b>{esc(str(lead["profile"]))}</b>, <b>{_percent(lead["accuracy"])}</b> '
                 f'(95% CI {_percent(lead["ci_low"])}&ndash;{_percent(lead["ci_high"])}) '
                 f'on {int(lead["n"])} pairs.</p>')
+    if lead.get("position_locked", False):
+        sentence += f'<p class="headline warn">{esc(str(lead["warning"]))}</p>'
+    flag = ('<br><span class="warn">{}</span>').format
     rows = "".join(
         f"<tr><td>{esc(str(r.profile))}{' <i>(oracle: an upper bound, not a benchmark result)</i>' if r.oracle else ''}"
-        f"</td><td>{esc(str(r.model))}</td><td>{_percent(r.accuracy)}</td>"
+        f"</td><td>{esc(str(r.model))}{flag(esc(r.warning)) if getattr(r, 'position_locked', False) else ''}"
+        f"</td><td>{_percent(r.accuracy)}</td>"
         f"<td>{_percent(r.ci_low)}&ndash;{_percent(r.ci_high)}</td><td>{r.n}</td></tr>"
         for r in table.itertuples())
     return (f'{sentence}<table class="headline-table"><thead><tr><th>profile condition</th><th>best model</th>'
@@ -388,6 +409,7 @@ th, td {{ border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: left; fo
 td {{ overflow-wrap: anywhere; }}
 .headline {{ font-size: 1.15em; margin: 0.5em 0; }}
 .note {{ color: #555; font-size: 0.85em; margin-top: -1em; }}
+.warn {{ color: #a04000; font-size: 0.9em; }}
 .scroll {{ max-width: 100%; overflow-x: auto; }}
 .scroll td, .scroll th {{ white-space: nowrap; }}
 </style></head><body>
