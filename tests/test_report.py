@@ -59,7 +59,7 @@ def test_notebooks_folder_holds_every_notebook():
 def test_index_links_every_page_with_run_metadata(report):
     index = (report / "index.html").read_text(encoding="utf-8")
     links = re.findall(r'<a href="([^"]+)"', index)
-    assert links == [f"{name}.html" for name in NAMES]
+    assert links == [*(f"{name}.html" for name in NAMES), "results.csv"]
     for name in NAMES:
         assert (report / f"{name}.html").is_file() and (report / f"{name}.ipynb").is_file()
         assert (report / f"{name}.numbers.json").is_file()
@@ -469,3 +469,22 @@ def test_the_pair_table_lists_every_pair_searches_and_links_to_cards(report, sam
     target = probe["target"]
     assert target is not None, "no element has the id the row links to"
     assert target["scrolled"] > 0 and 0 <= target["top"] < target["height"]  # the card is in view
+
+
+def test_the_index_links_a_csv_of_every_per_item_result(report, sample_report):
+    from conftest import REPORT_MODELS, REPORT_PROFILES
+
+    from prb_utils.store import load_results
+
+    index = (report / "index.html").read_text(encoding="utf-8")
+    assert '<a href="results.csv" download>' in index
+    written = pd.read_csv(report / "results.csv", dtype={"id": str})
+    stored = load_results(sample_report.results)
+    stored = stored[stored["model"].isin(REPORT_MODELS) & stored["profile"].isin(REPORT_PROFILES)]
+    assert len(written) == len(stored) > 0
+    key = ["job", "subset", "id"]
+    merged = written.merge(stored, on=key, suffixes=("", "_store"))
+    assert len(merged) == len(stored)
+    assert (merged["outcome"] == merged["outcome_store"]).all()
+    assert np.allclose(merged["score_chosen"], merged["score_chosen_store"], equal_nan=True)
+    assert {"job_label", "pair_hash"} <= set(written.columns)

@@ -205,3 +205,15 @@ def test_pair_inspection_defaults_keep_every_sample_pair():
     assert PairInspectionParams(max_pairs=0).max_pairs == 0  # 0: every card in full
     with pytest.raises(PRBError, match="'max_pairs' must be at least 0"):
         PairInspectionParams(max_pairs=-1)
+
+
+def test_the_quiz_comparison_flags_a_position_locked_judge():
+    from prb_utils.notebook.widgets import _locked_judges_html
+
+    judge = pd.DataFrame({"model": "judge:x", "profile": "none", "kind": "judge",
+                          "verdict_ab": ["chosen"] * 4, "verdict_ba": ["rejected"] * 4})
+    fair = judge.assign(model="judge:y", verdict_ba=["chosen"] * 4)
+    text = _locked_judges_html(pd.concat([judge, fair], ignore_index=True))
+    assert text.count("<p") == 1 and "judge:x" in text and "judge:y" not in text
+    assert _locked_judges_html(fair) == "" and _locked_judges_html(None) == ""
+    assert _locked_judges_html(pd.DataFrame({"model": ["length"], "profile": ["none"]})) == ""

@@ -286,7 +286,8 @@ def profile_size_plot(curve: pd.DataFrame, *, retriever: str = "bm25", ax: Any =
     >>> import matplotlib.pyplot as plt; plt.close("all")
     """
     import matplotlib.pyplot as plt
-    import seaborn as sns
+
+    from prb_utils.analysis.plots import model_palette
 
     require_columns(curve, ["model", "k", "oracle", "accuracy", "ci_low", "ci_high", "input_size", "input_unit"],
                     what="profile-size curve")
@@ -295,7 +296,7 @@ def profile_size_plot(curve: pd.DataFrame, *, retriever: str = "bm25", ax: Any =
     points = curve_points(curve, retriever=retriever)
     oracle = curve[curve["oracle"].astype(bool)]
     models = list(dict.fromkeys([*points["model"], *oracle["model"]]))
-    colours = dict(zip(models, sns.color_palette("colorblind", max(len(models), 1)), strict=False))
+    colours = model_palette(models)  # one colour per model, as on every other figure
     right = ax.twinx()
     for model, group in points.groupby("model", sort=False):
         colour = colours[model]

@@ -67,6 +67,23 @@ def pair_anchor(subset: Any, pair_id: Any) -> str:
     return f"pair-{_ANCHOR_UNSAFE.sub('_', str(subset))}-{_ANCHOR_UNSAFE.sub('_', str(pair_id))}"
 
 
+def pair_links_html(frame: pd.DataFrame, *, page: str = "01_pair_inspection.html", float_format: str = "{:.3f}") -> str:
+    """``frame`` (columns ``subset`` and ``id`` among others) as an HTML table whose ids link to the pairs'
+    cards on ``page`` (anchors of :func:`pair_anchor`); every cell is escaped.
+
+    >>> html_table = pair_links_html(pd.DataFrame({"subset": ["Art"], "id": ["a<1>"], "n": [2]}))
+    >>> '<a href="01_pair_inspection.html#pair-Art-a_1_">a&lt;1&gt;</a>' in html_table
+    True
+    """
+    def cell(value: Any) -> str:
+        return float_format.format(value) if isinstance(value, float) else esc(value)
+
+    shown = frame.astype(object).map(cell)
+    shown["id"] = [f'<a href="{esc(page)}#{pair_anchor(s, i)}">{esc(i)}</a>'
+                   for s, i in zip(frame["subset"], frame["id"], strict=True)]
+    return shown.to_html(index=False, border=0, escape=False, classes="prb-table")
+
+
 def _mark(words: Sequence[str], style: str) -> str:
     return f'<span class="prb-only" style="{style}">{esc(" ".join(words))}</span>'
 

@@ -37,6 +37,7 @@ from prb_utils.resources import resource_dir
 NOTEBOOK_DIR = resource_dir("notebooks")  # the repository's notebooks/, or the packaged copy
 KERNEL = "python3"
 NUMBERS_ENV = "PRB_NUMBERS_DIR"  # where record_numbers writes; set for the kernels of a report run
+RESULTS_CSV = "results.csv"
 TITLES = {
     "00_workshop_personalization": "Workshop: one question, two users",
     "01_pair_inspection": "Pair inspection",
@@ -287,6 +288,33 @@ def _metadata_table(results: str, models: Sequence[str], profiles: Sequence[str]
     return meta[[c for c in METADATA_COLUMNS if c in meta.columns]].reset_index(drop=True)
 
 
+def report_rows(results: str, models: Sequence[str], profiles: Sequence[str]) -> pd.DataFrame:
+    """The store's per-item rows of the report's models and profile conditions (all when a list is empty),
+    with ``job_label``."""
+    from prb_utils.notebook.params import canonical_spec
+    from prb_utils.store import load_results
+
+    rows = load_results(results)
+    if models and not rows.empty:
+        rows = rows[rows["model"].isin([canonical_spec(m) for m in models])]
+    if profiles and not rows.empty:
+        from prb_utils.profile import parse_condition
+
+        rows = rows[rows["profile"].isin([parse_condition(p).name for p in profiles])]
+    return rows.reset_index(drop=True)
+
+
+def write_results_csv(out: Path, results: str, models: Sequence[str], profiles: Sequence[str]) -> Path | None:
+    """``out/results.csv``: every per-item row behind the report (:func:`report_rows`), for a spreadsheet or
+    another tool; ``None`` (and no file) when there is none."""
+    rows = report_rows(results, models, profiles)
+    if rows.empty:
+        return None
+    target = out / RESULTS_CSV
+    rows.to_csv(target, index=False)
+    return target
+
+
 def headline_table(results: str, models: Sequence[str], profiles: Sequence[str]) -> pd.DataFrame:
     """The index's headline: per profile condition (none, topK, full, then oracle conditions), the most
     accurate job (ties: all of them) with its accuracy and Wilson 95% CI (:func:`summarize` of the store's
@@ -295,18 +323,10 @@ def headline_table(results: str, models: Sequence[str], profiles: Sequence[str])
     answers by position (:func:`prb_utils.analysis.breakdowns.position_locked`) is flagged with its one-line
     warning ("" otherwise); empty when the store holds no such rows."""
     from prb_utils.analysis.metrics import summarize
-    from prb_utils.notebook.params import canonical_spec
     from prb_utils.schema import ORACLE_CONDITIONS
-    from prb_utils.store import load_results
 
     columns = ["profile", "model", "accuracy", "ci_low", "ci_high", "n", "oracle", "position_locked", "warning"]
-    rows = load_results(results)
-    if models and not rows.empty:
-        rows = rows[rows["model"].isin([canonical_spec(m) for m in models])]
-    if profiles and not rows.empty:
-        from prb_utils.profile import parse_condition
-
-        rows = rows[rows["profile"].isin([parse_condition(p).name for p in profiles])]
+    rows = report_rows(results, models, profiles)
     if rows.empty:
         return pd.DataFrame(columns=columns)
     rows = rows.assign(model=rows["job_label"])  # one row per job, as in the notebooks
@@ -371,7 +391,7 @@ def _headline_html(table: pd.DataFrame) -> str:
 
 
 def write_index(out: Path, pages: Sequence[PageResult], *, data: str, results: str, models: Sequence[str],
-                profiles: Sequence[str]) -> Path:
+                profiles: Sequence[str], csv: Path | None = None) -> Path:
     """``out/index.html``: the headline result (:func:`headline_table`), a link per notebook page (with its
     status and time), the run facts and the scoring jobs of the store (by model, then condition). The
     page fits a 1280 px window: the wide jobs table scrolls inside its own box."""
@@ -397,6 +417,8 @@ def write_index(out: Path, pages: Sequence[PageResult], *, data: str, results: s
              ("data", data), ("store", str(results)), ("models", ", ".join(models) or "all in the store"),
              ("profile conditions", ", ".join(profiles) or "all in the store")]
     facts_html = "".join(f"<tr><th>{esc(k)}</th><td>{esc(str(v))}</td></tr>" for k, v in facts)
+    download = (f'<p><a href="{esc(csv.name)}" download>Download every per-item result (CSV)</a>: one row per '
+                "job and pair, the columns of the store.</p>" if csv is not None else "")
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1.0">
@@ -419,7 +441,7 @@ td {{ overflow-wrap: anywhere; }}
 <table><thead><tr><th>page</th><th>notebook</th><th>status</th><th>time</th></tr></thead>
 <tbody>{"".join(rows)}</tbody></table>
 <h2>Run</h2><table>{facts_html}</table>
-<h2>Scoring jobs</h2>{meta_html}
+<h2>Scoring jobs</h2>{download}{meta_html}
 </body></html>
 """
     target = out / "index.html"
@@ -466,7 +488,9 @@ def build_report(
         bar.set_postfix_str(name)
         pages.append(run_notebook(paths[name], out_dir, chosen[name]))
     bar.close()
-    index = write_index(out_dir, pages, data=data, results=values["results"], models=models, profiles=profiles)
+    csv = write_results_csv(out_dir, values["results"], models, profiles)
+    index = write_index(out_dir, pages, data=data, results=values["results"], models=models, profiles=profiles,
+                        csv=csv)
     failed = [p for p in pages if p.error]
     if failed:
         raise PRBError(f"Notebook {failed[0].error} (pages written to {out_dir}; "

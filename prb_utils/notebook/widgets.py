@@ -7,6 +7,7 @@ HTML tables instead, so the HTML reports are complete.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -326,6 +327,17 @@ def _progress_html(items: Sequence[QuizItem], answers: Sequence[str | None]) -> 
                 "sets this beside the models on the same pairs: re-run its cell.</p>")
 
 
+def _locked_judges_html(results: pd.DataFrame | None) -> str:
+    """A warning paragraph per position-locked judge job among ``results``
+    (:func:`prb_utils.analysis.breakdowns.position_locked`); "" when there is none."""
+    from prb_utils.analysis.breakdowns import locked_warnings, position_locked
+
+    if results is None or results.empty or not {"verdict_ab", "verdict_ba"} <= set(results.columns):
+        return ""
+    text = locked_warnings(position_locked(results))
+    return "".join(f'<p style="color:#a04000">{html.escape(line)}</p>' for line in text.split("\n\n") if line)
+
+
 def comparison_view(session: QuizSession) -> pd.DataFrame:
     """Display your accuracy beside the models' and return that table (:func:`quiz_comparison`).
 
@@ -347,7 +359,7 @@ def comparison_view(session: QuizSession) -> pd.DataFrame:
                 "pairs.</p>")
     shown = table.drop(columns=["ci_low", "ci_high"])
     _display(_html(view(head + (frame_html(shown, formats={"accuracy": "{:.3f}"}) if len(shown) else "")
-                        + ("" if has_scores else NO_SCORES_NOTE))))
+                        + _locked_judges_html(session.results) + ("" if has_scores else NO_SCORES_NOTE))))
     drawn = table.dropna(subset=["accuracy"])
     if len(drawn):
         import matplotlib.pyplot as plt
