@@ -61,13 +61,15 @@ def frame_html(frame: pd.DataFrame, *, float_format: str = "{:.3f}", max_rows: i
     return table + (f"<p><i>… and {more} more rows.</i></p>" if more > 0 else "")
 
 
-def init_tables() -> None:
-    """Embed the DataTables bundle in the cell's output (``itables.init_notebook_mode(connected=False)``,
-    pandas' own tables left as they are): the pair list then works offline, in a saved page or a report.
-    The bundle loads once per page, however many cells embed it."""
+def init_tables(*, all_interactive: bool = True) -> None:
+    """Embed the DataTables bundle in the cell's output (``itables.init_notebook_mode(connected=False)``)
+    and, with ``all_interactive``, show every DataFrame displayed afterwards as a sortable, searchable
+    table: the pages then work offline, in a saved page or a report, with no kernel. The bundle loads once
+    per page, however many cells embed it."""
     import itables
 
-    itables.init_notebook_mode(all_interactive=False, connected=False)
+    itables.options.maxBytes = 0  # never downsample a table: every row stays in the page
+    itables.init_notebook_mode(all_interactive=all_interactive, connected=False)
 
 
 def pair_list(summary: pd.DataFrame, *, links: bool = True, title: str = "") -> None:
