@@ -488,3 +488,10 @@ def test_the_index_links_a_csv_of_every_per_item_result(report, sample_report):
     assert (merged["outcome"] == merged["outcome_store"]).all()
     assert np.allclose(merged["score_chosen"], merged["score_chosen_store"], equal_nan=True)
     assert {"job_label", "pair_hash"} <= set(written.columns)
+
+
+def test_no_page_shows_the_absolute_store_path(report, sample_report):
+    for name in NAMES:
+        page = (report / f"{name}.html").read_text(encoding="utf-8")
+        assert str(sample_report.results) not in page, name
+        assert "injected-parameters" not in page, name

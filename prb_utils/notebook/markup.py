@@ -21,3 +21,16 @@ def md_code(value: object) -> str:
     fence = "`" * (max((len(run) for run in _TICKS.findall(text)), default=0) + 1)
     pad = " " if fence != "`" or text.startswith(("`", " ")) or text.endswith(("`", " ")) else ""
     return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def display_path(value: object) -> str:
+    """How a page names a local path: an absolute path by its last part (a page never shows where this
+    machine keeps its files), anything else (``sample``, a hub id, a relative path) as given.
+
+    >>> display_path("/home/me/work/results"), display_path("results/bon"), display_path("sample")
+    ('results', 'results/bon', 'sample')
+    """
+    from pathlib import PurePath
+
+    text = str(value)
+    return PurePath(text).name if PurePath(text).is_absolute() else text

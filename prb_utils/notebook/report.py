@@ -190,13 +190,16 @@ def page_title(name: str, nb: Any = None) -> str:
 def export_html(ipynb: Path, target: Path) -> Path:
     """Write ``ipynb`` as a self-contained HTML page that loads nothing from the network: images embedded,
     the template's CDN scripts (require.js, widgets, MathJax, mermaid) left out, the browser title set to
-    :func:`page_title`, and a link back to ``index.html`` at the top."""
+    :func:`page_title`, a link back to ``index.html`` at the top, and papermill's injected-parameters cell
+    left out (its values are absolute local paths; the index shows the run's data, store and models)."""
     import jinja2
     import nbformat
     from nbconvert import HTMLExporter
 
     nb = nbformat.read(str(ipynb), as_version=4)
     nb.metadata["title"] = page_title(ipynb.stem, nb)  # the lab template's <title>
+    # papermill's injected parameters hold this machine's absolute paths; the index lists the run's values
+    nb.cells = [c for c in nb.cells if "injected-parameters" not in c.get("metadata", {}).get("tags", [])]
     exporter = HTMLExporter(embed_images=True, exclude_input_prompt=True, exclude_output_prompt=True,
                             extra_loaders=[jinja2.DictLoader({PAGE_TEMPLATE: _PAGE_TEMPLATE_SOURCE})],
                             template_file=PAGE_TEMPLATE)
