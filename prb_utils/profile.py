@@ -150,6 +150,23 @@ def random_retriever(seed: int = 0) -> Retriever:
 RETRIEVERS = ("bm25", "dense:NAME", "random", "least")
 
 
+def condition_sort_key(condition: object) -> tuple[int, float, str]:
+    """Sort key of a profile condition: none, top1, top2, ..., full, then the oracle conditions, then names
+    that are not conditions.
+
+    >>> sorted(["full", "rubric", "top10", "none", "top2", "x"], key=condition_sort_key)
+    ['none', 'top2', 'top10', 'full', 'rubric', 'x']
+    """
+    name = str(condition)
+    if name in ORACLE_CONDITIONS:
+        return (1, 0.0, name)
+    try:
+        k = parse_condition(name).k
+    except PRBError:
+        return (2, 0.0, name)
+    return (0, float("inf") if k is None else float(k), name)
+
+
 def make_retriever(spec: str | None, *, embed: Embedder | None = None, seed: int = 0) -> Retriever:
     """The post selector behind ``top{K}``: ``bm25`` (default), ``dense:NAME``, ``random`` (seeded), ``least``.
 

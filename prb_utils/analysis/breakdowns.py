@@ -19,7 +19,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -140,6 +140,15 @@ def longer_wins(results: pd.DataFrame, data: pd.DataFrame, *, by: str | Sequence
 JUDGE_STATISTICS = ("accuracy_ab", "accuracy_ba", "order_consistency", "position_a")
 
 
+def _judged_groups(results: pd.DataFrame, by: list[str]) -> Iterator[tuple[dict, pd.DataFrame, pd.Series, pd.Series]]:
+    """``(group key as a dict, rows, verdicts A/B, verdicts B/A)`` per ``by`` group of the rows with a verdict."""
+    judged = results[results["verdict_ab"].notna() | results["verdict_ba"].notna()]
+    groups = judged.groupby(by, observed=True, sort=True) if by else [((), judged)]
+    for key, g in groups:
+        yield (dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)), g,
+               g["verdict_ab"].astype(object), g["verdict_ba"].astype(object))
+
+
 def judge_order(results: pd.DataFrame, *, by: str | Sequence[str] = ("model", "profile"),
                 n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFrame:
     """Judge accuracy per order, order consistency and position bias, long format.
@@ -157,12 +166,8 @@ def judge_order(results: pd.DataFrame, *, by: str | Sequence[str] = ("model", "p
     """
     by = _as_list(by)
     require_columns(results, [*by, "verdict_ab", "verdict_ba"])
-    judged = results[results["verdict_ab"].notna() | results["verdict_ba"].notna()]
     rows = []
-    groups = judged.groupby(by, observed=True, sort=True) if by else [((), judged)]
-    for key, g in groups:
-        key = dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True))
-        ab, ba = g["verdict_ab"].astype(object), g["verdict_ba"].astype(object)
+    for key, g, ab, ba in _judged_groups(results, by):
         n = len(g)
         for name, verdicts in (("accuracy_ab", ab), ("accuracy_ba", ba)):
             k = int((verdicts == "chosen").sum())
@@ -290,12 +295,8 @@ def position_locked(results: pd.DataFrame, *, by: str | Sequence[str] = ("model"
     require_columns(results, [*by, "verdict_ab", "verdict_ba"])
     columns = [*by, "n", "order_consistency", "letter", "letter_share", "accuracy_ab", "accuracy_ba", "locked",
                "warning"]
-    judged = results[results["verdict_ab"].notna() | results["verdict_ba"].notna()]
     rows = []
-    groups = judged.groupby(by, observed=True, sort=True) if by else [((), judged)]
-    for key, g in groups:
-        key = dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True))
-        ab, ba = g["verdict_ab"].astype(object), g["verdict_ba"].astype(object)
+    for key, g, ab, ba in _judged_groups(results, by):
         valid = ab.isin(["chosen", "rejected"]) & ba.isin(["chosen", "rejected"])
         n = int(valid.sum())
         says_a = int((ab[valid] == "chosen").sum() + (ba[valid] == "rejected").sum())

@@ -26,8 +26,8 @@ from matplotlib.lines import Line2D
 from matplotlib.text import Text
 
 from prb_utils.errors import PRBError
-from prb_utils.profile import parse_condition
-from prb_utils.schema import DEFAULT_ZOO, ORACLE_CONDITIONS
+from prb_utils.profile import condition_sort_key
+from prb_utils.schema import DEFAULT_ZOO
 
 PALETTE = "colorblind"
 SEQUENTIAL_CMAP = "cividis"
@@ -393,18 +393,7 @@ def _style_levels(frame: pd.DataFrame, style: str | None) -> list[str]:
     if style != "profile":
         return levels
 
-    def key(name: str) -> tuple[int, float, str]:
-        if name == "none":
-            return (0, 0.0, name)
-        if name in ORACLE_CONDITIONS:
-            return (2, 0.0, name)
-        try:
-            k = parse_condition(name).k
-        except PRBError:
-            return (3, 0.0, name)
-        return (1, np.inf if k is None else float(k), name)
-
-    return sorted(levels, key=key)
+    return sorted(levels, key=condition_sort_key)
 
 
 def _style_legend(fig: Figure, levels: list, *, title: str, lines: bool) -> None:

@@ -32,6 +32,7 @@ import pandas as pd
 
 from prb_utils.errors import PRBError
 from prb_utils.notebook.params import PARAMS_BY_NOTEBOOK, NotebookParams, resolve_data_source
+from prb_utils.profile import condition_sort_key
 from prb_utils.resources import resource_dir
 
 NOTEBOOK_DIR = resource_dir("notebooks")  # the repository's notebooks/, or the packaged copy
@@ -255,21 +256,6 @@ def run_notebook(path: Path, out: Path, parameters: dict[str, Any], *, progress:
     return PageResult(name, target, page, seconds, error)
 
 
-def _condition_order(condition: Any) -> tuple[int, float, str]:
-    """Sort key of a profile condition: none, top1, top2, ..., full, then oracle and unknown names."""
-    from prb_utils.profile import parse_condition
-    from prb_utils.schema import ORACLE_CONDITIONS
-
-    name = str(condition)
-    if name in ORACLE_CONDITIONS:
-        return (2, 0.0, name)
-    try:
-        k = parse_condition(name).k
-    except PRBError:
-        return (3, 0.0, name)
-    return (0, math.inf if k is None else float(k), name)
-
-
 def _metadata_table(results: str, models: Sequence[str], profiles: Sequence[str]) -> pd.DataFrame:
     """One row per scoring job of the store (the chosen models and conditions), by model then condition."""
     from prb_utils.notebook.params import canonical_spec
@@ -285,7 +271,7 @@ def _metadata_table(results: str, models: Sequence[str], profiles: Sequence[str]
 
         meta = meta[meta["profile"].isin([parse_condition(p).name for p in profiles])]
     order = sorted(range(len(meta)), key=lambda i: (str(meta["model"].iloc[i]),
-                                                     _condition_order(meta["profile"].iloc[i]),
+                                                     condition_sort_key(meta["profile"].iloc[i]),
                                                      str(meta["finished"].iloc[i]) if "finished" in meta else ""))
     meta = meta.iloc[order]
     return meta[[c for c in METADATA_COLUMNS if c in meta.columns]].reset_index(drop=True)
@@ -336,7 +322,7 @@ def headline_table(results: str, models: Sequence[str], profiles: Sequence[str])
     table = summarize(rows, ["model", "profile"])
     locks = _locked_jobs(rows)
     best = []
-    for profile in sorted(table["profile"].astype(str).unique(), key=_condition_order):
+    for profile in sorted(table["profile"].astype(str).unique(), key=condition_sort_key):
         group = table[(table["profile"].astype(str) == profile) & table["accuracy"].notna()]
         if group.empty:
             continue
