@@ -297,3 +297,24 @@ def test_notebook_04_on_the_sample(tmp_path, monkeypatch):
 
 def brute_accuracy(rows: pd.DataFrame) -> float:
     return float((rows["outcome"] == "correct").sum() / len(rows))
+
+
+@pytest.mark.slow
+@pytest.mark.notebooks
+def test_notebook_04_flags_a_position_locked_judge(tmp_path, monkeypatch, tiny_lm_dir):
+    from prb_utils.analysis.breakdowns import position_locked
+    from prb_utils.cli import main
+
+    store = tmp_path / "results"
+    assert main(["score", "--data", "sample", "--limit", "2", "--model", "length", "--model", f"judge:{tiny_lm_dir}",
+                 "--device", "cpu", "--profile", "none", "--profile", "top3", "--out", str(store),
+                 "--no-progress"]) == 0
+    locked = position_locked(load_results(store))
+    assert locked["locked"].all()  # the tiny random judge answers by position
+    import nbformat
+
+    _execute(tmp_path / "page", store, monkeypatch)
+    nb = nbformat.read(str(tmp_path / "page" / f"{NOTEBOOK}.ipynb"), as_version=4)
+    shown = "".join(o.get("data", {}).get("text/markdown", "") for c in nb.cells if c.cell_type == "code"
+                    for o in c.get("outputs", []))
+    assert shown.count("Position-locked judge") == len(locked) > 0
