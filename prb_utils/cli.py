@@ -20,6 +20,10 @@ from prb_utils.errors import DataError, PRBError
 from prb_utils.schema import DEFAULT_ZOO
 
 DEFAULT_REPORT_PROFILES = ("none", "top3")
+#: Without ``--profile``, ``prb report`` also scores these profile sizes for its models that need no LLM
+#: (``CURVE_KINDS``: seconds on a CPU), so that notebook 04 draws a profile-size curve (k = 0, 1, 2, 3, all).
+CURVE_PROFILES = ("top1", "top2", "full")
+CURVE_KINDS = ("length", "lexical", "embedding")
 
 
 def _positive_int(text: str) -> int:
@@ -220,7 +224,10 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
-def _score(args: argparse.Namespace, models: Sequence[str], profiles: Sequence[str], out: str) -> pd.DataFrame:
+def _score(args: argparse.Namespace, models: Sequence[str], profiles: Sequence[str], out: str,
+           *, also: Sequence[tuple[Sequence[str], Sequence[str]]] = ()) -> pd.DataFrame:
+    """Score ``models`` under ``profiles`` (then each ``(models, profiles)`` of ``also``) on the data of
+    ``args`` into the store ``out``; the rows of the first set."""
     from prb_utils.profile import parse_condition
     from prb_utils.scoring import score_benchmark
 
@@ -229,19 +236,20 @@ def _score(args: argparse.Namespace, models: Sequence[str], profiles: Sequence[s
     _warn_options_without_effect(args, models, profiles)
     frame = _load(args)
     _check_writable(out, writes=False)
-    results = score_benchmark(
-        frame, models, profiles, out=out, device=args.device, dtype=args.dtype, batch_tokens=args.batch_tokens,
-        seed=args.seed, judge_mode=args.judge_mode, judge_template=args.judge_template,
-        retriever=args.retriever, progress=not args.no_progress, tokenization=args.tokenization,
-        allow_untrained_head=args.allow_untrained_head,
-    )
-    if "truncated" in results.columns:
-        truncated = results[results["truncated"].fillna(False).astype(bool)]
-        if len(truncated):
-            print(f"Note: {len(truncated)} scored pair(s) exceeded a model's context and were truncated (the user "
-                  "message is cut from the left, responses are kept); counts per job are in the run metadata.",
-                  file=sys.stderr)
-    return results
+    runs = []
+    for run_models, run_profiles in [(models, profiles), *also]:
+        runs.append(score_benchmark(
+            frame, run_models, run_profiles, out=out, device=args.device, dtype=args.dtype,
+            batch_tokens=args.batch_tokens, seed=args.seed, judge_mode=args.judge_mode,
+            judge_template=args.judge_template, retriever=args.retriever, progress=not args.no_progress,
+            tokenization=args.tokenization, allow_untrained_head=args.allow_untrained_head,
+        ))
+    truncated = sum(int(r["truncated"].fillna(False).astype(bool).sum()) for r in runs if "truncated" in r.columns)
+    if truncated:
+        print(f"Note: {truncated} scored pair(s) exceeded a model's context and were truncated (the user "
+              "message is cut from the left, responses are kept); counts per job are in the run metadata.",
+              file=sys.stderr)
+    return runs[0]
 
 
 def cmd_score(args: argparse.Namespace) -> int:
@@ -325,15 +333,18 @@ def _baseline(results: pd.DataFrame, column: str) -> str:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from prb_utils.models import parse_spec
     from prb_utils.notebook.report import build_report, check_out_folder
 
     models = args.model or list(DEFAULT_ZOO)
     profiles = args.profile or list(DEFAULT_REPORT_PROFILES)
+    curve_models = [] if args.profile else [m for m in models if parse_spec(m).kind in CURVE_KINDS]
     check_out_folder(args.out)  # before scoring: never overwrite the source notebooks
-    _score(args, models, profiles, args.results)
+    _score(args, models, profiles, args.results, also=[(curve_models, CURVE_PROFILES)] if curve_models else [])
     _check_writable(args.out)
+    diagnostics = {"04_personalization_diagnostics": {"profiles": [*profiles, *CURVE_PROFILES]}} if curve_models else None
     index = build_report(data=args.data, results=args.results, out=args.out, models=models, profiles=profiles,
-                         progress=not args.no_progress)
+                         progress=not args.no_progress, parameters=diagnostics)
     print(f"Report written to {index}")
     return 0
 

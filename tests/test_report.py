@@ -495,3 +495,30 @@ def test_no_page_shows_the_absolute_store_path(report, sample_report):
         page = (report / f"{name}.html").read_text(encoding="utf-8")
         assert str(sample_report.results) not in page, name
         assert "injected-parameters" not in page, name
+
+
+@pytest.mark.parametrize("given", [[], ["--profile", "none"]])
+def test_a_default_report_scores_profile_sizes_for_the_curve_with_the_cheap_models_only(tmp_path, monkeypatch,
+                                                                                         capsys, given, tiny_lm_dir):
+    from prb_utils.cli import CURVE_PROFILES
+    from prb_utils.store import load_results
+
+    seen: dict[str, dict] = {}
+
+    def fake_run(path, out, parameters, *, progress=False):
+        seen[path.stem] = parameters
+        (out / f"{path.stem}.ipynb").write_text("{}")
+        return report_module.PageResult(path.stem, out / f"{path.stem}.ipynb", None, 0.0)
+
+    monkeypatch.setattr(report_module, "run_notebook", fake_run)
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", "--data", "sample", "--limit", "2", "--model", "length", "--model", "lexical", "--model",
+                 f"implicit:{tiny_lm_dir}", "--device", "cpu", *given, "--results", "store", "--out", "reports",
+                 "--no-progress"]) == 0
+    jobs = set(zip(*load_results(tmp_path / "store")[["model", "profile"]].to_numpy().T, strict=True))
+    main_profiles = ["none"] if given else ["none", "top3"]
+    curve = [] if given else list(CURVE_PROFILES)
+    assert jobs == ({(m, p) for m in ("length", "lexical") for p in [*main_profiles, *curve]}
+                    | {(f"implicit:{tiny_lm_dir}", p) for p in main_profiles})  # an LLM only under the report's
+    assert seen["04_personalization_diagnostics"]["profiles"] == [*main_profiles, *curve]
+    assert seen["02_accuracy_breakdown"]["profiles"] == main_profiles  # the other pages keep the report's conditions

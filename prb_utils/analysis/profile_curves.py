@@ -311,7 +311,7 @@ def profile_size_plot(curve: pd.DataFrame, *, retriever: str = "bm25", ax: Any =
     ax.plot([], [], linestyle="--", color="grey", alpha=0.6, label=f"mean RM input ({unit}, right axis)")
     ticks = points.drop_duplicates("profile").sort_values("k")
     if len(ticks):
-        ax.set_xticks(ticks["k"].to_numpy(), [f"{k:g}\n{c}" for k, c in zip(ticks["k"], ticks["profile"], strict=True)])
+        ax.set_xticks(ticks["k"].to_numpy(), [f"{k:.3g}\n{c}" for k, c in zip(ticks["k"], ticks["profile"], strict=True)])
     ax.set_xlabel("profile posts shown to the RM (k; none = 0, full = all posts)")
     ax.set_ylabel("accuracy (95% CI, clustered by question)")
     right.set_ylabel(f"mean RM input ({unit})")
