@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -34,12 +35,16 @@ def cache_dir() -> Path:
     return Path(os.environ.get("PRB_CACHE_DIR") or Path.home() / ".cache" / "prb")
 
 
+#: a reward model in a local folder (it need not exist: the fake model only carries the spec)
+LOCAL_RM = f"classifier:{Path(tempfile.gettempdir()) / 'models' / 'my-rm'}"
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     out = tmp_path_factory.mktemp("export") / "store"
     data = make_data()
     score_benchmark(data, ["length", "lexical"], ["none", "top2", "rubric"], out=out, progress=False)
-    score_benchmark(data, [FakeModel(SKYWORK, nan_on=("Alpha/q0",)), FakeModel("classifier:/opt/models/my-rm")],
+    score_benchmark(data, [FakeModel(SKYWORK, nan_on=("Alpha/q0",)), FakeModel(LOCAL_RM)],
                     ["none"], out=out, progress=False)
     score_benchmark(data, [FakeJudge("judge:smollm2")], ["top2"], out=out, progress=False)
     return data, out, load_results(out)
@@ -55,7 +60,7 @@ def brute_accuracy(rows: pd.DataFrame) -> float:
 def test_model_identities_and_paths():
     assert model_identity(SKYWORK) == ("Skywork/Skywork-Reward-V2-Llama-3.1-8B", "Skywork", "open_weights")
     assert model_identity("embedding:minilm")[0] == "sentence-transformers/all-MiniLM-L6-v2"
-    assert model_identity("classifier:/opt/models/my-rm") == ("my-rm", "local", "unknown")
+    assert model_identity(LOCAL_RM) == ("my-rm", "local", "unknown")
     assert model_path("judge:/abs/../x/model [bfloat16]") == "judge/model_bfloat16"
     assert model_path("lexical") == "lexical"
 

@@ -135,13 +135,10 @@ def test_other_report_folders_are_accepted(tmp_path, monkeypatch):
     assert check_out_folder(str(REPO)) == REPO  # the notebooks' parent is fine: pages go to <out>/*.ipynb
 
 
-def test_relative_data_and_results_reach_the_notebooks_as_absolute_paths(tmp_path, monkeypatch):
-    """``prb report --data <relative path>``: the notebooks run in the report folder, so a relative path
-    must be made absolute before they get it (it used to reach them as given and fail there)."""
-    (tmp_path / "mine").mkdir()
-    records = [{"id": f"r{i}", "question": f"Which pan for dish {i}?", "profile": [], "chosen": f"A cheap pan {i}.",
-                "rejected": f"A copper pan {i}."} for i in range(3)]
-    (tmp_path / "mine" / "small.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+@pytest.fixture
+def notebook_calls(monkeypatch) -> dict[str, dict]:
+    """``{notebook: parameters}`` of every notebook a report runs; the notebooks themselves are not executed
+    (each leaves an empty ``.ipynb`` and no page)."""
     seen: dict[str, dict] = {}
 
     def fake_run(path, out, parameters, *, progress=False):
@@ -150,6 +147,17 @@ def test_relative_data_and_results_reach_the_notebooks_as_absolute_paths(tmp_pat
         return report_module.PageResult(path.stem, out / f"{path.stem}.ipynb", None, 0.0)
 
     monkeypatch.setattr(report_module, "run_notebook", fake_run)
+    return seen
+
+
+def test_relative_data_and_results_reach_the_notebooks_as_absolute_paths(tmp_path, monkeypatch, notebook_calls):
+    """``prb report --data <relative path>``: the notebooks run in the report folder, so a relative path
+    must be made absolute before they get it (it used to reach them as given and fail there)."""
+    (tmp_path / "mine").mkdir()
+    records = [{"id": f"r{i}", "question": f"Which pan for dish {i}?", "profile": [], "chosen": f"A cheap pan {i}.",
+                "rejected": f"A copper pan {i}."} for i in range(3)]
+    (tmp_path / "mine" / "small.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    seen = notebook_calls
     monkeypatch.chdir(tmp_path)
     build_report(data="mine/small.jsonl", results="store", out="reports", models=["length"], profiles=["none"],
                  progress=False)
@@ -499,18 +507,12 @@ def test_no_page_shows_the_absolute_store_path(report, sample_report):
 
 @pytest.mark.parametrize("given", [[], ["--profile", "none"]])
 def test_a_default_report_scores_profile_sizes_for_the_curve_with_the_cheap_models_only(tmp_path, monkeypatch,
-                                                                                         capsys, given, tiny_lm_dir):
+                                                                                         notebook_calls, given,
+                                                                                         tiny_lm_dir):
     from prb_utils.cli import CURVE_PROFILES
     from prb_utils.store import load_results
 
-    seen: dict[str, dict] = {}
-
-    def fake_run(path, out, parameters, *, progress=False):
-        seen[path.stem] = parameters
-        (out / f"{path.stem}.ipynb").write_text("{}")
-        return report_module.PageResult(path.stem, out / f"{path.stem}.ipynb", None, 0.0)
-
-    monkeypatch.setattr(report_module, "run_notebook", fake_run)
+    seen = notebook_calls
     monkeypatch.chdir(tmp_path)
     assert main(["report", "--data", "sample", "--limit", "2", "--model", "length", "--model", "lexical", "--model",
                  f"implicit:{tiny_lm_dir}", "--device", "cpu", *given, "--results", "store", "--out", "reports",

@@ -27,7 +27,8 @@ def display_path(value: object) -> str:
     """How a page names a local path: an absolute path by its last part (a page never shows where this
     machine keeps its files), anything else (``sample``, a hub id, a relative path) as given.
 
-    >>> display_path("/home/me/work/results"), display_path("results/bon"), display_path("sample")
+    >>> from pathlib import Path
+    >>> display_path(Path("results").absolute()), display_path("results/bon"), display_path("sample")
     ('results', 'results/bon', 'sample')
     """
     from pathlib import PurePath
