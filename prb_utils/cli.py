@@ -174,7 +174,7 @@ def _warn_options_without_effect(args: argparse.Namespace, models: Sequence[str]
     from prb_utils.models.base import parse_spec
     from prb_utils.profile import parse_condition
 
-    top_k = any(parse_condition(c).name not in ("none", "full") for c in profiles)
+    top_k = any(parse_condition(c).name.startswith("top") for c in profiles)  # none, full, rubric retrieve nothing
     judges = any(parse_spec(m).kind == "judge" for m in models)
     unused = []
     if args.retriever is not None and not top_k:

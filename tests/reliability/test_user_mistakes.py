@@ -79,6 +79,7 @@ def test_compare_with_one_level_says_there_is_nothing_to_compare(tmp_path, capsy
 
 @pytest.mark.parametrize(("extra", "option"), [
     (["--model", "length", "--retriever", "bm25"], "--retriever"),
+    (["--model", "length", "--profile", "rubric", "--retriever", "random"], "--retriever"),
     (["--model", "length", "--judge-template", "reference"], "--judge-template"),
     (["--model", "length", "--judge-mode", "generate"], "--judge-mode"),
 ])
