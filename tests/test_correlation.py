@@ -248,3 +248,59 @@ def test_public_face_exports_the_downstream_entry_points():
 
     for name in ("rank_agreement", "rank_agreement_ci", "expected_best_of_k", "correlation_difference"):
         assert name in prb_utils.__all__ and callable(getattr(prb_utils, name))
+
+
+def _rewardbench2() -> pd.DataFrame:
+    from prb_utils.notebook.params import EXAMPLE_DOWNSTREAM
+
+    return pd.read_csv(EXAMPLE_DOWNSTREAM, comment="#", index_col=0)
+
+
+def _brute_force_difference(table, downstream, a, b, *, n_boot, seed, level=0.95):
+    """The paired bootstrap written out: one resample of the RMs at a time, scipy's Spearman on each side."""
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(table), size=(n_boot, len(table)))  # the same stream the library draws
+    diffs = []
+    for rows in draws:
+        if len(set(rows)) < 2:
+            continue
+        t = table.iloc[rows]
+        diff = spearmanr(t[a], t[downstream])[0] - spearmanr(t[b], t[downstream])[0]
+        if np.isfinite(diff):
+            diffs.append(diff)
+    diffs = np.array(diffs)
+    lo, hi = np.quantile(diffs, [0.5 - level / 2, 0.5 + level / 2])
+    far = min((diffs <= 0).sum(), (diffs >= 0).sum())
+    return lo, hi, min(1.0, 2 * (far + 1) / (len(diffs) + 1)), len(diffs)
+
+
+@pytest.mark.parametrize("which", ["random", "rewardbench2"])
+def test_correlation_difference_matches_a_brute_force_paired_bootstrap(which):
+    if which == "random":
+        rng = np.random.default_rng(11)
+        down = rng.random(9)
+        table = pd.DataFrame({"down": down, "a": down + 0.3 * rng.random(9), "b": rng.random(9)})
+        downstream, a, b = "down", "a", "b"
+    else:  # does the RewardBench 2 score agree with the PPO outcome better than the BoN outcome does?
+        table, downstream, a, b = _rewardbench2(), "ppo", "rbv2", "bon"
+    r = correlation_difference(table, downstream, a, b, n_boot=400, seed=7)
+    lo, hi, p, valid = _brute_force_difference(table, downstream, a, b, n_boot=400, seed=7)
+    assert r["ci_low"] == pytest.approx(lo, abs=1e-12) and r["ci_high"] == pytest.approx(hi, abs=1e-12)
+    assert r["p_value"] == pytest.approx(p) and r["n_boot_valid"] == valid
+
+
+def test_rewardbench2_table_shows_pearson_and_spearman_disagree():
+    """The published table's lesson (RewardBench 2, Table 8): three poor RMs carry a linear fit with PPO
+    (Pearson 0.72) while the ranks do not agree (Spearman -0.04); without the poor RMs Pearson collapses too."""
+    table = _rewardbench2()
+    assert len(table) == 17 and set(table["group"]) == {"on-policy", "on-policy-poor", "off-policy"}
+    full = rank_agreement(table["rbv2"], table["ppo"])
+    assert round(full["pearson"], 2) == 0.72 and round(full["spearman"], 2) == -0.04
+    good = table[table["group"] != "on-policy-poor"]
+    assert rank_agreement(good["rbv2"], good["ppo"])["pearson"] < 0
+    # the claim test on it: RewardBench 2 vs the BoN outcome as predictors of PPO, paired over the same RMs
+    r = correlation_difference(table, "ppo", "rbv2", "bon", n_boot=1000, seed=0)
+    assert r["diff"] == pytest.approx(full["spearman"] - rank_agreement(table["bon"], table["ppo"])["spearman"])
+    assert r["ci_low"] < r["diff"] < r["ci_high"] and 0 < r["p_value"] <= 1 and r["n"] == 17

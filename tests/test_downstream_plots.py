@@ -94,3 +94,16 @@ def test_rms_keep_their_colour_from_the_shared_palette():
         points = ax.collections[0]
         assert [mcolors.to_hex(c) for c in points.get_facecolors()] == [
             mcolors.to_hex(c) for c in model_palette(bench.index).values()]
+
+
+def test_group_markers_on_scatter_and_rank_rank():
+    bench = pd.Series([0.6, 0.7, 0.8, 0.75, 0.2], index=list("abcde"))
+    down = pd.Series([0.3, 0.5, 0.6, 0.4, 0.1], index=list("abcde"))
+    groups = pd.Series(["on-policy", "on-policy", "off-policy", "off-policy", "poor"], index=list("abcde"))
+    ax = scatter_fit(bench, down, groups=groups)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[:3] == ["on-policy", "off-policy", "poor"] and "OLS" in labels[3]
+    assert [len(c.get_offsets()) for c in ax.collections[:3]] == [2, 2, 1]
+    ax = rank_rank(bench, down, groups=groups)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["on-policy", "off-policy", "poor"]
+    assert {t.get_text() for t in ax.texts} == set("abcde")

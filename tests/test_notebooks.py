@@ -272,6 +272,27 @@ def test_downstream_numbers_match_the_inputs(sample_report, executed):
             checked += 1
     assert checked >= 3
 
+    # groups, leave-one-RM-out and the claim test on the published table, recomputed with scipy
+    by_group = pd.DataFrame(recorded["example_by_group"])
+    spearman = by_group[by_group["metric"] == "spearman"].set_index("rms")
+    assert spearman["n"].to_dict() == {"all RMs": 17, "without on-policy-poor": 14, "on-policy only": 9}
+    good = example[example["group"] != "on-policy-poor"]
+    assert spearman.loc["without on-policy-poor", "estimate"] == pytest.approx(
+        stats.spearmanr(good["rbv2"], good["ppo"])[0], rel=1e-9)
+    loo = pd.DataFrame(recorded["example_leave_one_out"])
+    pearson = loo[loo["metric"] == "pearson"].set_index("left_out")["value"]
+    for rm in example.index:
+        rest = example.drop(index=rm)
+        assert pearson[str(rm)] == pytest.approx(stats.pearsonr(rest["rbv2"], rest["ppo"])[0], rel=1e-9)
+    difference = recorded["example_difference"][0]
+    assert difference["diff"] == pytest.approx(stats.spearmanr(example["rbv2"], example["ppo"])[0]
+                                               - stats.spearmanr(example["bon"], example["ppo"])[0], rel=1e-9)
+    assert difference["ci_low"] <= difference["diff"] <= difference["ci_high"]
+    pool = pd.DataFrame(recorded["bon_headroom"]).set_index("model")
+    kmax = int(pool["k"].iloc[0])
+    np.testing.assert_allclose(pool["bon"], bon_table.loc[pool.index, f"bon@{kmax}"], rtol=1e-9)
+    np.testing.assert_allclose(pool["share"], (pool["bon"] - pool["random"]) / (pool["oracle"] - pool["random"]))
+
     nb = executed["03_downstream_correlation"]
     text = html_text(nb)
     assert "No BoN pipeline results" not in text  # the BoN frame in <results>/bon is used

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 
 from prb_utils.downstream.rubric_judge import (
+    ASPECT_ANSWER_PREFIX,
+    JUDGE_SYSTEM,
     PROXY_NAME,
+    AspectRubricJudge,
     JudgeItem,
     LLMRubricJudge,
+    build_aspect_prompt,
     build_judge_prompt,
+    check_judge_spec,
     judge_label,
+    judge_protocol,
     load_judge,
     parse_judge_output,
     results_frame,
@@ -111,3 +118,49 @@ def test_proxy_judge_is_labelled_and_prefers_on_topic_answers():
     assert 0.0 <= res[1].quality < res[0].quality <= 1.0
     assert "proxy" in judge_label(res[0].judge, res[0].proxy)
     assert results_frame(res)["judge_proxy"].all()
+
+
+def test_aspect_prompt_shows_one_aspect_and_its_reason_last():
+    text = build_aspect_prompt("Which camera?", "Try the X100.", ASPECTS[0])
+    assert "SECRET-EVIDENCE" not in text and "Gives step-by-step" not in text
+    assert text.index("Try the X100.") < text.index("Suggests budget options") < text.index("Money is tight")
+    other = build_aspect_prompt("Which camera?", "Try the X100.", ASPECTS[1])
+    shared = len(os.path.commonprefix([text, other]))
+    assert text[:shared].endswith("The aspect: ")   # the prompts of one answer differ only from the aspect on
+    with pytest.raises(PRBError, match="empty"):
+        build_aspect_prompt("Q?", "A.", {"aspect": " "})
+
+
+def test_aspect_judge_verdicts_are_the_models_next_token_probabilities(tiny_lm_dir):
+    """The shared-prefix runner gives the probabilities a plain forward pass of each whole prompt gives."""
+    import torch
+
+    from prb_utils.downstream.generation import ChatGenerator
+    from prb_utils.models.judge import letter_ids
+
+    judge = AspectRubricJudge.from_pretrained(str(tiny_lm_dir), device="cpu")
+    items = [JudgeItem("k1", "which camera for kids indoors ?", "use auto mode and a fast shutter speed", ASPECTS),
+             JudgeItem("k2", "cheap pan for eggs ?", "a nonstick pan", ASPECTS[:1])]
+    results = judge.judge(items)
+    gen = ChatGenerator(str(tiny_lm_dir), device="cpu")
+    digits = [letter_ids(gen.tokenizer, d) for d in "012"]
+    for item, result in zip(items, results, strict=True):
+        assert result.key == item.key and not result.failed and len(result.aspect_scores) == len(item.aspects)
+        for aspect, probs, score in zip(item.aspects, result.extra["p_verdicts"], result.aspect_scores, strict=True):
+            text = gen.render(build_aspect_prompt(item.question, item.answer, aspect), JUDGE_SYSTEM)
+            ids = gen.tokenizer(text + ASPECT_ANSWER_PREFIX, return_tensors="pt", add_special_tokens=False)
+            with torch.no_grad():
+                p = torch.softmax(gen.model(**ids).logits[0, -1].float(), -1)
+            expected = [float(p[i].sum()) for i in digits]
+            assert probs == pytest.approx(expected, abs=1e-5)
+            assert score == max(range(3), key=lambda d: expected[d])
+        assert result.quality == sum(result.aspect_scores) / (2 * len(item.aspects))
+
+
+def test_judge_specs_and_their_cache_protocols():
+    assert check_judge_spec("llm-all:smollm2") == ("llm-all", "smollm2")
+    with pytest.raises(PRBError, match="llm:NAME"):
+        check_judge_spec("llm:")
+    assert judge_protocol("llm:x") != judge_protocol("llm-all:x") != judge_protocol("proxy")
+    assert judge_label("llm:smollm2", False).endswith("weak judge (a 135M model)")
+    assert judge_label("llm:Qwen/Qwen2.5-32B-Instruct", False) == "llm:Qwen/Qwen2.5-32B-Instruct"

@@ -323,3 +323,28 @@ def bon_metrics(curves: pd.DataFrame, *, method: str = "exact") -> pd.DataFrame:
                 table[f"bon_gain@{k}"] = table[col] - float(rand.loc[k])
     table.index.name = "model"
     return table
+
+
+def headroom(curves: pd.DataFrame, *, k: int | None = None, method: str = "exact") -> pd.DataFrame:
+    """How much of the pool's headroom each RM realises at best-of-``k`` (default the largest k).
+
+    The pool's headroom is ``oracle - random`` (what a perfect picker gains over a random answer); an RM's
+    ``share`` is ``(rm - random) / (oracle - random)``: 1 = as good as the oracle, 0 = no better than chance,
+    negative = worse than a random pick; NaN when the pool has no headroom (every answer rated the same).
+    Columns model, k, bon, random, oracle, headroom, share.
+
+    >>> curves = pd.DataFrame({"model": ["rm", "oracle", "random"], "method": "exact", "k": 4,
+    ...                        "mean": [0.5, 0.75, 0.25]})
+    >>> headroom(curves)[["model", "headroom", "share"]].to_dict("records")
+    [{'model': 'rm', 'headroom': 0.5, 'share': 0.5}]
+    """
+    sub = curves[curves["method"] == method]
+    k = int(sub["k"].max()) if k is None else int(k)
+    at = sub[sub["k"] == k].set_index("model")["mean"]
+    if "oracle" not in at.index or "random" not in at.index:
+        raise PRBError("headroom needs the oracle and random rows of bon_curves (oracle=True).")
+    oracle, rand = float(at["oracle"]), float(at["random"])
+    room = oracle - rand
+    rows = [(m, k, float(v), rand, oracle, room, (float(v) - rand) / room if room > 1e-12 else np.nan)
+            for m, v in at.items() if m not in ("oracle", "random")]
+    return pd.DataFrame(rows, columns=["model", "k", "bon", "random", "oracle", "headroom", "share"])

@@ -11,8 +11,9 @@
    probability against its partner; ``"cycle"`` compares i with i+1 mod N (twice the judge calls) and
    averages each answer's two win probabilities. Either way the pointwise score only approximates a
    judge's preference among a whole k-subset.
-3. The rubric judge (default the offline *proxy*, MiniLM similarity) rates each answer's quality in [0, 1];
-   cached in ``<out>/bon/judge/``.
+3. The rubric judge (default ``llm:smollm2``: one 0/1/2 verdict per rubric aspect, LaMP-QA style, by the
+   offline SmolLM2, a weak judge; ``proxy`` = MiniLM similarity, circular with ``embedding:minilm``) rates each
+   answer's quality in [0, 1]; cached in ``<out>/bon/judge/`` per judge and prompt.
 4. Exact best-of-k curves (and the reference "first k") per RM with CIs over questions go to
    ``<out>/bon/curves.csv``; the tidy BoN frame to ``<out>/bon/bon_frame.parquet``; figures to
    ``<out>/bon/figures/``. When the main store ``<out>`` holds PRB accuracies of the same RMs, the
@@ -37,6 +38,7 @@ from typing import Any
 import pandas as pd
 
 from prb_utils.downstream.bon import bon_curves, bon_metrics
+from prb_utils.downstream.rubric_judge import DEFAULT_JUDGE, check_judge_spec
 from prb_utils.errors import PRBError
 from prb_utils.schema import DEFAULT_ZOO, stable_hash
 
@@ -222,17 +224,17 @@ def score_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
 # ------------------------------------------------------------------------------------------ 3. judge
 
 
-def judge_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.PathLike, judge: Any = "proxy",
+def judge_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.PathLike, judge: Any = DEFAULT_JUDGE,
                   progress: bool = True, **judge_options: Any) -> pd.DataFrame:
     """Rubric quality per answer: columns subset, id, sample_idx, quality, failed, attempts, judge,
     judge_proxy; cached in ``<out>/bon/judge/<judge>.parquet`` by answer and rubric.
 
     ``judge``: a spec for :func:`prb_utils.downstream.rubric_judge.load_judge` or a judge object (``name``, ``proxy``,
     ``judge(items)``)."""
-    from prb_utils.downstream.rubric_judge import JudgeItem, load_judge, results_frame
+    from prb_utils.downstream.rubric_judge import JudgeItem, judge_protocol, load_judge, results_frame
 
     judge_id = judge if isinstance(judge, str) else str(judge.name)
-    path = Path(out) / "bon" / "judge" / f"{stable_hash(judge_id)}.parquet"
+    path = Path(out) / "bon" / "judge" / f"{stable_hash([judge_id, judge_protocol(judge_id)])}.parquet"
     cached = _read_parquet(path)
     aspects = {(str(r["subset"]), str(r["id"])): r for r in data.to_dict("records")}
     rows = []
@@ -298,7 +300,7 @@ def run_bon_pipeline(
     models: Sequence[str] = DEFAULT_ZOO,
     rm_profile: str = "top3",
     judge_design: str = "pairs",
-    judge: Any = "proxy",
+    judge: Any = DEFAULT_JUDGE,
     ks: Sequence[int] | None = None,
     seed: int = 0,
     level: float = 0.95,
@@ -322,9 +324,7 @@ def run_bon_pipeline(
     """
     timings: dict[str, float] = {}
     if isinstance(judge, str):
-        kind, _, name = judge.partition(":")
-        if kind not in ("proxy", "llm") or (kind == "llm" and not name):
-            raise PRBError(f"Unknown rubric judge {judge!r}; use 'proxy' (MiniLM similarity) or 'llm:NAME'.")
+        check_judge_spec(judge)
     from prb_utils.models import parse_spec
 
     for spec in models:

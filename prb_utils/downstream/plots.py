@@ -68,23 +68,38 @@ def _pair_frame(benchmark: pd.Series, downstream: pd.Series) -> pd.DataFrame:
     return df
 
 
+def _scatter_points(ax: Axes, x: pd.Series, y: pd.Series, groups: pd.Series | None) -> None:
+    """Labelled points: each in its model's colour, or, with ``groups`` (a Series indexed like ``x``), one
+    colour and marker per group with a legend entry each."""
+    if groups is None:
+        colours = model_palette(x.index.astype(str))
+        ax.scatter(x, y, color=[colours[str(m)] for m in x.index], zorder=3)
+    else:
+        levels = list(dict.fromkeys(groups.reindex(x.index).fillna("other").astype(str)))
+        member = groups.reindex(x.index).fillna("other").astype(str)
+        for level, colour, marker in zip(levels, _colors(len(levels)), "osD^v<>p*h", strict=False):
+            keep = (member == level).to_numpy()
+            ax.scatter(x[keep], y[keep], color=colour, marker=marker, zorder=3, label=level)
+    for name in x.index:
+        ax.annotate(str(name), (x[name], y[name]), textcoords="offset points", xytext=(4, 4), fontsize="small")
+
+
 def scatter_fit(benchmark: pd.Series, downstream: pd.Series, *, ax: Axes | None = None,
                 xlabel: str = "benchmark score", ylabel: str = "downstream score", level: float = 0.95,
-                title: str | None = None) -> Axes:
+                groups: pd.Series | None = None, title: str | None = None) -> Axes:
     """Benchmark (x) vs downstream (y) per RM, labelled points, an OLS fit with its CI band (statsmodels).
 
-    Inputs are Series indexed by model name (joined on the index); each point has its model's colour.
+    Inputs are Series indexed by model name (joined on the index); each point has its model's colour, or
+    its group's colour and marker with ``groups`` (e.g. the on-policy / off-policy groups of a study).
     The legend gives slope, R² and n.
     """
     import statsmodels.api as sm
 
     df = _pair_frame(benchmark, downstream)
     ax = _axes(ax, (6, 4.5))
-    colours = model_palette(df.index.astype(str))
-    ax.scatter(df["benchmark"], df["downstream"], color=[colours[str(m)] for m in df.index], zorder=3)
-    for name, row in df.iterrows():
-        ax.annotate(str(name), (row["benchmark"], row["downstream"]), textcoords="offset points",
-                    xytext=(4, 4), fontsize="small")
+    _scatter_points(ax, df["benchmark"], df["downstream"], groups)
+    if groups is not None:
+        ax.legend(fontsize="small", frameon=False)
     if len(df) >= 3 and df["benchmark"].nunique() > 1:
         fit = sm.OLS(df["downstream"].to_numpy(float), sm.add_constant(df["benchmark"].to_numpy(float))).fit()
         grid = np.linspace(df["benchmark"].min(), df["benchmark"].max(), 50)
@@ -101,9 +116,10 @@ def scatter_fit(benchmark: pd.Series, downstream: pd.Series, *, ax: Axes | None 
 
 
 def rank_rank(benchmark: pd.Series, downstream: pd.Series, *, ax: Axes | None = None,
-              xlabel: str = "benchmark rank", ylabel: str = "downstream rank", title: str | None = None) -> Axes:
-    """Rank by benchmark (x) vs rank by downstream (y), 1 = best, labelled and in each model's colour; the
-    diagonal is perfect agreement.
+              xlabel: str = "benchmark rank", ylabel: str = "downstream rank", groups: pd.Series | None = None,
+              title: str | None = None) -> Axes:
+    """Rank by benchmark (x) vs rank by downstream (y), 1 = best, labelled and in each model's colour (or
+    its group's, as in :func:`scatter_fit`); the diagonal is perfect agreement.
 
     >>> ax = rank_rank(pd.Series([0.7, 0.6, 0.5], index=["a", "b", "c"]), pd.Series([0.2, 0.3, 0.1], index=["a", "b", "c"]))
     >>> sorted(t.get_text() for t in ax.texts)
@@ -117,10 +133,9 @@ def rank_rank(benchmark: pd.Series, downstream: pd.Series, *, ax: Axes | None = 
     ax = _axes(ax, (5, 5))
     n = len(df)
     ax.plot([1, n], [1, n], linestyle="--", color="0.6", zorder=1)
-    colours = model_palette(df.index.astype(str))
-    ax.scatter(rx, ry, color=[colours[str(m)] for m in df.index], zorder=3)
-    for name in df.index:
-        ax.annotate(str(name), (rx[name], ry[name]), textcoords="offset points", xytext=(4, 4), fontsize="small")
+    _scatter_points(ax, rx, ry, groups)
+    if groups is not None:
+        ax.legend(fontsize="small", frameon=False)
     ax.set_xlim(n + 0.5, 0.5)
     ax.set_ylim(n + 0.5, 0.5)
     ax.set_xlabel(xlabel)

@@ -1,21 +1,38 @@
 """Rubric judges: how well an answer covers one user's rubric aspects, as a quality in [0, 1].
 
-- :class:`LLMRubricJudge`: an LLM sees the question, the answer and each aspect with its reason, and
-  answers a list of 0/1/2 scores (0 = not covered, 1 = partly, 2 = fully). Quality = mean score / 2.
-  An answer that does not parse is asked again (sampled, seeded) up to ``max_retries`` times, then
-  recorded as a failure (``failed=True``, quality NaN), never silently as 0.
-- :class:`ProxyRubricJudge`: for machines without a real judge. The MiniLM cosine similarity between
-  the answer and each aspect, clipped to [0, 1], averaged over aspects. It is a *proxy* (topical
-  similarity, not coverage); every result carries ``proxy=True`` and its judge name ``proxy:minilm``,
-  and tables and plots label it so. Note that it shares its encoder with the ``embedding:minilm`` RM.
+- :class:`AspectRubricJudge` (``llm:NAME``, the default LLM judge): LaMP-QA's protocol (Salemi & Zamani, 2025,
+  arXiv:2506.00137): one prompt per rubric aspect, one verdict 0/1/2 per aspect (0 = not covered,
+  1 = partly, 2 = fully); quality = sum / (2 x #aspects). The verdict is the most probable of the tokens
+  ``0``, ``1``, ``2`` after the answer prefix ``"Score: "`` (greedy decoding restricted to a valid verdict, so
+  it never fails to parse); ``extra["mass"]`` records P(0) + P(1) + P(2), how much the model follows the
+  format. The prompts of one answer differ only after the answer, so its shared prefix runs once
+  (:class:`~prb_utils.models.lm.DecoderRunner`).
+- :class:`LLMRubricJudge` (``llm-all:NAME``): the reference scripts' variant: all aspects in one prompt, the
+  model answers a list of 0/1/2 scores. Quality = mean score / 2. An answer that does not parse is asked
+  again (sampled, seeded) up to ``max_retries`` times, then recorded as a failure (``failed=True``, quality
+  NaN), never silently as 0.
+- :class:`ProxyRubricJudge` (``proxy``): for machines without a real judge. The MiniLM cosine similarity
+  between the answer and each aspect, clipped to [0, 1], averaged over aspects. It is a *proxy* (topical
+  similarity, not coverage); every result carries ``proxy=True`` and its judge name ``proxy:minilm``, and
+  tables and plots label it so. It shares its encoder with the ``embedding:minilm`` RM: BoN agreement of
+  that RM with it is circular.
 
-``load_judge("proxy")``, ``load_judge("llm:smollm2")`` or ``load_judge("llm:Qwen/Qwen2.5-7B-Instruct")``.
+The offline LLM is SmolLM2-135M (``llm:smollm2``): a *weak* judge (:func:`judge_label` says so); real numbers
+need a real judge on a GPU, e.g. ``llm:Qwen/Qwen2.5-32B-Instruct``.
 
 >>> text = build_judge_prompt("Q?", "A.", [{"aspect": "Cheap", "reason": "Tight budget"}])
 >>> "1. Cheap (why it matters to this user: Tight budget)" in text
 True
 >>> parse_judge_output("[2, 0]", 2)
 ([2, 0], None)
+>>> print(build_aspect_prompt("Q?", "A.", {"aspect": "Cheap", "reason": "Tight budget"}).split("Answer to grade:")[1])
+<BLANKLINE>
+A.
+<BLANKLINE>
+The aspect: Cheap
+Why it matters to this user: Tight budget
+<BLANKLINE>
+Score the answer on this aspect only: 0 = the answer does not cover it, 1 = it partly covers it, 2 = it covers it well. Reply with one digit.
 """
 
 from __future__ import annotations
@@ -30,10 +47,15 @@ import numpy as np
 import pandas as pd
 
 from prb_utils.errors import PRBError
+from prb_utils.schema import stable_hash
 
 JUDGE_SYSTEM = "You are a fair and careful judge of answers."
 PROXY_NAME = "proxy:minilm"
 PROXY_LABEL = "proxy judge (MiniLM similarity, not a rubric judgement)"
+WEAK_LABEL = "weak judge (a 135M model)"
+#: LLM judges that are weak (tables and figures say so): the offline SmolLM2.
+WEAK_JUDGES = ("llm:smollm2", "llm-all:smollm2")
+DEFAULT_JUDGE = "llm:smollm2"
 
 PROMPT = """Grade how well an answer serves one particular user. This user expects the answer to cover \
 the aspects listed below; each comes with the reason it matters to them.
@@ -50,6 +72,21 @@ Aspects:
 For each aspect give one score: 0 = the answer does not cover it, 1 = it partly covers it, \
 2 = it covers it well.
 Reply with only a list of {n} integers in the order of the aspects, in square brackets, and nothing else."""
+
+
+ASPECT_PROMPT = """Grade how well an answer serves one particular user on one aspect they expect it to cover.
+
+Question:
+{question}
+
+Answer to grade:
+{answer}
+
+The aspect: {aspect}{reason}
+
+Score the answer on this aspect only: 0 = the answer does not cover it, 1 = it partly covers it, \
+2 = it covers it well. Reply with one digit."""
+ASPECT_ANSWER_PREFIX = "Score: "  # SmolLM2 spells " 2" as a space and a digit
 
 
 @dataclass(frozen=True)
@@ -102,6 +139,16 @@ def build_judge_prompt(question: str, answer: str, aspects: Sequence[Mapping[str
         lines.append(f"{i}. {text}" + (f" (why it matters to this user: {reason})" if reason else ""))
     return PROMPT.format(question=question.strip(), answer=answer.strip(), aspects="\n".join(lines),
                          n=len(aspects))
+
+
+def build_aspect_prompt(question: str, answer: str, aspect: Mapping[str, Any] | str) -> str:
+    """The per-aspect judge's user message (LaMP-QA style): question, answer, then the one aspect and why it
+    matters to this user. The aspect comes last, so the prompts of one answer share everything before it."""
+    text, reason = _aspect_parts(aspect)
+    if not text:
+        raise PRBError("A rubric aspect is empty.")
+    return ASPECT_PROMPT.format(question=question.strip(), answer=answer.strip(), aspect=text,
+                                reason=f"\nWhy it matters to this user: {reason}" if reason else "")
 
 
 _LIST = re.compile(r"\[([^\[\]]*)\]")
@@ -214,6 +261,75 @@ class LLMRubricJudge:
         return [r for r in results if r is not None]
 
 
+class AspectRubricJudge:
+    """LaMP-QA's per-aspect rubric judge on a causal LM (see the module docstring).
+
+    ``verdicts(prompts_per_answer)`` maps each answer's aspect prompts (already rendered as token ids) to the
+    probabilities of the verdicts 0/1/2; :meth:`from_pretrained` builds it from a transformers causal LM.
+
+    >>> judge = AspectRubricJudge(lambda groups: [[(0.1, 0.2, 0.7), (0.6, 0.3, 0.1)] for _ in groups], name="scripted")
+    >>> r = judge.judge([JudgeItem("k", "Q?", "A.", ({"aspect": "x"}, {"aspect": "y"}))])[0]
+    >>> r.quality, r.aspect_scores, r.failed
+    (0.5, [2.0, 0.0], False)
+    """
+
+    proxy = False
+
+    def __init__(self, verdicts: Callable[[Sequence[Sequence[str]]], Sequence[Sequence[Sequence[float]]]], *,
+                 name: str) -> None:
+        self._verdicts = verdicts
+        self.name = name
+
+    @classmethod
+    def from_pretrained(cls, model: str, *, device: str = "auto", dtype: str = "auto",
+                        batch_tokens: int | None = None) -> AspectRubricJudge:
+        import torch
+
+        from prb_utils.downstream.generation import ChatGenerator
+        from prb_utils.models.batching import BudgetBatcher
+        from prb_utils.models.hf import DEFAULT_BATCH_TOKENS
+        from prb_utils.models.judge import letter_ids
+        from prb_utils.models.lm import DecoderRunner, Group, lm_logits
+
+        gen = ChatGenerator(model, device=device, dtype=dtype)
+        tokenizer = gen.tokenizer
+        digits = [letter_ids(tokenizer, d) for d in "012"]
+        budget = batch_tokens or DEFAULT_BATCH_TOKENS.get(gen.placement.device.split(":")[0], 4096)
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        runner = DecoderRunner(gen.model, pad_id=pad, batcher=BudgetBatcher(budget))
+
+        def probabilities(group: Group, hidden: list[Any]) -> list[tuple[float, float, float]]:
+            logp = torch.log_softmax(lm_logits(gen.model, torch.stack([h[-1] for h in hidden])), dim=-1)
+            per = torch.stack([torch.logsumexp(logp[:, ids], dim=-1) for ids in digits], dim=-1).exp()
+            return [tuple(row) for row in per.tolist()]
+
+        def verdicts(prompts: Sequence[Sequence[str]]) -> list[list[tuple[float, float, float]]]:
+            groups = []
+            for per_answer in prompts:
+                seqs = tuple(tuple(tokenizer(gen.render(p, JUDGE_SYSTEM) + ASPECT_ANSWER_PREFIX,
+                                             add_special_tokens=False)["input_ids"]) for p in per_answer)
+                groups.append(Group(seqs, tuple(len(q) - 1 for q in seqs)))
+            return runner.hidden(groups, reduce=probabilities)
+
+        judge = cls(verdicts, name=f"llm:{model}")
+        judge.metadata = {**gen.metadata(), "digit_token_ids": digits}  # type: ignore[attr-defined]
+        return judge
+
+    def judge(self, items: Sequence[JudgeItem]) -> list[JudgeResult]:
+        if any(not it.aspects for it in items):
+            raise PRBError("A rubric judgement needs at least one aspect.")
+        prompts = [[build_aspect_prompt(it.question, it.answer, a) for a in it.aspects] for it in items]
+        probs = self._verdicts(prompts) if items else []
+        results = []
+        for it, per in zip(items, probs, strict=True):
+            scores = [float(np.argmax(p)) for p in per]
+            mass = [float(sum(p)) for p in per]
+            results.append(JudgeResult(it.key, sum(scores) / (2 * len(scores)), scores, False, 1, self.name, False,
+                                       raw=" ".join(f"{int(s)}" for s in scores),
+                                       extra={"mass": mass, "p_verdicts": [list(map(float, p)) for p in per]}))
+        return results
+
+
 class ProxyRubricJudge:
     """MiniLM similarity between the answer and each aspect (clipped at 0), averaged: a labelled proxy."""
 
@@ -273,23 +389,68 @@ class ProxyRubricJudge:
         return results
 
 
+JUDGE_KINDS = {"llm": "one 0/1/2 verdict per aspect (LaMP-QA)", "llm-all": "all aspects in one prompt",
+               "proxy": "MiniLM similarity, a proxy"}
+
+
+def check_judge_spec(spec: str) -> tuple[str, str]:
+    """(kind, name) of a rubric judge spec, or a PRBError naming the valid forms.
+
+    >>> check_judge_spec("llm:smollm2")
+    ('llm', 'smollm2')
+    >>> check_judge_spec("proxy")
+    ('proxy', 'minilm')
+    """
+    kind, _, name = str(spec).strip().partition(":")
+    if kind == "proxy":
+        return kind, name or "minilm"
+    if kind in ("llm", "llm-all") and name:
+        return kind, name
+    raise PRBError(f"Unknown rubric judge {spec!r}; use 'llm:NAME' (one verdict per aspect), 'llm-all:NAME' "
+                   "(all aspects in one prompt) or 'proxy' (MiniLM similarity).")
+
+
+def judge_protocol(spec: str) -> str:
+    """What a judge's results depend on besides its name (the prompt), for cache keys: results of an
+    earlier prompt are never reused.
+
+    >>> judge_protocol("proxy")
+    'proxy'
+    """
+    kind = str(spec).strip().partition(":")[0]
+    if kind == "llm":
+        return stable_hash([JUDGE_SYSTEM, ASPECT_PROMPT, ASPECT_ANSWER_PREFIX, "argmax-verdict"])
+    if kind == "llm-all":
+        return stable_hash([JUDGE_SYSTEM, PROMPT])
+    return kind
+
+
 def load_judge(spec: str, **options: Any) -> RubricJudge:
-    """``proxy`` / ``proxy:minilm`` -> :class:`ProxyRubricJudge`; ``llm:NAME`` -> :class:`LLMRubricJudge`.
+    """``llm:NAME`` -> :class:`AspectRubricJudge`; ``llm-all:NAME`` -> :class:`LLMRubricJudge`; ``proxy`` /
+    ``proxy:minilm`` -> :class:`ProxyRubricJudge`.
 
     >>> load_judge("proxy").name
     'proxy:minilm'
     """
-    kind, _, name = str(spec).strip().partition(":")
+    kind, name = check_judge_spec(spec)
     if kind == "proxy":
-        return ProxyRubricJudge(model=name or "minilm", **options)
-    if kind == "llm" and name:
-        return LLMRubricJudge.from_pretrained(name, **options)
-    raise PRBError(f"Unknown rubric judge {spec!r}; use 'proxy' (MiniLM similarity) or 'llm:NAME' (an LLM).")
+        return ProxyRubricJudge(model=name, **options)
+    if kind == "llm":
+        return AspectRubricJudge.from_pretrained(name, **options)
+    judge = LLMRubricJudge.from_pretrained(name, **options)
+    judge.name = f"llm-all:{name}"
+    return judge
 
 
 def judge_label(judge_name: str, proxy: bool) -> str:
-    """How a judge is named in tables and figures (proxies say so)."""
-    return f"{judge_name} - {PROXY_LABEL}" if proxy else judge_name
+    """How a judge is named in tables and figures (proxies and weak judges say so).
+
+    >>> judge_label("llm:smollm2", False)
+    'llm:smollm2 - weak judge (a 135M model)'
+    """
+    if proxy:
+        return f"{judge_name} - {PROXY_LABEL}"
+    return f"{judge_name} - {WEAK_LABEL}" if judge_name in WEAK_JUDGES else judge_name
 
 
 def results_frame(results: Sequence[JudgeResult]) -> pd.DataFrame:

@@ -306,9 +306,11 @@ class DownstreamParams(NotebookParams):
 
     @property
     def ppo_path(self) -> Path | None:
-        """PPO outcomes: a CSV ``rm,subset,score[,n]`` or a reference ``PPO/result`` folder; None when empty."""
+        """PPO outcomes: a CSV ``rm,subset,score[,n]`` or a reference ``PPO/result`` folder; when empty, the
+        table ``prb ppo`` writes (``<results>/ppo/ppo.csv``) if there is one, else None."""
         if not self.ppo:
-            return None
+            written = self.results_dir / "ppo" / "ppo.csv"
+            return written if written.is_file() else None
         path = resolve_path(self.ppo)
         if not path.exists():
             raise PRBError(f"Parameter 'ppo': {self.ppo} does not exist.")

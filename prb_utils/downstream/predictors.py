@@ -1,0 +1,97 @@
+"""Which benchmark statistic predicts downstream quality best: the predictor table.
+
+The benchmark's claim is about *mean* accuracy, but other summaries of the same per-item results could rank
+RMs closer to their downstream order. :func:`benchmark_statistics` computes, per RM (one job per row):
+
+- ``mean_accuracy``: correct / pairs (ties and invalids count as not correct);
+- ``worst_subset``: the lowest accuracy over subsets;
+- ``category_q25``: the lower quartile of the accuracies over categories with at least ``min_pairs`` pairs;
+- ``margin_effect``: the mean margin ``score_chosen - score_rejected`` in units of its standard deviation
+  (a standardised mean margin: the raw margins of different kinds - probabilities, log-probabilities,
+  cosines - are not on one scale, their standardised means are).
+
+:func:`predictor_table` puts each statistic's agreement with one downstream outcome side by side (estimate,
+bootstrap CI over RMs, chance level, permutation p-value) and tests each against ``mean_accuracy`` with the
+paired bootstrap of :func:`~prb_utils.downstream.correlation.correlation_difference` on the same RMs.
+
+>>> import pandas as pd
+>>> rows = pd.DataFrame({"model": ["a"] * 4 + ["b"] * 4, "subset": ["s", "s", "t", "t"] * 2,
+...     "category": "c", "outcome": ["correct", "wrong", "correct", "correct", "correct"] + ["wrong"] * 3,
+...     "score_chosen": [1.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0], "score_rejected": 0.5})
+>>> benchmark_statistics(rows, min_pairs=1)[["mean_accuracy", "worst_subset"]].to_dict("index")
+{'a': {'mean_accuracy': 0.75, 'worst_subset': 0.5}, 'b': {'mean_accuracy': 0.25, 'worst_subset': 0.0}}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from prb_utils.downstream.correlation import correlation_difference, rank_agreement_ci
+from prb_utils.errors import PRBError
+
+STATISTICS = ("mean_accuracy", "worst_subset", "category_q25", "margin_effect")
+
+
+def _accuracy(frame: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    return (frame.assign(_c=(frame["outcome"] == "correct").astype(float))
+            .groupby(list(by), observed=True)["_c"].agg(["mean", "size"]).reset_index())
+
+
+def benchmark_statistics(results: pd.DataFrame, *, model: str = "model", min_pairs: int = 5,
+                         quantile: float = 0.25) -> pd.DataFrame:
+    """One row per RM (index ``model``), one column per statistic of :data:`STATISTICS` (see the module
+    docstring). ``results`` are per-item rows of one profile condition (filter it first); ``model`` names the
+    column that tells RMs apart (``job_label`` when one spec has several jobs)."""
+    missing = [c for c in (model, "subset", "category", "outcome", "score_chosen", "score_rejected")
+               if c not in results.columns]
+    if missing:
+        raise PRBError(f"benchmark_statistics needs the column(s) {', '.join(missing)}.")
+    if "profile" in results.columns and results["profile"].nunique() > 1:
+        raise PRBError("benchmark_statistics needs the rows of one profile condition; filter by profile first.")
+    per_subset = _accuracy(results, [model, "subset"])
+    per_category = _accuracy(results, [model, "category"])
+    per_category = per_category[per_category["size"] >= int(min_pairs)]
+    margin = (results["score_chosen"].astype(float) - results["score_rejected"].astype(float)).rename("_m")
+    margins = pd.concat([results[model], margin], axis=1).dropna().groupby(model)["_m"]
+    sd = margins.std(ddof=1).replace(0.0, np.nan)
+    table = pd.DataFrame({
+        "mean_accuracy": _accuracy(results, [model]).set_index(model)["mean"],
+        "worst_subset": per_subset.groupby(model)["mean"].min(),
+        "category_q25": per_category.groupby(model)["mean"].quantile(quantile),
+        "margin_effect": margins.mean() / sd,
+    })
+    table.index.name = "model"
+    return table
+
+
+def predictor_table(statistics: pd.DataFrame, downstream: pd.Series, *, metric: str = "spearman",
+                    baseline: str = "mean_accuracy", level: float = 0.95, n_boot: int = 2000, seed: int = 0,
+                    n_perm: int = 10000) -> pd.DataFrame:
+    """Each statistic's ``metric`` agreement with ``downstream`` (a Series indexed like ``statistics``), best
+    first: columns predictor, estimate, ci_low, ci_high, chance, p_perm, n, and the paired test against
+    ``baseline``: diff, diff_ci_low, diff_ci_high, diff_p (NaN for the baseline itself)."""
+    joined = statistics.join(downstream.rename("_downstream"), how="inner")
+    if len(joined) < 3:
+        raise PRBError(f"Only {len(joined)} RM(s) have both benchmark statistics and the downstream outcome; "
+                       "at least 3 are needed.")
+    rows = []
+    for name in statistics.columns:
+        pair = joined[[name, "_downstream"]].dropna()
+        if len(pair) < 3:
+            continue
+        ci = rank_agreement_ci(pair[name], pair["_downstream"], level=level, n_boot=n_boot, seed=seed,
+                               n_perm=n_perm).set_index("metric").loc[metric]
+        row = {"predictor": name, **{k: ci[k] for k in ("estimate", "ci_low", "ci_high", "chance", "p_perm", "n")}}
+        if name != baseline and baseline in joined.columns:
+            d = correlation_difference(joined, "_downstream", name, baseline, metric=metric, level=level,
+                                       n_boot=n_boot, seed=seed)
+            row.update(diff=d["diff"], diff_ci_low=d["ci_low"], diff_ci_high=d["ci_high"], diff_p=d["p_value"])
+        rows.append(row)
+    if not rows:
+        raise PRBError("No benchmark statistic has values for at least 3 RMs.")
+    columns = ["predictor", "estimate", "ci_low", "ci_high", "chance", "p_perm", "n", "diff", "diff_ci_low",
+               "diff_ci_high", "diff_p"]
+    return pd.DataFrame(rows).reindex(columns=columns).sort_values("estimate", ascending=False, ignore_index=True)
