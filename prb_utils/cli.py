@@ -1,4 +1,4 @@
-"""The ``prb`` command line: validate, models, score, summarize, report, bon, export.
+"""The ``prb`` command line: validate, models, score, summarize, report, bon, ppo, export.
 
 Exit codes: 0 success; 2 for anything the user can fix (one plain sentence on stderr, no traceback);
 130 after Ctrl-C (scores already computed are kept; re-run the same command to resume).
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from prb_utils.downstream.rubric_judge import DEFAULT_JUDGE, check_judge_spec, judge_label
 from prb_utils.errors import DataError, PRBError
 from prb_utils.schema import DEFAULT_ZOO
 
@@ -24,6 +25,9 @@ DEFAULT_REPORT_PROFILES = ("none", "top3")
 #: (``CURVE_KINDS``: seconds on a CPU), so that notebook 04 draws a profile-size curve (k = 0, 1, 2, 3, all).
 CURVE_PROFILES = ("top1", "top2", "full")
 CURVE_KINDS = ("length", "lexical", "embedding")
+#: The Best-of-N run inside ``prb report``: small enough for the report's few minutes on a CPU (N answers for
+#: the first ``limit`` questions of each subset); ``prb bon`` runs the pipeline at any size.
+REPORT_BON = {"n": 4, "limit": 2}
 
 
 def _positive_int(text: str) -> int:
@@ -33,6 +37,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 0 or a positive integer, got '{text}'") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or a positive integer, got '{text}'")
     return value
 
 
@@ -71,6 +85,35 @@ def _add_scoring_options(parser: argparse.ArgumentParser, *, default_models: Seq
                         help="score a checkpoint that lacks the kind's head (a random head) instead of refusing")
     parser.add_argument("--retriever", default=None, help="bm25 (default) or dense:NAME for topK profiles")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    _add_engine_options(parser)
+
+
+def _add_engine_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--engine", choices=("hf", "vllm"), default="hf",
+                        help="hf: transformers in this process (default); vllm: judge: and implicit: through an "
+                             "OpenAI-compatible vLLM server (--engine-url, or one prb starts from .venv-vllm)")
+    parser.add_argument("--engine-url", default=None, metavar="URL",
+                        help="a running vLLM server (e.g. http://host:8000); without it prb starts one itself")
+    parser.add_argument("--tensor-parallel-size", type=_positive_int, default=1, metavar="N",
+                        help="GPUs per model replica for the server prb starts (default: 1)")
+    parser.add_argument("--pipeline-parallel-size", type=_positive_int, default=1, metavar="N",
+                        help="pipeline stages (nodes) for the server prb starts (default: 1)")
+    parser.add_argument("--engine-arg", action="append", default=None, metavar="KEY=VALUE",
+                        help="extra `vllm serve` option for the server prb starts, e.g. max-model-len=4096 "
+                             "(repeatable)")
+
+
+def _engine_kwargs(args: argparse.Namespace) -> dict:
+    """The engine options of the command line as keyword arguments (PRBError for options without effect)."""
+    if args.engine == "hf" and (args.engine_url or args.engine_arg or args.tensor_parallel_size != 1
+                                or args.pipeline_parallel_size != 1):
+        raise PRBError("--engine-url, --engine-arg, --tensor-parallel-size and --pipeline-parallel-size need "
+                       "--engine vllm.")
+    if args.engine_url and (args.engine_arg or args.tensor_parallel_size != 1 or args.pipeline_parallel_size != 1):
+        raise PRBError("--engine-arg, --tensor-parallel-size and --pipeline-parallel-size configure the server "
+                       "prb starts; with --engine-url, start your server with them instead.")
+    return {"engine": args.engine, "engine_url": args.engine_url, "tensor_parallel_size": args.tensor_parallel_size,
+            "pipeline_parallel_size": args.pipeline_parallel_size, "engine_args": tuple(args.engine_arg or ())}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -113,6 +156,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scoring_options(p, default_models=DEFAULT_ZOO)
     p.add_argument("--out", type=_folder_name, default="reports", help="report folder (default: reports)")
     p.add_argument("--results", type=_folder_name, default="results", help="store folder (default: results)")
+    p.add_argument("--bon-n", type=_count, default=REPORT_BON["n"], metavar="N",
+                   help=f"Best-of-N in the report: answers sampled per question (default {REPORT_BON['n']}; 0 skips "
+                        "the BoN run); `prb bon` runs it at any size")
+    p.add_argument("--bon-limit", type=_positive_int, default=REPORT_BON["limit"], metavar="N",
+                   help=f"Best-of-N in the report: first N questions of each subset (default {REPORT_BON['limit']})")
+    p.add_argument("--bon-judge", default=DEFAULT_JUDGE, metavar="SPEC",
+                   help=f"Best-of-N in the report: the rubric judge (default {DEFAULT_JUDGE}; see `prb bon --help`)")
 
     p = sub.add_parser("bon", help="Best-of-N: sample answers, score them with every RM, judge them, best-of-k curves",
                        description="The offline Best-of-N pipeline: the policy samples N answers per question, every "
@@ -125,12 +175,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="store folder; the BoN files go to RESULTS/bon (default: results)")
     p.add_argument("--policy", default="smollm2", help="the model that samples the answers (default: smollm2)")
     p.add_argument("--n", type=_positive_int, default=8, help="answers sampled per question (default: 8)")
-    p.add_argument("--judge", default="proxy", help="rubric judge: proxy (MiniLM similarity) or llm:NAME")
+    p.add_argument("--judge", default=DEFAULT_JUDGE, help=f"rubric judge: llm:NAME (one 0/1/2 verdict per rubric aspect, "
+                   f"LaMP-QA style), llm-all:NAME (all aspects in one prompt) or proxy (MiniLM similarity); "
+                   f"default: {DEFAULT_JUDGE}")
     p.add_argument("--rm-profile", default="top3", metavar="COND",
                    help="profile condition of the RMs' input (default: top3)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    _add_engine_options(p)
+
+    _add_ppo_parser(sub)
 
     p = sub.add_parser("export", help="write the store in another tool's format (every_eval_ever, rewardbench)",
                        description="One export per scoring job; the oracle condition rubric is marked in every file.")
@@ -140,6 +195,48 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", default=None, help="the benchmark the store was scored on ('sample', a hub id or a "
                                                 "path): adds the texts to the per-item records")
     return parser
+
+
+def _add_ppo_parser(sub: argparse._SubParsersAction) -> None:
+    from prb_utils.downstream.ppo import PPO_ZOO, TrainOptions, run_ppo_defaults
+
+    bon_judge = sub.choices["bon"].get_default("judge")  # the same default rubric judge as prb bon
+    train, run = TrainOptions(), run_ppo_defaults()
+    p = sub.add_parser("ppo", help="online RL (TRL's GRPO): one policy trained per RM, then rubric-judged",
+                       description="For each RM, train the policy with TRL's GRPOTrainer on the training questions "
+                                   "with that RM's score as the reward, then answer the held-out questions and rate "
+                                   "the answers with the rubric judge (the untrained policy too, row 'untrained'). "
+                                   "Writes RESULTS/ppo/ppo.csv (rm,subset,score,n); runs are checkpointed under "
+                                   "RESULTS/ppo/runs, so a rerun resumes and trains nothing twice.")
+    _add_data_options(p, required=False)
+    p.add_argument("--model", action="append", default=None, metavar="SPEC",
+                   help=f"RM spec (repeatable); default: {' '.join(PPO_ZOO)}")
+    p.add_argument("--policy", default=run["policy"], help=f"the chat model trained (default: {run['policy']})")
+    p.add_argument("--steps", type=_positive_int, default=run["steps"],
+                   help=f"GRPO optimizer steps per RM (default: {run['steps']})")
+    p.add_argument("--judge", default=bon_judge,
+                   help=f"rubric judge of the held-out answers, as for prb bon (default: {bon_judge})")
+    p.add_argument("--results", type=_folder_name, default="results",
+                   help="store folder; the PPO files go to RESULTS/ppo (default: results)")
+    p.add_argument("--eval-questions", type=_positive_int, default=run["eval_questions"],
+                   help=f"held-out questions the trained policies answer (default: {run['eval_questions']})")
+    p.add_argument("--policy-posts", type=int, default=train.policy_posts, metavar="K",
+                   help=f"profile posts in the policy's prompt (default: {train.policy_posts})")
+    p.add_argument("--rm-profile", default=train.rm_profile, metavar="COND",
+                   help=f"profile condition of the RMs' input (default: {train.rm_profile})")
+    p.add_argument("--num-generations", type=int, default=train.num_generations,
+                   help=f"completions per prompt and step (default: {train.num_generations})")
+    p.add_argument("--prompts-per-step", type=_positive_int, default=train.prompts_per_step,
+                   help=f"prompts per step (default: {train.prompts_per_step})")
+    p.add_argument("--max-new-tokens", type=_positive_int, default=train.max_new_tokens,
+                   help=f"completion length in training and evaluation (default: {train.max_new_tokens})")
+    p.add_argument("--learning-rate", type=float, default=train.learning_rate,
+                   help=f"constant learning rate (default: {train.learning_rate:g})")
+    p.add_argument("--save-steps", type=_positive_int, default=run["save_steps"],
+                   help=f"checkpoint every N steps (default: {run['save_steps']})")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
 
 def _load(args: argparse.Namespace) -> pd.DataFrame:
@@ -243,6 +340,7 @@ def _score(args: argparse.Namespace, models: Sequence[str], profiles: Sequence[s
             batch_tokens=args.batch_tokens, seed=args.seed, judge_mode=args.judge_mode,
             judge_template=args.judge_template, retriever=args.retriever, progress=not args.no_progress,
             tokenization=args.tokenization, allow_untrained_head=args.allow_untrained_head,
+            **_engine_kwargs(args),
         ))
     truncated = sum(int(r["truncated"].fillna(False).astype(bool).sum()) for r in runs if "truncated" in r.columns)
     if truncated:
@@ -340,13 +438,30 @@ def cmd_report(args: argparse.Namespace) -> int:
     profiles = args.profile or list(DEFAULT_REPORT_PROFILES)
     curve_models = [] if args.profile else [m for m in models if parse_spec(m).kind in CURVE_KINDS]
     check_out_folder(args.out)  # before scoring: never overwrite the source notebooks
+    if args.bon_n > 0:
+        check_judge_spec(args.bon_judge)
     _score(args, models, profiles, args.results, also=[(curve_models, CURVE_PROFILES)] if curve_models else [])
+    if args.bon_n > 0:
+        _report_bon(args, models, rm_profile="top3" if "top3" in profiles else profiles[-1])
     _check_writable(args.out)
     diagnostics = {"04_personalization_diagnostics": {"profiles": [*profiles, *CURVE_PROFILES]}} if curve_models else None
     index = build_report(data=args.data, results=args.results, out=args.out, models=models, profiles=profiles,
                          progress=not args.no_progress, parameters=diagnostics)
     print(f"Report written to {index}")
     return 0
+
+
+def _report_bon(args: argparse.Namespace, models: Sequence[str], *, rm_profile: str) -> None:
+    """The report's small Best-of-N run (``--bon-n``, ``--bon-limit``, ``--bon-judge``), cached in the store."""
+    from prb_utils.downstream.pipeline import run_bon_pipeline
+
+    data = _load(args)
+    data = data.groupby("subset", sort=False).head(args.bon_limit)
+    print(f"Best-of-{args.bon_n} on {len(data)} questions ({args.bon_limit} per subset), judged by {args.bon_judge}",
+          file=sys.stderr)
+    run_bon_pipeline(data, out=args.results, n_samples=args.bon_n, models=models, rm_profile=rm_profile,
+                     judge=args.bon_judge, device=args.device, seed=args.seed, figures=False,
+                     progress=not args.no_progress)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -369,26 +484,64 @@ def cmd_bon(args: argparse.Namespace) -> int:
     from prb_utils.profile import parse_condition
 
     parse_condition(args.rm_profile)
+    engine = _engine_kwargs(args)
+    if engine["engine"] != "hf":
+        import inspect
+
+        if "engine" not in inspect.signature(run_bon_pipeline).parameters:
+            raise PRBError("This version of the Best-of-N pipeline runs only with --engine hf.")
+    else:
+        engine = {}
     data = _load(args)
     _check_writable(args.results)
     run = run_bon_pipeline(data, out=args.results, policy=args.policy, n_samples=args.n,
                            models=args.model or list(DEFAULT_ZOO), rm_profile=args.rm_profile, judge=args.judge,
-                           device=args.device, seed=args.seed, progress=not args.no_progress)
+                           device=args.device, seed=args.seed, progress=not args.no_progress, **engine)
     table = run.curves[run.curves["method"] == "exact"].pivot_table(index="model", columns="k", values="mean")
-    print(f"Expected best-of-k rubric quality ({run.judge}{', a PROXY judge' if run.judge_proxy else ''}):")
+    print(f"Expected best-of-k rubric quality ({judge_label(run.judge, run.judge_proxy)}):")
     print(table.round(3).to_string())
     print("Timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in run.timings.items()))
     print(f"Files in {Path(args.results) / 'bon'}; figures: {', '.join(p.name for p in run.figures)}")
     return 0
 
 
+def cmd_ppo(args: argparse.Namespace) -> int:
+    from prb_utils.downstream.ppo import PPO_ZOO, TrainOptions, run_ppo
+    from prb_utils.downstream.rubric_judge import judge_label
+    from prb_utils.profile import parse_condition
+
+    parse_condition(args.rm_profile)
+    options = TrainOptions(num_generations=args.num_generations, prompts_per_step=args.prompts_per_step,
+                           learning_rate=args.learning_rate, max_new_tokens=args.max_new_tokens,
+                           policy_posts=args.policy_posts, rm_profile=args.rm_profile)
+    data = _load(args)
+    _check_writable(args.results)
+    run = run_ppo(data, out=args.results, policy=args.policy, models=args.model or list(PPO_ZOO), steps=args.steps,
+                  judge=args.judge, eval_questions=args.eval_questions, seed=args.seed, device=args.device,
+                  options=options, save_steps=args.save_steps, progress=not args.no_progress)
+    print(f"Held-out rubric quality after {args.steps} GRPO steps per RM ({judge_label(run.judge, run.judge_proxy)}):")
+    print(run.table.pivot_table(index="rm", columns="subset", values="score").round(3).to_string())
+    print(f"Trained now: {', '.join(run.trained) or 'nothing (all runs were finished)'}; "
+          "timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in run.timings.items()))
+    print(f"PPO table: {Path(args.results) / 'ppo' / 'ppo.csv'}")
+    return 0
+
+
 COMMANDS = {"validate": cmd_validate, "models": cmd_models, "score": cmd_score,
-            "summarize": cmd_summarize, "report": cmd_report, "bon": cmd_bon, "export": cmd_export}
+            "summarize": cmd_summarize, "report": cmd_report, "bon": cmd_bon, "ppo": cmd_ppo, "export": cmd_export}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code."""
     args = build_parser().parse_args(argv)
+    try:
+        return _run_command(args)
+    finally:
+        if "prb_utils.models.vllm_server" in sys.modules:  # never leave a vLLM server prb started behind
+            sys.modules["prb_utils.models.vllm_server"].stop_all()
+
+
+def _run_command(args: argparse.Namespace) -> int:
     try:
         return COMMANDS[args.command](args)
     except DataError as exc:

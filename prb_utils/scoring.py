@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -141,16 +142,28 @@ def job_options(
     judge_template: str | None = None,
     retriever: str | None = None,
     tokenization: str = "auto",
+    engine: str = "hf",
+    engine_url: str | None = None,
+    engine_args: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The options that can change a score of this kind under this condition (they go into the job key).
 
     The device type and dtype are the resolved ones (:func:`resolved_placement`), never ``auto``. Execution
     details that cannot change a score (batch size) are kept in the run metadata only. A ``dense:NAME``
-    retriever adds its encoder's fingerprint.
+    retriever adds its encoder's fingerprint. ``engine`` enters the key only when it is not ``hf`` and the
+    kind runs on it (``judge``, ``implicit``, ``classifier``), so every ``hf`` key stays what it was; with it go the
+    ``engine_args`` given, and with ``engine_url`` (a server prb did not start, whose placement prb cannot
+    know) the device ``server`` and the dtype as asked.
     """
     options: dict[str, Any] = {}
     if kind not in BASELINES:
         options.update(resolved_placement(kind, device, dtype), seed=int(seed))
+    if engine != "hf" and kind in ("judge", "implicit", "classifier"):
+        options["engine"] = engine
+        if engine_url:
+            options.update(device="server", dtype=dtype)
+        if engine_args:
+            options["engine_args"] = [str(a) for a in engine_args]
     if kind in ("classifier", "judge", "implicit"):
         options["tokenization"] = tokenization
     if kind == "judge":
@@ -293,6 +306,8 @@ def score_chunk(model: Any, pairs: Sequence[_Pair], **labels: str) -> tuple[list
     try:
         return [_row(p, s, **labels) for p, s in zip(pairs, _score_once(model, pairs), strict=True)], []
     except Exception as chunk_error:
+        if getattr(chunk_error, "fatal", False):  # the engine is gone (not this chunk's fault): stop the run
+            raise
         if len(pairs) == 1:
             return [_failed_row(pairs[0], chunk_error, **labels)], [chunk_error]
     rows, errors = [], []
@@ -301,6 +316,8 @@ def score_chunk(model: Any, pairs: Sequence[_Pair], **labels: str) -> tuple[list
             rows.append(_row(pair, _score_once(model, [pair])[0], **labels))
             errors.append(None)
         except Exception as exc:
+            if getattr(exc, "fatal", False):
+                raise
             errors.append(exc)
             rows.append(_failed_row(pair, exc, **labels))
     return rows, errors
@@ -472,6 +489,11 @@ def score_benchmark(
     chunk_size: int | None = None,
     tokenization: str = "auto",
     allow_untrained_head: bool = False,
+    engine: str = "hf",
+    engine_url: str | None = None,
+    tensor_parallel_size: int = 1,
+    pipeline_parallel_size: int = 1,
+    engine_args: Sequence[str] = (),
 ) -> pd.DataFrame:
     """Score every model under every profile condition; return exactly these jobs' rows from the store.
 
@@ -479,6 +501,11 @@ def score_benchmark(
     ``spec``, ``kind`` and ``score_pairs``). Pairs already in the store are read, not scored again; a model
     is loaded only when one of its jobs has pairs left. ``chunk_size`` fixes the pairs per part file
     (default: adaptive, about five seconds of scoring per chunk). Rows come back in model, profile, data order.
+
+    ``engine="vllm"`` scores ``judge:`` and ``implicit:`` through a vLLM server (``engine_url``, or one
+    started here with ``tensor_parallel_size``, ``pipeline_parallel_size`` and ``engine_args``, kept for the
+    process; :func:`prb_utils.models.vllm_server.stop_all` stops it); finished requests are cached under
+    ``out/engine`` so a killed run sends only the missing ones.
     """
     from prb_utils.data import data_fingerprint
 
@@ -491,6 +518,14 @@ def score_benchmark(
     load_options = dict(device=device, dtype=dtype, batch_tokens=batch_tokens, judge_mode=judge_mode,
                         judge_template=judge_template, seed=seed, tokenization=tokenization,
                         allow_untrained_head=allow_untrained_head)
+    engine_run = {"engine": engine}
+    if engine != "hf":
+        engine_options = {"url": engine_url, "tensor_parallel_size": tensor_parallel_size,
+                          "pipeline_parallel_size": pipeline_parallel_size, "engine_args": tuple(engine_args),
+                          "cache_dir": str(Path(out) / "engine"), "progress": progress}
+        load_options.update(engine=engine, engine_options=engine_options)
+        engine_run.update(engine_url=engine_url, tensor_parallel_size=tensor_parallel_size,
+                          pipeline_parallel_size=pipeline_parallel_size, engine_args=list(engine_args))
 
     frames = []
     for given, spec, kind in _resolve_models(models):  # an unknown spec fails here, before anything is scored
@@ -500,13 +535,15 @@ def score_benchmark(
             for condition in conditions:
                 options = job_options(kind, condition, device=device, dtype=dtype, seed=seed, judge_mode=judge_mode,
                                       judge_template=judge_template, retriever=retriever_name,
-                                      tokenization=tokenization)
+                                      tokenization=tokenization, engine=engine, engine_url=engine_url,
+                                      engine_args=engine_args)
                 store = JobStore(out, {"model": spec, "kind": kind, "profile": condition, "options": options,
                                        "fingerprint": model_fp})
                 pairs = pairs_by_condition[condition]
                 labels = {"job": store.key, "spec": spec, "kind": kind, "profile": condition}
                 run = {"n_pairs": len(pairs), "data_fingerprint": fingerprint, "pairs": {p.key: p.hash for p in pairs},
-                       "options": {"device": device, "dtype": dtype, "batch_tokens": batch_tokens, "seed": seed}}
+                       "options": {"device": device, "dtype": dtype, "batch_tokens": batch_tokens, "seed": seed,
+                                   **engine_run}}
                 if _missing(store, pairs):
                     with store.writing(on_wait=_waiting_message if progress else None):
                         todo = _missing(store, pairs)  # another process may have scored them meanwhile

@@ -82,12 +82,14 @@ def test_prb_bon_on_the_command_line(tmp_path, tiny_lm_dir, capsys):
     from prb_utils.cli import main
 
     args = ["bon", "--data", "sample", "--limit", "1", "--model", "length", "--model", "lexical", "--policy",
-            str(tiny_lm_dir), "--n", "2", "--device", "cpu", "--results", str(tmp_path), "--no-progress"]
+            str(tiny_lm_dir), "--n", "2", "--device", "cpu", "--results", str(tmp_path), "--no-progress",
+            "--judge", "proxy"]
     assert main(args) == 0
     printed = capsys.readouterr().out
-    assert "Expected best-of-k rubric quality (proxy:minilm, a PROXY judge)" in printed
+    assert "Expected best-of-k rubric quality (proxy:minilm - proxy judge (MiniLM similarity" in printed
     curves = pd.read_csv(tmp_path / "bon" / "curves.csv")
     assert set(curves["model"]) >= {"length", "lexical", "oracle", "random"} and set(curves["k"]) == {1, 2}
     assert main([*args, "--judge", "gpt"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["prb: Unknown rubric judge 'gpt'; use 'proxy' (MiniLM similarity) or 'llm:NAME'."]
+    assert err == ["prb: Unknown rubric judge 'gpt'; use 'llm:NAME' (one verdict per aspect), 'llm-all:NAME' "
+                   "(all aspects in one prompt) or 'proxy' (MiniLM similarity)."]

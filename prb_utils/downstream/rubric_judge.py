@@ -51,7 +51,7 @@ from prb_utils.schema import stable_hash
 
 JUDGE_SYSTEM = "You are a fair and careful judge of answers."
 PROXY_NAME = "proxy:minilm"
-PROXY_LABEL = "proxy judge (MiniLM similarity, not a rubric judgement)"
+PROXY_LABEL = "proxy judge (MiniLM similarity, not a rubric judgement; circular with embedding:minilm)"
 WEAK_LABEL = "weak judge (a 135M model)"
 #: LLM judges that are weak (tables and figures say so): the offline SmolLM2.
 WEAK_JUDGES = ("llm:smollm2", "llm-all:smollm2")

@@ -9,6 +9,9 @@ from prb_utils.models.aliases import ALIASES, alias_status
 from prb_utils.models.base import KINDS, PairInput, RewardModel, parse_spec  # noqa: F401
 from prb_utils.models.prompts import TOKENIZATIONS
 
+#: The kinds the ``vllm`` engine runs (the others run in process whatever the engine).
+VLLM_KINDS = ("judge", "implicit", "classifier")
+
 KIND_HELP = {
     "classifier": "sequence-classification reward model; score = single logit (or softmax of the last class)",
     "judge": "causal LM comparing both responses, both A/B orders; P(A) vs P(B) or generate + parse",
@@ -21,13 +24,17 @@ KIND_HELP = {
 
 def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", batch_tokens: int | None = None,
                judge_mode: str = "logprob", judge_template: str | None = None, seed: int = 0,
-               kv_reuse: bool = True, tokenization: str = "auto", allow_untrained_head: bool = False) -> RewardModel:
+               kv_reuse: bool = True, tokenization: str = "auto", allow_untrained_head: bool = False,
+               engine: str = "hf", engine_options: Any = None) -> RewardModel:
     """Load the reward model named by ``spec`` (``KIND:NAME``; NAME = hub id, local folder or alias).
 
     ``tokenization``: ``auto`` (special tokens exactly once) or ``reference`` (as the benchmark's reference
     scripts tokenize; see :mod:`prb_utils.models.prompts`); embeddings always take the tokenizer's own.
     ``judge_template``: ``default``, ``reference``, a file or a template string. ``allow_untrained_head``:
     score even when the checkpoint lacks weights the kind needs (they are then random), instead of refusing.
+    ``engine``: ``hf`` (transformers in this process) or ``vllm`` (``judge:``, ``implicit:`` and
+    ``classifier:`` through an OpenAI-compatible vLLM server, :mod:`prb_utils.models.vllm_engine`; ``engine_options`` holds its
+    :class:`~prb_utils.models.vllm_engine.EngineOptions`); the other kinds always run in process.
 
     Raises PRBError for an unknown kind or alias, a missing or broken folder, a checkpoint of the wrong kind,
     or a hub id that is not reachable.
@@ -41,6 +48,18 @@ def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", batch_to
     common: dict[str, Any] = {"device": device, "dtype": dtype, "batch_tokens": batch_tokens, "seed": seed,
                               "allow_untrained_head": allow_untrained_head}
     tokens = {"tokenization": tokenization}
+    if engine not in ("hf", "vllm"):
+        raise PRBError(f"Unknown engine '{engine}'; use hf or vllm.")
+    if engine == "vllm" and parsed.kind in VLLM_KINDS:
+        from prb_utils.models.vllm_adapters import VLLMClassifierRM, VLLMImplicitRM, VLLMJudgeRM
+
+        if parsed.kind == "classifier":
+            return VLLMClassifierRM(parsed, engine_options=engine_options, device=device, dtype=dtype, seed=seed,
+                                    **tokens)
+        if parsed.kind == "judge":
+            return VLLMJudgeRM(parsed, judge_mode=judge_mode, judge_template=judge_template, engine_options=engine_options,
+                               device=device, dtype=dtype, seed=seed, **tokens)
+        return VLLMImplicitRM(parsed, engine_options=engine_options, device=device, dtype=dtype, seed=seed, **tokens)
     if parsed.kind in ("length", "lexical"):
         from prb_utils.models.baselines import BASELINE_CLASSES
 

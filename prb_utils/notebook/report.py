@@ -21,6 +21,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -448,8 +449,10 @@ def build_report(
     progress: bool = True,
     notebooks: Sequence[str] | None = None,
     parameters: Mapping[str, Mapping[str, Any]] | None = None,
+    jobs: int = 2,
 ) -> Path:
-    """Execute the notebooks (all of ``notebooks/``, or the named ones) and write ``out/index.html``.
+    """Execute the notebooks (all of ``notebooks/``, or the named ones; ``jobs`` at a time) and write
+    ``out/index.html``.
 
     Each notebook gets the parameters ``data`` and ``results`` (local paths made absolute, since the
     notebooks run in ``out``), ``models``, ``profiles`` and ``interactive=False`` (those it declares),
@@ -471,12 +474,17 @@ def build_report(
     paths = {name: NOTEBOOK_DIR / f"{name}.ipynb" for name in names}
     chosen = {name: notebook_parameters(name, values, paths[name], (parameters or {}).get(name)) for name in names}
     out_dir.mkdir(parents=True, exist_ok=True)
-    pages = []
-    bar = tqdm(names, desc="notebooks", unit="notebook", disable=not progress)
-    for name in bar:
-        bar.set_postfix_str(name)
-        pages.append(run_notebook(paths[name], out_dir, chosen[name]))
+    done: dict[str, PageResult] = {}
+    bar = tqdm(total=len(names), desc="notebooks", unit="notebook", disable=not progress)
+    # the kernels are mostly single-threaded Python: two at a time keep two cores busy
+    with _report_env(out_dir), ThreadPoolExecutor(max_workers=max(1, min(int(jobs), len(names) or 1))) as pool:
+        running = {pool.submit(run_notebook, paths[name], out_dir, chosen[name]): name for name in names}
+        for future in as_completed(running):
+            done[running[future]] = future.result()
+            bar.set_postfix_str(running[future])
+            bar.update()
     bar.close()
+    pages = [done[name] for name in names]
     csv = write_results_csv(out_dir, values["results"], models, profiles)
     index = write_index(out_dir, pages, data=data, results=values["results"], models=models, profiles=profiles,
                         csv=csv)

@@ -1,0 +1,684 @@
+"""``prb ppo``: train the policy once per reward model with TRL's online RL trainer, then rubric-judge it.
+
+Trainer: TRL's :class:`trl.GRPOTrainer`. TRL 1.16.0 ships no ``PPOTrainer`` any more (neither in ``trl`` nor
+in ``trl.experimental``); its online RL trainers are ``GRPOTrainer`` and ``RLOOTrainer``, and both take
+Python callables as ``reward_funcs``. GRPO is the one TRL develops first (resuming, logging, vLLM generation,
+``beta`` = 0 needs no reference model), and its per-prompt group normalization (``scale_rewards="group"``)
+makes the reward's scale irrelevant, which matters here: prb's RMs score on unrelated scales (a mean
+log-probability, a cosine, a character count, a win probability). Like PPO it is an on-policy, clipped
+policy-gradient method; unlike PPO it has no value head (the baseline is the mean reward of the prompt's
+group of ``num_generations`` completions).
+
+1. Questions are split deterministically (``seed``) into training and held-out questions
+   (:func:`split_questions`; a question text never lands in both). The policy's prompt is
+   :func:`prb_utils.downstream.pipeline.policy_prompt`: the question and the user's ``policy_posts`` most
+   relevant profile posts (never the rubric nor the narrative), as a chat with the BoN system message.
+2. Per RM, the reward of a completion is that RM's score through prb's own adapters
+   (:func:`prb_utils.models.load_model` -> ``score_pairs``), with the RM seeing the question plus the profile
+   condition ``rm_profile`` (as in ``prb score``). Pointwise kinds score (RM user message, completion)
+   directly (two completions of one prompt per scored pair, each side scored on its own). A pairwise
+   ``judge:`` compares each completion with the *next completion of the same prompt* in its GRPO group
+   (cyclically, both A/B orders) and the reward is its mean win probability over the comparisons it is in
+   (with two completions per prompt: P(win) and 1 - P(win)). An invalid score gives the completion no reward
+   (``None`` to TRL, which then counts it as 0).
+3. Each RM's run lives in ``<out>/ppo/runs/<rm>-<key>/``: TRL checkpoints (the last one kept, optimizer
+   included), ``rewards.jsonl`` (one line per optimizer step: the step and its rewards) and ``run.json``. The
+   key covers the RM (and its fingerprint), the policy, the split, the seed and every training option but
+   the number of steps, so ``steps=1`` then ``steps=2`` trains one more step from the first run's
+   checkpoint, an interrupted training resumes from its last checkpoint, and a finished RM is not trained
+   again. The learning rate is constant, so a run extended step by step is the same recipe.
+4. The trained policy (and once, the untrained one: row ``untrained``) answers each held-out question
+   greedily; the rubric judge (default: ``prb bon``'s default judge) rates each answer's quality in [0, 1]
+   (cached in ``<out>/ppo/judge/``). ``<out>/ppo/ppo.csv`` holds ``rm,subset,score,n`` (mean quality per
+   subset over the answers the judge could rate, ``n`` of them), the format of
+   :func:`prb_utils.downstream.reference_files.read_ppo_csv`; ``answers.parquet`` the judged answers.
+
+>>> frame = pd.DataFrame({"subset": ["A"] * 4, "id": ["1", "2", "3", "4"], "question": ["q1", "q2", "q2", "q3"]})
+>>> train, held_out = split_questions(frame, eval_questions=1, seed=0)
+>>> len(held_out), len(train), set(held_out["question"]) & set(train["question"])
+(1, 3, set())
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import os
+import sys
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from prb_utils.errors import PRBError
+from prb_utils.schema import DEFAULT_ZOO, stable_hash
+
+PPO_VERSION = 1
+TRAINER = "GRPO"
+#: The ``rm`` of the untrained policy's row in ``ppo.csv``.
+BASELINE_RM = "untrained"
+#: ``prb ppo``'s default RMs: the default zoo without ``judge:smollm2``, whose reward (a pairwise prompt in
+#: both A/B orders per pair of completions) made a training step about twice as slow as the other RMs' on a
+#: 2-core CPU (README, "PPO"); pass ``--model judge:smollm2`` to train with it too.
+PPO_ZOO = tuple(spec for spec in DEFAULT_ZOO if spec != "judge:smollm2")
+
+
+@dataclass
+class PPORun:
+    """What :func:`run_ppo` produced (also written under ``<out>/ppo``)."""
+
+    table: pd.DataFrame
+    answers: pd.DataFrame
+    trained: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    judge: str = ""
+    judge_proxy: bool = False
+
+
+# ------------------------------------------------------------------------------------------ files
+
+
+def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    frame.to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _read_parquet(path: Path) -> pd.DataFrame | None:
+    return pd.read_parquet(path) if path.is_file() else None
+
+
+def default_judge() -> str:
+    """The rubric judge ``prb bon`` uses by default (:data:`prb_utils.downstream.rubric_judge.DEFAULT_JUDGE`)."""
+    from prb_utils.downstream.rubric_judge import DEFAULT_JUDGE
+
+    return DEFAULT_JUDGE
+
+
+# ------------------------------------------------------------------------------------------ 1. split
+
+
+def split_questions(data: pd.DataFrame, *, eval_questions: int, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(training records, held-out records): ``eval_questions`` distinct question texts are held out.
+
+    Subsets take turns (round robin), each subset's questions in a seeded hash order; the held-out frame
+    has one record per held-out question (its first id), the training frame every record whose question is
+    not held out. PRBError when nothing would be left to train on.
+    """
+    if eval_questions < 1:
+        raise PRBError(f"eval_questions must be at least 1, got {eval_questions}.")
+    frame = data.assign(subset=data["subset"].astype(str), id=data["id"].astype(str))
+    order: dict[str, list[str]] = {}
+    for subset, grp in frame.groupby("subset", sort=True):
+        questions = sorted(set(grp["question"].astype(str)), key=lambda q: stable_hash([seed, subset, q]))
+        order[str(subset)] = questions
+    n_questions = len(set(frame["question"].astype(str)))
+    if eval_questions >= n_questions:
+        raise PRBError(f"--eval-questions {eval_questions} leaves no question to train on: the data has "
+                       f"{n_questions} distinct questions.")
+    held: list[tuple[str, str]] = []
+    taken: set[str] = set()
+    while len(held) < eval_questions:
+        for subset, questions in order.items():
+            while questions and questions[0] in taken:
+                questions.pop(0)
+            if questions and len(held) < eval_questions:
+                taken.add(questions[0])
+                held.append((subset, questions.pop(0)))
+    wanted = pd.DataFrame(held, columns=["subset", "question"])
+    held_out = (frame.merge(wanted, on=["subset", "question"]).sort_values(["subset", "id"])
+                .drop_duplicates(["subset", "question"]).reset_index(drop=True))
+    train = frame[~frame["question"].astype(str).isin(taken)].sort_values(["subset", "id"]).reset_index(drop=True)
+    return train, held_out
+
+
+# ------------------------------------------------------------------------------------------ 2. reward
+
+
+def _text(completion: Any) -> str:
+    """A TRL completion (a string, or conversational: a list of messages) as text."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list) and completion:
+        return str(completion[-1].get("content", ""))
+    return str(completion)
+
+
+def comparison_pairs(n: int, *, pairwise: bool) -> list[tuple[int, int]]:
+    """Which completions of one prompt are scored together.
+
+    Pointwise RMs: 0-1, 2-3, ... (an odd last one with its predecessor). Pairwise judges: each with the
+    next one, cyclically (two completions: one comparison).
+
+    >>> comparison_pairs(3, pairwise=False), comparison_pairs(3, pairwise=True), comparison_pairs(2, pairwise=True)
+    ([(0, 1), (2, 1)], [(0, 1), (1, 2), (2, 0)], [(0, 1)])
+    """
+    if n == 1:
+        return [(0, 0)]
+    if pairwise:
+        return [(0, 1)] if n == 2 else [(i, (i + 1) % n) for i in range(n)]
+    pairs = [(i, i + 1) for i in range(0, n - 1, 2)]
+    if n % 2:
+        pairs.append((n - 1, n - 2))
+    return pairs
+
+
+class RMReward:
+    """A TRL reward function around a prb adapter: ``(prompts, completions, qid, rm_prompt) -> rewards``.
+
+    Completions are grouped by ``qid`` (the prompt they answer); see the module docstring for how pointwise
+    and pairwise RMs turn into one reward per completion. Every call appends one line to ``log`` (when
+    given): the optimizer step, the rewards and how many were invalid.
+    """
+
+    def __init__(self, rm: Any, *, pairwise: bool, log: Path | None = None) -> None:
+        self.rm = rm
+        self.pairwise = pairwise
+        self.log = log
+        self.calls = 0
+        self.__name__ = "prb_rm"  # TRL names the reward in its logs after this
+
+    def scores(self, qids: Sequence[str], rm_prompts: Sequence[str], texts: Sequence[str]) -> list[float | None]:
+        from prb_utils.models import PairInput
+
+        groups: dict[str, list[int]] = {}
+        for i, qid in enumerate(qids):
+            groups.setdefault(str(qid), []).append(i)
+        inputs, sides = [], []
+        for qid, members in groups.items():
+            for a, b in comparison_pairs(len(members), pairwise=self.pairwise):
+                i, j = members[a], members[b]
+                inputs.append(PairInput(key=f"{qid}::{i}-{j}", prompt=str(rm_prompts[i]), chosen=texts[i],
+                                        rejected=texts[j]))
+                sides.append((i, j))
+        collected: list[list[float]] = [[] for _ in texts]
+        invalid = [False] * len(texts)
+        for (i, j), score in zip(sides, self.rm.score_pairs(inputs), strict=True):
+            values = (float(score.score_chosen), float(score.score_rejected))
+            bad = bool(getattr(score, "invalid_reason", None)) or not all(math.isfinite(v) for v in values)
+            for k, v in zip((i, j) if i != j else (i,), values, strict=False):
+                if bad:
+                    invalid[k] = True
+                else:
+                    collected[k].append(v)
+        return [None if invalid[k] or not collected[k] else sum(collected[k]) / len(collected[k])
+                for k in range(len(texts))]
+
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], qid: Sequence[str],
+                 rm_prompt: Sequence[str], trainer_state: Any = None, **_: Any) -> list[float | None]:
+        rewards = self.scores(qid, rm_prompt, [_text(c) for c in completions])
+        self.calls += 1
+        if self.log is not None:
+            step = int(getattr(trainer_state, "global_step", -1))
+            line = {"step": step, "rewards": [r if r is not None else None for r in rewards],
+                    "invalid": sum(r is None for r in rewards)}
+            with self.log.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(line) + "\n")
+        return rewards
+
+
+def read_reward_log(run_dir: str | os.PathLike) -> pd.DataFrame:
+    """``rewards.jsonl`` of a run -> one row per optimizer step: step, mean reward, n, invalid."""
+    path = Path(run_dir) / "rewards.jsonl"
+    rows = []
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                rec = json.loads(line)
+                valid = [r for r in rec["rewards"] if r is not None]
+                rows.append({"step": rec["step"], "reward": sum(valid) / len(valid) if valid else math.nan,
+                             "n": len(rec["rewards"]), "invalid": rec["invalid"]})
+    return pd.DataFrame(rows, columns=["step", "reward", "n", "invalid"])
+
+
+def _trim_reward_log(run_dir: Path, before_step: int) -> None:
+    """Keep only the log lines of steps a checkpoint holds (an interrupted step is run again)."""
+    path = run_dir / "rewards.jsonl"
+    if not path.is_file():
+        return
+    keep = [ln for ln in path.read_text(encoding="utf-8").splitlines()
+            if ln.strip() and json.loads(ln)["step"] < before_step]
+    _write_text(path, "".join(f"{ln}\n" for ln in keep))
+
+
+# ------------------------------------------------------------------------------------------ 3. training
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """The options of one GRPO run that go into its key (all but the number of steps)."""
+
+    num_generations: int = 2
+    prompts_per_step: int = 2
+    learning_rate: float = 1e-5
+    beta: float = 0.0
+    max_new_tokens: int = 48
+    temperature: float = 1.0
+    top_p: float = 0.9
+    policy_posts: int = 5
+    rm_profile: str = "top3"
+
+
+def last_checkpoint(run_dir: str | os.PathLike) -> tuple[Path | None, int]:
+    """(newest ``checkpoint-N`` folder, its global step), or (None, 0)."""
+    best: tuple[Path | None, int] = (None, 0)
+    folder = Path(run_dir)
+    if not folder.is_dir():
+        return best
+    for path in folder.glob("checkpoint-*"):
+        state = path / "trainer_state.json"
+        if path.is_dir() and state.is_file() and (path / "config.json").is_file():
+            step = int(json.loads(state.read_text(encoding="utf-8")).get("global_step", 0))
+            if step >= best[1]:
+                best = (path, step)
+    return best
+
+
+def _policy_source(policy: str) -> str:
+    from prb_utils.models.base import ModelSpec
+    from prb_utils.models.hf import resolve_source
+
+    return resolve_source(ModelSpec("implicit", policy))  # the causal-LM kinds share one alias resolution
+
+
+def _load_policy(policy: str) -> tuple[Any, Any]:
+    """The policy model (float32 master weights) and its left-padding tokenizer; PRBError without a chat
+    template (the prompts are chats)."""
+    from transformers import AutoModelForCausalLM
+
+    from prb_utils.models.base import ModelSpec
+    from prb_utils.models.hf import load_pretrained, load_tokenizer
+
+    spec = ModelSpec("implicit", policy)
+    source = _policy_source(policy)
+    tokenizer = load_tokenizer(spec, source)
+    if not getattr(tokenizer, "chat_template", None):
+        raise PRBError(f"The policy '{policy}' has no chat template; PPO needs a chat (instruct) model.")
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = load_pretrained(spec, source, AutoModelForCausalLM.from_pretrained, dtype="float32")
+    return model, tokenizer
+
+
+def _chat(record: Mapping[str, Any], posts: int) -> list[dict[str, str]]:
+    from prb_utils.downstream.pipeline import POLICY_SYSTEM, policy_prompt
+
+    return [{"role": "system", "content": POLICY_SYSTEM}, {"role": "user", "content": policy_prompt(record, posts=posts)}]
+
+
+def _train_rows(train: pd.DataFrame, options: TrainOptions) -> list[dict[str, Any]]:
+    from prb_utils.profile import rm_user_message
+
+    return [{"prompt": _chat(r, options.policy_posts), "qid": f"{r['subset']}/{r['id']}",
+             "rm_prompt": rm_user_message(r, options.rm_profile)} for r in train.to_dict("records")]
+
+
+def train_policy(spec: str, train: pd.DataFrame, run_dir: str | os.PathLike, *, policy: str = "smollm2",
+                 steps: int = 4, options: TrainOptions | None = None, seed: int = 0, device: str = "auto",
+                 save_steps: int = 10, progress: bool = True) -> dict[str, Any]:
+    """Train ``policy`` for ``steps`` GRPO steps with ``spec``'s score as the reward, in ``run_dir``.
+
+    Resumes from the run's last checkpoint (training only the missing steps; none when it has ``steps``).
+    Returns ``{"steps_before", "steps", "checkpoint", "seconds"}``; PRBError when the run already holds more
+    steps than asked.
+    """
+    import torch
+    from transformers import ProgressCallback
+    from transformers.trainer_callback import PrinterCallback
+
+    options = options or TrainOptions()
+    run_dir = Path(run_dir)
+    checkpoint, done = last_checkpoint(run_dir)
+    if done > steps:
+        raise PRBError(f"The PPO run for {spec} in {run_dir} already trained {done} steps, more than the "
+                       f"{steps} asked; ask for --steps {done} or use another --results folder.")
+    if done == steps and checkpoint is not None:
+        return {"steps_before": done, "steps": done, "checkpoint": str(checkpoint), "seconds": 0.0}
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from prb_utils.models import load_model, parse_spec
+    from prb_utils.models.device import configure_threads, resolve_placement
+
+    placement = resolve_placement(device)
+    cpu = placement.device == "cpu"
+    if cpu:
+        configure_threads()
+    start = time.time()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    _trim_reward_log(run_dir, done)
+    model, tokenizer = _load_policy(policy)
+    rm = load_model(spec, device=device, seed=seed)
+    reward = RMReward(rm, pairwise=parse_spec(spec).kind == "judge", log=run_dir / "rewards.jsonl")
+    dataset = Dataset.from_list(_train_rows(train, options))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        config = GRPOConfig(
+            output_dir=str(run_dir), max_steps=int(steps), seed=int(seed), data_seed=int(seed),
+            per_device_train_batch_size=options.prompts_per_step * options.num_generations,
+            num_generations=options.num_generations, max_completion_length=options.max_new_tokens,
+            temperature=options.temperature, top_p=options.top_p, learning_rate=options.learning_rate,
+            lr_scheduler_type="constant", warmup_steps=0, beta=options.beta, gradient_checkpointing=False,
+            use_cpu=cpu, bf16=bool(not cpu and placement.device.startswith("cuda") and torch.cuda.is_bf16_supported()),
+            save_strategy="steps", save_steps=int(save_steps), save_total_limit=1, logging_steps=1,
+            report_to="none", disable_tqdm=not progress, remove_unused_columns=False,
+        )
+        trainer = GRPOTrainer(model=model, reward_funcs=reward, args=config, train_dataset=dataset,
+                              processing_class=tokenizer)
+        if cpu:
+            trainer.add_callback(_thread_callback())
+        trainer.remove_callback(PrinterCallback)  # the per-step metrics go to rewards.jsonl and trainer_state
+        if progress:
+            trainer.remove_callback(ProgressCallback)
+            trainer.add_callback(_quiet_progress())
+        from prb_utils.models.quiet import quiet_transformers
+
+        with quiet_transformers():  # no "writing model shards" bar per checkpoint
+            trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)
+    checkpoint, after = last_checkpoint(run_dir)
+    del trainer, model, rm, reward
+    _free()
+    return {"steps_before": done, "steps": after, "checkpoint": str(checkpoint), "seconds": time.time() - start}
+
+
+def _quiet_progress() -> Any:
+    """TRL's training bar without the metrics dict it prints after every step."""
+    from transformers import ProgressCallback
+
+    class QuietProgress(ProgressCallback):
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
+            return None
+
+    return QuietProgress()
+
+
+def _match_threads() -> None:
+    """On a CPU: torch threads = the cores other processes leave free (as prb's scoring does); more threads
+    than free cores make every parallel region wait for one that is not running."""
+    import torch
+
+    from prb_utils.models.device import cpu_threads
+    from prb_utils.models.lm import busy_cpus_elsewhere, choose_threads
+
+    threads = choose_threads(cpu_threads(), busy_cpus_elsewhere(0.1))
+    if threads != torch.get_num_threads():
+        torch.set_num_threads(threads)
+
+
+def _thread_callback() -> Any:
+    """A callback re-matching the threads to the free cores before every step (the load changes)."""
+    from transformers import TrainerCallback
+
+    class MatchThreads(TrainerCallback):
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            _match_threads()
+
+    return MatchThreads()
+
+
+def _free() -> None:
+    from prb_utils.models.device import free_cuda_memory
+
+    gc.collect()
+    free_cuda_memory()
+
+
+# ------------------------------------------------------------------------------------------ 4. evaluation
+
+
+def generate_answers(model: str, held_out: pd.DataFrame, *, posts: int, max_new_tokens: int,
+                     device: str = "auto") -> pd.DataFrame:
+    """Greedy answers of ``model`` (alias, hub id or checkpoint folder) to the held-out questions."""
+    from prb_utils.downstream.generation import ChatGenerator
+    from prb_utils.downstream.pipeline import POLICY_SYSTEM, policy_prompt
+
+    generator = ChatGenerator(model, device=device)
+    if generator.placement.device == "cpu":
+        _match_threads()
+    if not getattr(generator.tokenizer, "chat_template", None):
+        raise PRBError(f"The policy '{model}' has no chat template; PPO needs a chat (instruct) model.")
+    records = held_out.to_dict("records")
+    prompts = [policy_prompt(r, posts=posts) for r in records]
+    replies = generator.generate(prompts, system=POLICY_SYSTEM, max_new_tokens=max_new_tokens, temperature=0.0)
+    del generator
+    _free()
+    return pd.DataFrame({"subset": [str(r["subset"]) for r in records], "id": [str(r["id"]) for r in records],
+                         "response": [r[0] for r in replies], "prompt_hash": [stable_hash(p) for p in prompts]})
+
+
+def _cached_answers(path: Path, model: str, held_out: pd.DataFrame, *, posts: int, max_new_tokens: int,
+                    device: str) -> pd.DataFrame:
+    cached = _read_parquet(path)
+    if cached is not None and len(cached) == len(held_out):
+        return cached
+    answers = generate_answers(model, held_out, posts=posts, max_new_tokens=max_new_tokens, device=device)
+    _write_parquet(answers, path)
+    return answers
+
+
+def judge_answers(answers: pd.DataFrame, held_out: pd.DataFrame, *, cache: Path, judge: Any,
+                  progress: bool = True) -> pd.DataFrame:
+    """Rubric quality of each answer (columns of ``answers`` + quality, failed, judge, judge_proxy), cached
+    by (question, answer, aspects) in ``cache``; the judge is loaded only when something is new."""
+    from prb_utils.downstream.rubric_judge import JudgeItem, load_judge, results_frame
+
+    records = {(str(r["subset"]), str(r["id"])): r for r in held_out.to_dict("records")}
+    keys, items = [], {}
+    for row in answers.to_dict("records"):
+        record = records[(row["subset"], row["id"])]
+        aspects = [{"aspect": a.get("aspect", ""), "reason": a.get("reason", "")}
+                   for a in (dict(a) for a in (record.get("rubric_aspects") or []))]
+        key = stable_hash([record["question"], row["response"], aspects])
+        keys.append(key)
+        if aspects:
+            items[key] = JudgeItem(key, str(record["question"]), str(row["response"]), tuple(aspects))
+    cached = _read_parquet(cache)
+    known = set() if cached is None else set(cached["key"])
+    todo = [item for key, item in items.items() if key not in known]
+    if todo:
+        if progress:
+            print(f"judging {len(todo)} held-out answers with {judge}", file=sys.stderr)
+        rater = load_judge(judge) if isinstance(judge, str) else judge
+        judged = results_frame(rater.judge(todo))
+        cached = judged if cached is None else pd.concat([cached, judged], ignore_index=True)
+        _write_parquet(cached, cache)
+    if cached is None:
+        raise PRBError("No held-out question has rubric aspects to judge.")
+    rated = cached.drop_duplicates("key", keep="last")[["key", "quality", "failed", "judge", "judge_proxy"]]
+    return answers.assign(key=keys).merge(rated, on="key", how="left")
+
+
+def ppo_table(judged: pd.DataFrame) -> pd.DataFrame:
+    """``rm,subset,score,n``: mean quality per (rm, subset) over the answers the judge rated (``n``).
+
+    >>> rows = pd.DataFrame({"rm": ["a", "a", "a"], "subset": ["S", "S", "S"], "quality": [0.2, 0.4, float("nan")]})
+    >>> ppo_table(rows).to_dict("records")
+    [{'rm': 'a', 'subset': 'S', 'score': 0.3, 'n': 2}]
+    """
+    rated = judged[judged["quality"].notna()]
+    table = (rated.groupby(["rm", "subset"], sort=False)["quality"].agg(["mean", "size"]).reset_index()
+             .rename(columns={"mean": "score", "size": "n"}))
+    table["score"] = table["score"].round(12)
+    return table[["rm", "subset", "score", "n"]]
+
+
+# ------------------------------------------------------------------------------------------ 5. all of it
+
+
+def run_ppo_defaults() -> dict[str, Any]:
+    """The keyword defaults of :func:`run_ppo` (the CLI shows and uses the same).
+
+    >>> run_ppo_defaults()["steps"]
+    4
+    """
+    import inspect
+
+    return {name: p.default for name, p in inspect.signature(run_ppo).parameters.items()
+            if p.default is not inspect.Parameter.empty}
+
+
+def run_dir_for(out: str | os.PathLike, spec: str, key: str) -> Path:
+    """``<out>/ppo/runs/<readable spec>-<key>``."""
+    import re
+
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", spec).strip("_")[-60:] or "rm"
+    return Path(out) / "ppo" / "runs" / f"{slug}-{key}"
+
+
+def run_ppo(
+    data: str | pd.DataFrame = "sample",
+    *,
+    out: str | os.PathLike = "results",
+    policy: str = "smollm2",
+    models: Sequence[str] = PPO_ZOO,
+    steps: int = 4,
+    judge: Any = None,
+    eval_questions: int = 6,
+    seed: int = 0,
+    device: str = "auto",
+    options: TrainOptions | None = None,
+    save_steps: int = 10,
+    eval_max_new_tokens: int | None = None,
+    progress: bool = True,
+) -> PPORun:
+    """Train one policy per RM in ``models``, judge each on the held-out questions, write ``ppo.csv``.
+
+    ``judge``: a spec for :func:`prb_utils.downstream.rubric_judge.load_judge` (``None``: :func:`default_judge`)
+    or a judge object. ``eval_max_new_tokens`` defaults to the training ``max_new_tokens``. See the module
+    docstring for the layout under ``<out>/ppo``.
+    """
+    from tqdm.auto import tqdm
+
+    from prb_utils.models import parse_spec
+    from prb_utils.profile import parse_condition
+
+    options = options or TrainOptions()
+    judge = default_judge() if judge is None else judge
+    if steps < 1:
+        raise PRBError(f"steps must be at least 1, got {steps}.")
+    if save_steps < 1:
+        raise PRBError(f"save_steps must be at least 1, got {save_steps}.")
+    if options.num_generations < 2:
+        raise PRBError(f"GRPO needs at least 2 completions per prompt, got num_generations={options.num_generations}.")
+    if options.prompts_per_step < 1 or options.max_new_tokens < 1 or options.policy_posts < 0:
+        raise PRBError("prompts_per_step and max_new_tokens must be at least 1 and policy_posts at least 0.")
+    if parse_condition(options.rm_profile).oracle:
+        raise PRBError(f"The RM profile '{options.rm_profile}' shows the answer key; a reward may not see it.")
+    if isinstance(judge, str):
+        from prb_utils.downstream.rubric_judge import check_judge_spec
+
+        check_judge_spec(judge)
+    specs = list(dict.fromkeys(parse_spec(s).canonical for s in models))
+    if not specs:
+        raise PRBError("No reward model given.")
+    if isinstance(data, str):
+        from prb_utils.data import load_benchmark
+
+        data = load_benchmark(data, drop_invalid=True)
+    if data.empty:
+        raise PRBError("The benchmark data is empty.")
+    train, held_out = split_questions(data, eval_questions=eval_questions, seed=seed)
+    root = Path(out) / "ppo"
+    max_new = int(eval_max_new_tokens or options.max_new_tokens)
+    from prb_utils.models.fingerprint import model_fingerprint
+
+    policy_fp = model_fingerprint(f"implicit:{policy}")
+    split_id = stable_hash([[str(s), str(i)] for s, i in zip(train["subset"], train["id"], strict=True)]
+                           + [stable_hash(_train_rows(train, options))])
+    eval_id = stable_hash([[r["subset"], r["id"], r["question"]] for r in held_out.to_dict("records")])
+    timings: dict[str, float] = {}
+
+    t = time.time()
+    base_key = stable_hash({"v": PPO_VERSION, "policy": policy, "fp": policy_fp, "eval": eval_id,
+                            "posts": options.policy_posts, "max_new_tokens": max_new})
+    answers = [_cached_answers(root / "baseline" / f"{base_key}.parquet", policy, held_out,
+                               posts=options.policy_posts, max_new_tokens=max_new, device=device)
+               .assign(rm=BASELINE_RM, steps=0)]
+    timings["baseline"] = time.time() - t
+
+    trained: list[str] = []
+    t = time.time()
+    bar = tqdm(specs, unit="RM", desc="PPO: one policy per RM", disable=not progress, file=sys.stderr,
+               dynamic_ncols=True)
+    for spec in bar:
+        bar.set_postfix_str(spec)
+        key = stable_hash({"v": PPO_VERSION, "trainer": TRAINER, "rm": spec, "rm_fp": model_fingerprint(spec),
+                           "policy": policy, "policy_fp": policy_fp, "split": split_id, "seed": int(seed),
+                           "options": options.__dict__})
+        run_dir = run_dir_for(out, spec, key)
+        info = train_policy(spec, train, run_dir, policy=policy, steps=steps, options=options, seed=seed,
+                            device=device, save_steps=save_steps, progress=progress)
+        if info["steps_before"] < info["steps"]:
+            trained.append(spec)
+        meta = {"rm": spec, "key": key, "trainer": TRAINER, "policy": policy, "policy_fingerprint": policy_fp,
+                "seed": int(seed), "options": options.__dict__, "steps": info["steps"],
+                "checkpoint": Path(info["checkpoint"]).name, "train_questions": int(train["question"].nunique()),
+                "versions": _versions()}
+        _write_text(run_dir / "run.json", json.dumps(meta, indent=1))
+        answers.append(_cached_answers(run_dir / f"answers-{eval_id}-{max_new}-step{info['steps']}.parquet",
+                                       info["checkpoint"], held_out, posts=options.policy_posts,
+                                       max_new_tokens=max_new, device=device).assign(rm=spec, steps=info["steps"]))
+    bar.close()
+    timings["train"] = time.time() - t
+
+    t = time.time()
+    from prb_utils.downstream.rubric_judge import judge_protocol
+
+    judge_id = judge if isinstance(judge, str) else str(judge.name)
+    cache = root / "judge" / f"{stable_hash([judge_id, judge_protocol(judge_id)])}.parquet"
+    judged = judge_answers(pd.concat(answers, ignore_index=True), held_out, cache=cache, judge=judge,
+                           progress=progress)
+    timings["judge"] = time.time() - t
+    table = ppo_table(judged)
+    judge_name = str(judged["judge"].dropna().iloc[0]) if judged["judge"].notna().any() else str(judge_id)
+    proxy = bool(judged["judge_proxy"].fillna(False).astype(bool).any())
+    setting = {"policy": policy, "policy_fingerprint": policy_fp, "judge": judge_name, "eval": eval_id,
+               "steps": int(steps), "seed": int(seed), "options": options.__dict__, "max_new_tokens": max_new}
+    table = _merge_previous(root, table, setting)
+    _write_text(root / "ppo.csv", table.to_csv(index=False))
+    _write_parquet(judged, root / "answers.parquet")
+    _write_text(root / "run.json", json.dumps({**setting, "judge_proxy": proxy, "trainer": TRAINER,
+                                              "models": specs, "timings_s": timings}, indent=1))
+    return PPORun(table, judged, trained, timings, judge_name, proxy)
+
+
+def _merge_previous(root: Path, table: pd.DataFrame, setting: dict[str, Any]) -> pd.DataFrame:
+    """Keep the rows of RMs an earlier run of the same setting wrote and this one did not train."""
+    from prb_utils.downstream.reference_files import read_ppo_csv
+
+    previous_meta = root / "run.json"
+    if not (previous_meta.is_file() and (root / "ppo.csv").is_file()):
+        return table
+    meta = json.loads(previous_meta.read_text(encoding="utf-8"))
+    if {k: meta.get(k) for k in setting} != json.loads(json.dumps(setting)):
+        return table
+    previous = read_ppo_csv(root / "ppo.csv")
+    kept = previous[~previous["rm"].isin(set(table["rm"]))]
+    kept = kept.assign(n=kept["n"].astype("Int64"))
+    return pd.concat([table, kept], ignore_index=True) if not kept.empty else table
+
+
+def _versions() -> dict[str, str]:
+    from importlib import metadata
+
+    out = {}
+    for name in ("prb", "trl", "transformers", "torch", "accelerate"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = ""
+    return out

@@ -1,0 +1,266 @@
+"""A small client for an OpenAI-compatible completions server (vLLM), built for long scoring runs.
+
+- bounded concurrency: at most ``concurrency`` requests in flight (threads; the server batches them);
+- retries with exponential backoff on 429, 5xx, timeouts and connection errors (``retries`` attempts after
+  the first), a per-request timeout;
+- faults the user can fix end the run with one sentence (:class:`EngineError`, a :class:`PRBError` the
+  scorer does not retry pair by pair): nothing answers at the URL, it is not an OpenAI-compatible server,
+  the server does not serve the model, or the server stopped answering mid-run; a request the server
+  refuses (HTTP 400, e.g. a prompt longer than its context) is an ordinary error for that pair only;
+- a request cache (:class:`RequestCache`): every finished request's (reduced) result is appended to a JSON
+  Lines file at once, so a killed run resumes without sending it again. Its key is the sha256 of the exact
+  request body sent (canonical JSON bytes).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+from prb_utils.errors import PRBError
+from prb_utils.schema import canonical_json, stable_hash
+
+RETRY_STATUS = (408, 429, 500, 502, 503, 504)
+
+
+class EngineError(PRBError):
+    """The engine cannot be used (unreachable, wrong server, unserved model, died): the run stops."""
+
+    fatal = True
+
+
+class RequestError(RuntimeError):
+    """The server refused one request (HTTP 4xx): that pair fails, the run goes on."""
+
+
+def body_bytes(body: dict[str, Any]) -> bytes:
+    """The canonical JSON bytes sent for a request body (sorted keys, no spaces).
+
+    >>> body_bytes({"b": 1, "a": [1, 2]})
+    b'{"a":[1,2],"b":1}'
+    """
+    return canonical_json(body).encode("utf-8")
+
+
+def request_key(body: dict[str, Any]) -> str:
+    """sha256 (hex) of :func:`body_bytes`: what the request cache and a counting proxy both compute."""
+    return stable_hash(canonical_json(body), length=64)
+
+
+class RequestCache:
+    """Finished requests' results, one JSON line each (``{"key": ..., "value": ...}``), appended and flushed
+    as each request finishes; a line cut short by a kill is ignored when the file is read again."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._values: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        if self.path.is_file():
+            with open(self.path, encoding="utf-8") as fh:
+                for line in fh:
+                    try:
+                        item = json.loads(line)
+                        self._values[str(item["key"])] = item["value"]
+                    except (ValueError, KeyError, TypeError):
+                        continue  # a line cut short by a kill
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def get(self, key: str) -> Any:
+        return self._values.get(key)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._values
+
+    def put(self, key: str, value: Any) -> None:
+        line = json.dumps({"key": key, "value": value}, separators=(",", ":")) + "\n"
+        with self._lock:
+            self._values[key] = value
+            with open(self.path, "a", encoding="utf-8") as fh:
+                if fh.tell() and not self._ends_with_newline():
+                    fh.write("\n")   # after a line cut short by a kill
+                fh.write(line)
+                fh.flush()
+
+    def _ends_with_newline(self) -> bool:
+        with open(self.path, "rb") as fh:
+            fh.seek(-1, 2)
+            return fh.read(1) == b"\n"
+
+
+class CompletionClient:
+    """Requests to ``url`` (``/v1/completions`` and friends) for the served model ``model``."""
+
+    def __init__(self, url: str, *, concurrency: int = 16, timeout_s: float = 600.0, retries: int = 4,
+                 backoff_s: float = 0.5, describe: Callable[[], str] | None = None) -> None:
+        self.url = url.rstrip("/")
+        for suffix in ("/v1/completions", "/v1"):
+            self.url = self.url.removesuffix(suffix)
+        self.concurrency = max(1, int(concurrency))
+        self.timeout_s = float(timeout_s)
+        self.retries = int(retries)
+        self.backoff_s = float(backoff_s)
+        self.describe = describe   # why the server stopped answering (e.g. the launched server's log)
+        self.requests_sent = 0
+        self.requests_cached = 0
+        self.retried = 0
+        self._count_lock = threading.Lock()
+        self._ever_answered = False
+
+    # ------------------------------------------------------------------ plain calls
+
+    def _open(self, path: str, body: dict[str, Any] | None, timeout: float) -> Any:
+        data = body_bytes(body) if body is not None else None
+        request = urllib.request.Request(self.url + path, data=data, method="POST" if data else "GET",
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            raw = response.read()
+        self._ever_answered = True
+        return json.loads(raw)
+
+    def get_json(self, path: str, timeout: float = 10.0) -> Any:
+        """GET ``path`` once; EngineError in one sentence when nothing (usable) answers."""
+        try:
+            return self._open(path, None, timeout)
+        except urllib.error.HTTPError as exc:
+            raise EngineError(f"The server at {self.url} answered {path} with HTTP {exc.code}; is it an "
+                              "OpenAI-compatible server (vllm serve)?") from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise EngineError(f"No server answers at {self.url} ({reason}); start one (vllm serve MODEL) or "
+                              "leave out --engine-url to let prb start it.") from None
+        except ValueError:
+            raise EngineError(f"The server at {self.url} did not answer {path} with JSON; is it an "
+                              "OpenAI-compatible server (vllm serve)?") from None
+
+    def served_models(self) -> list[dict[str, Any]]:
+        found = self.get_json("/v1/models")
+        data = found.get("data") if isinstance(found, dict) else None
+        if not isinstance(data, list):
+            raise EngineError(f"The server at {self.url} did not list its models at /v1/models; is it an "
+                              "OpenAI-compatible server (vllm serve)?")
+        return [m for m in data if isinstance(m, dict)]
+
+    def resolve_model(self, names: Sequence[str]) -> str:
+        """The served model id matching one of ``names`` (a spec name, its folder, ...); EngineError naming
+        what the server serves otherwise."""
+        models = self.served_models()
+        wanted = [str(n) for n in names if n]
+        for name in wanted:
+            for model in models:
+                if name in (str(model.get("id")), str(model.get("root"))):
+                    return str(model.get("id"))
+        served = ", ".join(str(m.get("id")) for m in models) or "nothing"
+        raise EngineError(f"The server at {self.url} does not serve the model '{wanted[0]}' (it serves {served}); "
+                          f"start it with --served-model-name {wanted[0]} or name a model it serves.")
+
+    def version(self) -> str | None:
+        try:
+            found = self._open("/version", None, 10.0)
+        except (urllib.error.URLError, OSError, ValueError):
+            return None
+        return str(found.get("version")) if isinstance(found, dict) and found.get("version") else None
+
+    # ------------------------------------------------------------------ completions
+
+    def post(self, path: str, body: dict[str, Any]) -> Any:
+        """POST with retries and backoff; RequestError for a refused request, EngineError when the server
+        stopped answering."""
+        last: BaseException | None = None
+        for attempt in range(self.retries + 1):
+            if attempt:
+                with self._count_lock:
+                    self.retried += 1
+                time.sleep(self.backoff_s * 2 ** (attempt - 1) * (1 + 0.25 * random.random()))
+            with self._count_lock:
+                self.requests_sent += 1
+            try:
+                return self._open(path, body, self.timeout_s)
+            except urllib.error.HTTPError as exc:
+                detail = _error_detail(exc)
+                if exc.code in RETRY_STATUS:
+                    last = exc
+                    continue
+                if exc.code == 404 and "model" in detail.lower():
+                    raise EngineError(f"The server at {self.url} does not serve the model asked for ({detail}).") \
+                        from None
+                raise RequestError(f"the server refused the request (HTTP {exc.code}: {detail})") from None
+            except (urllib.error.URLError, OSError, ValueError) as exc:   # refused, reset, timed out
+                last = exc
+        why = self.describe() if self.describe else ""
+        reason = getattr(last, "reason", None) or last
+        raise EngineError(f"The server at {self.url} stopped answering after {self.retries + 1} attempts "
+                          f"({reason}){'; ' + why if why else ''}.")
+
+    def map(self, bodies: Sequence[dict[str, Any]], reduce: Callable[[Any, dict[str, Any]], Any], *,
+            cache: RequestCache | None = None, path: str = "/v1/completions") -> list[Any]:
+        """``reduce(response, body)`` for every body, at most ``concurrency`` in flight, in order; identical
+        bodies are sent once, results found in ``cache`` are not sent again and new ones are added to it as
+        each request finishes."""
+        keys = [request_key(body) for body in bodies]
+        values: dict[str, Any] = {}
+        first: dict[str, int] = {}   # each distinct body once, at its first index
+        for i, key in enumerate(keys):
+            if key in values or key in first:
+                continue
+            if cache is not None and key in cache:
+                values[key] = cache.get(key)
+                self.requests_cached += 1
+            else:
+                first[key] = i
+        todo = [(i, key) for key, i in first.items()]
+        stop = threading.Event()
+
+        def one(i: int, key: str) -> None:
+            if stop.is_set():
+                return
+            value = reduce(self.post(path, bodies[i]), bodies[i])
+            values[key] = value
+            if cache is not None:
+                cache.put(key, value)
+
+        if todo:
+            self._run(todo, one, stop)
+        return [values[key] for key in keys]
+
+    def _run(self, todo: list[tuple[int, str]], one: Callable[[int, str], None], stop: threading.Event) -> None:
+        """``one(i, key)`` for every item in a bounded thread pool; the first error stops the rest."""
+        pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(todo)))
+        try:
+            futures = [pool.submit(one, i, key) for i, key in todo]
+            done, pending = wait(futures, return_when=FIRST_EXCEPTION)
+            failed = [f for f in done if f.exception() is not None]
+            if failed:
+                stop.set()
+                for f in pending:
+                    f.cancel()
+                errors = [f.exception() for f in failed]
+                raise next((e for e in errors if isinstance(e, EngineError)), errors[0])
+        except BaseException:
+            stop.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
+
+
+def _error_detail(exc: urllib.error.HTTPError) -> str:
+    try:
+        found = json.loads(exc.read() or b"{}")
+    except (ValueError, OSError):
+        return exc.reason or ""
+    if isinstance(found, dict):
+        error = found.get("error", found)
+        if isinstance(error, dict):
+            return str(error.get("message") or error)[:300]
+        return str(found.get("message") or error)[:300]
+    return str(found)[:300]

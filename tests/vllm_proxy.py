@@ -1,0 +1,98 @@
+"""A real HTTP proxy in front of a vLLM server for the engine tests: it counts the completion requests
+(sha256 of each body, as :func:`prb_utils.models.vllm_client.request_key` computes it), can hold requests
+after a budget (so a test kills prb at a known point) and can die (a server that stops answering)."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class CountingProxy:
+    """Forward everything to ``target``; ``keys`` lists the completion bodies' hashes in arrival order.
+
+    ``answer_at_most``: answer that many completion requests, hold the rest until :meth:`release`.
+    ``die_after``: answer completion requests one at a time and, after that many, drop every connection and
+    stop listening (connections are refused from then on).
+    """
+
+    def __init__(self, target: str, *, answer_at_most: int | None = None, die_after: int | None = None) -> None:
+        self.target = target.rstrip("/")
+        self.answer_at_most = answer_at_most
+        self.die_after = die_after
+        self.keys: list[str] = []
+        self.answered = 0
+        self._lock = threading.Lock()
+        self._released = threading.Event()
+        self._serial = threading.Lock()
+        self.dead = False
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:  # quiet
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802
+                proxy._forward(self, None)
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.path.endswith("/completions"):
+                    with proxy._lock:
+                        proxy.keys.append(hashlib.sha256(body).hexdigest())
+                        turn = len(proxy.keys)
+                    if proxy.answer_at_most is not None and turn > proxy.answer_at_most:
+                        proxy._released.wait(timeout=900)
+                    if proxy.die_after is not None:
+                        with proxy._serial:
+                            if not proxy.dead:
+                                proxy._forward(self, body)
+                                return
+                        self.close_connection = True   # dead: no answer at all
+                        return
+                proxy._forward(self, body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def _forward(self, handler: BaseHTTPRequestHandler, body: bytes | None) -> None:
+        request = urllib.request.Request(self.target + handler.path, data=body, method=handler.command,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=600) as response:
+                status, data = response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            status, data = exc.code, exc.read()
+        try:
+            handler.send_response(status)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(data)))
+            handler.end_headers()
+            handler.wfile.write(data)
+        except OSError:   # the client is gone (killed)
+            return
+        if body is not None and handler.path.endswith("/completions"):
+            with self._lock:
+                self.answered += 1
+                dying = self.die_after is not None and self.answered >= self.die_after and not self.dead
+                self.dead = self.dead or dying
+            if dying:
+                threading.Thread(target=self.close, daemon=True).start()
+
+    def release(self) -> None:
+        """Let held requests through and answer everything from now on."""
+        self.answer_at_most = None
+        self._released.set()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
