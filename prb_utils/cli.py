@@ -30,24 +30,22 @@ CURVE_KINDS = ("length", "lexical", "embedding")
 REPORT_BON = {"n": 4, "limit": 2}
 
 
-def _positive_int(text: str) -> int:
+def _int_at_least(text: str, low: int, what: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'")
+        raise argparse.ArgumentTypeError(f"expected {what}, got '{text}'") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"expected {what}, got '{text}'")
     return value
+
+
+def _positive_int(text: str) -> int:
+    return _int_at_least(text, 1, "a positive integer")
 
 
 def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected 0 or a positive integer, got '{text}'") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or a positive integer, got '{text}'")
-    return value
+    return _int_at_least(text, 0, "0 or a positive integer")
 
 
 def _folder_name(text: str) -> str:

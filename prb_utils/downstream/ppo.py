@@ -55,6 +55,7 @@ from typing import Any
 
 import pandas as pd
 
+from prb_utils.downstream.pipeline import _write_parquet
 from prb_utils.errors import PRBError
 from prb_utils.schema import DEFAULT_ZOO, stable_hash
 
@@ -83,11 +84,6 @@ class PPORun:
 # ------------------------------------------------------------------------------------------ files
 
 
-def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    frame.to_parquet(tmp, index=False)
-    os.replace(tmp, path)
 
 
 def _write_text(path: Path, text: str) -> None:
