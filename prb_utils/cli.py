@@ -122,7 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("source", help="'sample', a hub id, or a local file or folder")
     p.add_argument("--subset", action="append", default=None)
 
-    sub.add_parser("models", help="list model kinds and offline aliases, and which are available here")
+    p = sub.add_parser("models", help="list model kinds and offline aliases, and which are available here")
+    p.add_argument("--prepare", action="store_true",
+                   help="first make the offline aliases ready to load (converts SmolLM2 once, about 30 s)")
 
     p = sub.add_parser("score", help="score reward models on a benchmark; results go to the store")
     _add_data_options(p, required=True)
@@ -315,6 +317,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_models(args: argparse.Namespace) -> int:
     from prb_utils.models import list_models
 
+    if args.prepare:
+        from prb_utils.models.aliases import prepare_aliases
+
+        for name, path in prepare_aliases().items():
+            print(f"{name}: ready in {path}")
     _print_frame(list_models())
     return 0
 

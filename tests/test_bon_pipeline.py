@@ -93,3 +93,27 @@ def test_prb_bon_on_the_command_line(tmp_path, tiny_lm_dir, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["prb: Unknown rubric judge 'gpt'; use 'llm:NAME' (one verdict per aspect), 'llm-all:NAME' "
                    "(all aspects in one prompt) or 'proxy' (MiniLM similarity)."]
+
+
+def test_an_interrupted_judging_keeps_the_chunks_it_finished(tmp_path):
+    from prb_utils.downstream.pipeline import judge_samples
+
+    data = load_benchmark("sample").head(2)
+    samples = pd.DataFrame([{"subset": r["subset"], "id": r["id"], "sample_idx": i, "response": f"answer {i} " * (i + 1)}
+                            for r in data.to_dict("records") for i in range(4)])
+
+    class InterruptedJudge(LengthJudge):
+        def judge(self, items):
+            if self.calls == 1:
+                raise KeyboardInterrupt
+            return super().judge(items)
+
+    with pytest.raises(KeyboardInterrupt):
+        judge_samples(data, samples, out=tmp_path, judge=InterruptedJudge(), chunk=3, progress=False)
+    resumed = LengthJudge()
+    seen = []
+    resumed_judge = resumed.judge
+    resumed.judge = lambda items: seen.extend(items) or resumed_judge(items)
+    quality = judge_samples(data, samples, out=tmp_path, judge=resumed, chunk=3, progress=False)
+    assert len(seen) == len(samples) - 3     # the first chunk was kept
+    assert quality["quality"].notna().all() and len(quality) == len(samples)

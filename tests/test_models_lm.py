@@ -68,6 +68,29 @@ def test_cache_and_no_cache_give_the_hidden_states_of_whole_runs(tiny_lm, overhe
             assert runner.reused_groups == 0
 
 
+def test_groups_of_different_sizes_all_reuse_their_prompt_in_batches_of_one_size(tiny_lm):
+    # rubric prompts: one per aspect, 2 or 3 aspects per answer; a batch mixing sizes used to run whole
+    rng, vocab = random.Random(5), tiny_lm.config.vocab_size
+    groups = []
+    for _ in range(16):
+        prefix = [rng.randrange(10, vocab) for _ in range(rng.randint(60, 70))]   # question + answer
+        seqs = tuple(tuple(prefix + [rng.randrange(10, vocab) for _ in range(rng.randint(8, 12))])   # one aspect
+                     for _ in range(rng.choice((2, 3))))
+        groups.append(Group(seqs, tuple(len(q) - 1 for q in seqs)))
+    assert {len(g.seqs) for g in groups} == {2, 3}
+    cm = CostModel(256)   # the CPU overhead: groups of similar shape share a batch
+    batches = cm.plan(groups, list(range(len(groups))), budget=4096)
+    assert max(map(len, batches)) > 1
+    for batch in batches:
+        assert len({len(groups[i].seqs) for i in batch}) == 1
+    runner = DecoderRunner(tiny_lm, pad_id=0, batcher=BudgetBatcher(4096), cost=cm, threads=None)
+    got = runner.hidden(groups)
+    assert runner.reused_groups == len(groups)
+    for per, ref in zip(got, _reference(tiny_lm, groups), strict=True):
+        for a, b in zip(per, ref, strict=True):
+            assert (a - b).abs().max().item() < 1e-4
+
+
 def _long_prefix_groups(seed: int, n: int, vocab: int, *, equal: bool = False) -> list[Group]:
     rng = random.Random(seed)
     groups = []

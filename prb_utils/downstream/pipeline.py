@@ -225,12 +225,15 @@ def score_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
 
 
 def judge_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.PathLike, judge: Any = DEFAULT_JUDGE,
-                  progress: bool = True, **judge_options: Any) -> pd.DataFrame:
+                  chunk: int = 32, progress: bool = True, **judge_options: Any) -> pd.DataFrame:
     """Rubric quality per answer: columns subset, id, sample_idx, quality, failed, attempts, judge,
     judge_proxy; cached in ``<out>/bon/judge/<judge>.parquet`` by answer and rubric.
 
     ``judge``: a spec for :func:`prb_utils.downstream.rubric_judge.load_judge` or a judge object (``name``, ``proxy``,
-    ``judge(items)``)."""
+    ``judge(items)``). Answers are judged ``chunk`` at a time and the cache is written after each chunk, so an
+    interrupted run keeps what it judged."""
+    from tqdm.auto import tqdm
+
     from prb_utils.downstream.rubric_judge import JudgeItem, judge_protocol, load_judge, results_frame
 
     judge_id = judge if isinstance(judge, str) else str(judge.name)
@@ -248,14 +251,20 @@ def judge_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
     wanted = pd.DataFrame(rows)
     known = set() if cached is None else set(cached["key"])  # failures are kept too: a re-run reuses them
     todo = [r["item"] for r in rows if r["key"] not in known and r["item"].aspects]
+    todo = list({i.key: i for i in todo}.values())
+    if chunk < 1:
+        raise PRBError(f"chunk must be at least 1, got {chunk}.")
     if todo:
-        if progress:
-            print(f"judging {len(todo)} answers with {judge}", file=sys.stderr)
         rater = load_judge(judge, **judge_options) if isinstance(judge, str) else judge
-        judged = results_frame(rater.judge(list({i.key: i for i in todo}.values())))
-        keep = cached[~cached["key"].isin(judged["key"])] if cached is not None else None
-        cached = pd.concat([keep, judged], ignore_index=True) if keep is not None else judged
-        _write_parquet(cached, path)
+        bar = tqdm(total=len(todo), unit="answers", desc=f"judging with {judge_id}", disable=not progress,
+                   file=sys.stderr, dynamic_ncols=True)
+        for start in range(0, len(todo), chunk):
+            judged = results_frame(rater.judge(todo[start:start + chunk]))
+            keep = cached[~cached["key"].isin(judged["key"])] if cached is not None else None
+            cached = pd.concat([keep, judged], ignore_index=True) if keep is not None else judged
+            _write_parquet(cached, path)   # after each chunk: an interrupted run resumes
+            bar.update(len(judged))
+        bar.close()
     if cached is None:
         raise PRBError("No answers have rubric aspects to judge.")
     out_frame = wanted.drop(columns=["item"]).merge(

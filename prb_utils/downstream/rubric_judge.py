@@ -31,8 +31,6 @@ A.
 <BLANKLINE>
 The aspect: Cheap
 Why it matters to this user: Tight budget
-<BLANKLINE>
-Score the answer on this aspect only: 0 = the answer does not cover it, 1 = it partly covers it, 2 = it covers it well. Reply with one digit.
 """
 
 from __future__ import annotations
@@ -74,7 +72,9 @@ For each aspect give one score: 0 = the answer does not cover it, 1 = it partly 
 Reply with only a list of {n} integers in the order of the aspects, in square brackets, and nothing else."""
 
 
-ASPECT_PROMPT = """Grade how well an answer serves one particular user on one aspect they expect it to cover.
+ASPECT_PROMPT = """Grade how well an answer serves one particular user on one aspect they expect it to cover \
+(named after the answer). Score the answer on that aspect only: 0 = the answer does not cover it, \
+1 = it partly covers it, 2 = it covers it well. Reply with one digit.
 
 Question:
 {question}
@@ -82,10 +82,7 @@ Question:
 Answer to grade:
 {answer}
 
-The aspect: {aspect}{reason}
-
-Score the answer on this aspect only: 0 = the answer does not cover it, 1 = it partly covers it, \
-2 = it covers it well. Reply with one digit."""
+The aspect: {aspect}{reason}"""
 ASPECT_ANSWER_PREFIX = "Score: "  # SmolLM2 spells " 2" as a space and a digit
 
 
@@ -143,7 +140,8 @@ def build_judge_prompt(question: str, answer: str, aspects: Sequence[Mapping[str
 
 def build_aspect_prompt(question: str, answer: str, aspect: Mapping[str, Any] | str) -> str:
     """The per-aspect judge's user message (LaMP-QA style): question, answer, then the one aspect and why it
-    matters to this user. The aspect comes last, so the prompts of one answer share everything before it."""
+    matters to this user. The instructions come first and the aspect last, so the prompts of one answer share
+    everything but the aspect (its prefix runs once)."""
     text, reason = _aspect_parts(aspect)
     if not text:
         raise PRBError("A rubric aspect is empty.")

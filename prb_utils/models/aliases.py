@@ -96,6 +96,12 @@ def alias_status(name: str) -> tuple[bool, str]:
     raise KeyError(name)
 
 
+def prepare_aliases() -> dict[str, Path]:
+    """Make every offline alias ready to load (convert SmolLM2 once): {name: local folder}. ``make install``
+    runs it (``prb models --prepare``), so the first report does not spend half a minute converting."""
+    return {name: resolve_alias(name, alias.kinds[0]) for name, alias in ALIASES.items()}
+
+
 def resolve_alias(name: str, kind: str) -> Path:
     """The local folder behind an alias for ``kind`` (converting SmolLM2 on first use)."""
     alias = ALIASES[name]

@@ -132,7 +132,9 @@ class CostModel:
              kv_reuse: bool = True) -> list[list[int]]:
         """Batches of ``indices`` (into ``groups``): each batch is all-reuse or all-whole, stays within
         ``budget`` padded tokens (a group over it runs alone) and takes a group only when that costs no more
-        than running the group in a batch of its own. Longest first."""
+        than running the group in a batch of its own. A reuse batch holds groups of one size (the prompt
+        cache is repeated the same number of times for each), e.g. answers with 2 and with 3 rubric aspects
+        go to different batches. Longest first."""
         reuse = {i: kv_reuse and self.reuse_pays(groups[i], budget=budget) for i in indices}
         batches: list[list[int]] = []
         for mode in (True, False):
@@ -142,7 +144,7 @@ class CostModel:
                 g = groups[i]
                 if mode:
                     n = shared_length(g)
-                    return (-n, -max(len(s) - n for s in g.seqs), i)
+                    return (len(g.seqs), -n, -max(len(s) - n for s in g.seqs), i)
                 return (-max(len(s) for s in g.seqs), i)
 
             current: list[Group] = []
@@ -151,9 +153,10 @@ class CostModel:
                 g = groups[i]
                 if current:
                     merged = [*current, g]
+                    one_size = not mode or len(g.seqs) == len(current[0].seqs)
                     fits = self.padded(merged, reuse=mode) <= budget
                     cheaper = self.cost(merged, reuse=mode) <= self.cost(current, reuse=mode) + self.cost([g], reuse=mode)
-                    if fits and cheaper:
+                    if one_size and fits and cheaper:
                         current.append(g)
                         members.append(i)
                         continue
