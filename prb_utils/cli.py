@@ -466,7 +466,7 @@ def _report_bon(args: argparse.Namespace, models: Sequence[str], *, rm_profile: 
           file=sys.stderr)
     run_bon_pipeline(data, out=args.results, n_samples=args.bon_n, models=models, rm_profile=rm_profile,
                      judge=args.bon_judge, device=args.device, seed=args.seed, figures=False,
-                     progress=not args.no_progress)
+                     progress=not args.no_progress, **_engine_kwargs(args))
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -490,13 +490,6 @@ def cmd_bon(args: argparse.Namespace) -> int:
 
     parse_condition(args.rm_profile)
     engine = _engine_kwargs(args)
-    if engine["engine"] != "hf":
-        import inspect
-
-        if "engine" not in inspect.signature(run_bon_pipeline).parameters:
-            raise PRBError("This version of the Best-of-N pipeline runs only with --engine hf.")
-    else:
-        engine = {}
     data = _load(args)
     _check_writable(args.results)
     run = run_bon_pipeline(data, out=args.results, policy=args.policy, n_samples=args.n,
@@ -543,7 +536,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_command(args)
     finally:
         if "prb_utils.models.vllm_server" in sys.modules:  # never leave a vLLM server prb started behind
-            sys.modules["prb_utils.models.vllm_server"].stop_all()
+            sys.modules["prb_utils.models.vllm_server"].stop_started()
 
 
 def _run_command(args: argparse.Namespace) -> int:

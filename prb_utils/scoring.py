@@ -504,7 +504,7 @@ def score_benchmark(
 
     ``engine="vllm"`` scores ``judge:`` and ``implicit:`` through a vLLM server (``engine_url``, or one
     started here with ``tensor_parallel_size``, ``pipeline_parallel_size`` and ``engine_args``, kept for the
-    process; :func:`prb_utils.models.vllm_server.stop_all` stops it); finished requests are cached under
+    process; :func:`prb_utils.models.vllm_server.stop_started` stops it); finished requests are cached under
     ``out/engine`` so a killed run sends only the missing ones.
     """
     from prb_utils.data import data_fingerprint

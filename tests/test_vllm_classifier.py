@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
+from vllm_proxy import EAGER
+
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
 from prb_utils.models.aliases import smollm2_dir
@@ -42,7 +44,7 @@ def classifier_server(classifier_dir):
     except PRBError as exc:
         pytest.fail(f"{exc} These tests need the vLLM environment: run `make vllm`.")
     server = VLLMServer(str(classifier_dir), str(classifier_dir),
-                        LaunchOptions(dtype="float32", device="cpu", runner="pooling"), python=python)
+                        LaunchOptions(dtype="float32", device="cpu", runner="pooling", engine_args=EAGER), python=python)
     server.start(progress=False)
     yield server
     server.stop()

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy.stats import spearmanr
-from vllm_proxy import CountingProxy
+from vllm_proxy import EAGER, CountingProxy
 
 from prb_utils.cli import main
 from prb_utils.data import load_benchmark
@@ -45,7 +45,7 @@ def vllm_python() -> Path:
 
 @pytest.fixture(scope="module")
 def vllm_server(vllm_python):
-    server = VLLMServer(str(smollm2_dir()), "smollm2", LaunchOptions(dtype="float32", device="cpu"),
+    server = VLLMServer(str(smollm2_dir()), "smollm2", LaunchOptions(dtype="float32", device="cpu", engine_args=EAGER),
                         python=vllm_python)
     server.start(progress=False)
     yield server
@@ -126,6 +126,31 @@ def test_chat_generator_matches_hf_greedy_and_samples_seeded(vllm_server):
     assert remote.sample_batch(users, 3, max_new_tokens=12, seed=6) != first
 
 
+def test_prb_bon_runs_end_to_end_on_the_server(vllm_server, tmp_path, capsys):
+    """Sampling, the LLM RMs and the LaMP-QA rubric judge all on the server; the curves come out."""
+    out = tmp_path / "store"
+    argv = ["bon", "--data", "sample", "--limit", "1", "--n", "2", "--model", "implicit:smollm2",
+            "--model", "judge:smollm2", "--model", "length", "--judge", "llm:smollm2", "--engine", "vllm",
+            "--engine-url", vllm_server.url, "--results", str(out), "--no-progress", "--device", "cpu"]
+    assert main(argv) == 0, capsys.readouterr().err
+    meta = json.loads((out / "bon" / "run.json").read_text())
+    assert meta["engine"] == "vllm" and meta["engine_url"] == vllm_server.url
+    samples = pd.read_parquet(next((out / "bon" / "samples").glob("*.parquet")))
+    assert len(samples) == 3 * 2 and samples["response"].str.len().gt(0).all()
+    frame = pd.read_parquet(out / "bon" / "bon_frame.parquet")
+    assert set(frame["model"]) == {"implicit:smollm2", "judge:smollm2", "length"}
+    assert frame["quality"].between(0, 1).all() and frame["rm_score"].notna().all()
+    jobs = [json.loads(p.read_text()) for p in (out / "bon" / "store" / "jobs").glob("*/job.json")]
+    assert {j["options"].get("engine", "hf") for j in jobs if j["model"] != "length"} == {"vllm"}
+    proxy = CountingProxy(vllm_server.url)   # a rerun reuses every cached step: not one completion request
+    try:
+        argv[argv.index("--engine-url") + 1] = proxy.url
+        assert main(argv) == 0, capsys.readouterr().err
+    finally:
+        proxy.close()
+    assert proxy.keys == []
+
+
 # ------------------------------------------------------------------ resume and processes
 
 
@@ -200,7 +225,7 @@ def _server_pid(port: int) -> int | None:
 def _start_prb_with_its_server(tmp_path) -> tuple[subprocess.Popen, int]:
     """``prb score --engine vllm`` without --engine-url, and the port of the server it starts."""
     run = subprocess.Popen(_prb("score", "--data", "sample", "--model", "implicit:smollm2", "--engine", "vllm",
-                                "--out", str(tmp_path / "store")), cwd=ROOT, stdout=subprocess.DEVNULL,
+                                "--engine-arg", *EAGER, "--out", str(tmp_path / "store")), cwd=ROOT, stdout=subprocess.DEVNULL,
                            stderr=subprocess.PIPE, text=True)
     for line in run.stderr:
         if line.startswith("Starting vLLM for smollm2 on http://127.0.0.1:"):

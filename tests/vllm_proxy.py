@@ -10,6 +10,10 @@ import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+#: ``--engine-arg`` for the test servers: eager mode skips the torch.compile warm-up (about 100 s of a 2-core
+#: CPU machine at every start, its AOT cache does not reload there); the numbers compared are the same.
+EAGER = ("enforce-eager=true",)
+
 
 class CountingProxy:
     """Forward everything to ``target``; ``keys`` lists the completion bodies' hashes in arrival order.

@@ -98,7 +98,8 @@ def policy_prompt(record: dict[str, Any], *, posts: int = 5) -> str:
 def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, policy: str = "smollm2", n_samples: int = 8,
                    seed: int = 0, max_new_tokens: int = 80, temperature: float = 1.0, top_p: float = 0.9,
                    policy_posts: int = 5, batch_questions: int = 8, device: str = "auto",
-                   progress: bool = True) -> pd.DataFrame:
+                   progress: bool = True, engine: str = "hf", engine_options: dict[str, Any] | None = None
+                   ) -> pd.DataFrame:
     """N answers per record (columns subset, id, sample_idx, response, prompt_hash, policy), cached.
 
     Questions are sampled ``batch_questions`` at a time in one ``generate`` call
@@ -107,6 +108,10 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, policy: str = 
     batch. Cached per (policy, sampling options) in ``<out>/bon/samples/<key>.parquet`` after each batch, so a
     killed run resumes; a question is sampled again only when its prompt changed. The answers a question gets
     depend on the batch it was sampled in (the random stream is shared), not only on the seed.
+
+    ``engine="vllm"`` samples on a vLLM server (``engine_options``: ``engine_url``, ``tensor_parallel_size``,
+    ``pipeline_parallel_size``, ``engine_args``), each question seeded on its own; its answers are cached
+    apart from the HF engine's.
     """
     from tqdm.auto import tqdm
 
@@ -117,6 +122,8 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, policy: str = 
     options = {"policy": policy, "n": n_samples, "seed": seed, "max_new_tokens": max_new_tokens,
                "temperature": temperature, "top_p": top_p, "posts": policy_posts, "batch": batch_questions,
                "v": PIPELINE_VERSION}
+    if engine != "hf":
+        options["engine"] = engine
     path = Path(out) / "bon" / "samples" / f"{stable_hash(options)}.parquet"
     cached = _read_parquet(path)
     have = {} if cached is None else {(s, i): h for (s, i), h in
@@ -129,9 +136,9 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, policy: str = 
         if have.get(key) != stable_hash(prompt):
             todo.append((key, prompt))
     if todo:
-        from prb_utils.downstream.generation import ChatGenerator
+        from prb_utils.downstream.rubric_judge import chat_generator
 
-        generator = ChatGenerator(policy, device=device)
+        generator = chat_generator(policy, engine=engine, device=device, **(engine_options or {}))
         bar = tqdm(total=len(todo), unit="questions", desc=f"sampling {n_samples} answers per question",
                    disable=not progress, file=sys.stderr, dynamic_ncols=True)
         for start in range(0, len(todo), batch_questions):
@@ -190,8 +197,12 @@ def _pseudo_benchmark(data: pd.DataFrame, samples: pd.DataFrame, kind: str, judg
 
 def score_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.PathLike,
                   models: Sequence[str] = DEFAULT_ZOO, rm_profile: str = "top3", judge_design: str = "pairs",
-                  device: str = "auto", seed: int = 0, progress: bool = True) -> pd.DataFrame:
-    """Every answer scored by every RM: columns model, kind, subset, id, sample_idx, rm_score (NaN = invalid)."""
+                  device: str = "auto", seed: int = 0, progress: bool = True, engine: str = "hf",
+                  engine_options: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Every answer scored by every RM: columns model, kind, subset, id, sample_idx, rm_score (NaN = invalid).
+
+    ``engine``/``engine_options`` go to :func:`prb_utils.scoring.score_benchmark` (model-free kinds and
+    ``embedding:`` run in this process either way)."""
     from prb_utils.models import parse_spec
     from prb_utils.scoring import score_benchmark
 
@@ -203,7 +214,7 @@ def score_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
         if pseudo.empty:
             continue
         rows = score_benchmark(pseudo.drop(columns=["_qid", "_i", "_j"]), [spec], [rm_profile], out=store,
-                               device=device, seed=seed, progress=progress)
+                               device=device, seed=seed, progress=progress, engine=engine, **(engine_options or {}))
         merged = pseudo[["subset", "id", "_qid", "_i", "_j"]].merge(
             rows[["subset", "id", "model", "kind", "score_chosen", "score_rejected", "outcome"]],
             on=["subset", "id"], how="inner")
@@ -225,19 +236,24 @@ def score_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
 
 
 def judge_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.PathLike, judge: Any = DEFAULT_JUDGE,
-                  chunk: int = 32, progress: bool = True, **judge_options: Any) -> pd.DataFrame:
+                  chunk: int = 32, progress: bool = True, engine: str = "hf",
+                  engine_options: dict[str, Any] | None = None, **judge_options: Any) -> pd.DataFrame:
     """Rubric quality per answer: columns subset, id, sample_idx, quality, failed, attempts, judge,
     judge_proxy; cached in ``<out>/bon/judge/<judge>.parquet`` by answer and rubric.
 
     ``judge``: a spec for :func:`prb_utils.downstream.rubric_judge.load_judge` or a judge object (``name``, ``proxy``,
     ``judge(items)``). Answers are judged ``chunk`` at a time and the cache is written after each chunk, so an
-    interrupted run keeps what it judged."""
+    interrupted run keeps what it judged. ``engine="vllm"`` runs an LLM judge on a vLLM server
+    (``engine_options`` as for :func:`sample_answers`; the proxy stays in this process); its verdicts are
+    cached apart from the HF engine's."""
     from tqdm.auto import tqdm
 
     from prb_utils.downstream.rubric_judge import JudgeItem, judge_protocol, load_judge, results_frame
 
     judge_id = judge if isinstance(judge, str) else str(judge.name)
-    path = Path(out) / "bon" / "judge" / f"{stable_hash([judge_id, judge_protocol(judge_id)])}.parquet"
+    on_server = isinstance(judge, str) and engine != "hf" and check_judge_spec(judge)[0] != "proxy"
+    key = [judge_id, judge_protocol(judge_id)] + ([engine] if on_server else [])
+    path = Path(out) / "bon" / "judge" / f"{stable_hash(key)}.parquet"
     cached = _read_parquet(path)
     aspects = {(str(r["subset"]), str(r["id"])): r for r in data.to_dict("records")}
     rows = []
@@ -255,6 +271,8 @@ def judge_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
     if chunk < 1:
         raise PRBError(f"chunk must be at least 1, got {chunk}.")
     if todo:
+        if on_server:
+            judge_options = {**judge_options, "engine": engine, **(engine_options or {})}
         rater = load_judge(judge, **judge_options) if isinstance(judge, str) else judge
         bar = tqdm(total=len(todo), unit="answers", desc=f"judging with {judge_id}", disable=not progress,
                    file=sys.stderr, dynamic_ncols=True)
@@ -323,6 +341,11 @@ def run_bon_pipeline(
     device: str = "auto",
     figures: bool = True,
     progress: bool = True,
+    engine: str = "hf",
+    engine_url: str | None = None,
+    tensor_parallel_size: int = 1,
+    pipeline_parallel_size: int = 1,
+    engine_args: Sequence[str] = (),
 ) -> BonRun:
     """Run the whole mini pipeline (see the module docstring); a re-run reuses every cached step.
 
@@ -330,10 +353,20 @@ def run_bon_pipeline(
     frame. ``judge``: ``proxy`` (MiniLM similarity, labelled as a proxy) or ``llm:NAME``. ``ks`` defaults to
     the powers of two up to ``n_samples``. ``level``, ``n_boot`` and ``seed`` set the bootstrap intervals
     (over questions for the curves, over RMs for the agreement).
+
+    ``engine="vllm"`` runs the policy, the LLM RMs and the LLM judge on vLLM servers: the one at
+    ``engine_url``, or one per model started here with ``tensor_parallel_size``, ``pipeline_parallel_size``
+    and ``engine_args`` (``KEY=VALUE``), shared by every step and stopped at the end of the process.
     """
     timings: dict[str, float] = {}
     if isinstance(judge, str):
         check_judge_spec(judge)
+    if engine not in ("hf", "vllm"):
+        raise PRBError(f"Unknown engine '{engine}'; use hf or vllm.")
+    engine_options: dict[str, Any] = {} if engine == "hf" else {
+        "engine_url": engine_url, "tensor_parallel_size": tensor_parallel_size,
+        "pipeline_parallel_size": pipeline_parallel_size, "engine_args": tuple(engine_args)}
+    on_engine = {"engine": engine, "engine_options": engine_options}
     from prb_utils.models import parse_spec
 
     for spec in models:
@@ -352,14 +385,16 @@ def run_bon_pipeline(
     samples = sample_answers(data, out=out, policy=policy, n_samples=n_samples, seed=seed,
                              max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                              policy_posts=policy_posts, batch_questions=batch_questions, device=device,
-                             progress=progress)
+                             progress=progress, **on_engine)
     timings["sample"] = time.time() - t
     t = time.time()
     scores = score_samples(data, samples, out=out, models=models, rm_profile=rm_profile,
-                           judge_design=judge_design, device=device, seed=seed, progress=progress)
+                           judge_design=judge_design, device=device, seed=seed, progress=progress, **on_engine)
     timings["score"] = time.time() - t
     t = time.time()
-    quality = judge_samples(data, samples, out=out, judge=judge, progress=progress)
+    llm_judge = isinstance(judge, str) and check_judge_spec(judge)[0] != "proxy"
+    quality = judge_samples(data, samples, out=out, judge=judge, progress=progress, **on_engine,
+                            **({"device": device} if llm_judge else {}))
     timings["judge"] = time.time() - t
 
     frame = scores.merge(quality, on=["subset", "id", "sample_idx"], how="left")
@@ -397,6 +432,7 @@ def run_bon_pipeline(
             "judge_design": judge_design,
             "judge": judge_name, "judge_proxy": proxy, "seed": seed, "max_new_tokens": max_new_tokens,
             "temperature": temperature, "top_p": top_p, "policy_posts": policy_posts, "ks": ks,
+            "engine": engine, **{k: (list(v) if isinstance(v, tuple) else v) for k, v in engine_options.items()},
             "n_questions": int(samples.groupby(["subset", "id"]).ngroups), "timings_s": timings}
     (root / "run.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
     return BonRun(samples, frame, curves, agreement, paths, timings, judge_name, proxy)

@@ -216,10 +216,11 @@ class LLMRubricJudge:
     @classmethod
     def from_pretrained(cls, model: str, *, device: str = "auto", dtype: str = "auto", seed: int = 0,
                         max_new_tokens: int = 32, max_retries: int = 2, temperature: float = 0.7,
-                        batch_size: int = 8) -> LLMRubricJudge:
-        from prb_utils.downstream.generation import ChatGenerator
-
-        gen = ChatGenerator(model, device=device, dtype=dtype, batch_size=batch_size)
+                        batch_size: int = 8, engine: str = "hf", **engine_options: Any) -> LLMRubricJudge:
+        """``engine="vllm"`` generates through a vLLM server (``engine_url``, ``tensor_parallel_size``, ...
+        as for :class:`~prb_utils.models.vllm_engine.VLLMChatGenerator`)."""
+        gen = chat_generator(model, engine=engine, device=device, dtype=dtype, batch_size=batch_size,
+                             **engine_options)
 
         def generate(prompts: Sequence[str], attempt: int) -> list[str]:
             replies = gen.generate(prompts, system=JUDGE_SYSTEM, max_new_tokens=max_new_tokens,
@@ -280,7 +281,13 @@ class AspectRubricJudge:
 
     @classmethod
     def from_pretrained(cls, model: str, *, device: str = "auto", dtype: str = "auto",
-                        batch_tokens: int | None = None) -> AspectRubricJudge:
+                        batch_tokens: int | None = None, engine: str = "hf",
+                        **engine_options: Any) -> AspectRubricJudge:
+        """The judge on a transformers causal LM in this process, or (``engine="vllm"``) on a vLLM server: the
+        same prompts and token ids, the digits' next-token probabilities from the server's logprobs
+        (:class:`~prb_utils.models.vllm_adapters.NextTokenLogprobs`)."""
+        if engine != "hf":
+            return cls._from_vllm(model, device=device, dtype=dtype, **engine_options)
         import torch
 
         from prb_utils.downstream.generation import ChatGenerator
@@ -308,6 +315,26 @@ class AspectRubricJudge:
                                              add_special_tokens=False)["input_ids"]) for p in per_answer)
                 groups.append(Group(seqs, tuple(len(q) - 1 for q in seqs)))
             return runner.hidden(groups, reduce=probabilities)
+
+        judge = cls(verdicts, name=f"llm:{model}")
+        judge.metadata = {**gen.metadata(), "digit_token_ids": digits}  # type: ignore[attr-defined]
+        return judge
+
+    @classmethod
+    def _from_vllm(cls, model: str, *, device: str, dtype: str, **engine_options: Any) -> AspectRubricJudge:
+        from prb_utils.models.judge import letter_ids
+        from prb_utils.models.vllm_adapters import NextTokenLogprobs, logsumexp
+
+        gen = chat_generator(model, engine="vllm", device=device, dtype=dtype, **engine_options)
+        digits = [letter_ids(gen.tokenizer, d) for d in "012"]
+        ask = NextTokenLogprobs(gen.engine, purpose="rubric")
+
+        def verdicts(prompts: Sequence[Sequence[str]]) -> list[list[tuple[float, ...]]]:
+            flat = [list(gen.tokenizer(gen.render(p, JUDGE_SYSTEM) + ASPECT_ANSWER_PREFIX,
+                                       add_special_tokens=False)["input_ids"]) for per in prompts for p in per]
+            found = iter(ask(flat, [t for ids in digits for t in ids]))
+            return [[tuple(math.exp(logsumexp([lp[t] for t in ids])) for ids in digits)
+                     for lp in (next(found) for _ in per)] for per in prompts]
 
         judge = cls(verdicts, name=f"llm:{model}")
         judge.metadata = {**gen.metadata(), "digit_token_ids": digits}  # type: ignore[attr-defined]
@@ -423,19 +450,38 @@ def judge_protocol(spec: str) -> str:
     return kind
 
 
-def load_judge(spec: str, **options: Any) -> RubricJudge:
+def chat_generator(model: str, *, engine: str = "hf", **options: Any) -> Any:
+    """A :class:`~prb_utils.downstream.generation.ChatGenerator` (``engine="hf"``) or a
+    :class:`~prb_utils.models.vllm_engine.VLLMChatGenerator` (``"vllm"``; takes ``engine_url``,
+    ``tensor_parallel_size``, ``pipeline_parallel_size``, ``engine_args``): one API, either engine."""
+    if engine == "hf":
+        from prb_utils.downstream.generation import ChatGenerator
+
+        return ChatGenerator(model, **options)
+    if engine == "vllm":
+        from prb_utils.models.vllm_engine import VLLMChatGenerator
+
+        return VLLMChatGenerator(model, **options)
+    raise PRBError(f"Unknown engine '{engine}'; use hf or vllm.")
+
+
+def load_judge(spec: str, *, engine: str = "hf", **options: Any) -> RubricJudge:
     """``llm:NAME`` -> :class:`AspectRubricJudge`; ``llm-all:NAME`` -> :class:`LLMRubricJudge`; ``proxy`` /
-    ``proxy:minilm`` -> :class:`ProxyRubricJudge`.
+    ``proxy:minilm`` -> :class:`ProxyRubricJudge` (in this process, no ``engine``). ``engine="vllm"`` runs the
+    LLM judges on a vLLM server (``engine_url``, ``tensor_parallel_size``, ``pipeline_parallel_size``,
+    ``engine_args`` among ``options``).
 
     >>> load_judge("proxy").name
     'proxy:minilm'
     """
     kind, name = check_judge_spec(spec)
     if kind == "proxy":
+        if engine != "hf":
+            raise PRBError("The proxy judge runs in this process; it takes no --engine.")
         return ProxyRubricJudge(model=name, **options)
     if kind == "llm":
-        return AspectRubricJudge.from_pretrained(name, **options)
-    judge = LLMRubricJudge.from_pretrained(name, **options)
+        return AspectRubricJudge.from_pretrained(name, engine=engine, **options)
+    judge = LLMRubricJudge.from_pretrained(name, engine=engine, **options)
     judge.name = f"llm-all:{name}"
     return judge
 

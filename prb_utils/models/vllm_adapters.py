@@ -35,10 +35,10 @@ from prb_utils.schema import stable_hash
 TOP_LOGPROBS = 20
 
 
-def _logsumexp(values: Sequence[float]) -> float:
+def logsumexp(values: Sequence[float]) -> float:
     """log(sum(exp(v))) without overflow; -inf for no values.
 
-    >>> round(_logsumexp([math.log(0.25), math.log(0.5)]), 12) == round(math.log(0.75), 12)
+    >>> round(logsumexp([math.log(0.25), math.log(0.5)]), 12) == round(math.log(0.75), 12)
     True
     """
     finite = [v for v in values if v != -math.inf]
@@ -72,6 +72,75 @@ def prompt_token_logprobs(choice: dict[str, Any], ids: Sequence[int]) -> list[fl
             found = found.get("logprob")
         out.append(None if found is None else float(found))
     return out
+
+
+class NextTokenLogprobs:
+    """Next-token log-probs of given token ids after each prompt, from a vLLM server (the judge's letters,
+    the rubric judge's digits): asked by id (vLLM's ``logprob_token_ids``; a server that refuses it is asked
+    for its top-k), and a token the server did not return gets its exact log-prob from the prompt logprobs of
+    the prompt followed by that token (the forced continuation), never a default.
+
+    ``cache(purpose)`` gives the request cache of ``<purpose>-letters`` and ``<purpose>-forced`` (or None).
+    """
+
+    def __init__(self, engine: Any, *, purpose: str = "judge",
+                 cache: Any = lambda purpose: None) -> None:
+        self.engine = engine
+        self.purpose = purpose
+        self._cache = cache
+        self.request = "ids"   # or "top-k" on a server without logprob_token_ids
+        self.top_k = TOP_LOGPROBS
+        self.n_fallback = 0
+
+    def __call__(self, prompts: Sequence[Sequence[int]], tokens: Sequence[int]) -> list[dict[int, float]]:
+        """Per prompt (token ids), ``{token: log-prob}`` for every one of ``tokens`` (NaN if the server gave
+        no value even for the forced continuation)."""
+        tokens = list(tokens)
+        found = self._asked([list(p) for p in prompts], tokens)
+        missing = [(i, tok) for i, t in enumerate(found) for tok in tokens if tok not in t]
+        if missing:
+            self.n_fallback += len(missing)
+            forced = [{"model": self.engine.model, "prompt": [*prompts[i], tok], "max_tokens": 1, "temperature": 0.0,
+                       "prompt_logprobs": 0} for i, tok in missing]
+
+            def last(response: dict[str, Any], body: dict[str, Any]) -> float | None:
+                values = prompt_token_logprobs((response.get("choices") or [{}])[0], body["prompt"])
+                return values[-1] if values else None
+
+            values = self.engine.client.map(forced, last, cache=self._cache(f"{self.purpose}-forced"))
+            for (i, tok), value in zip(missing, values, strict=True):
+                found[i][tok] = math.nan if value is None else float(value)
+        return found
+
+    def _asked(self, prompts: list[list[int]], tokens: list[int]) -> list[dict[int, float]]:
+        def body(ids: list[int]) -> dict[str, Any]:
+            base = {"model": self.engine.model, "prompt": ids, "max_tokens": 1, "temperature": 0.0,
+                    "return_tokens_as_token_ids": True}
+            if self.request == "ids":
+                return {**base, "logprobs": len(tokens), "logprob_token_ids": tokens}
+            return {**base, "logprobs": self.top_k}
+
+        def reduce(response: dict[str, Any], _: dict[str, Any]) -> dict[str, float]:
+            tops = top_logprobs(response)
+            return {str(t): tops[t] for t in tokens if t in tops}
+
+        while True:
+            try:
+                values = self.engine.client.map([body(p) for p in prompts], reduce,
+                                                cache=self._cache(f"{self.purpose}-letters"))
+                return [{int(k): float(v) for k, v in t.items()} for t in values]
+            except RequestError as exc:
+                text = str(exc)
+                if self.request == "ids" and "logprob_token_ids" in text:
+                    self.request = "top-k"
+                elif self.request == "top-k" and "max allowed" in text and self.top_k != TOP_LOGPROBS:
+                    self.top_k = TOP_LOGPROBS
+                else:
+                    raise
+
+    def metadata(self) -> dict[str, Any]:
+        return {"letter_request": self.request, "top_logprobs": self.top_k if self.request == "top-k" else None,
+                "n_letter_fallbacks": self.n_fallback}
 
 
 class _VLLMMixin:
@@ -153,27 +222,10 @@ class VLLMJudgeRM(_VLLMMixin, JudgeRM):
                     engine_options=engine_options)
         self.a_ids = letter_ids(self.tokenizer, "A")
         self.b_ids = letter_ids(self.tokenizer, "B")
-        self.n_fallback = 0
-        self.letter_request = "ids"   # or "top-k" on a server without logprob_token_ids
-        self.top_k = TOP_LOGPROBS
+        self.letters = NextTokenLogprobs(self.engine, purpose="judge", cache=self._cache)
 
     def _logprob(self, seqs: list[list[list[int]]]) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
-        flat = [s for pair in seqs for s in pair]
-        letters = [*self.a_ids, *self.b_ids]
-        found = self._letter_logprobs(flat, letters)
-        missing = [(i, tok) for i, t in enumerate(found) for tok in letters if tok not in t]
-        if missing:   # not returned (a server without logprob_token_ids, outside its top-k): force the token
-            self.n_fallback += len(missing)
-            forced = [{"model": self.engine.model, "prompt": [*flat[i], tok], "max_tokens": 1, "temperature": 0.0,
-                       "prompt_logprobs": 0} for i, tok in missing]
-
-            def last(response: dict[str, Any], body: dict[str, Any]) -> float | None:
-                values = prompt_token_logprobs((response.get("choices") or [{}])[0], body["prompt"])
-                return values[-1] if values else None
-
-            values = self.engine.client.map(forced, last, cache=self._cache("judge-forced"))
-            for (i, tok), value in zip(missing, values, strict=True):
-                found[i][tok] = math.nan if value is None else float(value)
+        found = self.letters([s for pair in seqs for s in pair], [*self.a_ids, *self.b_ids])
         p_orders, masses = [], []
         for k in range(len(seqs)):
             (p_ab, m_ab), (p_ba, m_ba) = (self._letters(found[2 * k + j]) for j in (0, 1))
@@ -181,41 +233,14 @@ class VLLMJudgeRM(_VLLMMixin, JudgeRM):
             masses.append((m_ab, m_ba))
         return p_orders, masses
 
-    def _letter_logprobs(self, flat: list[list[int]], letters: list[int]) -> list[dict[int, float]]:
-        """Per sequence, the next-token log-probs of those letter variants the server returned: asked by id
-        (vLLM's ``logprob_token_ids``), or, on a server that refuses that, among its top-k."""
-        def body(ids: list[int]) -> dict[str, Any]:
-            base = {"model": self.engine.model, "prompt": list(ids), "max_tokens": 1, "temperature": 0.0,
-                    "return_tokens_as_token_ids": True}
-            if self.letter_request == "ids":
-                return {**base, "logprobs": len(letters), "logprob_token_ids": letters}
-            return {**base, "logprobs": self.top_k}
-
-        def reduce(response: dict[str, Any], _: dict[str, Any]) -> dict[str, float]:
-            tops = top_logprobs(response)
-            return {str(t): tops[t] for t in letters if t in tops}
-
-        while True:
-            try:
-                values = self.engine.client.map([body(s) for s in flat], reduce, cache=self._cache("judge-letters"))
-                return [{int(k): float(v) for k, v in t.items()} for t in values]
-            except RequestError as exc:
-                text = str(exc)
-                if self.letter_request == "ids" and "logprob_token_ids" in text:
-                    self.letter_request = "top-k"
-                elif self.letter_request == "top-k" and "max allowed" in text and self.top_k != TOP_LOGPROBS:
-                    self.top_k = TOP_LOGPROBS
-                else:
-                    raise
-
     def _letters(self, logprobs: dict[int, float]) -> tuple[float, float]:
         """(P(A) / (P(A) + P(B)), P(A) + P(B)) from the letter variants' log-probs."""
-        la = _logsumexp([logprobs[t] for t in self.a_ids])
-        lb = _logsumexp([logprobs[t] for t in self.b_ids])
+        la = logsumexp([logprobs[t] for t in self.a_ids])
+        lb = logsumexp([logprobs[t] for t in self.b_ids])
         if math.isnan(la) or math.isnan(lb) or (la == -math.inf and lb == -math.inf):
             return math.nan, 0.0
         p_a = 1.0 / (1.0 + math.exp(lb - la)) if lb - la < 700 else 0.0
-        return p_a, math.exp(_logsumexp([la, lb]))
+        return p_a, math.exp(logsumexp([la, lb]))
 
     def _generate(self, seqs: list[list[list[int]]]) -> list[tuple[str, str]]:
         flat = [s for pair in seqs for s in pair]
@@ -230,9 +255,7 @@ class VLLMJudgeRM(_VLLMMixin, JudgeRM):
                 "judge_template_hash": stable_hash([self.template.system, self.template.user]),
                 "answer_prefix": "**Result:**" if self.mode == "logprob" else None,
                 "max_new_tokens": self.max_new_tokens if self.mode == "generate" else None,
-                "a_token_ids": self.a_ids, "b_token_ids": self.b_ids, "letter_request": self.letter_request,
-                "top_logprobs": self.top_k if self.letter_request == "top-k" else None,
-                "n_letter_fallbacks": self.n_fallback}
+                "a_token_ids": self.a_ids, "b_token_ids": self.b_ids, **self.letters.metadata()}
 
 
 class VLLMImplicitRM(_VLLMMixin, ImplicitRM):
