@@ -9,13 +9,14 @@ VLLM_STAMP := $(VLLM_VENV)/.prb-installed
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS ?= 1
 
-.PHONY: report test test-fast chromium bon ppo lint install clean vllm
+.PHONY: report test test-fast test-vllm chromium bon ppo lint install clean vllm
 
 report: $(STAMP)
 	$(BIN)/prb report --data sample --out reports
 
-test: $(STAMP) chromium
-	$(BIN)/python -m pytest -q -m "not vllm"  # the real-server engine tests: make test-vllm (after make vllm)
+# the whole suite, the vLLM engine tests against a real server included (.venv-vllm is made when missing)
+test: $(STAMP) $(VLLM_STAMP) chromium
+	$(BIN)/python -m pytest -q
 
 # the report tests take screenshots with a real headless Chromium (Debian's package)
 chromium:
@@ -58,7 +59,8 @@ $(VLLM_STAMP): constraints-vllm.txt
 	touch $(VLLM_STAMP)
 
 clean:
-	rm -rf $(VENV) reports results
+	rm -rf $(VENV) $(VLLM_VENV) reports results
 
+# only the vLLM engine tests
 test-vllm: $(STAMP) $(VLLM_STAMP)
 	$(BIN)/python -m pytest -q -m vllm

@@ -88,8 +88,9 @@ def _add_scoring_options(parser: argparse.ArgumentParser, *, default_models: Seq
 
 def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=("hf", "vllm"), default="hf",
-                        help="hf: transformers in this process (default); vllm: judge: and implicit: through an "
-                             "OpenAI-compatible vLLM server (--engine-url, or one prb starts from .venv-vllm)")
+                        help="hf: transformers in this process (default); vllm: judge:, implicit: and classifier: RMs "
+                             "(and the BoN policy and LLM rubric judge) through an OpenAI-compatible vLLM server "
+                             "(--engine-url, or one prb starts from .venv-vllm)")
     parser.add_argument("--engine-url", default=None, metavar="URL",
                         help="a running vLLM server (e.g. http://host:8000); without it prb starts one itself")
     parser.add_argument("--tensor-parallel-size", type=_positive_int, default=1, metavar="N",
@@ -237,6 +238,7 @@ def _add_ppo_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    _add_engine_options(p)
 
 
 def _load(args: argparse.Namespace) -> pd.DataFrame:
@@ -516,7 +518,8 @@ def cmd_ppo(args: argparse.Namespace) -> int:
     _check_writable(args.results)
     run = run_ppo(data, out=args.results, policy=args.policy, models=args.model or list(PPO_ZOO), steps=args.steps,
                   judge=args.judge, eval_questions=args.eval_questions, seed=args.seed, device=args.device,
-                  options=options, save_steps=args.save_steps, progress=not args.no_progress)
+                  options=options, save_steps=args.save_steps, progress=not args.no_progress,
+                  **_engine_kwargs(args))
     print(f"Held-out rubric quality after {args.steps} GRPO steps per RM ({judge_label(run.judge, run.judge_proxy)}):")
     print(run.table.pivot_table(index="rm", columns="subset", values="score").round(3).to_string())
     print(f"Trained now: {', '.join(run.trained) or 'nothing (all runs were finished)'}; "

@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy.stats import spearmanr
-
 from vllm_proxy import EAGER
 
 from prb_utils.data import load_benchmark

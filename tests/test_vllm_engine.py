@@ -151,6 +151,32 @@ def test_prb_bon_runs_end_to_end_on_the_server(vllm_server, tmp_path, capsys):
     assert proxy.keys == []
 
 
+def test_prb_ppo_scores_rewards_and_judges_on_the_server(vllm_server, tiny_lm_dir, tmp_path, capsys):
+    """A 1-step GRPO run of a tiny policy whose reward (implicit:smollm2) and rubric judge (llm:smollm2)
+    run on the server: every reward of the log came back through it."""
+    from prb_utils.downstream.ppo import read_reward_log
+    from prb_utils.downstream.reference_files import read_ppo_csv
+
+    out = tmp_path / "results"
+    proxy = CountingProxy(vllm_server.url)
+    try:
+        code = main(["ppo", "--policy", str(tiny_lm_dir), "--model", "implicit:smollm2", "--steps", "1",
+                     "--judge", "llm:smollm2", "--results", str(out), "--eval-questions", "3", "--policy-posts", "1",
+                     "--max-new-tokens", "8", "--num-generations", "2", "--device", "cpu", "--no-progress",
+                     "--engine", "vllm", "--engine-url", proxy.url])
+    finally:
+        proxy.close()
+    assert code == 0, capsys.readouterr().err
+    (run_dir,) = (out / "ppo" / "runs").iterdir()
+    rewards = read_reward_log(run_dir)
+    assert rewards["n"].tolist() == [2 * 2] and rewards["invalid"].tolist() == [0]   # 2 prompts x 2 completions
+    assert np.isfinite(rewards["reward"]).all()
+    judged = pd.read_parquet(out / "ppo" / "answers.parquet")
+    assert set(judged["judge"]) == {"llm:smollm2"} and judged["quality"].notna().all()
+    assert len(proxy.keys) >= 4 + len(judged)   # the rewards and at least one judge request per answer
+    assert sorted(read_ppo_csv(out / "ppo" / "ppo.csv")["rm"].unique()) == ["implicit:smollm2", "untrained"]
+
+
 # ------------------------------------------------------------------ resume and processes
 
 

@@ -240,6 +240,13 @@ def read_reward_log(run_dir: str | os.PathLike) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["step", "reward", "n", "invalid"])
 
 
+def _rm_engine_options(engine_options: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """:func:`run_ppo`'s engine options as :func:`prb_utils.models.load_model` takes them."""
+    if not engine_options:
+        return None
+    return {("url" if k == "engine_url" else k): v for k, v in engine_options.items()}
+
+
 def _trim_reward_log(run_dir: Path, before_step: int) -> None:
     """Keep only the log lines of steps a checkpoint holds (an interrupted step is run again)."""
     path = run_dir / "rewards.jsonl"
@@ -325,8 +332,12 @@ def _train_rows(train: pd.DataFrame, options: TrainOptions) -> list[dict[str, An
 
 def train_policy(spec: str, train: pd.DataFrame, run_dir: str | os.PathLike, *, policy: str = "smollm2",
                  steps: int = 4, options: TrainOptions | None = None, seed: int = 0, device: str = "auto",
-                 save_steps: int = 10, progress: bool = True) -> dict[str, Any]:
+                 save_steps: int = 10, progress: bool = True, engine: str = "hf",
+                 engine_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Train ``policy`` for ``steps`` GRPO steps with ``spec``'s score as the reward, in ``run_dir``.
+
+    ``engine="vllm"`` scores the rewards of ``judge:``, ``implicit:`` and ``classifier:`` RMs on a vLLM server
+    (``engine_options`` as :func:`run_ppo` builds them); the policy trains in this process either way.
 
     Resumes from the run's last checkpoint (training only the missing steps; none when it has ``steps``).
     Returns ``{"steps_before", "steps", "checkpoint", "seconds"}``; PRBError when the run already holds more
@@ -358,7 +369,7 @@ def train_policy(spec: str, train: pd.DataFrame, run_dir: str | os.PathLike, *, 
     run_dir.mkdir(parents=True, exist_ok=True)
     _trim_reward_log(run_dir, done)
     model, tokenizer = _load_policy(policy)
-    rm = load_model(spec, device=device, seed=seed)
+    rm = load_model(spec, device=device, seed=seed, engine=engine, engine_options=_rm_engine_options(engine_options))
     reward = RMReward(rm, pairwise=parse_spec(spec).kind == "judge", log=run_dir / "rewards.jsonl")
     dataset = Dataset.from_list(_train_rows(train, options))
     with warnings.catch_warnings():
@@ -467,9 +478,11 @@ def _cached_answers(path: Path, model: str, held_out: pd.DataFrame, *, posts: in
 
 
 def judge_answers(answers: pd.DataFrame, held_out: pd.DataFrame, *, cache: Path, judge: Any,
-                  progress: bool = True) -> pd.DataFrame:
+                  progress: bool = True, engine: str = "hf",
+                  engine_options: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """Rubric quality of each answer (columns of ``answers`` + quality, failed, judge, judge_proxy), cached
-    by (question, answer, aspects) in ``cache``; the judge is loaded only when something is new."""
+    by (question, answer, aspects) in ``cache``; the judge is loaded only when something is new (an LLM judge
+    on a vLLM server with ``engine="vllm"``)."""
     from prb_utils.downstream.rubric_judge import JudgeItem, load_judge, results_frame
 
     records = {(str(r["subset"]), str(r["id"])): r for r in held_out.to_dict("records")}
@@ -488,7 +501,9 @@ def judge_answers(answers: pd.DataFrame, held_out: pd.DataFrame, *, cache: Path,
     if todo:
         if progress:
             print(f"judging {len(todo)} held-out answers with {judge}", file=sys.stderr)
-        rater = load_judge(judge) if isinstance(judge, str) else judge
+        on_server = isinstance(judge, str) and engine != "hf" and not judge.startswith("proxy")
+        rater = load_judge(judge, **({"engine": engine, **(engine_options or {})} if on_server else {})) \
+            if isinstance(judge, str) else judge
         judged = results_frame(rater.judge(todo))
         cached = judged if cached is None else pd.concat([cached, judged], ignore_index=True)
         _write_parquet(cached, cache)
@@ -550,12 +565,20 @@ def run_ppo(
     save_steps: int = 10,
     eval_max_new_tokens: int | None = None,
     progress: bool = True,
+    engine: str = "hf",
+    engine_url: str | None = None,
+    tensor_parallel_size: int = 1,
+    pipeline_parallel_size: int = 1,
+    engine_args: Sequence[str] = (),
 ) -> PPORun:
     """Train one policy per RM in ``models``, judge each on the held-out questions, write ``ppo.csv``.
 
     ``judge``: a spec for :func:`prb_utils.downstream.rubric_judge.load_judge` (``None``: :func:`default_judge`)
     or a judge object. ``eval_max_new_tokens`` defaults to the training ``max_new_tokens``. See the module
-    docstring for the layout under ``<out>/ppo``.
+    docstring for the layout under ``<out>/ppo``. ``engine="vllm"`` scores the rewards of the LLM RMs and runs
+    the LLM judge on vLLM servers (the one at ``engine_url`` or one started here, as for
+    :func:`prb_utils.downstream.pipeline.run_bon_pipeline`); the scores do not depend on the engine, so the
+    run keys do not either.
     """
     from tqdm.auto import tqdm
 
@@ -564,6 +587,11 @@ def run_ppo(
 
     options = options or TrainOptions()
     judge = default_judge() if judge is None else judge
+    if engine not in ("hf", "vllm"):
+        raise PRBError(f"Unknown engine '{engine}'; use hf or vllm.")
+    on_engine = {"engine": engine, "engine_options": None if engine == "hf" else {
+        "engine_url": engine_url, "tensor_parallel_size": tensor_parallel_size,
+        "pipeline_parallel_size": pipeline_parallel_size, "engine_args": tuple(engine_args)}}
     if steps < 1:
         raise PRBError(f"steps must be at least 1, got {steps}.")
     if save_steps < 1:
@@ -617,7 +645,7 @@ def run_ppo(
                            "options": options.__dict__})
         run_dir = run_dir_for(out, spec, key)
         info = train_policy(spec, train, run_dir, policy=policy, steps=steps, options=options, seed=seed,
-                            device=device, save_steps=save_steps, progress=progress)
+                            device=device, save_steps=save_steps, progress=progress, **on_engine)
         if info["steps_before"] < info["steps"]:
             trained.append(spec)
         meta = {"rm": spec, "key": key, "trainer": TRAINER, "policy": policy, "policy_fingerprint": policy_fp,
@@ -637,7 +665,7 @@ def run_ppo(
     judge_id = judge if isinstance(judge, str) else str(judge.name)
     cache = root / "judge" / f"{stable_hash([judge_id, judge_protocol(judge_id)])}.parquet"
     judged = judge_answers(pd.concat(answers, ignore_index=True), held_out, cache=cache, judge=judge,
-                           progress=progress)
+                           progress=progress, **on_engine)
     timings["judge"] = time.time() - t
     table = ppo_table(judged)
     judge_name = str(judged["judge"].dropna().iloc[0]) if judged["judge"].notna().any() else str(judge_id)
