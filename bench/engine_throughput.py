@@ -65,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", help="cpu (default) or cuda, for both engines")
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--engine-url", default=None, help="a running server (default: start one here)")
+    parser.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra `vllm serve` option for the server started here, e.g. enforce-eager=true")
     parser.add_argument("--json", default=None, help="also write the numbers to this file")
     args = parser.parse_args(argv)
     profiles = args.profile or ["none", "top3", "full"]
@@ -85,13 +87,14 @@ def main(argv: list[str] | None = None) -> int:
 
             source = str(resolve_alias(args.model, kind)) if args.model in ALIASES else args.model
             started = time.perf_counter()
-            options = LaunchOptions(dtype="float32", device=args.device, runner="pooling" if kind == "classifier" else None)
+            options = LaunchOptions(dtype="float32", device=args.device, engine_args=tuple(args.engine_arg),
+                                    runner="pooling" if kind == "classifier" else None)
             servers[runner] = VLLMServer(source, args.model, options).start(progress=False)
             print(f"vLLM server start-up ({runner}): {time.perf_counter() - started:.0f} s", flush=True)
         return servers[runner].url
 
     results = {"data": args.data, "model": args.model, "profiles": profiles, "n_pairs": len(data),
-               "n_prompt_sets": len(pairs)}
+               "n_prompt_sets": len(pairs), "engine_args": args.engine_arg}
     try:
         with tempfile.TemporaryDirectory(prefix="prb-engines-") as tmp:
             for kind in kinds:
