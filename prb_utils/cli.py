@@ -27,7 +27,7 @@ CURVE_PROFILES = ("top1", "top2", "full")
 CURVE_KINDS = ("length", "lexical", "embedding")
 #: The Best-of-N run inside ``prb report``: small enough for the report's few minutes on a CPU (N answers for
 #: the first ``limit`` questions of each subset); ``prb bon`` runs the pipeline at any size.
-REPORT_BON = {"n": 4, "limit": 2}
+REPORT_BON = {"n": 4, "limit": 1}
 
 
 def _int_at_least(text: str, low: int, what: str) -> int:
