@@ -38,7 +38,12 @@ from typing import Any
 import pandas as pd
 
 from prb_utils.downstream.bon import bon_curves, bon_metrics
-from prb_utils.downstream.rubric_judge import DEFAULT_JUDGE, check_judge_spec
+from prb_utils.downstream.rubric_judge import (
+    DEFAULT_JUDGE,
+    check_judge_spec,
+    judge_engine,
+    make_engine_options,
+)
 from prb_utils.errors import PRBError
 from prb_utils.schema import DEFAULT_ZOO, stable_hash
 
@@ -251,7 +256,7 @@ def judge_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
     from prb_utils.downstream.rubric_judge import JudgeItem, judge_protocol, load_judge, results_frame
 
     judge_id = judge if isinstance(judge, str) else str(judge.name)
-    on_server = isinstance(judge, str) and engine != "hf" and check_judge_spec(judge)[0] != "proxy"
+    on_server = judge_engine(judge, engine, engine_options)
     key = [judge_id, judge_protocol(judge_id)] + ([engine] if on_server else [])
     path = Path(out) / "bon" / "judge" / f"{stable_hash(key)}.parquet"
     cached = _read_parquet(path)
@@ -271,9 +276,7 @@ def judge_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
     if chunk < 1:
         raise PRBError(f"chunk must be at least 1, got {chunk}.")
     if todo:
-        if on_server:
-            judge_options = {**judge_options, "engine": engine, **(engine_options or {})}
-        rater = load_judge(judge, **judge_options) if isinstance(judge, str) else judge
+        rater = load_judge(judge, **judge_options, **on_server) if isinstance(judge, str) else judge
         bar = tqdm(total=len(todo), unit="answers", desc=f"judging with {judge_id}", disable=not progress,
                    file=sys.stderr, dynamic_ncols=True)
         for start in range(0, len(todo), chunk):
@@ -361,12 +364,9 @@ def run_bon_pipeline(
     timings: dict[str, float] = {}
     if isinstance(judge, str):
         check_judge_spec(judge)
-    if engine not in ("hf", "vllm"):
-        raise PRBError(f"Unknown engine '{engine}'; use hf or vllm.")
-    engine_options: dict[str, Any] = {} if engine == "hf" else {
-        "engine_url": engine_url, "tensor_parallel_size": tensor_parallel_size,
-        "pipeline_parallel_size": pipeline_parallel_size, "engine_args": tuple(engine_args)}
-    on_engine = {"engine": engine, "engine_options": engine_options}
+    on_engine = {"engine": engine, "engine_options": make_engine_options(
+        engine, engine_url=engine_url, tensor_parallel_size=tensor_parallel_size,
+        pipeline_parallel_size=pipeline_parallel_size, engine_args=engine_args)}
     from prb_utils.models import parse_spec
 
     for spec in models:
@@ -432,7 +432,8 @@ def run_bon_pipeline(
             "judge_design": judge_design,
             "judge": judge_name, "judge_proxy": proxy, "seed": seed, "max_new_tokens": max_new_tokens,
             "temperature": temperature, "top_p": top_p, "policy_posts": policy_posts, "ks": ks,
-            "engine": engine, **{k: (list(v) if isinstance(v, tuple) else v) for k, v in engine_options.items()},
+            "engine": engine, **{k: (list(v) if isinstance(v, tuple) else v)
+                                 for k, v in (on_engine["engine_options"] or {}).items()},
             "n_questions": int(samples.groupby(["subset", "id"]).ngroups), "timings_s": timings}
     (root / "run.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
     return BonRun(samples, frame, curves, agreement, paths, timings, judge_name, proxy)

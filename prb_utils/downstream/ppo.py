@@ -483,7 +483,7 @@ def judge_answers(answers: pd.DataFrame, held_out: pd.DataFrame, *, cache: Path,
     """Rubric quality of each answer (columns of ``answers`` + quality, failed, judge, judge_proxy), cached
     by (question, answer, aspects) in ``cache``; the judge is loaded only when something is new (an LLM judge
     on a vLLM server with ``engine="vllm"``)."""
-    from prb_utils.downstream.rubric_judge import JudgeItem, load_judge, results_frame
+    from prb_utils.downstream.rubric_judge import JudgeItem, judge_engine, load_judge, results_frame
 
     records = {(str(r["subset"]), str(r["id"])): r for r in held_out.to_dict("records")}
     keys, items = [], {}
@@ -501,9 +501,7 @@ def judge_answers(answers: pd.DataFrame, held_out: pd.DataFrame, *, cache: Path,
     if todo:
         if progress:
             print(f"judging {len(todo)} held-out answers with {judge}", file=sys.stderr)
-        on_server = isinstance(judge, str) and engine != "hf" and not judge.startswith("proxy")
-        rater = load_judge(judge, **({"engine": engine, **(engine_options or {})} if on_server else {})) \
-            if isinstance(judge, str) else judge
+        rater = load_judge(judge, **judge_engine(judge, engine, engine_options)) if isinstance(judge, str) else judge
         judged = results_frame(rater.judge(todo))
         cached = judged if cached is None else pd.concat([cached, judged], ignore_index=True)
         _write_parquet(cached, cache)
@@ -587,11 +585,11 @@ def run_ppo(
 
     options = options or TrainOptions()
     judge = default_judge() if judge is None else judge
-    if engine not in ("hf", "vllm"):
-        raise PRBError(f"Unknown engine '{engine}'; use hf or vllm.")
-    on_engine = {"engine": engine, "engine_options": None if engine == "hf" else {
-        "engine_url": engine_url, "tensor_parallel_size": tensor_parallel_size,
-        "pipeline_parallel_size": pipeline_parallel_size, "engine_args": tuple(engine_args)}}
+    from prb_utils.downstream.rubric_judge import make_engine_options
+
+    on_engine = {"engine": engine, "engine_options": make_engine_options(
+        engine, engine_url=engine_url, tensor_parallel_size=tensor_parallel_size,
+        pipeline_parallel_size=pipeline_parallel_size, engine_args=engine_args)}
     if steps < 1:
         raise PRBError(f"steps must be at least 1, got {steps}.")
     if save_steps < 1:

@@ -450,6 +450,38 @@ def judge_protocol(spec: str) -> str:
     return kind
 
 
+def make_engine_options(engine: str, *, engine_url: str | None = None, tensor_parallel_size: int = 1,
+                   pipeline_parallel_size: int = 1, engine_args: Sequence[str] = ()) -> dict[str, Any] | None:
+    """The ``--engine vllm`` settings of ``prb bon`` / ``prb ppo`` as one mapping (None for ``hf``), as
+    :func:`chat_generator` and :func:`load_judge` take them.
+
+    >>> make_engine_options("hf") is None
+    True
+    >>> make_engine_options("vllm", engine_url="http://127.0.0.1:8000")["engine_url"]
+    'http://127.0.0.1:8000'
+    """
+    if engine not in ("hf", "vllm"):
+        raise PRBError(f"Unknown engine '{engine}'; use hf or vllm.")
+    if engine == "hf":
+        return None
+    return {"engine_url": engine_url, "tensor_parallel_size": tensor_parallel_size,
+            "pipeline_parallel_size": pipeline_parallel_size, "engine_args": tuple(engine_args)}
+
+
+def judge_engine(judge: Any, engine: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """:func:`load_judge`'s engine keywords for ``judge``: the engine and its options for an LLM judge spec
+    off the ``hf`` engine, nothing for the proxy or a judge object (they run in this process).
+
+    >>> judge_engine("proxy", "vllm", {"engine_url": "http://x"})
+    {}
+    >>> judge_engine("llm:smollm2", "vllm", {"engine_url": "http://x"})
+    {'engine': 'vllm', 'engine_url': 'http://x'}
+    """
+    if not isinstance(judge, str) or engine == "hf" or check_judge_spec(judge)[0] == "proxy":
+        return {}
+    return {"engine": engine, **(options or {})}
+
+
 def chat_generator(model: str, *, engine: str = "hf", **options: Any) -> Any:
     """A :class:`~prb_utils.downstream.generation.ChatGenerator` (``engine="hf"``) or a
     :class:`~prb_utils.models.vllm_engine.VLLMChatGenerator` (``"vllm"``; takes ``engine_url``,
