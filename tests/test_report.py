@@ -322,13 +322,14 @@ def test_headline_table_and_job_order_follow_model_then_condition(tmp_path, caps
     assert "No scored pairs in the store" in (tmp_path / "index.html").read_text(encoding="utf-8")
 
 
-def test_a_report_kernel_runs_over_ipc_without_the_tcp_warning(tmp_path, capfd):
+def test_a_report_kernel_runs_over_ipc_without_the_tcp_warning_and_logs_only_critical_errors(tmp_path, capfd):
     notebook = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
                                                                  "language": "python"}})
     notebook.cells = [nbformat.v4.new_markdown_cell("# Where the kernel listens"), nbformat.v4.new_code_cell(
-        "import json\nfrom ipykernel import get_connection_info\n"
+        "import json, logging\nfrom ipykernel import get_connection_info\nfrom ipykernel.kernelapp import IPKernelApp\n"
         "info = get_connection_info(unpack=True)\n"
-        "print(json.dumps({'transport': info['transport'], 'ip': info['ip']}))")]
+        "level = logging.getLevelName(IPKernelApp.instance().log_level)\n"
+        "print(json.dumps({'transport': info['transport'], 'ip': info['ip'], 'log_level': level}))")]
     source = tmp_path / "src" / "kernel_probe.ipynb"
     source.parent.mkdir()
     nbformat.write(notebook, str(source))
@@ -343,6 +344,7 @@ def test_a_report_kernel_runs_over_ipc_without_the_tcp_warning(tmp_path, capfd):
     printed = "".join(o.get("text", "") for c in executed.cells for o in c.get("outputs", []))
     info = json.loads(printed)
     assert info["transport"] == "ipc"
+    assert info["log_level"] == "CRITICAL"  # no "KeyboardInterrupt caught in kernel" ERROR line at shutdown
     assert Path(info["ip"]).is_absolute()
     assert not Path(info["ip"]).parent.exists()  # the private socket folder is removed afterwards
     html_page = page.html.read_text(encoding="utf-8")

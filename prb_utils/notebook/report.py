@@ -236,6 +236,12 @@ def _local_kernel_config() -> Iterator[Any]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+#: Command-line options of every report kernel. jupyter_client sends each kernel SIGINT before its shutdown
+#: request, and a kernel still handling a message then logs "KeyboardInterrupt caught in kernel" as an ERROR
+#: on the report's terminal although nothing failed; a cell's real errors are recorded in its notebook.
+KERNEL_ARGUMENTS = ("--IPKernelApp.log_level=CRITICAL",)
+
+
 def run_notebook(path: Path, out: Path, parameters: dict[str, Any], *, progress: bool = False) -> PageResult:
     """Execute one notebook into ``out`` (its kernel over the local ipc transport) and export its HTML; an
     error cell is recorded, not raised."""
@@ -249,7 +255,8 @@ def run_notebook(path: Path, out: Path, parameters: dict[str, Any], *, progress:
     try:
         with _report_env(out), _local_kernel_config() as config:
             papermill.execute_notebook(str(path), str(target), parameters=parameters, kernel_name=KERNEL,
-                                       progress_bar=progress, cwd=str(out), log_output=False, config=config)
+                                       progress_bar=progress, cwd=str(out), log_output=False, config=config,
+                                       extra_arguments=list(KERNEL_ARGUMENTS))
     except PapermillExecutionError as exc:
         error = _failure(exc, name)
     seconds = time.perf_counter() - started
