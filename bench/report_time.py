@@ -1,0 +1,111 @@
+"""Time a fresh ``prb report`` (an empty store and report folder), and say where the time goes.
+
+Each round runs ``python -m prb_utils report`` in a temporary folder, as ``make report`` does but without
+progress bars, and prints the wall time; the CPU seconds of the run (user + system, its child processes
+included) and that CPU time divided by the CPUs this process may use, which is the wall time the run cannot
+beat on this machine however well its work is spread over the cores; the share of the machine's CPU time that
+the hypervisor gave to others meanwhile (``steal``, from ``/proc/stat``; 0 on bare metal); and the load before
+the round. Then the seconds of every scoring job (from its ``job.json``: whole seconds) and of the Best-of-N
+steps (from ``bon/run.json``); the rest is start-up, model loads and the notebooks.
+
+    python bench/report_time.py
+    python bench/report_time.py --repeat 2
+    python bench/report_time.py -- --bon-n 0          # arguments after -- go to prb report
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from prb_utils.models.device import cpu_threads
+
+
+def cpu_times() -> tuple[float, float]:
+    """(all CPU time, stolen CPU time) of the machine so far, in clock ticks (``/proc/stat``; zeros elsewhere)."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return 0.0, 0.0
+    steal = fields[7] if len(fields) > 7 else 0
+    return float(sum(fields[:8])), float(steal)
+
+
+def children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def job_seconds(results: Path) -> list[tuple[str, float]]:
+    """(``model [profile]``, seconds from started to finished) of every scoring job of a store, in run order."""
+    jobs = []
+    for path in sorted(results.glob("jobs/*/job.json")):
+        meta = json.loads(path.read_text())
+        started, finished = (meta.get("run") or {}).get("started"), meta.get("finished")
+        if started and finished:
+            seconds = (datetime.fromisoformat(finished) - datetime.fromisoformat(started)).total_seconds()
+            jobs.append((started, f"{meta['model']} [{meta['profile']}]", seconds))
+    return [(label, seconds) for _, label, seconds in sorted(jobs)]
+
+
+def one_round(data: str, extra: list[str]) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="prb-report-time-") as tmp:
+        results, reports = Path(tmp) / "results", Path(tmp) / "reports"
+        command = [sys.executable, "-m", "prb_utils", "report", "--data", data, "--results", str(results),
+                   "--out", str(reports), "--no-progress", *extra]
+        env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
+        load = os.getloadavg()[0]
+        cpu_before, (all_before, steal_before) = children_cpu_seconds(), cpu_times()
+        started = time.perf_counter()
+        done = subprocess.run(command, env=env, capture_output=True, text=True)
+        wall = time.perf_counter() - started
+        cpu = children_cpu_seconds() - cpu_before
+        all_after, steal_after = cpu_times()
+        if done.returncode != 0:
+            sys.exit(f"prb report failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
+        bon_file = results / "bon" / "run.json"
+        bon = json.loads(bon_file.read_text()).get("timings_s", {}) if bon_file.exists() else {}
+        ticks = all_after - all_before
+        return {"wall": wall, "cpu": cpu, "load": load, "jobs": job_seconds(results), "bon": bon,
+                "steal": 100 * (steal_after - steal_before) / ticks if ticks else 0.0}
+
+
+def show(number: int, found: dict[str, Any], cores: int) -> None:
+    print(f"\nround {number}: load before {found['load']:.2f}")
+    for label, seconds in found["jobs"]:
+        print(f"  {label:<34} {seconds:6.0f} s")
+    for step, seconds in found["bon"].items():
+        print(f"  {'Best-of-N ' + step:<34} {seconds:6.1f} s")
+    accounted = sum(s for _, s in found["jobs"]) + sum(found["bon"].values())
+    print(f"  {'the rest (start-up, loads, notebooks)':<34} {found['wall'] - accounted:6.0f} s")
+    print(f"  wall {found['wall']:.1f} s ({found['wall'] / 60:.2f} min); CPU {found['cpu']:.1f} s; "
+          f"CPU / {cores} cores {found['cpu'] / cores:.1f} s; steal {found['steal']:.1f}%")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", default="sample", help="benchmark source (default: sample)")
+    parser.add_argument("--repeat", type=int, default=1, help="fresh reports to time, one after the other")
+    parser.add_argument("extra", nargs="*", help="arguments for prb report (after --)")
+    args = parser.parse_args()
+    cores = cpu_threads()
+    print(f"fresh prb report --data {args.data} {' '.join(args.extra)}".rstrip() + f" on {cores} CPUs")
+    rounds = [one_round(args.data, args.extra) for _ in range(args.repeat)]
+    for number, found in enumerate(rounds, 1):
+        show(number, found, cores)
+    if len(rounds) > 1:
+        walls = sorted(r["wall"] for r in rounds)
+        print(f"\nwall: {', '.join(f'{w:.1f}' for w in walls)} s (median {walls[len(walls) // 2]:.1f} s)")
+
+
+if __name__ == "__main__":
+    main()
