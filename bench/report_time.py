@@ -19,15 +19,18 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from prb_utils.models.device import cpu_threads
+from prb_utils.store import load_run_metadata
 
 
 def cpu_times() -> tuple[float, float]:
@@ -47,14 +50,10 @@ def children_cpu_seconds() -> float:
 
 def job_seconds(results: Path) -> list[tuple[str, float]]:
     """(``model [profile]``, seconds from started to finished) of every scoring job of a store, in run order."""
-    jobs = []
-    for path in sorted(results.glob("jobs/*/job.json")):
-        meta = json.loads(path.read_text())
-        started, finished = (meta.get("run") or {}).get("started"), meta.get("finished")
-        if started and finished:
-            seconds = (datetime.fromisoformat(finished) - datetime.fromisoformat(started)).total_seconds()
-            jobs.append((started, f"{meta['model']} [{meta['profile']}]", seconds))
-    return [(label, seconds) for _, label, seconds in sorted(jobs)]
+    jobs = load_run_metadata(results).dropna(subset=["started", "finished"]).sort_values(["started", "model"])
+    seconds = pd.to_datetime(jobs["finished"]) - pd.to_datetime(jobs["started"])
+    labels = jobs["model"] + " [" + jobs["profile"] + "]"
+    return list(zip(labels, seconds.dt.total_seconds(), strict=True))
 
 
 def one_round(data: str, extra: list[str]) -> dict[str, Any]:
@@ -82,11 +81,11 @@ def one_round(data: str, extra: list[str]) -> dict[str, Any]:
 def show(number: int, found: dict[str, Any], cores: int) -> None:
     print(f"\nround {number}: load before {found['load']:.2f}")
     for label, seconds in found["jobs"]:
-        print(f"  {label:<34} {seconds:6.0f} s")
+        print(f"  {label:<38} {seconds:6.0f} s")
     for step, seconds in found["bon"].items():
-        print(f"  {'Best-of-N ' + step:<34} {seconds:6.1f} s")
+        print(f"  {'Best-of-N ' + step:<38} {seconds:6.1f} s")
     accounted = sum(s for _, s in found["jobs"]) + sum(found["bon"].values())
-    print(f"  {'the rest (start-up, loads, notebooks)':<34} {found['wall'] - accounted:6.0f} s")
+    print(f"  {'the rest (start-up, loads, notebooks)':<38} {found['wall'] - accounted:6.0f} s")
     print(f"  wall {found['wall']:.1f} s ({found['wall'] / 60:.2f} min); CPU {found['cpu']:.1f} s; "
           f"CPU / {cores} cores {found['cpu'] / cores:.1f} s; steal {found['steal']:.1f}%")
 
@@ -104,7 +103,7 @@ def main() -> None:
         show(number, found, cores)
     if len(rounds) > 1:
         walls = sorted(r["wall"] for r in rounds)
-        print(f"\nwall: {', '.join(f'{w:.1f}' for w in walls)} s (median {walls[len(walls) // 2]:.1f} s)")
+        print(f"\nwall: {', '.join(f'{w:.1f}' for w in walls)} s (median {statistics.median(walls):.1f} s)")
 
 
 if __name__ == "__main__":
