@@ -22,8 +22,9 @@ import math
 import os
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
@@ -41,21 +42,40 @@ TARGET_CHUNK_SECONDS = 5.0
 ABORT_AFTER_FAILURES = 8  # consecutive pairs that raise even when scored alone
 
 
-@dataclass(frozen=True)
 class _Pair:
-    """One pair as scored in one job: identity, metadata, model input and its hash."""
+    """One pair as scored in one job: identity, metadata, and its RM input and hash, built on first use.
 
-    subset: str
-    id: str
-    category: str
-    prompt: str
-    chosen: str
-    rejected: str
-    hash: str
+    The RM input (retrieval for ``top{K}``) and its hash are built lazily: a fresh job needs neither before
+    its pairs are scored, so they are built in the scorer's preparing thread while the device runs the
+    chunk before (a stored row's pair builds its hash at once, to be checked against the store)."""
+
+    __slots__ = ("subset", "id", "category", "chosen", "rejected", "_record", "_condition", "_retriever",
+                 "_prompt", "_hash")
+
+    def __init__(self, record: Mapping[str, Any], condition: str, retriever: Callable[..., list[int]] | None) -> None:
+        self.subset, self.id = str(record["subset"]), str(record["id"])
+        self.category = str(record.get("category") or "")
+        self.chosen, self.rejected = record["chosen"], record["rejected"]
+        self._record, self._condition, self._retriever = record, condition, retriever
+        self._prompt: str | None = None
+        self._hash: str | None = None
 
     @property
     def key(self) -> str:
         return f"{self.subset}/{self.id}"
+
+    @property
+    def prompt(self) -> str:
+        if self._prompt is None:
+            self._prompt = _user_message(self._record, self._condition, self._retriever)
+        return self._prompt
+
+    @property
+    def hash(self) -> str:
+        if self._hash is None:
+            self._hash = pair_hash(self.subset, self.id, self.prompt, self.chosen, self.rejected,
+                                   category=self.category)
+        return self._hash
 
 
 # ------------------------------------------------------------------------------------------ outcomes
@@ -228,23 +248,11 @@ def _load_model(spec: str, **options: Any) -> Any:
 def _build_pairs(
     records: list[dict[str, Any]], condition: str, retriever: Callable[..., list[int]] | None
 ) -> list[_Pair]:
-    pairs = []
-    for row in records:
-        subset, item_id = str(row["subset"]), str(row["id"])
-        prompt = _user_message(row, condition, retriever)
-        pairs.append(
-            _Pair(
-                subset=subset,
-                id=item_id,
-                category=str(row.get("category") or ""),
-                prompt=prompt,
-                chosen=row["chosen"],
-                rejected=row["rejected"],
-                hash=pair_hash(subset, item_id, prompt, row["chosen"], row["rejected"],
-                               category=str(row.get("category") or "")),
-            )
-        )
-    return pairs
+    return [_Pair(row, condition, retriever) for row in records]
+
+
+def _pair_hashes(pairs: Sequence[_Pair]) -> dict[str, str]:
+    return {p.key: p.hash for p in pairs}
 
 
 # ------------------------------------------------------------------------------------------ scoring
@@ -291,20 +299,29 @@ def _failed_row(pair: _Pair, exc: BaseException, *, job: str, spec: str, kind: s
     }
 
 
-def _score_once(model: Any, pairs: Sequence[_Pair]) -> list[Any]:
-    scores = list(model.score_pairs([_pair_input(p.key, p.prompt, p.chosen, p.rejected) for p in pairs]))
+def _inputs(pairs: Sequence[_Pair]) -> list[Any]:
+    return [_pair_input(p.key, p.prompt, p.chosen, p.rejected) for p in pairs]
+
+
+def _score_once(model: Any, pairs: Sequence[_Pair], prepared: Future | None = None) -> list[Any]:
+    if prepared is not None:
+        scores = list(model.run(prepared.result()))   # the prepare's own error, if any, is raised here
+    else:
+        scores = list(model.score_pairs(_inputs(pairs)))
     if len(scores) != len(pairs):
         raise RuntimeError(f"the adapter returned {len(scores)} scores for {len(pairs)} pairs")
     return scores
 
 
-def score_chunk(model: Any, pairs: Sequence[_Pair], **labels: str) -> tuple[list[dict[str, Any]], list[Exception]]:
+def score_chunk(model: Any, pairs: Sequence[_Pair], *, prepared: Future | None = None,
+                **labels: str) -> tuple[list[dict[str, Any]], list[Exception]]:
     """Rows for one chunk, plus one entry per pair (None or its exception) when the chunk call failed.
 
+    ``prepared``: the future of ``model.prepare(pairs)`` when the host work ran ahead (see :class:`_Prefetcher`).
     On an adapter error, every pair is tried alone and pairs that still raise become ``failed`` invalid rows.
     """
     try:
-        return [_row(p, s, **labels) for p, s in zip(pairs, _score_once(model, pairs), strict=True)], []
+        return [_row(p, s, **labels) for p, s in zip(pairs, _score_once(model, pairs, prepared), strict=True)], []
     except Exception as chunk_error:
         if getattr(chunk_error, "fatal", False):  # the engine is gone (not this chunk's fault): stop the run
             raise
@@ -321,6 +338,38 @@ def score_chunk(model: Any, pairs: Sequence[_Pair], **labels: str) -> tuple[list
             errors.append(exc)
             rows.append(_failed_row(pair, exc, **labels))
     return rows, errors
+
+
+class _Prefetcher:
+    """Runs ``model.prepare`` (tokens, truncation, batch plan; for a server engine, the requests) for the
+    next chunks in worker threads while the current chunk runs on the device, so the device never waits for
+    the host. Models without ``prepare``/``run`` (baselines, plain ``score_pairs`` objects) are scored
+    whole, in the main thread. ``model.prefetch`` (default 1) chunks are prepared ahead."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.ahead = max(1, int(getattr(model, "prefetch", 1))) if _splits(model) else 0
+        self.pool = ThreadPoolExecutor(self.ahead, thread_name_prefix="prb-prepare") if self.ahead else None
+        if callable(getattr(model, "resume", None)):
+            model.resume()
+
+    def submit(self, pairs: Sequence[_Pair]) -> Future | None:
+        if self.pool is None:
+            return None
+        return self.pool.submit(lambda: self.model.prepare(_inputs(pairs)))   # RM inputs built there too
+
+    def close(self, *, stopped: bool = False) -> None:
+        """Stop preparing; ``stopped`` (Ctrl-C, an error): a model that can (a server engine) also stops the
+        requests of the chunks prepared ahead. A chunk being tokenized finishes in its thread."""
+        if self.pool is None:
+            return
+        if stopped and callable(getattr(self.model, "cancel", None)):
+            self.model.cancel()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _splits(model: Any) -> bool:
+    return callable(getattr(model, "prepare", None)) and callable(getattr(model, "run", None))
 
 
 def _next_chunk_size(current: int, seconds: float, n_pairs: int) -> int:
@@ -401,32 +450,55 @@ def _run_job(
 
     model = lazy.get()
     meta = store.metadata() or {**store.description, "key": store.key, "created": now()}
-    meta.update(finished=None, updated=now(), n_pairs=run["n_pairs"], data_fingerprint=run["data_fingerprint"])
-    meta["pairs"] = {**(meta.get("pairs") or {}), **run["pairs"]}
+    meta.update(finished=None, updated=now(), n_pairs=run["n_pairs"])
     meta["run"] = {**run["options"], **_model_metadata(model), **package_versions(), "started": now()}
     store.write_metadata(meta)
 
     size = chunk_size or FIRST_CHUNK
     bar = tqdm(total=len(todo), unit="pairs", desc=f"{labels['spec']} [{labels['profile']}]",
                disable=not progress, file=sys.stderr, dynamic_ncols=True)
-    done = streak = 0
+    prefetch = _Prefetcher(model)
+    writer = ThreadPoolExecutor(1, thread_name_prefix="prb-write")   # rows reach the store while the next chunk runs
+    pending: deque[tuple[list[_Pair], Future | None]] = deque()
+    written: Future | None = None
+    queued = streak = 0
+
+    def schedule() -> None:
+        nonlocal queued
+        while queued < len(todo) and len(pending) <= prefetch.ahead:
+            chunk = todo[queued : queued + size]
+            queued += len(chunk)
+            pending.append((chunk, prefetch.submit(chunk)))
+
+    stopped = True
     try:
-        while done < len(todo):
-            chunk = todo[done : done + size]
+        schedule()
+        while pending:
+            chunk, prepared = pending.popleft()
+            schedule()   # the chunks after this one are prepared while it runs
             started = time.perf_counter()
-            rows, errors = score_chunk(model, chunk, **labels)
-            store.write_part(pd.DataFrame(rows))
-            done += len(chunk)
+            rows, errors = score_chunk(model, chunk, prepared=prepared, **labels)
+            seconds = time.perf_counter() - started
+            if written is not None:
+                written.result()   # one write at a time, in order; a failed write stops the run here
+            written = writer.submit(store.write_part, pd.DataFrame(rows))
             bar.update(len(chunk))
             for error in errors or [None]:
                 streak = streak + 1 if error is not None else 0
                 if streak >= ABORT_AFTER_FAILURES:
                     raise error  # a broken model, not a bad pair (the failed pairs are retried next run)
             if chunk_size is None:
-                size = _next_chunk_size(size, time.perf_counter() - started, len(chunk))
+                size = _next_chunk_size(size, seconds, len(chunk))
+        stopped = False
     finally:
+        prefetch.close(stopped=stopped)
+        writer.shutdown(wait=True)   # every chunk scored is in the store, even after Ctrl-C or an error
         bar.close()
+    if written is not None:
+        written.result()
 
+    meta["pairs"] = {**(meta.get("pairs") or {}), **_pair_hashes(run["pairs"])}   # every RM input is built now
+    meta["data_fingerprint"] = run["data_fingerprint"].result()
     meta["run"].update(_model_metadata(model))  # again: adapters report counters (cumulative per model)
     meta["run"]["n_scored"] = len(todo)
     _finish_job(store, meta)
@@ -467,8 +539,8 @@ def _finish_unfinished(store: JobStore, run: dict[str, Any]) -> None:
     meta = store.metadata() or {**store.description, "key": store.key, "created": now()}
     if meta.get("finished"):
         return  # another process finished it meanwhile
-    meta.update(n_pairs=run["n_pairs"], data_fingerprint=run["data_fingerprint"])
-    meta["pairs"] = {**(meta.get("pairs") or {}), **run["pairs"]}
+    meta.update(n_pairs=run["n_pairs"], data_fingerprint=run["data_fingerprint"].result())
+    meta["pairs"] = {**(meta.get("pairs") or {}), **_pair_hashes(run["pairs"])}
     _finish_job(store, meta)
 
 
@@ -510,7 +582,10 @@ def score_benchmark(
     from prb_utils.data import data_fingerprint
 
     records = data.to_dict("records")
-    fingerprint = data_fingerprint(data) if len(data) else None
+    # hashing every record takes seconds at full size: it runs beside the scoring, and is kept at the job's end
+    hashing = ThreadPoolExecutor(1, thread_name_prefix="prb-fingerprint")
+    fingerprint = hashing.submit(data_fingerprint, data) if len(data) else _done(None)
+    hashing.shutdown(wait=False)
     conditions = list(dict.fromkeys(_condition_name(c) for c in profiles))
     retriever_name = retriever or "bm25"
     find_posts = _retriever(retriever_name, seed) if any(c.startswith("top") for c in conditions) else None
@@ -541,7 +616,7 @@ def score_benchmark(
                                        "fingerprint": model_fp})
                 pairs = pairs_by_condition[condition]
                 labels = {"job": store.key, "spec": spec, "kind": kind, "profile": condition}
-                run = {"n_pairs": len(pairs), "data_fingerprint": fingerprint, "pairs": {p.key: p.hash for p in pairs},
+                run = {"n_pairs": len(pairs), "data_fingerprint": fingerprint, "pairs": pairs,
                        "options": {"device": device, "dtype": dtype, "batch_tokens": batch_tokens, "seed": seed,
                                    **engine_run}}
                 if _missing(store, pairs):
@@ -564,9 +639,16 @@ def score_benchmark(
     return tidy_rows(pd.concat(frames, ignore_index=True))
 
 
+def _done(value: Any) -> Future:
+    future: Future = Future()
+    future.set_result(value)
+    return future
+
+
 def _missing(store: JobStore, pairs: Sequence[_Pair]) -> list[_Pair]:
+    """The pairs without a stored row of the same RM input (a pair with no row is not built here)."""
     done = store.done()
-    return [p for p in pairs if done.get((p.subset, p.id)) != p.hash]
+    return [p for p in pairs if (held := done.get((p.subset, p.id))) is None or held != p.hash]
 
 
 def _resolve_models(models: Sequence[Any]) -> list[tuple[Any, str, str]]:

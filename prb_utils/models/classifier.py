@@ -13,11 +13,12 @@ LM, a bare encoder) is refused unless ``allow_untrained_head`` (the ``minilm`` a
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from prb_utils.models.base import ModelSpec, PairInput, PairScore
 from prb_utils.models.batching import BudgetBatcher, pad_right
-from prb_utils.models.hf import HFAdapter, fit_user_message, nonfinite_reason
+from prb_utils.models.hf import HFAdapter, fitted, nonfinite_reason
 from prb_utils.models.lm import DecoderRunner, Group
 from prb_utils.models.prompts import render_chat
 
@@ -30,6 +31,31 @@ def head_score(logits: Any) -> list[float]:
     if logits.shape[-1] == 1:
         return logits[:, 0].tolist()
     return torch.softmax(logits, dim=-1)[:, -1].tolist()
+
+
+def float32_head(head: Any, hidden: Any) -> Any:
+    """The classification head applied in float32, whatever the model's dtype: in bfloat16 two close logits
+    round to one value (a false tie), so the final hidden states and the head's weights are promoted first.
+
+    >>> import torch
+    >>> head = torch.nn.Linear(2, 1, bias=False, dtype=torch.bfloat16)
+    >>> _ = head.weight.data.fill_(1)
+    >>> hidden = torch.tensor([[256.0, 1.0], [256.0, 0.0]], dtype=torch.bfloat16)
+    >>> head(hidden)[:, 0].tolist(), float32_head(head, hidden)[:, 0].tolist()
+    ([256.0, 256.0], [257.0, 256.0])
+    """
+    import torch
+
+    bias = getattr(head, "bias", None)
+    return torch.nn.functional.linear(hidden.float(), head.weight.float(), None if bias is None else bias.float())
+
+
+@dataclass
+class _Prepared:
+    """A chunk's host work: token ids and truncation per pair, and the decoder's batch plan."""
+
+    sequences: list[tuple[list[list[int]], bool]]
+    plan: Any = None
 
 
 class ClassifierRM(HFAdapter):
@@ -56,42 +82,56 @@ class ClassifierRM(HFAdapter):
         self.tokens_computed = 0
 
     def _sequences(self, pair: PairInput) -> tuple[list[list[int]], bool]:
+        """One pair's token ids, fitted to the model's length (the user message cut from the left)."""
         def build(user: str) -> list[list[int]]:
-            return [self.encode(render_chat(self.tokenizer, user, r)) for r in (pair.chosen, pair.rejected)]
+            return self.encode_many([render_chat(self.tokenizer, user, r) for r in (pair.chosen, pair.rejected)])
 
-        user, truncated = fit_user_message(self.tokenizer, pair.prompt, lambda u: max(map(len, build(u))),
-                                           self.max_length)
-        seqs = build(user)
+        _, seqs, truncated = fitted(self.tokenizer, pair.prompt, build, lambda s: max(map(len, s)), self.max_length)
         if any(len(s) > self.max_length for s in seqs):
             seqs = [s[: self.max_length] for s in seqs]
             truncated = True
         return seqs, truncated
 
-    def score_pairs(self, pairs: Sequence[PairInput]) -> list[PairScore]:
-        prepared = [self._sequences(p) for p in pairs]
+    def _sequences_many(self, pairs: Sequence[PairInput]) -> list[tuple[list[list[int]], bool]]:
+        """:meth:`_sequences` of every pair: one batch call of the tokenizer for all, and the fitting loop
+        only for the pairs that are too long."""
+        texts = [render_chat(self.tokenizer, p.prompt, r) for p in pairs for r in (p.chosen, p.rejected)]
+        ids = self.encode_many(texts)
+        out = []
+        for i, pair in enumerate(pairs):
+            seqs = ids[2 * i : 2 * i + 2]
+            out.append((seqs, False) if max(map(len, seqs)) <= self.max_length else self._sequences(pair))
+        return out
+
+    def _prepare(self, pairs: Sequence[PairInput]) -> _Prepared:
+        """Host work of a chunk: token ids of every pair and, for a decoder, the batch plan."""
+        sequences = self._sequences_many(pairs)
+        return _Prepared(sequences, self._plan([s for s, _ in sequences]))
+
+    def _plan(self, seqs: list[list[list[int]]]) -> Any:
+        if not self.decoder_head:
+            return None
+        return self.runner.prepare([Group(tuple(s), tuple(len(x) - 1 for x in s)) for s in seqs])
+
+    def run(self, prepared: _Prepared) -> list[PairScore]:
         if self.decoder_head:
-            values = self._decoder_scores([s for s, _ in prepared])
+            values = self.runner.hidden(prepared.plan, reduce=self._head)
         else:
-            flat = [s for seqs, _ in prepared for s in seqs]
+            flat = [s for seqs, _ in prepared.sequences for s in seqs]
             out = self.batcher.map(self._encoder_batch, flat, [len(s) for s in flat])
-            values = [(out[2 * i], out[2 * i + 1]) for i in range(len(prepared))]
+            values = [(out[2 * i], out[2 * i + 1]) for i in range(len(prepared.sequences))]
         scores = []
-        for (seqs, truncated), (chosen, rejected) in zip(prepared, values, strict=True):
+        for (seqs, truncated), (chosen, rejected) in zip(prepared.sequences, values, strict=True):
             self.n_truncated += int(truncated)
             scores.append(PairScore(chosen, rejected, nonfinite_reason(chosen, rejected),
                                     {"truncated": truncated, "n_tokens": sum(len(s) for s in seqs)}))
-        self.n_pairs += len(pairs)
+        self.n_pairs += len(prepared.sequences)
         return scores
-
-    def _decoder_scores(self, seqs: list[list[list[int]]]) -> list[tuple[float, float]]:
-        groups = [Group(tuple(map(tuple, s)), tuple(len(x) - 1 for x in s)) for s in seqs]
-        return self.runner.hidden(groups, reduce=self._head)
 
     def _head(self, group: Group, hidden: list[Any]) -> tuple[float, float]:
         import torch
 
-        last = torch.stack([h[-1] for h in hidden])
-        values = head_score(self.model.score(last.to(self.model.score.weight.dtype)))
+        values = head_score(float32_head(self.model.score, torch.stack([h[-1] for h in hidden])))
         return values[0], values[1]
 
     def _encoder_batch(self, seqs: list[list[int]]) -> list[float]:

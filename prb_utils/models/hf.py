@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -188,18 +190,30 @@ def encode_ids(tokenizer: Any, text: str, *, mode: str, specials: tuple[list[int
     ``tokenizer(text)`` gives them), ``never`` (``add_special_tokens=False``) or ``auto`` (add the tokenizer's
     leading/trailing tokens unless the text's own ids already begin/end with them, so a template that writes
     its BOS gets exactly one). ``continued``: the model continues this text (a prompt), so no trailing tokens."""
+    return encode_many(tokenizer, [text], mode=mode, specials=specials, continued=continued)[0]
+
+
+def encode_many(tokenizer: Any, texts: Sequence[str], *, mode: str, specials: tuple[list[int], list[int]],
+                continued: bool = False) -> list[list[int]]:
+    """:func:`encode_ids` of every text, in one batch call of the tokenizer (a fast tokenizer encodes the
+    batch in Rust, without a Python call per text)."""
+    if not texts:
+        return []
     if mode == "always" and not continued:
-        return list(tokenizer(text, add_special_tokens=True)["input_ids"])
-    ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+        return [list(ids) for ids in tokenizer(list(texts), add_special_tokens=True)["input_ids"]]
+    found = [list(ids) for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
     if mode == "never":
-        return ids
+        return found
     prefix, suffix = specials
     suffix = [] if continued else suffix
     if mode == "always":
-        return prefix + ids + suffix
-    head = [] if prefix and ids[: len(prefix)] == prefix else prefix
-    tail = [] if suffix and ids[-len(suffix):] == suffix else suffix
-    return head + ids + tail
+        return [prefix + ids + suffix for ids in found]
+    out = []
+    for ids in found:
+        head = [] if prefix and ids[: len(prefix)] == prefix else prefix
+        tail = [] if suffix and ids[-len(suffix):] == suffix else suffix
+        out.append(head + ids + tail)
+    return out
 
 
 def encode(tokenizer: Any, text: str, *, continued: bool = False) -> list[int]:
@@ -231,6 +245,15 @@ def fit_user_message(tokenizer: Any, user: str, count: Callable[[str], int], max
             return candidate, True
         drop += max(1, n - max_length)
     return "", True
+
+
+def fitted(tokenizer: Any, user: str, build: Callable[[str], Any], length: Callable[[Any], int],
+           max_length: int) -> tuple[str, Any, bool]:
+    """``(user message, build(user message), truncated)`` for the message :func:`fit_user_message` keeps,
+    building each candidate message once (``length`` measures a built value)."""
+    build = lru_cache(maxsize=4)(build)
+    user, truncated = fit_user_message(tokenizer, user, lambda u: length(build(u)), max_length)
+    return user, build(user), truncated
 
 
 def nonfinite_reason(*values: float) -> str | None:
@@ -266,6 +289,7 @@ class HFAdapter:
         self.model: Any = None
         self.max_length = MAX_LENGTH_FALLBACK
         self._specials: tuple[list[int], list[int]] | None = None
+        self.tokenizer_lock = threading.RLock()
 
     def special_mode(self) -> str:
         """How :meth:`encode` treats special tokens (see :func:`encode_ids`): the fallback format always takes
@@ -279,10 +303,31 @@ class HFAdapter:
 
     def encode(self, text: str, *, continued: bool = False) -> list[int]:
         """Token ids of a rendered RM input (``continued``: a prompt the model goes on from)."""
+        return self.encode_many([text], continued=continued)[0]
+
+    def encode_many(self, texts: Sequence[str], *, continued: bool = False) -> list[list[int]]:
+        """:meth:`encode` of every text in one batch call of the tokenizer."""
         if self._specials is None:
             self._specials = special_token_ids(self.tokenizer)
-        return encode_ids(self.tokenizer, text, mode=self.special_mode(), specials=self._specials,
-                          continued=continued)
+        return encode_many(self.tokenizer, texts, mode=self.special_mode(), specials=self._specials,
+                           continued=continued)
+
+    def score_pairs(self, pairs: Sequence[Any]) -> list[Any]:
+        """Scores of ``pairs``: :meth:`run` of :meth:`prepare`. The scorer calls the two apart, so that the
+        host work of the next chunk (tokens, batch plan) overlaps with the device work of this one."""
+        return self.run(self.prepare(pairs))
+
+    def prepare(self, pairs: Sequence[Any]) -> Any:
+        """The host work of scoring ``pairs`` (token ids, truncation, batch plan), safe to run in another
+        thread while :meth:`run` computes an earlier chunk: it holds the tokenizer's lock."""
+        with self.tokenizer_lock:
+            return self._prepare(pairs)
+
+    def _prepare(self, pairs: Sequence[Any]) -> Any:   # pragma: no cover - every adapter defines it
+        raise NotImplementedError
+
+    def run(self, prepared: Any) -> list[Any]:   # pragma: no cover - every adapter defines it
+        raise NotImplementedError
 
     def _model_kwargs(self) -> dict[str, Any]:
         p = self.placement

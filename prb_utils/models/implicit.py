@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from prb_utils.models.base import ModelSpec, PairInput, PairScore
 from prb_utils.models.batching import BudgetBatcher
-from prb_utils.models.hf import HFAdapter, fit_user_message, nonfinite_reason
+from prb_utils.models.hf import HFAdapter, fitted, nonfinite_reason
 from prb_utils.models.lm import DecoderRunner, Group, token_logprobs
 from prb_utils.models.prompts import render_chat
+
+
+@dataclass
+class _Prepared:
+    """A chunk's host work: per pair the token ids, first response tokens and truncation; the batch plan."""
+
+    sequences: list[tuple[list[list[int]], list[int], bool]]
+    plan: Any = None
 
 
 class ImplicitRM(HFAdapter):
@@ -39,39 +48,59 @@ class ImplicitRM(HFAdapter):
 
     # ------------------------------------------------------------------ tokens
 
-    def _response_ids(self, user: str, prompt_text: str, response: str) -> tuple[list[int], int]:
-        """Tokens after the prompt up to the response's end, and the index of the first response token."""
+    def _response_span(self, user: str, prompt_text: str, response: str) -> tuple[str, int]:
+        """The text after the prompt up to the response's end, and where the response starts in it."""
         full = render_chat(self.tokenizer, user, response)
         suffix = full[len(prompt_text):] if full.startswith(prompt_text) else response
         body = response.strip() or response
         start = suffix.find(body)
         if start < 0:
-            start, end = 0, len(suffix)
-        else:
-            end = start + len(body)
-        enc = self.tokenizer(suffix[:end], add_special_tokens=False, return_offsets_mapping=True)
-        ids = list(enc["input_ids"])
-        first = next((i for i, (_, e) in enumerate(enc["offset_mapping"]) if e > start), len(ids))
-        return ids, first
+            return suffix, 0
+        return suffix[: start + len(body)], start
+
+    def _response_ids_many(self, spans: Sequence[tuple[str, int]]) -> list[tuple[list[int], int]]:
+        """Per span (:meth:`_response_span`), its token ids and the index of the first response token, in one
+        batch call of the tokenizer."""
+        if not spans:
+            return []
+        enc = self.tokenizer([text for text, _ in spans], add_special_tokens=False, return_offsets_mapping=True)
+        out = []
+        for (_, start), ids, offsets in zip(spans, enc["input_ids"], enc["offset_mapping"], strict=True):
+            first = next((i for i, (_, e) in enumerate(offsets) if e > start), len(ids))
+            out.append((list(ids), first))
+        return out
+
+    def _response_ids(self, user: str, prompt_text: str, response: str) -> tuple[list[int], int]:
+        """Tokens after the prompt up to the response's end, and the index of the first response token."""
+        return self._response_ids_many([self._response_span(user, prompt_text, response)])[0]
+
+    def _build_many(self, users: Sequence[str], pairs: Sequence[PairInput]) -> list[tuple[list[list[int]], list[int]]]:
+        """Token ids of chosen and rejected after each user message, and the first response token of each."""
+        prompts = [render_chat(self.tokenizer, user) for user in users]
+        prompt_ids = self.encode_many(prompts, continued=True)
+        spans = [self._response_span(user, text, r) for user, text, p in zip(users, prompts, pairs, strict=True)
+                 for r in (p.chosen, p.rejected)]
+        responses = self._response_ids_many(spans)
+        out = []
+        for i, ids in enumerate(prompt_ids):
+            (a, first_a), (b, first_b) = responses[2 * i], responses[2 * i + 1]
+            out.append(([ids + a, ids + b], [len(ids) + first_a, len(ids) + first_b]))
+        return out
 
     def _sequences(self, pair: PairInput) -> tuple[list[list[int]], list[int], bool]:
-        def build(user: str) -> tuple[list[list[int]], list[int]]:
-            prompt_text = render_chat(self.tokenizer, user)
-            prompt_ids = self.encode(prompt_text, continued=True)
-            seqs, firsts = [], []
-            for response in (pair.chosen, pair.rejected):
-                ids, first = self._response_ids(user, prompt_text, response)
-                seqs.append(prompt_ids + ids)
-                firsts.append(len(prompt_ids) + first)
-            return seqs, firsts
-
-        user, truncated = fit_user_message(self.tokenizer, pair.prompt, lambda u: max(map(len, build(u)[0])),
-                                           self.max_length)
-        seqs, firsts = build(user)
+        """One pair's token ids and first response tokens, fitted to the model's length."""
+        _, (seqs, firsts), truncated = fitted(self.tokenizer, pair.prompt, lambda u: self._build_many([u], [pair])[0],
+                                              lambda built: max(map(len, built[0])), self.max_length)
         if any(len(s) > self.max_length for s in seqs):  # the responses alone are too long: cut their ends
             seqs = [s[: self.max_length] for s in seqs]
             truncated = True
         return seqs, firsts, truncated
+
+    def _sequences_many(self, pairs: Sequence[PairInput]) -> list[tuple[list[list[int]], list[int], bool]]:
+        """:meth:`_sequences` of every pair, tokenized in batch calls; the fitting loop only for long pairs."""
+        built = self._build_many([p.prompt for p in pairs], pairs)
+        return [(seqs, firsts, False) if max(map(len, seqs)) <= self.max_length else self._sequences(pair)
+                for pair, (seqs, firsts) in zip(pairs, built, strict=True)]
 
     # ------------------------------------------------------------------ scoring
 
@@ -86,24 +115,35 @@ class ImplicitRM(HFAdapter):
             out.append((float(logp.mean()), len(targets)))
         return out
 
-    def score_pairs(self, pairs: Sequence[PairInput]) -> list[PairScore]:
-        prepared = [self._sequences(p) for p in pairs]
-        groups = [Group(tuple(map(tuple, seqs)), tuple(max(0, f - 1) for f in firsts))
-                  for seqs, firsts, _ in prepared]
-        results = self.runner.hidden(groups, reduce=self._mean_logprobs)
+    def _prepare(self, pairs: Sequence[PairInput]) -> _Prepared:
+        """Host work of a chunk: token ids and response spans of every pair, and the batch plan."""
+        sequences = self._sequences_many(pairs)
+        groups = [Group(tuple(seqs), tuple(max(0, f - 1) for f in firsts)) for seqs, firsts, _ in sequences]
+        return _Prepared(sequences, self._plan(groups))
+
+    def _plan(self, groups: list[Group]) -> Any:
+        return self.runner.prepare(groups)
+
+    def run(self, prepared: _Prepared) -> list[PairScore]:
+        results = self.runner.hidden(prepared.plan, reduce=self._mean_logprobs)
         scores = []
-        for (seqs, _, truncated), per in zip(prepared, results, strict=True):
+        for (seqs, _, truncated), per in zip(prepared.sequences, results, strict=True):
             (chosen, n_chosen), (rejected, n_rejected) = per
-            reason = nonfinite_reason(chosen, rejected) if n_chosen and n_rejected else "empty response"
-            self.n_truncated += int(truncated)
-            scores.append(PairScore(chosen, rejected, reason, {
-                "truncated": truncated, "n_tokens": sum(len(s) for s in seqs),
-                "n_response_tokens_chosen": n_chosen, "n_response_tokens_rejected": n_rejected,
-                "sum_logprob_chosen": chosen * n_chosen if n_chosen else math.nan,
-                "sum_logprob_rejected": rejected * n_rejected if n_rejected else math.nan,
-            }))
-        self.n_pairs += len(pairs)
+            scores.append(self._pair_score(seqs, truncated, chosen, n_chosen, rejected, n_rejected))
+        self.n_pairs += len(prepared.sequences)
         return scores
+
+    def _pair_score(self, seqs: list[list[int]], truncated: bool, chosen: float, n_chosen: int, rejected: float,
+                    n_rejected: int) -> PairScore:
+        """One pair's score from the mean log-probs and response token counts of its two answers."""
+        reason = nonfinite_reason(chosen, rejected) if n_chosen and n_rejected else "empty response"
+        self.n_truncated += int(truncated)
+        return PairScore(chosen, rejected, reason, {
+            "truncated": truncated, "n_tokens": sum(len(s) for s in seqs),
+            "n_response_tokens_chosen": n_chosen, "n_response_tokens_rejected": n_rejected,
+            "sum_logprob_chosen": chosen * n_chosen if n_chosen else math.nan,
+            "sum_logprob_rejected": rejected * n_rejected if n_rejected else math.nan,
+        })
 
     def run_metadata(self) -> dict[str, Any]:
         return {**super().run_metadata(), "kv_reuse": self.kv_reuse, "oom_halvings": self.batcher.oom_halvings,

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from prb_utils.errors import PRBError
 from prb_utils.models.base import ModelSpec, PairInput, PairScore
 from prb_utils.models.batching import BudgetBatcher
-from prb_utils.models.hf import HFAdapter, fit_user_message, nonfinite_reason
+from prb_utils.models.hf import HFAdapter, fitted, nonfinite_reason
 from prb_utils.models.lm import DecoderRunner, Group, lm_logits
 from prb_utils.models.prompts import (
     fill_judge_template,
@@ -41,6 +42,14 @@ from prb_utils.schema import stable_hash
 
 MODES = ("logprob", "generate")
 MAX_NEW_TOKENS = 24
+
+
+@dataclass
+class _Prepared:
+    """A chunk's host work: both orders' token ids and truncation per pair; the batch plan (logprob mode)."""
+
+    sequences: list[tuple[list[list[int]], bool]]
+    plan: Any = None
 
 
 def letter_ids(tokenizer: Any, letter: str) -> list[int]:
@@ -95,33 +104,58 @@ class JudgeRM(HFAdapter):
         text = render_chat(self.tokenizer, user, system=self.template.system)
         return with_answer_prefix(text) if self.mode == "logprob" else text
 
-    def _sequences(self, pair: PairInput) -> tuple[list[list[int]], bool]:
-        def build(question: str) -> list[list[int]]:
-            return [self.encode(self.prompt_text(question, pair.chosen, pair.rejected), continued=True),
-                    self.encode(self.prompt_text(question, pair.rejected, pair.chosen), continued=True)]
+    def _room(self) -> int:
+        return self.max_length - (self.max_new_tokens if self.mode == "generate" else 0)
 
-        room = self.max_length - (self.max_new_tokens if self.mode == "generate" else 0)
-        question, truncated = fit_user_message(self.tokenizer, pair.prompt, lambda q: max(map(len, build(q))), room)
-        seqs = build(question)
+    def _texts(self, question: str, pair: PairInput) -> list[str]:
+        return [self.prompt_text(question, pair.chosen, pair.rejected),
+                self.prompt_text(question, pair.rejected, pair.chosen)]
+
+    def _sequences(self, pair: PairInput) -> tuple[list[list[int]], bool]:
+        """One pair's two judge inputs (AB, BA) as token ids, fitted to the model's length."""
+        room = self._room()
+        _, seqs, truncated = fitted(self.tokenizer, pair.prompt,
+                                    lambda q: self.encode_many(self._texts(q, pair), continued=True),
+                                    lambda s: max(map(len, s)), room)
         if any(len(s) > room for s in seqs):  # the responses alone are too long: keep the end
             seqs = [s[-room:] for s in seqs]
             truncated = True
         return seqs, truncated
 
+    def _sequences_many(self, pairs: Sequence[PairInput]) -> list[tuple[list[list[int]], bool]]:
+        """:meth:`_sequences` of every pair, tokenized in one batch call; the fitting loop only for long pairs."""
+        ids = self.encode_many([t for p in pairs for t in self._texts(p.prompt, p)], continued=True)
+        room = self._room()
+        out = []
+        for i, pair in enumerate(pairs):
+            seqs = ids[2 * i : 2 * i + 2]
+            out.append((seqs, False) if max(map(len, seqs)) <= room else self._sequences(pair))
+        return out
+
     # ------------------------------------------------------------------ scoring
 
-    def score_pairs(self, pairs: Sequence[PairInput]) -> list[PairScore]:
-        prepared = [self._sequences(p) for p in pairs]
+    def _prepare(self, pairs: Sequence[PairInput]) -> _Prepared:
+        """Host work of a chunk: both orders' token ids of every pair and, in logprob mode, the batch plan."""
+        sequences = self._sequences_many(pairs)
+        plan = self._plan([s for s, _ in sequences]) if self.mode == "logprob" else None
+        return _Prepared(sequences, plan)
+
+    def _plan(self, seqs: list[list[list[int]]]) -> Any:
+        return self.runner.prepare([Group(tuple(s), tuple(len(x) - 1 for x in s)) for s in seqs])
+
+    def run(self, prepared: _Prepared) -> list[PairScore]:
+        n = len(prepared.sequences)
         if self.mode == "logprob":
-            p_orders, masses = self._logprob([s for s, _ in prepared])
-            answers: list[tuple[str, str]] = [("", "")] * len(pairs)
+            p_orders, masses = self._logprob(prepared.plan)
+            answers: list[tuple[str, str]] = [("", "")] * n
         else:
-            answers = self._generate([s for s, _ in prepared])
+            answers = self._generate([s for s, _ in prepared.sequences])
             p_orders = [tuple(_vote(text, chosen_letter) for text, chosen_letter in zip(pair, "AB", strict=True))
                         for pair in answers]
-            masses = [(math.nan, math.nan)] * len(pairs)
+            masses = [(math.nan, math.nan)] * n
         scores = []
-        for (seqs, truncated), (p_ab, p_ba), mass, answer in zip(prepared, p_orders, masses, answers, strict=True):
+        for (seqs, truncated), (p_ab, p_ba), mass, answer in zip(prepared.sequences, p_orders, masses, answers,
+                                                                 strict=True):
             v_ab, v_ba = verdict(p_ab), verdict(p_ba)
             score = (p_ab + p_ba) / 2
             reason = nonfinite_reason(p_ab, p_ba) if self.mode == "logprob" else None
@@ -136,12 +170,11 @@ class JudgeRM(HFAdapter):
                 extra.update(answer_ab=answer[0], answer_ba=answer[1])
             self.n_truncated += int(truncated)
             scores.append(PairScore(score, 1 - score, reason, extra))
-        self.n_pairs += len(pairs)
+        self.n_pairs += n
         return scores
 
-    def _logprob(self, seqs: list[list[list[int]]]) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
-        groups = [Group(tuple(map(tuple, s)), tuple(len(x) - 1 for x in s)) for s in seqs]
-        results = self.runner.hidden(groups, reduce=self._letter_probs)
+    def _logprob(self, plan: Any) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+        results = self.runner.hidden(plan, reduce=self._letter_probs)
         return [r[0] for r in results], [r[1] for r in results]
 
     def _letter_probs(self, group: Group, hidden: list[Any]) -> tuple[tuple[float, float], tuple[float, float]]:
@@ -176,7 +209,8 @@ class JudgeRM(HFAdapter):
             out = self.model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=False,
                                       max_new_tokens=self.max_new_tokens, pad_token_id=self.pad_id,
                                       temperature=None, top_p=None, top_k=None)
-        return self.tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)
+        with self.tokenizer_lock:   # the next chunk may be tokenizing in the scorer's other thread
+            return self.tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)
 
     def run_metadata(self) -> dict[str, Any]:
         return {**super().run_metadata(), "judge_mode": self.mode, "kv_reuse": self.kv_reuse,

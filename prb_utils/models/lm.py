@@ -31,35 +31,63 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from prb_utils.models.batching import BudgetBatcher, pad_right
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Group:
-    """Sequences sharing a prefix; ``need_from[j]`` = first position whose final hidden state is wanted."""
+    """Sequences sharing a prefix; ``need_from[j]`` = first position whose final hidden state is wanted.
 
-    seqs: tuple[tuple[int, ...], ...]
+    Token ids may be any integer sequences (tuples, lists, numpy arrays). The prefix that can run once
+    (:attr:`shared`) and the longest sequence are computed once per group, on first use.
+    """
+
+    seqs: tuple[Sequence[int], ...]
     need_from: tuple[int, ...]
+
+    @cached_property
+    def shared(self) -> int:
+        """Prefix length that can run once: common tokens, leaving every sequence at least one token of its
+        own and keeping every wanted position at or after the prefix's last token."""
+        if len(self.seqs) < 2:
+            return 0
+        n = min(common_prefix(self.seqs), min(len(s) for s in self.seqs) - 1, min(self.need_from) + 1)
+        return max(0, n)
+
+    @cached_property
+    def longest(self) -> int:
+        return max(len(s) for s in self.seqs)
+
+    @cached_property
+    def longest_continuation(self) -> int:
+        return max(len(s) for s in self.seqs) - self.shared
 
 
 def common_prefix(seqs: Sequence[Sequence[int]]) -> int:
-    first = seqs[0]
+    """Number of leading tokens all sequences share (vectorised: one comparison of arrays per sequence).
+
+    >>> common_prefix([(1, 2, 3, 4), (1, 2, 5), (1, 2, 3)])
+    2
+    """
+    import numpy as np
+
     n = min(len(s) for s in seqs)
-    i = 0
-    while i < n and all(s[i] == first[i] for s in seqs):
-        i += 1
-    return i
+    if n == 0 or len(seqs) < 2:
+        return n
+    first = np.asarray(seqs[0][:n])
+    differs = np.zeros(n, dtype=bool)
+    for s in seqs[1:]:
+        differs |= np.asarray(s[:n]) != first
+    found = np.flatnonzero(differs)
+    return int(found[0]) if found.size else n
 
 
 def shared_length(group: Group) -> int:
-    """Prefix length that can run once: common tokens, leaving every sequence at least one token of its own
-    and keeping every wanted position at or after the prefix's last token."""
-    if len(group.seqs) < 2:
-        return 0
-    n = min(common_prefix(group.seqs), min(len(s) for s in group.seqs) - 1, min(group.need_from) + 1)
-    return max(0, n)
+    """:attr:`Group.shared` (computed once per group)."""
+    return group.shared
 
 
 # Fixed cost of one forward pass, in tokens of compute. Not only Python and kernel launches: small batches use
@@ -89,10 +117,8 @@ class CostModel:
             return 0
         rows = sum(len(g.seqs) for g in groups)
         if not reuse:
-            return rows * max(len(s) for g in groups for s in g.seqs)
-        shared = [shared_length(g) for g in groups]
-        cont = max(len(s) - n for g, n in zip(groups, shared, strict=True) for s in g.seqs)
-        return len(groups) * max(shared) + rows * cont
+            return rows * max(g.longest for g in groups)
+        return len(groups) * max(g.shared for g in groups) + rows * max(g.longest_continuation for g in groups)
 
     def split_continuations(self, group: Group) -> bool:
         """Whether a group alone in a batch runs its continuations one by one on its batch-1 cache (no
@@ -145,7 +171,7 @@ class CostModel:
                 if mode:
                     n = shared_length(g)
                     return (len(g.seqs), -n, -max(len(s) - n for s in g.seqs), i)
-                return (-max(len(s) for s in g.seqs), i)
+                return (-g.longest, i)
 
             current: list[Group] = []
             members: list[int] = []
@@ -166,6 +192,16 @@ class CostModel:
                 batches.append(members)
         batches.sort(key=lambda b: -self.padded([groups[i] for i in b], reuse=reuse[b[0]]))
         return batches
+
+
+@dataclass
+class Planned:
+    """Groups with their batch plan, made by :meth:`DecoderRunner.prepare` for one token budget."""
+
+    groups: list[Group]
+    budget: int
+    batches: list[list[int]]
+    kv_reuse: bool = True
 
 
 # ------------------------------------------------------------------------------------------ threads
@@ -274,17 +310,32 @@ class DecoderRunner:
             self._threads_checked = now
         return self.threads_used
 
-    def hidden(self, groups: Sequence[Group], reduce: Callable[[Group, list[Any]], Any] | None = None) -> list[Any]:
+    def prepare(self, groups: Sequence[Group]) -> Planned:
+        """The batch plan of ``groups`` (host work only: shared prefixes, costs, packing), made ahead so that
+        it can run while the device computes the previous chunk."""
+        groups = list(groups)
+        budget = self.batcher.budget
+        return Planned(groups, budget, self._plan(groups, range(len(groups)), budget), self.kv_reuse)
+
+    def _plan(self, groups: Sequence[Group], indices: Sequence[int], budget: int) -> list[list[int]]:
+        return self.cost.plan(groups, indices, budget=budget, kv_reuse=self.kv_reuse)
+
+    def hidden(self, groups: Sequence[Group] | Planned,
+               reduce: Callable[[Group, list[Any]], Any] | None = None) -> list[Any]:
         """For each group, a list with one tensor [len - need_from, hidden] of final hidden states per sequence,
         or ``reduce(group, that list)`` computed inside the batch (so only small results stay in memory and an
-        out-of-memory error in the head is recovered like one in the body)."""
+        out-of-memory error in the head is recovered like one in the body). ``groups`` may come planned
+        (:meth:`prepare`); a plan made for another budget or cache setting is made again."""
         import torch
 
-        groups = list(groups)
-        lengths = [self.cost.padded([g], reuse=False) for g in groups]
+        planned = groups if isinstance(groups, Planned) else None
+        groups = planned.groups if planned is not None else list(groups)
+        batches = None
+        if planned is not None and planned.budget == self.batcher.budget and planned.kv_reuse == self.kv_reuse:
+            batches = planned.batches
 
         def plan(indices: Sequence[int], budget: int) -> list[list[int]]:
-            return self.cost.plan(groups, indices, budget=budget, kv_reuse=self.kv_reuse)
+            return self._plan(groups, indices, budget)
 
         def run(batch: list[Group]) -> list[Any]:
             threads = self._thread_count()   # re-checked every THREAD_CHECK_S: the load on the machine changes
@@ -298,7 +349,8 @@ class DecoderRunner:
 
         before = torch.get_num_threads()
         try:
-            return self.batcher.map(run, groups, lengths, plan=plan)
+            return self.batcher.map(run, groups, [g.longest * len(g.seqs) for g in groups], plan=plan,
+                                    batches=batches)
         finally:
             if torch.get_num_threads() != before:
                 torch.set_num_threads(before)

@@ -19,6 +19,7 @@ model's context. The server receives token ids, so both engines see the same tok
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -144,9 +145,40 @@ class NextTokenLogprobs:
 
 
 class _VLLMMixin:
-    """State shared by the vLLM adapters: what HFAdapter sets up, minus the model, plus the engine."""
+    """State shared by the vLLM adapters: what HFAdapter sets up, minus the model, plus the engine.
+
+    :meth:`prepare` sends the chunk's requests (the scorer runs it ahead, in its own thread, for
+    :attr:`prefetch` chunks at once), so the next chunk's requests are in flight while this chunk's last ones
+    finish and its rows are written: the server never idles between chunks. :meth:`run` only hands the
+    scores on.
+    """
 
     kind = ""
+    prefetch = 2
+
+    def prepare(self, pairs: Sequence[PairInput]) -> list[PairScore]:
+        with self.tokenizer_lock:
+            tokens = self._prepare(pairs)
+        return self.run_remote(tokens)
+
+    def run(self, prepared: list[PairScore]) -> list[PairScore]:
+        return prepared
+
+    def cancel(self) -> None:
+        """The scorer stopped (Ctrl-C, an error): the chunks prepared ahead send no more requests."""
+        self.engine.client.cancel()
+
+    def resume(self) -> None:
+        self.engine.client.resume()
+
+    def score_pairs(self, pairs: Sequence[PairInput]) -> list[PairScore]:
+        return self.prepare(pairs)
+
+    def _plan(self, groups: Any) -> None:
+        return None   # the server plans its own batches
+
+    def run_remote(self, prepared: Any) -> list[PairScore]:   # pragma: no cover - every adapter defines it
+        raise NotImplementedError
 
     def _setup(self, spec: ModelSpec, *, device: str, dtype: str, seed: int, tokenization: str,
                engine_options: Any, runner: str | None = None) -> None:
@@ -166,6 +198,7 @@ class _VLLMMixin:
         self.untrained: list[str] = []
         self.model = None
         self._specials = None
+        self.tokenizer_lock = threading.RLock()
         self.n_truncated = 0
         self.n_pairs = 0
         self.source = resolve_source(spec)
@@ -224,6 +257,12 @@ class VLLMJudgeRM(_VLLMMixin, JudgeRM):
         self.b_ids = letter_ids(self.tokenizer, "B")
         self.letters = NextTokenLogprobs(self.engine, purpose="judge", cache=self._cache)
 
+    def run_remote(self, prepared: Any) -> list[PairScore]:
+        return JudgeRM.run(self, prepared)
+
+    def _plan(self, seqs: list[list[list[int]]]) -> list[list[list[int]]]:
+        return seqs   # the "plan" the server needs is the token ids themselves
+
     def _logprob(self, seqs: list[list[list[int]]]) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
         found = self.letters([s for pair in seqs for s in pair], [*self.a_ids, *self.b_ids])
         p_orders, masses = [], []
@@ -269,31 +308,23 @@ class VLLMImplicitRM(_VLLMMixin, ImplicitRM):
         self._setup(spec, device=device, dtype=dtype, seed=seed, tokenization=tokenization,
                     engine_options=engine_options)
 
-    def score_pairs(self, pairs: Sequence[PairInput]) -> list[PairScore]:
-        prepared = [self._sequences(p) for p in pairs]
-        flat = [(s, f) for seqs, firsts, _ in prepared for s, f in zip(seqs, firsts, strict=True)]
+    def run_remote(self, prepared: Any) -> list[PairScore]:
+        flat = [(s, f) for seqs, firsts, _ in prepared.sequences for s, f in zip(seqs, firsts, strict=True)]
         bodies = [{"model": self.engine.model, "prompt": list(s), "max_tokens": 1, "temperature": 0.0,
                    "prompt_logprobs": 0} for s, _ in flat]
         per_token = self.engine.client.map(
             bodies, lambda r, body: prompt_token_logprobs((r.get("choices") or [{}])[0], body["prompt"]),
             cache=self._cache("implicit"))
         scores = []
-        for k, (seqs, _, truncated) in enumerate(prepared):
+        for k, (seqs, _, truncated) in enumerate(prepared.sequences):
             means = []
             for j in (0, 1):
                 _, first = flat[2 * k + j]
                 values = [math.nan if v is None else v for v in per_token[2 * k + j][max(1, first):]]
                 means.append((sum(values) / len(values), len(values)) if values else (math.nan, 0))
             (chosen, n_chosen), (rejected, n_rejected) = means
-            reason = nonfinite_reason(chosen, rejected) if n_chosen and n_rejected else "empty response"
-            self.n_truncated += int(truncated)
-            scores.append(PairScore(chosen, rejected, reason, {
-                "truncated": truncated, "n_tokens": sum(len(s) for s in seqs),
-                "n_response_tokens_chosen": n_chosen, "n_response_tokens_rejected": n_rejected,
-                "sum_logprob_chosen": chosen * n_chosen if n_chosen else math.nan,
-                "sum_logprob_rejected": rejected * n_rejected if n_rejected else math.nan,
-            }))
-        self.n_pairs += len(pairs)
+            scores.append(self._pair_score(seqs, truncated, chosen, n_chosen, rejected, n_rejected))
+        self.n_pairs += len(prepared.sequences)
         return scores
 
     def run_metadata(self) -> dict[str, Any]:
@@ -313,20 +344,19 @@ class VLLMClassifierRM(_VLLMMixin, ClassifierRM):
         self._setup(spec, device=device, dtype=dtype, seed=seed, tokenization=tokenization,
                     engine_options=engine_options, runner="pooling")
 
-    def score_pairs(self, pairs: Sequence[PairInput]) -> list[PairScore]:
-        prepared = [self._sequences(p) for p in pairs]
+    def run_remote(self, prepared: Any) -> list[PairScore]:
         bodies = [{"model": self.engine.model, "input": list(s), "use_activation": False}
-                  for seqs, _ in prepared for s in seqs]
+                  for seqs, _ in prepared.sequences for s in seqs]
         values = self.engine.client.map(bodies, lambda r, _: _class_score(r), cache=self._cache("classifier"),
                                         path="/classify")
         scores = []
-        for k, (seqs, truncated) in enumerate(prepared):
+        for k, (seqs, truncated) in enumerate(prepared.sequences):
             chosen, rejected = values[2 * k], values[2 * k + 1]
             chosen, rejected = (math.nan if v is None else v for v in (chosen, rejected))
             self.n_truncated += int(truncated)
             scores.append(PairScore(chosen, rejected, nonfinite_reason(chosen, rejected),
                                     {"truncated": truncated, "n_tokens": sum(len(s) for s in seqs)}))
-        self.n_pairs += len(pairs)
+        self.n_pairs += len(prepared.sequences)
         return scores
 
     def run_metadata(self) -> dict[str, Any]:

@@ -116,6 +116,15 @@ class CompletionClient:
         self.retried = 0
         self._count_lock = threading.Lock()
         self._ever_answered = False
+        self._cancelled = threading.Event()
+
+    def cancel(self) -> None:
+        """Send no more requests (the run was stopped): requests not yet sent end at once, in every thread
+        that maps through this client, until :meth:`resume`."""
+        self._cancelled.set()
+
+    def resume(self) -> None:
+        self._cancelled.clear()
 
     # ------------------------------------------------------------------ plain calls
 
@@ -224,6 +233,8 @@ class CompletionClient:
         def one(i: int, key: str) -> None:
             if stop.is_set():
                 return
+            if self._cancelled.is_set():
+                raise EngineError("The run was stopped before this request was sent.")
             value = reduce(self.post(path, bodies[i]), bodies[i])
             values[key] = value
             if cache is not None:

@@ -1,0 +1,230 @@
+"""Host work per pair, and how close prb comes to a device it never makes wait, without a GPU.
+
+On the full-size synthetic benchmark (``bench/synthetic_benchmark.py``: real record sizes, ``top3`` by
+default) and a tiny random Llama model with the SmolLM2 tokenizer (the offline alias, so token counts are
+real), pinned to ONE CPU core:
+
+1. the host milliseconds per pair of each stage, measured apart: retrieval with the RM-input text and its
+   hash; tokenising and fitting; the batch plan; a chunk's run with a device of infinite speed (padding,
+   head, rows); the store write;
+2. ``host_ms_per_pair``: the whole ``score_benchmark`` of those pairs with that infinitely fast device,
+   divided by the pairs: every piece of host work, retrieval and store included, with nothing to hide it;
+3. a *simulated device*: the decoder's forward pass replaced by a wait of (tokens in the batch / rate)
+   seconds that leaves the CPU free (``time.sleep``), at the forward-pass rates measured on an H200 in
+   bfloat16 for the Llama-3.2-3B (72k tokens/s) and Llama-3.1-8B (34k tokens/s) shapes. The device's bound
+   is the time it is busy (the padded tokens prb asks for, prompt cache included, at that rate); the share
+   is that bound over the end-to-end wall time of ``score_benchmark``: 1.0 means the device never waited.
+
+The last three lines are machine-readable: ``host_ms_per_pair=X``, ``simulated_share_3b=Y``,
+``simulated_share_8b=Z``.
+
+    python bench/host_overhead.py                          # 200 pairs per subset, classifier, top3
+    python bench/host_overhead.py --limit 0 --kind judge   # every pair, the judge
+    python bench/host_overhead.py --data synthetic-prb     # a synthetic benchmark written before
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+RATES = {"3b": 72_000.0, "8b": 34_000.0}   # forward-pass tokens/s on one H200, bf16 (README, performance)
+
+
+class SimulatedDevice:
+    """Stands in for a decoder (``base_model``): waits ``tokens / rate`` seconds without using the CPU and
+    returns zero hidden states of the right shape, with a one-head, one-dimension KV cache so that the
+    prompt-cache path runs as it does on a real model. ``rate=None``: a device of infinite speed."""
+
+    def __init__(self, hidden_size: int, rate: float | None) -> None:
+        self.hidden_size = hidden_size
+        self.rate = rate
+        self.busy_s = 0.0
+        self.tokens = 0
+        self.passes = 0
+
+    def __call__(self, input_ids: Any, past_key_values: Any = None, use_cache: bool = False, **_: Any) -> Any:
+        import torch
+        from transformers import DynamicCache
+
+        rows, width = input_ids.shape
+        self.tokens += rows * width
+        self.passes += 1
+        if self.rate:
+            seconds = rows * width / self.rate
+            self.busy_s += seconds
+            time.sleep(seconds)
+        cache = None
+        if use_cache:
+            cache = past_key_values if past_key_values is not None else DynamicCache()
+            zeros = torch.zeros(rows, 1, width, 1)
+            cache.update(zeros, zeros, 0)
+        return SimpleNamespace(last_hidden_state=torch.zeros(rows, width, self.hidden_size), past_key_values=cache)
+
+
+def tiny_model(kind: str, folder: Path) -> Path:
+    """A one-layer random Llama (hidden size 16) saved with the SmolLM2 tokenizer, as ``kind`` needs it."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, LlamaForSequenceClassification
+
+    from prb_utils.models.aliases import resolve_alias
+
+    target = folder / kind
+    if (target / "config.json").is_file():
+        return target
+    tokenizer = AutoTokenizer.from_pretrained(str(resolve_alias("smollm2", "judge")))
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=8192,
+                         pad_token_id=tokenizer.pad_token_id or 0, num_labels=1)
+    model = LlamaForSequenceClassification(config) if kind == "classifier" else LlamaForCausalLM(config)
+    model.save_pretrained(str(target))
+    tokenizer.save_pretrained(str(target))
+    return target
+
+
+def gpu_shaped(rm: Any) -> None:
+    """Plan and batch as on a CUDA device: its token budget and forward-pass overhead, torch's threads left
+    alone (the CPU thread check is for CPU scoring)."""
+    from prb_utils.models.hf import DEFAULT_BATCH_TOKENS
+    from prb_utils.models.lm import FORWARD_OVERHEAD, CostModel
+
+    rm.batcher.budget = DEFAULT_BATCH_TOKENS["cuda"]
+    rm.runner.cost = CostModel(FORWARD_OVERHEAD["cuda"])
+    rm.runner.threads = None
+
+
+def pin_one_core() -> int:
+    import torch
+
+    cpu = min(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpu})
+    torch.set_num_threads(1)
+    return cpu
+
+
+def stages(rm: Any, frame: Any, profile: str, out: Path) -> dict[str, float]:
+    """Host seconds of each stage for every pair of ``frame``, measured apart (in this order)."""
+    import pandas as pd
+
+    from prb_utils import profile as profiles
+    from prb_utils import scoring
+    from prb_utils.store import JobStore
+
+    records = frame.to_dict("records")
+    found: dict[str, float] = {}
+    profiles._bm25_cached.cache_clear()
+    start = time.perf_counter()
+    pairs = scoring._build_pairs(records, profile, scoring._retriever("bm25"))
+    for pair in pairs:
+        _ = pair.hash   # built lazily in a run: here at once, to be timed
+    found["retrieval, RM input, hash"] = time.perf_counter() - start
+    inputs = scoring._inputs(pairs)
+    start = time.perf_counter()
+    sequences = rm._sequences_many(inputs)
+    found["tokenise and fit"] = time.perf_counter() - start
+    start = time.perf_counter()
+    plan = rm._plan([s[0] for s in sequences])
+    found["batch plan"] = time.perf_counter() - start
+    prepared = type(rm.prepare(inputs[:1]))(sequences, plan)
+    real, rm.runner.decoder = rm.runner.decoder, SimulatedDevice(rm.model.config.hidden_size, None)
+    try:
+        start = time.perf_counter()
+        scores = rm.run(prepared)
+        found["run: padding, head, scores (infinitely fast device)"] = time.perf_counter() - start
+    finally:
+        rm.runner.decoder = real
+    start = time.perf_counter()
+    rows = [scoring._row(p, s, job="bench", spec=rm.spec, kind=rm.kind, profile=profile)
+            for p, s in zip(pairs, scores, strict=True)]
+    store = JobStore(out, {"model": "bench", "profile": profile})
+    with store.writing():
+        store.write_part(pd.DataFrame(rows))
+    found["rows and store write"] = time.perf_counter() - start
+    return found
+
+
+def end_to_end(rm: Any, frame: Any, profile: str, rate: float | None, out: Path) -> tuple[float, SimulatedDevice]:
+    """Wall seconds of ``score_benchmark`` over ``frame`` on a fresh store, with the simulated device."""
+    from prb_utils import profile as profiles
+    from prb_utils.scoring import score_benchmark
+
+    device = SimulatedDevice(rm.model.config.hidden_size, rate)
+    real, rm.runner.decoder = rm.runner.decoder, device
+    if hasattr(profiles, "_bm25_cached"):   # (prb before the retrieval cache has none)
+        profiles._bm25_cached.cache_clear()
+    try:
+        start = time.perf_counter()
+        rows = score_benchmark(frame, [rm], [profile], out=out, progress=False)
+        wall = time.perf_counter() - start
+    finally:
+        rm.runner.decoder = real
+    if len(rows) != len(frame):
+        raise SystemExit(f"scored {len(rows)} rows for {len(frame)} pairs")
+    return wall, device
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=None, help="a synthetic benchmark folder (default: written here, full size)")
+    parser.add_argument("--limit", type=int, default=200, help="pairs per subset (0: every pair)")
+    parser.add_argument("--profile", default="top3")
+    parser.add_argument("--kind", default="classifier", choices=["classifier", "judge", "implicit"])
+    parser.add_argument("--no-kv-reuse", action="store_true", help="without the shared-prompt cache")
+    parser.add_argument("--skip-stages", action="store_true",
+                        help="only the end-to-end runs (e.g. to time a prb from before the stages had their API)")
+    args = parser.parse_args(argv)
+
+    from prb_utils.data import load_benchmark
+    from prb_utils.models import load_model
+
+    cpu = pin_one_core()
+    with tempfile.TemporaryDirectory(prefix="prb-host-") as tmp:
+        work = Path(tmp)
+        data = args.data
+        if data is None:
+            from synthetic_benchmark import write_benchmark
+
+            data = str(write_benchmark(work / "synthetic"))
+        frame = load_benchmark(data, limit=args.limit or None)
+        rm = load_model(f"{args.kind}:{tiny_model(args.kind, work / 'models')}", device="cpu",
+                        **({"kv_reuse": False} if args.no_kv_reuse else {}))
+        gpu_shaped(rm)
+        print(f"{len(frame)} pairs of {data} ({args.profile}), {args.kind} with the SmolLM2 tokenizer, on CPU "
+              f"core {cpu} alone, batched as on CUDA; prompt cache {'off' if args.no_kv_reuse else 'on'}")
+
+        if not args.skip_stages:
+            found = stages(rm, frame, args.profile, work / "stages")
+            print(f"{'stage (measured apart)':<55}{'ms per pair':>12}")
+            for name, seconds in found.items():
+                print(f"{name:<55}{1000 * seconds / len(frame):>12.2f}")
+            print(f"{'sum of the stages':<55}{1000 * sum(found.values()) / len(frame):>12.2f}")
+
+        host_wall, counted = end_to_end(rm, frame, args.profile, None, work / "host")
+        host_ms = 1000 * host_wall / len(frame)
+        tokens = counted.tokens / len(frame)
+        print(f"score_benchmark with an infinitely fast device: {host_wall:.2f} s, {host_ms:.2f} ms per pair; "
+              f"{tokens:.0f} tokens computed per pair (padding included) in {counted.passes} forward passes")
+        shares = {}
+        for name, rate in RATES.items():
+            wall, device = end_to_end(rm, frame, args.profile, rate, work / f"sim-{name}")
+            shares[name] = device.busy_s / wall
+            print(f"simulated {name} device ({rate / 1000:.0f}k tokens/s): bound {device.busy_s:.2f} s "
+                  f"({len(frame) / device.busy_s:.2f} pairs/s), end to end {wall:.2f} s "
+                  f"({len(frame) / wall:.2f} pairs/s): {100 * shares[name]:.1f}% of the bound")
+    print(f"host_ms_per_pair={host_ms:.2f}")
+    print(f"simulated_share_3b={shares['3b']:.3f}")
+    print(f"simulated_share_8b={shares['8b']:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
