@@ -378,3 +378,34 @@ def test_cli_refuses_a_mismatched_kind_with_exit_2(tiny_lm_dir, tmp_path, capsys
                  "--device", "cpu", "--out", str(tmp_path / "r"), "--no-progress", "--allow-untrained-head",
                  "--tokenization", "reference"])
     assert code == 0
+
+
+def test_the_classification_head_runs_in_float32_so_close_logits_do_not_tie(tiny_classifier_dir):
+    """Two final states whose logits differ by 1 at 256: bfloat16 cannot tell 257 from 256 (a false tie)."""
+    from prb_utils.models.lm import Group
+
+    rm = load_model(f"classifier:{tiny_classifier_dir}", device="cpu", dtype="bfloat16")
+    assert rm.model.score.weight.dtype == torch.bfloat16
+    width = rm.model.score.weight.shape[1]
+    with torch.no_grad():
+        rm.model.score.weight.zero_()
+        rm.model.score.weight[0, :2] = 1.0
+    chosen, rejected = torch.zeros(1, width, dtype=torch.bfloat16), torch.zeros(1, width, dtype=torch.bfloat16)
+    chosen[0, :2] = torch.tensor([256.0, 1.0])
+    rejected[0, 0] = 256.0
+    assert rm.model.score(chosen).item() == rm.model.score(rejected).item()   # the bfloat16 head ties
+    group = Group(((1, 2), (1, 3)), (1, 1))
+    assert rm._head(group, [chosen, rejected]) == (257.0, 256.0)
+
+
+@pytest.mark.parametrize("kind", ["classifier", "judge", "implicit"])
+def test_batch_tokenization_gives_each_pairs_own_tokens(pairs, tiny_lm_dir, tiny_classifier_dir, kind):
+    """The chunk's one tokenizer call gives exactly the per-pair token ids, truncated pairs included."""
+    folder = tiny_classifier_dir if kind == "classifier" else tiny_lm_dir
+    rm = load_model(f"{kind}:{folder}", device="cpu")
+    long_prompt = " ".join(WORDS * 30)   # over the tiny model's 256 tokens: cut from the left
+    chunk = [*pairs, PairInput("s/long", long_prompt, "the camera", "the photo")]
+    many = rm._sequences_many(chunk)
+    assert many == [rm._sequences(p) for p in chunk]
+    assert many[-1][-1] is True and not any(item[-1] for item in many[:-1])   # only the long pair is truncated
+    assert [s.score_chosen for s in rm.run(rm.prepare(chunk))] == [s.score_chosen for s in rm.score_pairs(chunk)]

@@ -6,7 +6,10 @@ import random
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from prb_utils.models import lm as lm_module
 from prb_utils.models.batching import BudgetBatcher
 from prb_utils.models.lm import (
     CostModel,
@@ -262,3 +265,23 @@ def test_runner_sets_threads_only_during_the_call_and_restores_them(tiny_lm):
     runner.hidden(groups, reduce=lambda g, per: seen.append(torch.get_num_threads()))
     assert seen == [1] * len(groups)
     assert torch.get_num_threads() == before
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 3), max_size=12), min_size=1, max_size=4))
+def test_common_prefix_is_the_longest_shared_start(seqs):
+    n = 0
+    while all(len(s) > n for s in seqs) and len({s[n] for s in seqs}) == 1:
+        n += 1
+    assert lm_module.common_prefix(seqs) == n
+    assert lm_module.common_prefix([tuple(s) for s in seqs]) == n
+
+
+def test_planning_finds_each_groups_shared_prefix_once(monkeypatch):
+    calls = []
+    real = lm_module.common_prefix
+    monkeypatch.setattr(lm_module, "common_prefix", lambda seqs: calls.append(1) or real(seqs))
+    groups = _long_prefix_groups(seed=4, n=30, vocab=200)
+    plan = CostModel(64).plan(groups, range(len(groups)), budget=512)
+    assert sorted(i for b in plan for i in b) == list(range(30))
+    assert len(calls) == 30

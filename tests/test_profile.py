@@ -186,3 +186,19 @@ def test_the_rubric_oracle_shows_only_the_aspects_and_is_marked_as_oracle():
     assert all(post["text"] not in message for post in record["profile"])
     assert message.endswith(f"Question: {record['question']}")
     assert "CANARYASPECT0" in user_text(message) and "expects" not in user_text(message)
+
+
+_BM25_WORDS = st.sampled_from("a the pan pans cheap cast iron boots hiking trip law É café x42 42 _ naïve".split())
+
+
+@settings(max_examples=300, deadline=None)
+@given(question=st.lists(_BM25_WORDS, max_size=6).map(" ".join),
+       posts=st.lists(st.lists(_BM25_WORDS, max_size=10).map(" ".join), min_size=1, max_size=6))
+def test_bm25_scores_are_rank_bm25s_bm25plus_exactly(question, posts):
+    """The word-count BM25+ gives rank_bm25's scores to the last bit (empty posts and unknown words too)."""
+    from rank_bm25 import BM25Plus
+
+    from prb_utils.profile import bm25_scores, tokenize
+
+    expected = list(BM25Plus([tokenize(p) or ["_"] for p in posts]).get_scores(tokenize(question)))
+    assert bm25_scores(question, posts) == expected

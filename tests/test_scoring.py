@@ -638,3 +638,62 @@ def test_random_retrieval_follows_the_seed_and_only_top_k_carries_a_retriever():
     posts = [f"post number {i}" for i in range(12)]
     picks = {seed: scoring._retriever("random", seed)("question", posts, 3) for seed in (1, 2, 1)}
     assert picks[1] == scoring._retriever("random", 1)("question", posts, 3) and picks[1] != picks[2]
+
+
+# ------------------------------------------------------------------------------------------ host work ahead
+
+
+class SplitModel(FakeModel):
+    """A fake with the adapters' two halves: ``prepare`` (host) and ``run`` (device). ``run`` of the first
+    chunk waits until the second chunk is prepared, which happens only if preparing runs ahead."""
+
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
+        import threading
+
+        self.second_prepared = threading.Event()
+        self.prepared_in: list[str] = []
+        self.waited: list[bool] = []
+
+    def prepare(self, pairs):
+        import threading
+
+        self.prepared_in.append(threading.current_thread().name)
+        if len(self.prepared_in) == 2:
+            self.second_prepared.set()
+        return list(pairs)
+
+    def run(self, pairs):
+        if not self.waited:
+            self.waited.append(self.second_prepared.wait(timeout=60))   # a guard against a hang, never a timing
+        return self.score_pairs(pairs)
+
+
+def test_the_next_chunk_is_prepared_in_another_thread_while_this_one_runs(tmp_path):
+    data = make_data()
+    model = SplitModel()
+    results = run(data, [model], ["top1"], out=tmp_path, chunk_size=3)
+    assert model.waited == [True]   # chunk 2 was prepared while chunk 1 ran
+    assert len(model.prepared_in) == N_PAIRS // 3
+    assert all(name.startswith("prb-prepare") for name in model.prepared_in)
+    plain = run(data, [FakeModel()], ["top1"], out=tmp_path / "plain", chunk_size=5)
+    assert results.drop(columns="job").equals(plain.drop(columns="job"))   # the same rows as scored whole
+
+
+def test_a_fresh_job_builds_its_rm_inputs_beside_the_device_not_before_it(tmp_path, monkeypatch):
+    """Retrieval (top{K}) for pairs without a stored row runs in the preparing thread, chunk by chunk."""
+    import threading
+
+    built_in: list[str] = []
+    real = scoring._user_message
+
+    def recording(*args, **kwargs):
+        built_in.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(scoring, "_user_message", recording)
+    run(make_data(), [SplitModel()], ["top1"], out=tmp_path, chunk_size=4)
+    assert len(built_in) == N_PAIRS and all(name.startswith("prb-prepare") for name in built_in)
+    built_in.clear()
+    run(make_data(), [SplitModel()], ["top1"], out=tmp_path, chunk_size=4)   # stored: built once, to check hashes
+    assert len(built_in) == N_PAIRS and set(built_in) == {threading.main_thread().name}
