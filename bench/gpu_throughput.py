@@ -31,7 +31,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -277,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         tokens = sum(len(s) for seqs, _ in rm._sequences_many(per_pair) for s in seqs)
         scoring = scoring_seconds(meta)
 
-        def rate(tokens: float, seconds: float) -> str:
+        def rate(tokens: float, seconds: float, params: int = params) -> str:
             flops = 2 * params * tokens / seconds
             return f"{tokens / seconds / 1000:8.1f}k tok/s {flops / 1e12:7.1f} TFLOP/s {100 * flops / ceiling:5.1f}%"
 

@@ -39,7 +39,15 @@ MIN_CHUNK = 2
 MAX_CHUNK = 1024
 FIRST_CHUNK = 8
 TARGET_CHUNK_SECONDS = 5.0
+# A chunk is at most twice the one before: the next chunk's host work (prepared while this one runs on the
+# device) then stays shorter than this chunk's device work even when the host needs a third of the device's
+# time per pair (a 3B model on an H200: 7 ms against 20 ms per top3 pair); at 4x the device waited.
+CHUNK_GROWTH = 2
 ABORT_AFTER_FAILURES = 8  # consecutive pairs that raise even when scored alone
+# While the preparing thread tokenizes, the thread that drives the device waits for the interpreter lock at
+# most this long (Python's default is 5 ms). bench/host_overhead.py on one core, two runs each: 0.5 ms cost
+# 11-12.7 host ms per pair in thread switches (8.8-9.1 at 5 ms); 2 ms gave 7.5-8.1 and the best shares.
+SWITCH_INTERVAL_S = 0.002
 
 
 class _Pair:
@@ -376,7 +384,7 @@ def _next_chunk_size(current: int, seconds: float, n_pairs: int) -> int:
     if n_pairs <= 0 or seconds <= 0:
         return min(MAX_CHUNK, current * 2)
     wanted = int(TARGET_CHUNK_SECONDS * n_pairs / seconds)
-    return max(MIN_CHUNK, min(MAX_CHUNK, wanted, current * 4))
+    return max(MIN_CHUNK, min(MAX_CHUNK, wanted, current * CHUNK_GROWTH))
 
 
 # ------------------------------------------------------------------------------------------ run metadata
@@ -471,6 +479,8 @@ def _run_job(
             pending.append((chunk, prefetch.submit(chunk)))
 
     stopped = True
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)   # the device's thread gets the interpreter back within this
     try:
         schedule()
         while pending:
@@ -491,6 +501,7 @@ def _run_job(
                 size = _next_chunk_size(size, seconds, len(chunk))
         stopped = False
     finally:
+        sys.setswitchinterval(switch)
         prefetch.close(stopped=stopped)
         writer.shutdown(wait=True)   # every chunk scored is in the store, even after Ctrl-C or an error
         bar.close()

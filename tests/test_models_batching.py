@@ -103,3 +103,24 @@ def test_a_plan_replaces_the_length_packing_and_is_replanned_after_out_of_memory
 def test_a_plan_that_loses_an_item_is_an_error():
     with pytest.raises(RuntimeError):
         BudgetBatcher(10).map(lambda b: b, [1, 2, 3], [1, 1, 1], plan=lambda idx, budget: [idx[:2]])
+
+
+def test_a_plan_made_ahead_is_used_as_it_is_and_replanned_after_out_of_memory():
+    """Batches planned in the scorer's preparing thread run as planned; an OOM re-plans the rest."""
+    plans = []
+
+    def plan(indices, budget):
+        plans.append(budget)
+        return [[i] for i in indices]
+
+    def fn(batch):
+        if len(batch) > 2:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+        return [x * 10 for x in batch]
+
+    batcher = BudgetBatcher(64)
+    assert batcher.map(fn, list(range(6)), [1] * 6, plan=plan, batches=[[5, 4], [3, 2], [1, 0]]) == \
+        [x * 10 for x in range(6)]
+    assert plans == []   # the plan made ahead was used
+    out = batcher.map(fn, list(range(6)), [1] * 6, plan=plan, batches=[[0, 1, 2, 3], [4, 5]])
+    assert out == [x * 10 for x in range(6)] and plans == [32] and batcher.oom_halvings == 1

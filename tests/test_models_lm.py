@@ -285,3 +285,23 @@ def test_planning_finds_each_groups_shared_prefix_once(monkeypatch):
     plan = CostModel(64).plan(groups, range(len(groups)), budget=512)
     assert sorted(i for b in plan for i in b) == list(range(30))
     assert len(calls) == 30
+
+
+def test_calibration_measures_the_pass_overhead_and_sets_the_cost_model(tiny_lm):
+    runner = DecoderRunner(tiny_lm, pad_id=0, batcher=BudgetBatcher(400), threads=None)
+    assert runner.calibration is None   # on a CPU nothing is timed at start
+    before = (runner.tokens_computed, runner.forward_passes)
+    found = runner.calibrate(prompt=40, answer=8, small=8)
+    assert found["groups"] == 400 // (2 * 48) and found["forward_overhead_tokens"] >= 0
+    assert runner.cost.overhead == found["forward_overhead_tokens"]
+    assert runner.kv_reuse is found["prompt_cache_pays"]
+    assert (runner.tokens_computed, runner.forward_passes) == before   # timing runs are not scoring
+
+
+def test_a_prompt_cache_that_does_not_pay_is_switched_off_at_calibration(tiny_lm, monkeypatch):
+    monkeypatch.setattr(lm_module, "calibrated", lambda **_: (1234, False))
+    runner = DecoderRunner(tiny_lm, pad_id=0, batcher=BudgetBatcher(400), threads=None, calibrate=True)
+    assert runner.kv_reuse is False and runner.cost.overhead == 1234
+    groups = _long_prefix_groups(seed=1, n=3, vocab=tiny_lm.config.vocab_size)
+    runner.hidden(groups)
+    assert runner.reused_groups == 0

@@ -415,7 +415,7 @@ def test_chunks_grow_or_shrink_toward_a_few_seconds():
     target = scoring.TARGET_CHUNK_SECONDS
     assert scoring._next_chunk_size(16, target, 16) == 16  # on target: keep
     assert scoring._next_chunk_size(16, target / 2, 16) == 32
-    assert scoring._next_chunk_size(16, target / 100, 16) == 64  # fast: grow, at most 4x per step
+    assert scoring._next_chunk_size(16, target / 100, 16) == 16 * scoring.CHUNK_GROWTH  # fast: grow, bounded
     assert scoring._next_chunk_size(64, target * 1000, 64) == scoring.MIN_CHUNK  # slow: shrink to the floor
     assert scoring._next_chunk_size(1024, 0.001, 1024) == scoring.MAX_CHUNK
 

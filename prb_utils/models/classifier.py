@@ -78,7 +78,8 @@ class ClassifierRM(HFAdapter):
         head = getattr(self.model, "score", None)
         self.decoder_head = head is not None and not getattr(self.model.config, "is_encoder_decoder", False)
         self.kv_reuse = kv_reuse and self.decoder_head
-        self.runner = DecoderRunner(self.model, pad_id=self.pad_id, batcher=self.batcher, kv_reuse=self.kv_reuse)
+        self.runner = DecoderRunner(self.model, pad_id=self.pad_id, batcher=self.batcher, kv_reuse=self.kv_reuse,
+                                    calibrate=None if self.decoder_head else False)
         self.tokens_computed = 0
 
     def _sequences(self, pair: PairInput) -> tuple[list[list[int]], bool]:
@@ -145,6 +146,7 @@ class ClassifierRM(HFAdapter):
         return head_score(logits)
 
     def run_metadata(self) -> dict[str, Any]:
-        return {**super().run_metadata(), "kv_reuse": self.kv_reuse, "num_labels": self.model.config.num_labels,
+        return {**super().run_metadata(), "kv_reuse": self.runner.kv_reuse, "calibration": self.runner.calibration,
+                "num_labels": self.model.config.num_labels,
                 "oom_halvings": self.batcher.oom_halvings,
                 "tokens_computed": self.tokens_computed + self.runner.tokens_computed}

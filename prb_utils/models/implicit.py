@@ -146,5 +146,6 @@ class ImplicitRM(HFAdapter):
         })
 
     def run_metadata(self) -> dict[str, Any]:
-        return {**super().run_metadata(), "kv_reuse": self.kv_reuse, "oom_halvings": self.batcher.oom_halvings,
+        return {**super().run_metadata(), "kv_reuse": self.runner.kv_reuse, "calibration": self.runner.calibration,
+                "oom_halvings": self.batcher.oom_halvings,
                 "tokens_computed": self.runner.tokens_computed}

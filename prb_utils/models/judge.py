@@ -213,7 +213,8 @@ class JudgeRM(HFAdapter):
             return self.tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)
 
     def run_metadata(self) -> dict[str, Any]:
-        return {**super().run_metadata(), "judge_mode": self.mode, "kv_reuse": self.kv_reuse,
+        return {**super().run_metadata(), "judge_mode": self.mode, "kv_reuse": self.runner.kv_reuse,
+                "calibration": self.runner.calibration,
                 "judge_template": self.template.name,
                 "judge_template_hash": stable_hash([self.template.system, self.template.user]),
                 "answer_prefix": "**Result:**" if self.mode == "logprob" else None,

@@ -194,6 +194,28 @@ class CostModel:
         return batches
 
 
+# The pair shape the GPU calibration times: a top3 RM input of the benchmark is about 1,200 tokens of prompt and
+# two answers of about 130 tokens (bench/host_overhead.py prints the real counts).
+CALIBRATION_PROMPT = 1024
+CALIBRATION_ANSWER = 128
+PROMPT_CACHE_MARGIN = 0.95   # the prompt cache is kept where it takes at most 95% of the whole run's time
+
+
+def calibrated(*, whole_s: float, reuse_s: float, small_s: float, tokens: int,
+               small_tokens: int) -> tuple[int, bool]:
+    """``(overhead in tokens, prompt cache pays)`` from the calibration's timings: the batch run whole gives
+    the rate, the small pass's time at that rate less its own tokens is the fixed cost of a pass; the cache
+    pays when its run takes at most :data:`PROMPT_CACHE_MARGIN` of the whole run's time.
+
+    >>> calibrated(whole_s=0.2, reuse_s=0.12, small_s=0.01, tokens=16000, small_tokens=64)
+    (736, True)
+    >>> calibrated(whole_s=0.2, reuse_s=0.2, small_s=0.0001, tokens=16000, small_tokens=64)
+    (0, False)
+    """
+    rate = tokens / whole_s
+    return max(0, round(small_s * rate - small_tokens)), reuse_s <= PROMPT_CACHE_MARGIN * whole_s
+
+
 @dataclass
 class Planned:
     """Groups with their batch plan, made by :meth:`DecoderRunner.prepare` for one token budget."""
@@ -278,7 +300,8 @@ class DecoderRunner:
     THREAD_CHECK_S = 10.0
 
     def __init__(self, model: Any, *, pad_id: int, batcher: BudgetBatcher, kv_reuse: bool = True,
-                 cost: CostModel | None = None, threads: int | str | None = "auto") -> None:
+                 cost: CostModel | None = None, threads: int | str | None = "auto",
+                 calibrate: bool | None = None) -> None:
         self.model = model
         self.decoder = model.base_model
         self.pad_id = int(pad_id)
@@ -296,6 +319,64 @@ class DecoderRunner:
         self.forward_passes = 0
         params = inspect.signature(self.decoder.forward).parameters
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
+        self.calibration: dict[str, Any] | None = None
+        if calibrate if calibrate is not None else (device == "cuda" and cost is None):
+            self.calibrate()
+
+    def calibrate(self, *, prompt: int = CALIBRATION_PROMPT, answer: int = CALIBRATION_ANSWER,
+                  small: int = 64, repeat: int = 2) -> dict[str, Any]:
+        """Measure, on this model and device, the fixed cost of a forward pass and whether the prompt cache
+        pays, and set the cost model (and ``kv_reuse``) from them. Done at load on a GPU, where a small pass is
+        latency-bound and a constant cannot say how much (a CPU keeps the measured constants of
+        :data:`FORWARD_OVERHEAD`).
+
+        Three timings on random token ids: a budget-full batch of pairs shaped like the benchmark's (``prompt``
+        tokens shared by two answers of ``answer`` tokens) run whole and on the prompt cache, and one pass of
+        ``small`` tokens. See :func:`calibrated` for what is made of them; ``self.calibration`` keeps it all.
+        """
+        import torch
+
+        vocab = int(getattr(self.model.config, "vocab_size", 0) or 1000)
+        rng = torch.Generator().manual_seed(0)
+        length = prompt + answer
+        n_groups = max(1, self.batcher.budget // (2 * length))
+        groups = []
+        for _ in range(n_groups):
+            head = torch.randint(0, vocab, (prompt,), generator=rng).tolist()
+            seqs = tuple(head + torch.randint(0, vocab, (answer,), generator=rng).tolist() for _ in range(2))
+            groups.append(Group(seqs, (length - 1, length - 1)))
+        tiny = [Group(((1,) * small,), (small - 1,))]
+
+        def seconds(run: Callable[[], Any]) -> float:
+            best = float("inf")
+            for _ in range(repeat + 1):   # the first run warms up
+                self._synchronize()
+                start = time.perf_counter()
+                run()
+                self._synchronize()
+                best = min(best, time.perf_counter() - start)
+            return best
+
+        counters = (self.tokens_computed, self.tokens_padded, self.reused_groups, self.forward_passes)
+        with torch.inference_mode():
+            whole = seconds(lambda: self._full(groups))
+            reuse = seconds(lambda: self._with_prefix(groups, [g.shared for g in groups], 2))
+            one = seconds(lambda: self._full(tiny))
+        self.tokens_computed, self.tokens_padded, self.reused_groups, self.forward_passes = counters
+        overhead, pays = calibrated(whole_s=whole, reuse_s=reuse, small_s=one, tokens=2 * n_groups * length,
+                                    small_tokens=small)
+        self.cost = CostModel(overhead)
+        self.kv_reuse = bool(self.kv_reuse and pays)
+        self.calibration = {"forward_overhead_tokens": overhead, "prompt_cache_pays": pays,
+                            "whole_s": whole, "prompt_cache_s": reuse, "small_pass_s": one,
+                            "groups": n_groups, "prompt_tokens": prompt, "answer_tokens": answer}
+        return self.calibration
+
+    def _synchronize(self) -> None:
+        if self.device_type == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
 
     def _thread_count(self) -> int | None:
         if self.threads is None or self.device_type != "cpu":
@@ -403,7 +484,7 @@ class DecoderRunner:
         conts = [(s[n:], n) for g, n in zip(groups, shared, strict=True) for s in g.seqs]
         c_ids, c_mask = pad_right([c for c, _ in conts], self.pad_id)
         c_width = c_ids.shape[1]
-        c_pos = torch.stack([torch.arange(n, n + c_width) for _, n in conts])
+        c_pos = torch.tensor([n for _, n in conts])[:, None] + torch.arange(c_width)[None, :]
         kwargs: dict[str, Any] = {}
         if min(shared) != width:   # pads inside the cache: mask them (pads after the continuations are harmless)
             full_mask = torch.cat([mask.repeat_interleave(k, dim=0),
