@@ -40,6 +40,7 @@ _PUBLIC = {
     "oracle_gap": "prb_utils.analysis.profile_curves",
     # downstream
     "rank_agreement_ci": "prb_utils.downstream.correlation",
+    "no_ranking": "prb_utils.downstream.correlation",
     "compare_benchmarks": "prb_utils.downstream.correlation",
     "correlation_difference": "prb_utils.downstream.correlation",
     "bon_curves": "prb_utils.downstream.bon",

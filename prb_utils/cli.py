@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import warnings
@@ -46,6 +47,17 @@ def _positive_int(text: str) -> int:
 
 def _count(text: str) -> int:
     return _int_at_least(text, 0, "0 or a positive integer")
+
+
+def _nonnegative_float(text: str) -> float:
+    """A finite number >= 0 (a coefficient): argparse's error for anything else (nan, inf, -1, words)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of 0 or more")
+    return value
 
 
 def _folder_name(text: str) -> str:
@@ -207,7 +219,7 @@ def _add_ppo_parser(sub: argparse._SubParsersAction) -> None:
                        description="For each RM, train the policy with TRL's GRPOTrainer on the training questions "
                                    "with that RM's score as the reward, then answer the held-out questions and rate "
                                    "the answers with the rubric judge (the untrained policy too, row 'untrained'). "
-                                   "Writes RESULTS/ppo/ppo.csv (rm,subset,score,n); runs are checkpointed under "
+                                   "Writes RESULTS/ppo/ppo.csv (rm,subset,score,n,trainer); runs are checkpointed under "
                                    "RESULTS/ppo/runs, so a rerun resumes and trains nothing twice.")
     _add_data_options(p, required=False)
     p.add_argument("--model", action="append", default=None, metavar="SPEC",
@@ -231,6 +243,8 @@ def _add_ppo_parser(sub: argparse._SubParsersAction) -> None:
                    help=f"prompts per step (default: {train.prompts_per_step})")
     p.add_argument("--max-new-tokens", type=_positive_int, default=train.max_new_tokens,
                    help=f"completion length in training and evaluation (default: {train.max_new_tokens})")
+    p.add_argument("--kl-coef", type=_nonnegative_float, default=train.beta,
+                   help=f"GRPO's KL penalty toward the untrained policy, TRL's beta (default: {train.beta:g}: none)")
     p.add_argument("--learning-rate", type=float, default=train.learning_rate,
                    help=f"constant learning rate (default: {train.learning_rate:g})")
     p.add_argument("--save-steps", type=_positive_int, default=run["save_steps"],
@@ -506,14 +520,14 @@ def cmd_bon(args: argparse.Namespace) -> int:
 
 
 def cmd_ppo(args: argparse.Namespace) -> int:
-    from prb_utils.downstream.ppo import PPO_ZOO, TrainOptions, run_ppo
+    from prb_utils.downstream.ppo import PPO_ZOO, TRAINER, TrainOptions, run_ppo
     from prb_utils.downstream.rubric_judge import judge_label
     from prb_utils.profile import parse_condition
 
     parse_condition(args.rm_profile)
     options = TrainOptions(num_generations=args.num_generations, prompts_per_step=args.prompts_per_step,
                            learning_rate=args.learning_rate, max_new_tokens=args.max_new_tokens,
-                           policy_posts=args.policy_posts, rm_profile=args.rm_profile)
+                           policy_posts=args.policy_posts, rm_profile=args.rm_profile, beta=args.kl_coef)
     data = _load(args)
     _check_writable(args.results)
     run = run_ppo(data, out=args.results, policy=args.policy, models=args.model or list(PPO_ZOO), steps=args.steps,
@@ -524,7 +538,7 @@ def cmd_ppo(args: argparse.Namespace) -> int:
     print(run.table.pivot_table(index="rm", columns="subset", values="score").round(3).to_string())
     print(f"Trained now: {', '.join(run.trained) or 'nothing (all runs were finished)'}; "
           "timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in run.timings.items()))
-    print(f"PPO table: {Path(args.results) / 'ppo' / 'ppo.csv'}")
+    print(f"RL table (trained with TRL's {TRAINER}, not PPO): {Path(args.results) / 'ppo' / 'ppo.csv'}")
     return 0
 
 

@@ -304,3 +304,33 @@ def test_rewardbench2_table_shows_pearson_and_spearman_disagree():
     r = correlation_difference(table, "ppo", "rbv2", "bon", n_boot=1000, seed=0)
     assert r["diff"] == pytest.approx(full["spearman"] - rank_agreement(table["bon"], table["ppo"])["spearman"])
     assert r["ci_low"] < r["diff"] < r["ci_high"] and 0 < r["p_value"] <= 1 and r["n"] == 17
+
+
+@pytest.mark.parametrize("flat_side", ["benchmark", "downstream"])
+def test_a_constant_ranking_has_no_coefficient_anywhere(flat_side):
+    """Constant BoN quality (a weak judge) or constant accuracy: every coefficient, interval and chance is
+    undefined, NDCG and RBO included, and no_ranking says why."""
+    from prb_utils.downstream.correlation import no_ranking, rank_agreement, rank_agreement_ci
+
+    varied, flat = [0.6, 0.5, 0.4, 0.7, 0.3], [0.5] * 5
+    x, y = (flat, varied) if flat_side == "benchmark" else (varied, flat)
+    assert all(math.isnan(v) for v in rank_agreement(x, y).values())
+    ci = rank_agreement_ci(x, y, n_boot=200)
+    assert ci[["estimate", "ci_low", "ci_high", "chance", "p_perm"]].isna().all().all()
+    assert "no ranking" in no_ranking(x, y)
+
+
+def test_undefined_coefficients_are_written_na_not_drawn_as_bars():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from prb_utils.downstream.correlation import rank_agreement_ci
+    from prb_utils.downstream.plots import coefficient_bars
+
+    table = rank_agreement_ci([0.6, 0.5, 0.4, 0.7, 0.3], [0.5] * 5, n_boot=100)
+    ax = coefficient_bars(table)
+    assert [p.get_height() for p in ax.patches] == []
+    assert [t.get_text() for t in ax.texts] == ["n/a"] * 6
+    plt.close(ax.figure)

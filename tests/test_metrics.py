@@ -266,3 +266,19 @@ def test_summarize_refuses_half_credit_beside_strict_paired_tests():
     assert "credit" in summarize(res, half_credit=True).columns
     with pytest.raises(PRBError, match="Half credit"):
         summarize(res, half_credit=True, compare="profile")
+
+
+def test_the_rubric_oracle_is_marked_and_is_no_lift_unless_asked():
+    from prb_utils.analysis.metrics import accuracy_table, profile_lift
+
+    rows = []
+    for profile, outcomes in (("none", ["wrong"] * 4), ("top3", ["correct", "wrong", "wrong", "wrong"]),
+                              ("rubric", ["correct"] * 4)):
+        rows += [{"model": "m", "profile": profile, "subset": "s", "id": i, "outcome": o}
+                 for i, o in enumerate(outcomes)]
+    res = pd.DataFrame(rows)
+    table = accuracy_table(res)
+    assert dict(zip(table["profile"], table["oracle"], strict=True)) == {"none": False, "rubric": True, "top3": False}
+    assert "oracle" not in accuracy_table(res[res["profile"] != "rubric"]).columns
+    assert profile_lift(res)["profile"].tolist() == ["top3"]
+    assert sorted(profile_lift(res, include_oracle=True)["profile"]) == ["rubric", "top3"]

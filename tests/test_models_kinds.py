@@ -409,3 +409,47 @@ def test_batch_tokenization_gives_each_pairs_own_tokens(pairs, tiny_lm_dir, tiny
     assert many == [rm._sequences(p) for p in chunk]
     assert many[-1][-1] is True and not any(item[-1] for item in many[:-1])   # only the long pair is truncated
     assert [s.score_chosen for s in rm.run(rm.prepare(chunk))] == [s.score_chosen for s in rm.score_pairs(chunk)]
+
+
+def _prompt_prefix_classifier(folder, *, metaspace_first: bool):
+    """A tiny classifier whose chat template's generation prompt is a prefix of the whole chat (as SmolLM2's
+    and Llama-3's are), with a Whitespace or a Metaspace(prepend_scheme="first") pre-tokenizer."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForSequenceClassification, PreTrainedTokenizerFast
+
+    raw = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    raw.pre_tokenizer = (pre_tokenizers.Metaspace(prepend_scheme="first") if metaspace_first
+                         else pre_tokenizers.Whitespace())
+    specials = ["[PAD]", "[UNK]", "<|user|>", "<|assistant|>", "<|end|>"]
+    raw.train_from_iterator([" ".join(WORDS), "x " + " ".join(WORDS)],
+                            trainer=trainers.WordLevelTrainer(special_tokens=specials))
+    tok = PreTrainedTokenizerFast(tokenizer_object=raw, pad_token="[PAD]", unk_token="[UNK]", model_max_length=256)
+    tok.chat_template = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
+                         "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+    tok.save_pretrained(str(folder))
+    config = LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256,
+                         pad_token_id=tok.pad_token_id, num_labels=1)
+    torch.manual_seed(0)
+    LlamaForSequenceClassification(config).save_pretrained(str(folder))
+    return folder
+
+
+@pytest.mark.parametrize("metaspace_first", [False, True])
+def test_a_shared_prompt_is_tokenized_once_only_where_that_gives_the_same_ids(pairs, tmp_path, metaspace_first):
+    """chosen and rejected share the prompt's ids up to its last special token; a tokenizer that encodes a
+    text's first piece apart (Metaspace "first") is caught by the check and tokenized whole instead."""
+    rm = load_model(f"classifier:{_prompt_prefix_classifier(tmp_path, metaspace_first=metaspace_first)}",
+                    device="cpu")
+    calls = []
+    real = rm.tokenizer.__class__.__call__
+    rm.tokenizer.__class__.__call__ = lambda self, text, **kw: calls.append(text) or real(self, text, **kw)
+    try:
+        many = rm._sequences_many(pairs)
+    finally:
+        rm.tokenizer.__class__.__call__ = real
+    assert many == [rm._sequences(p) for p in pairs]
+    assert rm._shares_prompt is (not metaspace_first)
+    shared = [c for c in calls if isinstance(c, list) and len(c) == 3 * len(pairs)]
+    assert len(shared) == 1   # one call: each prompt once, then the two answers' pieces without it
+    assert not any("<|user|>" in t for t in shared[0][len(pairs):])

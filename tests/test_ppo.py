@@ -97,6 +97,7 @@ def test_two_step_ppo_on_a_tiny_policy(tiny_lm_dir, tmp_path):
     assert sorted(table["subset"].unique()) == sorted(load_benchmark("sample")["subset"].unique())
     assert table["n"].tolist() == [1] * 6  # one held-out question per subset, each rated
     assert table["score"].between(0, 1).all()
+    assert set(table["trainer"]) == {"GRPO"}   # the table names its trainer: GRPO is never called PPO
     answers = pd.read_parquet(out / "ppo" / "answers.parquet")
     assert answers.groupby("rm").size().to_dict() == {BASELINE_RM: 3, "length": 3}
     assert set(answers["judge"]) == {"proxy:minilm"} and answers["judge_proxy"].all()
@@ -145,6 +146,8 @@ def test_rerun_trains_nothing_and_more_steps_resume_from_the_checkpoint(tiny_lm_
     (["--eval-questions", "1000"], "no question to train on"),
     (["--rm-profile", "rubric"], "answer key"),
     (["--num-generations", "1"], "at least 2 completions"),
+    (["--kl-coef", "-1"], "--kl-coef"),
+    (["--kl-coef", "nan"], "--kl-coef"),
 ])
 def test_user_mistakes_exit_2(tmp_path, capsys, extra, message):
     code = main(["ppo", "--results", str(tmp_path / "r"), "--model", "length", "--no-progress", *extra])
@@ -152,3 +155,17 @@ def test_user_mistakes_exit_2(tmp_path, capsys, extra, message):
     assert code == 2
     assert message in err and "Traceback" not in err
     assert not (tmp_path / "r" / "ppo" / "runs").exists()  # refused before training anything
+
+
+def test_an_rl_table_names_its_trainer_and_one_without_is_the_papers_ppo(tmp_path):
+    grpo, plain = tmp_path / "grpo.csv", tmp_path / "plain.csv"
+    grpo.write_text("rm,subset,score,n,trainer\na,Art,0.5,3,GRPO\n", encoding="utf-8")
+    plain.write_text("rm,subset,score\na,Art,0.5\n", encoding="utf-8")
+    assert read_ppo_csv(grpo)["trainer"].tolist() == ["GRPO"]
+    assert read_ppo_csv(plain)["trainer"].tolist() == ["PPO"]
+
+
+def test_the_kl_coefficient_reaches_the_trainer_and_the_run_key():
+    args = build_parser().parse_args(["ppo", "--kl-coef", "0.04"])
+    assert args.kl_coef == 0.04
+    assert build_parser().parse_args(["ppo"]).kl_coef == 0.0

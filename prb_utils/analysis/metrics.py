@@ -43,7 +43,7 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_confint
 
 from prb_utils.errors import PRBError
-from prb_utils.schema import OUTCOMES
+from prb_utils.schema import OUTCOMES, is_oracle
 
 PAIR_KEY = ("subset", "id")
 IDENTITY = ("model", "profile", "subset", "id")
@@ -242,7 +242,13 @@ def accuracy_table(
 
     ``ci`` is ``"wilson"`` (default), ``"bootstrap"`` (percentile, over rows, fixed ``seed``) or ``None``
     (NaN bounds). With ``half_credit=True`` a tie counts 0.5, a ``credit`` column (correct + ties/2) is
-    added and the Wilson interval uses that credit as the count.
+    added and the Wilson interval uses that credit as the count. When ``by`` holds ``profile`` and a row is
+    the diagnostic oracle ``rubric`` (the RM saw the answer key), an ``oracle`` column follows ``profile`` so
+    that no table shows the oracle unmarked.
+
+    >>> res = pd.DataFrame({"model": "m", "profile": ["none", "rubric"], "outcome": ["wrong", "correct"]})
+    >>> accuracy_table(res)[["profile", "oracle", "accuracy"]].values.tolist()
+    [['none', False, 0.0], ['rubric', True, 1.0]]
     """
     by = _as_list(by)
     require_columns(results, [*by, "outcome"])
@@ -285,6 +291,9 @@ def accuracy_table(
     columns = [*by, "n", "correct", "ties", "invalid", "accuracy", "ci_low", "ci_high"]
     if half_credit:
         columns.insert(columns.index("accuracy"), "credit")
+    if "profile" in by and table["profile"].map(is_oracle).any():
+        table["oracle"] = table["profile"].map(is_oracle)
+        columns.insert(columns.index("profile") + 1, "oracle")
     return table[columns]
 
 
@@ -419,12 +428,14 @@ def profile_lift(
     *,
     baseline: str = "none",
     by: str | Sequence[str] = "model",
+    include_oracle: bool = False,
     n_boot: int = N_BOOT,
     seed: int = SEED,
     level: float = LEVEL,
 ) -> pd.DataFrame:
     """Per group of ``by`` (default the model; use ``"job_label"`` to keep jobs apart), the accuracy change
-    of each profile condition over ``baseline`` on the same pairs.
+    of each profile condition over ``baseline`` on the same pairs. The oracle condition ``rubric`` is no lift
+    of a profile (the RM saw the answer key): it is left out unless ``include_oracle``.
 
     Columns ``*by, profile, baseline, n_pairs, accuracy_baseline, accuracy_condition, lift, ci_low, ci_high,
     p_value, p_holm`` (lift = accuracy_condition − accuracy_baseline; paired bootstrap CI at ``level``;
@@ -441,6 +452,8 @@ def profile_lift(
     require_columns(results, [*by, "profile"])
     if baseline not in set(results["profile"].astype(str)):
         raise PRBError(f"No results for the baseline profile condition {baseline!r}.")
+    if not include_oracle:
+        results = results[~results["profile"].map(is_oracle) | (results["profile"].astype(str) == baseline)]
     cmp = compare(results, "profile", baseline=baseline, by=by, n_boot=n_boot, seed=seed, level=level)
     out = cmp.rename(columns={"level_a": "baseline", "level_b": "profile", "accuracy_a": "accuracy_baseline",
                               "accuracy_b": "accuracy_condition", "diff": "lift"})

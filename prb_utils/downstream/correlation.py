@@ -132,6 +132,24 @@ def _nan_if_constant(x: np.ndarray, y: np.ndarray, fn) -> float:
         return float(fn(x, y))
 
 
+def no_ranking(benchmark_scores: Sequence[float], downstream_scores: Sequence[float], *,
+               benchmark: str = "benchmark score", downstream: str = "downstream score") -> str | None:
+    """The sentence to show instead of rank agreement when a side gives every RM the same value (then no
+    coefficient is defined: there is no ranking to agree with), or None when both sides vary.
+
+    >>> no_ranking([0.6, 0.5, 0.7], [0.5, 0.5, 0.5], downstream="bon@4")
+    'Every RM has the same bon@4 (0.5): there is no ranking to agree with, so every coefficient is n/a.'
+    >>> no_ranking([0.6, 0.5, 0.7], [0.1, 0.5, 0.3]) is None
+    True
+    """
+    for values, name in ((benchmark_scores, benchmark), (downstream_scores, downstream)):
+        v = np.asarray(values, dtype=float)
+        if v.size and np.ptp(v) == 0:
+            return (f"Every RM has the same {name} ({float(v[0]):.3g}): there is no ranking to agree with, so every "
+                    "coefficient is n/a.")
+    return None
+
+
 def rank_agreement(benchmark_scores: Sequence[float], downstream_scores: Sequence[float], *,
                    top: int | None = None) -> dict[str, float]:
     """Agreement of the two RM rankings: Spearman, Kendall (tau-b), weighted Kendall, Pearson, NDCG, RBO.
@@ -142,8 +160,13 @@ def rank_agreement(benchmark_scores: Sequence[float], downstream_scores: Sequenc
     to be non-negative (gain = score - min score, so the worst RM adds nothing and a constant shift of
     the downstream scores changes nothing; :func:`ndcg`); ``rbo`` is extrapolated RBO with p=0.9
     (:func:`rbo`). ``top`` is the cutoff of NDCG and RBO; the correlation coefficients always use every
-    RM. A coefficient undefined for constant input is NaN. Even a random ranking scores well above 0 on
-    NDCG and RBO: read them against the ``chance`` column of :func:`rank_agreement_ci`.
+    RM. When either side gives every RM the same value there is no ranking, and every coefficient (NDCG
+    and RBO too) is NaN (:func:`no_ranking` says why). Even a random ranking scores well above 0 on NDCG and
+    RBO: read them against the ``chance`` column of :func:`rank_agreement_ci`.
+
+    >>> r = rank_agreement([0.6, 0.5, 0.4, 0.7, 0.3], [0.5] * 5)
+    >>> sorted(m for m, v in r.items() if not math.isnan(v))
+    []
 
     >>> round(rank_agreement([1, 2, 3], [-1.0, 0.0, 2.0])["ndcg"], 4)   # gains 0, 1, 3
     1.0
@@ -153,6 +176,8 @@ def rank_agreement(benchmark_scores: Sequence[float], downstream_scores: Sequenc
     [1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
     """
     x, y = _pair(benchmark_scores, downstream_scores)
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        return dict.fromkeys(METRICS, math.nan)
     return {
         "spearman": _nan_if_constant(x, y, lambda a, b: stats.spearmanr(a, b).statistic),
         "kendall": _nan_if_constant(x, y, lambda a, b: stats.kendalltau(a, b).statistic),
@@ -256,7 +281,7 @@ def _rbo_rows(x: np.ndarray, y: np.ndarray, top: int | None, p: float = RBO_P) -
 
 
 def _agreement_chunk(x: np.ndarray, y: np.ndarray, top: int | None) -> dict[str, np.ndarray]:
-    return {
+    found = {
         "spearman": _pearson_rows(_midranks(x), _midranks(y)),
         "kendall": _tau_rows(x, y, None),
         "weighted_tau": _weighted_tau_rows(x, y),
@@ -264,6 +289,10 @@ def _agreement_chunk(x: np.ndarray, y: np.ndarray, top: int | None) -> dict[str,
         "ndcg": _ndcg_rows(x, y - y.min(axis=1, keepdims=True), top),
         "rbo": _rbo_rows(x, y, top),
     }
+    constant = _constant(x) | _constant(y)   # no ranking on a side: no coefficient (as rank_agreement)
+    for values in found.values():
+        values[constant] = np.nan
+    return found
 
 
 def _agreement_rows(x: np.ndarray, y: np.ndarray, top: int | None = None) -> dict[str, np.ndarray]:

@@ -413,7 +413,7 @@ def run_bon_pipeline(
     accuracy = _prb_accuracy(out, models, rm_profile)
     metrics = bon_metrics(curves.drop(columns=["judge", "judge_proxy"]))
     if accuracy is not None:
-        from prb_utils.downstream.correlation import rank_agreement_ci
+        from prb_utils.downstream.correlation import no_ranking, rank_agreement_ci
 
         joined = pd.concat([accuracy.rename("prb"), metrics], axis=1, join="inner").dropna()
         if len(joined) >= 3:
@@ -422,6 +422,9 @@ def run_bon_pipeline(
             agreement.insert(0, "downstream", f"bon@{max(ks)}")
             agreement["judge"] = judge_name
             agreement["judge_proxy"] = proxy
+            # a flat side has no ranking: the file says so, its numbers are empty, and no figure is drawn
+            agreement["note"] = no_ranking(joined["prb"], joined[f"bon@{max(ks)}"], benchmark="PRB accuracy",
+                                           downstream=f"bon@{max(ks)}")
             agreement.to_csv(root / "agreement.csv", index=False)
 
     paths: list[Path] = []
@@ -467,7 +470,7 @@ def _figures(curves: pd.DataFrame, gains: pd.DataFrame | None, metrics: pd.DataF
         save(bon_curve_plot(gains, method="exact", judge_label=label, ylabel="gain over one random answer",
                             title="Best-of-k gain over a random answer (paired by question, 95% CI)"),
              "bon_gain_exact.png")
-    if accuracy is not None and agreement is not None:
+    if accuracy is not None and agreement is not None and not agreement["note"].notna().any():
         y = metrics[f"bon@{kmax}"]
         ylab = f"best-of-{kmax} quality\n[{label}]"
         save(scatter_fit(accuracy, y, xlabel="PRB accuracy", ylabel=ylab), "prb_vs_bon_scatter.png")

@@ -149,7 +149,8 @@ def coefficient_bars(table: pd.DataFrame, *, hue: str | None = None, ax: Axes | 
                      title: str | None = "Rank agreement with 95% bootstrap CI over RMs") -> Axes:
     """Bars of each coefficient (``metric``) with its CI, from :func:`prb_utils.downstream.correlation.rank_agreement_ci`
     or :func:`~prb_utils.downstream.correlation.compare_benchmarks` (then ``hue="benchmark"`` sets benchmarks side by side).
-    A black tick marks each coefficient's ``chance`` value (a random ranking) when the table has it.
+    A black tick marks each coefficient's ``chance`` value (a random ranking) when the table has it. An
+    undefined coefficient (NaN: e.g. a constant ranking) is written "n/a" where its bar would be.
     """
     _need(table, ["metric", "estimate", "ci_low", "ci_high"])
     ax = _axes(ax, (7, 4))
@@ -161,18 +162,22 @@ def coefficient_bars(table: pd.DataFrame, *, hue: str | None = None, ax: Axes | 
         d = d.set_index("metric").reindex(metrics)
         x = np.arange(len(metrics)) + (gi - (len(groups) - 1) / 2) * width
         est = d["estimate"].to_numpy(float)
+        ok = np.isfinite(est)   # an undefined coefficient gets the words "n/a", never a bar at 0
         err = np.vstack([(est - d["ci_low"].to_numpy(float)).clip(min=0),
                          (d["ci_high"].to_numpy(float) - est).clip(min=0)])
-        ax.bar(x, np.nan_to_num(est), width=width, color=color, label=None if group is None else str(group))
-        ax.errorbar(x, np.nan_to_num(est), yerr=np.nan_to_num(err), fmt="none", ecolor="0.2", capsize=3)
+        ax.bar(x[ok], est[ok], width=width, color=color, label=None if group is None else str(group))
+        ax.errorbar(x[ok], est[ok], yerr=np.nan_to_num(err[:, ok]), fmt="none", ecolor="0.2", capsize=3)
+        for xi in x[~ok]:
+            ax.text(xi, 0.05, "n/a", ha="center", va="bottom", fontsize="small", color="0.3", rotation=90)
         if "chance" in d.columns:
-            ax.scatter(x, d["chance"].to_numpy(float), marker="_", s=300, color="black", zorder=4,
-                       label="chance (random ranking)" if gi == 0 else None)
+            chance = d["chance"].to_numpy(float)
+            ax.scatter(x[ok], chance[ok], marker="_", s=300, color="black", zorder=4,
+                       label="chance (random ranking)" if gi == 0 and ok.any() else None)
     ax.axhline(0, color="0.3", linewidth=0.8)
     ax.set_xticks(np.arange(len(metrics)), metrics)
     ax.set_ylim(-1.05, 1.05)
     ax.set_ylabel("coefficient")
-    if hue or "chance" in table.columns:
+    if (hue or "chance" in table.columns) and ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize="small", frameon=False)
     if title:
         ax.set_title(title)

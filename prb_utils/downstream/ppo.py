@@ -20,7 +20,8 @@ group of ``num_generations`` completions).
    ``judge:`` compares each completion with the *next completion of the same prompt* in its GRPO group
    (cyclically, both A/B orders) and the reward is its mean win probability over the comparisons it is in
    (with two completions per prompt: P(win) and 1 - P(win)). An invalid score gives the completion no reward
-   (``None`` to TRL, which then counts it as 0).
+   (``None`` to TRL: TRL 1.16 leaves it out of its group's mean and standard deviation and gives it no
+   advantage, so it neither counts as 0 nor moves the others' baseline).
 3. Each RM's run lives in ``<out>/ppo/runs/<rm>-<key>/``: TRL checkpoints (the last one kept, optimizer
    included), ``rewards.jsonl`` (one line per optimizer step: the step and its rewards) and ``run.json``. The
    key covers the RM (and its fingerprint), the policy, the split, the seed and every training option but
@@ -29,8 +30,8 @@ group of ``num_generations`` completions).
    again. The learning rate is constant, so a run extended step by step is the same recipe.
 4. The trained policy (and once, the untrained one: row ``untrained``) answers each held-out question
    greedily; the rubric judge (default: ``prb bon``'s default judge) rates each answer's quality in [0, 1]
-   (cached in ``<out>/ppo/judge/``). ``<out>/ppo/ppo.csv`` holds ``rm,subset,score,n`` (mean quality per
-   subset over the answers the judge could rate, ``n`` of them), the format of
+   (cached in ``<out>/ppo/judge/``). ``<out>/ppo/ppo.csv`` holds ``rm,subset,score,n,trainer`` (mean
+   quality per subset over the answers the judge could rate, ``n`` of them; ``trainer`` is ``GRPO``), the format of
    :func:`prb_utils.downstream.reference_files.read_ppo_csv`; ``answers.parquet`` the judged answers.
 
 >>> frame = pd.DataFrame({"subset": ["A"] * 4, "id": ["1", "2", "3", "4"], "question": ["q1", "q2", "q2", "q3"]})
@@ -512,17 +513,19 @@ def judge_answers(answers: pd.DataFrame, held_out: pd.DataFrame, *, cache: Path,
 
 
 def ppo_table(judged: pd.DataFrame) -> pd.DataFrame:
-    """``rm,subset,score,n``: mean quality per (rm, subset) over the answers the judge rated (``n``).
+    """``rm,subset,score,n,trainer``: mean quality per (rm, subset) over the answers the judge rated (``n``),
+    and the trainer that made the policy (:data:`TRAINER`, never called PPO).
 
     >>> rows = pd.DataFrame({"rm": ["a", "a", "a"], "subset": ["S", "S", "S"], "quality": [0.2, 0.4, float("nan")]})
     >>> ppo_table(rows).to_dict("records")
-    [{'rm': 'a', 'subset': 'S', 'score': 0.3, 'n': 2}]
+    [{'rm': 'a', 'subset': 'S', 'score': 0.3, 'n': 2, 'trainer': 'GRPO'}]
     """
     rated = judged[judged["quality"].notna()]
     table = (rated.groupby(["rm", "subset"], sort=False)["quality"].agg(["mean", "size"]).reset_index()
              .rename(columns={"mean": "score", "size": "n"}))
     table["score"] = table["score"].round(12)
-    return table[["rm", "subset", "score", "n"]]
+    table["trainer"] = TRAINER
+    return table[["rm", "subset", "score", "n", "trainer"]]
 
 
 # ------------------------------------------------------------------------------------------ 5. all of it
@@ -690,7 +693,7 @@ def _merge_previous(root: Path, table: pd.DataFrame, setting: dict[str, Any]) ->
         return table
     previous = read_ppo_csv(root / "ppo.csv")
     kept = previous[~previous["rm"].isin(set(table["rm"]))]
-    kept = kept.assign(n=kept["n"].astype("Int64"))
+    kept = kept.assign(n=kept["n"].astype("Int64"), trainer=TRAINER)   # this setting's rows: the same trainer
     return pd.concat([table, kept], ignore_index=True) if not kept.empty else table
 
 

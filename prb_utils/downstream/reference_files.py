@@ -389,20 +389,24 @@ def read_accuracy_summaries(folder_or_files: PathLike | list[PathLike]) -> pd.Da
 
 # ------------------------------------------------------------------------------------------------- PPO
 
-PPO_COLUMNS = ["rm", "subset", "score", "n"]
+PPO_COLUMNS = ["rm", "subset", "score", "n", "trainer"]
+DEFAULT_RL_TRAINER = "PPO"   # an outcome table that names no trainer: the paper's (and the reference scripts') PPO
 
 
 def read_ppo_csv(path: PathLike) -> pd.DataFrame:
-    """A PPO outcome table ``rm,subset,score[,n]`` (header required) -> columns rm, subset, score, n.
+    """An RL outcome table ``rm,subset,score[,n[,trainer]]`` (header required) -> columns rm, subset, score, n,
+    trainer.
 
     ``score`` is the downstream quality of the policy trained with ``rm`` on ``subset`` (any scale, higher
-    is better); ``n`` (optional) the number of evaluated prompts, used as a weight when subsets are pooled.
+    is better); ``n`` (optional) the number of evaluated prompts, used as a weight when subsets are pooled;
+    ``trainer`` (optional; ``prb ppo`` writes ``GRPO``) the RL algorithm that trained it: the pages name it,
+    and a table without it is taken to be the paper's PPO.
 
     >>> import tempfile, pathlib
     >>> f = pathlib.Path(tempfile.mkdtemp()) / "ppo.csv"
     >>> _ = f.write_text("rm,subset,score\\nrm-a,Art,0.61\\n")
     >>> read_ppo_csv(f).to_dict("records")
-    [{'rm': 'rm-a', 'subset': 'Art_and_Entertainment', 'score': 0.61, 'n': nan}]
+    [{'rm': 'rm-a', 'subset': 'Art_and_Entertainment', 'score': 0.61, 'n': nan, 'trainer': 'PPO'}]
     """
     p = Path(path)
     if not p.is_file():
@@ -411,10 +415,11 @@ def read_ppo_csv(path: PathLike) -> pd.DataFrame:
         reader = csv.reader(fh)
         header = next(reader, None)
         if header is None:
-            raise PRBError(f"{p}, line 1: the file is empty; expected the header rm,subset,score[,n].")
+            raise PRBError(f"{p}, line 1: the file is empty; expected the header rm,subset,score[,n[,trainer]].")
         header = [h.strip() for h in header]
-        if header not in (PPO_COLUMNS[:3], PPO_COLUMNS):
-            raise PRBError(f"{p}, line 1: the header must be rm,subset,score or rm,subset,score,n.")
+        if header not in (PPO_COLUMNS[:3], PPO_COLUMNS[:4], PPO_COLUMNS):
+            raise PRBError(f"{p}, line 1: the header must be rm,subset,score, rm,subset,score,n or "
+                           "rm,subset,score,n,trainer.")
         rows, seen = [], set()
         for row in reader:
             lineno = reader.line_num
@@ -432,7 +437,7 @@ def read_ppo_csv(path: PathLike) -> pd.DataFrame:
             if not math.isfinite(value):
                 raise PRBError(f"{p}, line {lineno}: field 'score' is not finite.")
             n = float("nan")
-            if len(header) == 4 and row[3].strip():
+            if len(header) >= 4 and row[3].strip():
                 try:
                     n = int(row[3])
                 except ValueError:
@@ -443,7 +448,8 @@ def read_ppo_csv(path: PathLike) -> pd.DataFrame:
             if (rm, subset) in seen:
                 raise PRBError(f"{p}, line {lineno}: rm {rm!r} and subset {subset!r} appear twice.")
             seen.add((rm, subset))
-            rows.append({"rm": rm, "subset": subset, "score": value, "n": n})
+            trainer = (row[4].strip() if len(header) == 5 else "") or DEFAULT_RL_TRAINER
+            rows.append({"rm": rm, "subset": subset, "score": value, "n": n, "trainer": trainer})
     if not rows:
         raise PRBError(f"{p}: no data rows below the header.")
     return pd.DataFrame(rows, columns=PPO_COLUMNS)

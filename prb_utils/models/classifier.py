@@ -96,8 +96,10 @@ class ClassifierRM(HFAdapter):
     def _sequences_many(self, pairs: Sequence[PairInput]) -> list[tuple[list[list[int]], bool]]:
         """:meth:`_sequences` of every pair: one batch call of the tokenizer for all, and the fitting loop
         only for the pairs that are too long."""
-        texts = [render_chat(self.tokenizer, p.prompt, r) for p in pairs for r in (p.chosen, p.rejected)]
-        ids = self.encode_many(texts)
+        texts = [[render_chat(self.tokenizer, p.prompt, r) for r in (p.chosen, p.rejected)] for p in pairs]
+        shared = self.encode_after([render_chat(self.tokenizer, p.prompt) for p in pairs], texts)
+        ids = [s for group in shared for s in group] if shared is not None else \
+            self.encode_many([text for group in texts for text in group])
         out = []
         for i, pair in enumerate(pairs):
             seqs = ids[2 * i : 2 * i + 2]

@@ -290,6 +290,7 @@ class HFAdapter:
         self.max_length = MAX_LENGTH_FALLBACK
         self._specials: tuple[list[int], list[int]] | None = None
         self.tokenizer_lock = threading.RLock()
+        self._shares_prompt = True   # encode_after: tokenize a shared prompt once (until a check says otherwise)
 
     def special_mode(self) -> str:
         """How :meth:`encode` treats special tokens (see :func:`encode_ids`): the fallback format always takes
@@ -311,6 +312,34 @@ class HFAdapter:
             self._specials = special_token_ids(self.tokenizer)
         return encode_many(self.tokenizer, texts, mode=self.special_mode(), specials=self._specials,
                            continued=continued)
+
+    def encode_after(self, prompts: Sequence[str], texts: Sequence[Sequence[str]]) -> list[list[list[int]]] | None:
+        """:meth:`encode_many` of each group of ``texts``, whose texts all begin with the group's rendered
+        prompt (a classifier's chosen and rejected chats), tokenizing each prompt once, in one batch call: a
+        fast tokenizer splits its input at special tokens and encodes the pieces apart, so a prompt up to
+        its last special token has the same ids in every text. A tokenizer that treats a text's first piece
+        apart (a ``Metaspace`` pre-tokenizer with ``prepend_scheme="first"``) would differ: the first group
+        of every call is checked against :meth:`encode_many`, and on a difference this adapter stops sharing.
+        None where sharing is off or does not apply (the caller then tokenizes whole)."""
+        if not texts or not self._shares_prompt or self.special_mode() == "always":
+            return None
+        specials = [str(t.content) for t in self.tokenizer.added_tokens_decoder.values() if t.special and t.content]
+        cuts = [max((p.rfind(t) + len(t) for t in specials if t in p), default=0) for p in prompts]
+        if min(cuts) <= 0 or not all(text.startswith(p) for p, g in zip(prompts, texts, strict=True) for text in g):
+            return None
+        if self._specials is None:
+            self._specials = special_token_ids(self.tokenizer)
+        pieces = [p[:c] for p, c in zip(prompts, cuts, strict=True)]
+        pieces += [text[c:] for c, g in zip(cuts, texts, strict=True) for text in g]
+        ids = self.tokenizer(pieces, add_special_tokens=False)["input_ids"]
+        heads, tails = ids[: len(prompts)], iter(ids[len(prompts):])
+        joined = [[list(head) + list(next(tails)) for _ in g] for head, g in zip(heads, texts, strict=True)]
+        out = [encode_many(lambda _texts, add_special_tokens, j=j: {"input_ids": j}, g, mode=self.special_mode(),
+                           specials=self._specials) for j, g in zip(joined, texts, strict=True)]
+        if out[0] != self.encode_many(texts[0]):
+            self._shares_prompt = False   # this tokenizer encodes a text's first piece apart
+            return None
+        return out
 
     def score_pairs(self, pairs: Sequence[Any]) -> list[Any]:
         """Scores of ``pairs``: :meth:`run` of :meth:`prepare`. The scorer calls the two apart, so that the
