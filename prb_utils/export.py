@@ -172,14 +172,16 @@ def _job_inputs(rows: pd.DataFrame, data: pd.DataFrame | None, meta: Mapping[str
     """Per row: question, RM user message, chosen and rejected (empty dicts without ``data``)."""
     if data is None:
         return [{} for _ in range(len(rows))]
-    from prb_utils.analysis.profile_curves import retriever_for
     from prb_utils.profile import parse_condition, rm_user_message
+    from prb_utils.scoring import retriever_from_label, retriever_label
 
     records = {(str(r["subset"]), str(r["id"])): r for r in data.to_dict("records")}
     condition = str(meta.get("profile"))
     cond = parse_condition(condition)
     uses_retriever = cond.k not in (0, None) and not cond.oracle
-    retrieve = retriever_for((meta.get("options") or {}).get("retriever") or "bm25") if uses_retriever else None
+    options = meta.get("options") or {}
+    retrieve = retriever_from_label(retriever_label(options.get("retriever") or "bm25", options.get("retriever_seed")))\
+        if uses_retriever else None
     out = []
     for subset, item_id in zip(rows["subset"].astype(str), rows["id"].astype(str), strict=True):
         record = records.get((subset, item_id))

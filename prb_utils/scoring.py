@@ -225,6 +225,30 @@ def _condition_name(condition: Any) -> str:
     return parse_condition(condition).name
 
 
+SEED_LABEL = ", retriever_seed="
+
+
+def retriever_label(name: str | None, seed: int | None = 0) -> str | None:
+    """How tables name a job's retriever: its spec, and the seed of a seeded ``random`` one.
+
+    >>> retriever_label("random", 3), retriever_label("bm25"), retriever_label(None)
+    ('random, retriever_seed=3', 'bm25', None)
+    """
+    if not name:
+        return None
+    seed = int(seed) if seed is not None and seed == seed else 0
+    return f"{name}{SEED_LABEL}{seed}" if name == "random" and seed else str(name)
+
+
+def retriever_from_label(label: str | None) -> Callable[..., list[int]] | None:
+    """The post selector a job used, from its :func:`retriever_label` (None for no retriever): the one way every
+    RM input is rebuilt (profile curves, exports), so a rebuild shows exactly the posts the model saw."""
+    if not label:
+        return None
+    name, _, seed = str(label).partition(SEED_LABEL)
+    return _retriever(name, int(seed or 0))
+
+
 def _retriever(spec: str | None, seed: int = 0) -> Callable[..., list[int]] | None:
     from prb_utils.profile import make_retriever
 

@@ -146,8 +146,6 @@ def test_rerun_trains_nothing_and_more_steps_resume_from_the_checkpoint(tiny_lm_
     (["--eval-questions", "1000"], "no question to train on"),
     (["--rm-profile", "rubric"], "answer key"),
     (["--num-generations", "1"], "at least 2 completions"),
-    (["--kl-coef", "-1"], "--kl-coef"),
-    (["--kl-coef", "nan"], "--kl-coef"),
 ])
 def test_user_mistakes_exit_2(tmp_path, capsys, extra, message):
     code = main(["ppo", "--results", str(tmp_path / "r"), "--model", "length", "--no-progress", *extra])
@@ -163,6 +161,14 @@ def test_an_rl_table_names_its_trainer_and_one_without_is_the_papers_ppo(tmp_pat
     plain.write_text("rm,subset,score\na,Art,0.5\n", encoding="utf-8")
     assert read_ppo_csv(grpo)["trainer"].tolist() == ["GRPO"]
     assert read_ppo_csv(plain)["trainer"].tolist() == ["PPO"]
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "lots"])
+def test_a_bad_kl_coefficient_exits_2_in_one_sentence(value, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["ppo", "--kl-coef", value])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "--kl-coef" in err and "Traceback" not in err
 
 
 def test_the_kl_coefficient_reaches_the_trainer_and_the_run_key():

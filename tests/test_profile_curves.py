@@ -318,3 +318,35 @@ def test_notebook_04_flags_a_position_locked_judge(tmp_path, monkeypatch, tiny_l
     shown = "".join(o.get("data", {}).get("text/markdown", "") for c in nb.cells if c.cell_type == "code"
                     for o in c.get("outputs", []))
     assert shown.count("Position-locked judge") == len(locked) > 0
+
+
+def test_a_seeded_random_retriever_job_is_rebuilt_with_its_own_seed(tmp_path):
+    """A `--retriever random --seed 3` job: the curve rebuilds exactly the RM inputs it scored (no input
+    mismatch), labels the retriever with its seed, and the export shows the posts the model saw."""
+    import json
+
+    from prb_utils.data import load_benchmark
+    from prb_utils.export import export_results
+    from prb_utils.scoring import score_benchmark
+    from prb_utils.store import load_results, load_run_metadata
+
+    data = load_benchmark("sample", limit=3)
+    out = tmp_path / "results"
+    scored = score_benchmark(data, ["length"], ["top1"], out=out, retriever="random", seed=3, progress=False)
+    results, meta = load_results(out), load_run_metadata(out)
+    inputs = pc.rm_inputs(results, data, retrievers=pc.job_retrievers(results, meta))
+    assert inputs["input_matches"].all()
+    curve = pc.profile_size_curve(results, data, run_metadata=meta, n_boot=50)
+    assert set(curve["retriever"].dropna()) == {"random, retriever_seed=3"}
+    assert curve["model"].tolist() == ["length"] * len(curve)
+    export_results(out, tmp_path / "eee", format="every_eval_ever", data=data, data_source="sample")
+    lines = [json.loads(line) for f in (tmp_path / "eee").rglob("*.jsonl") for line in f.read_text().splitlines()]
+    seen = {f"{row.subset}/{row.id}": row.pair_hash for row in scored.itertuples()}
+    assert len(lines) == len(seen)
+    from prb_utils.scoring import _build_pairs, retriever_from_label
+
+    pairs = _build_pairs(data.to_dict("records"), "top1", retriever_from_label("random, retriever_seed=3"))
+    expected = {p.key: p.prompt for p in pairs}
+    assert {p.key: p.hash for p in pairs} == seen
+    formatted = sorted(line["input"]["formatted"] for line in lines)
+    assert formatted == sorted(expected.values())

@@ -36,11 +36,12 @@ import pandas as pd
 
 from prb_utils.analysis.metrics import LEVEL, N_BOOT, SEED, bootstrap_ci, compare, require_columns
 from prb_utils.errors import PRBError
-from prb_utils.profile import make_retriever, parse_condition, rm_user_message
+from prb_utils.profile import parse_condition, rm_user_message
 from prb_utils.schema import is_oracle
+from prb_utils.scoring import retriever_from_label, retriever_label
 from prb_utils.store import pair_hash
 
-RETRIEVER_OPTIONS = ("retriever", "retriever_fingerprint")
+RETRIEVER_OPTIONS = ("retriever", "retriever_fingerprint", "retriever_seed")
 CURVE_COLUMNS = ["model", "retriever", "profile", "k", "oracle", "n", "n_questions", "correct", "ties", "invalid",
                  "accuracy", "ci_low", "ci_high", "posts_shown", "input_size", "input_unit"]
 
@@ -52,7 +53,8 @@ def _spec_column(results: pd.DataFrame) -> str:
 
 
 def job_retrievers(results: pd.DataFrame, run_metadata: pd.DataFrame | None = None) -> pd.Series:
-    """The retriever behind each row: None for ``none``/``full``/``rubric``, else the job's ``retriever``.
+    """The retriever behind each row: None for ``none``/``full``/``rubric``, else the job's retriever as
+    :func:`prb_utils.scoring.retriever_label` names it (a seeded ``random`` with its seed).
 
     Taken from a ``retriever`` column of ``results`` when there is one, else from ``run_metadata`` (the frame of
     :func:`prb_utils.store.load_run_metadata`, column ``option_retriever``). A ``top{K}`` row whose retriever is
@@ -69,7 +71,11 @@ def job_retrievers(results: pd.DataFrame, run_metadata: pd.DataFrame | None = No
         known = results["retriever"]
     elif run_metadata is not None and not run_metadata.empty and "option_retriever" in run_metadata.columns:
         require_columns(results, ["job"])
-        known = results["job"].map(dict(zip(run_metadata["job"], run_metadata["option_retriever"], strict=True)))
+        seeds = run_metadata["option_retriever_seed"] if "option_retriever_seed" in run_metadata.columns else \
+            pd.Series([0] * len(run_metadata), index=run_metadata.index)
+        labels = [retriever_label(name if isinstance(name, str) else None, seed)
+                  for name, seed in zip(run_metadata["option_retriever"], seeds, strict=True)]
+        known = results["job"].map(dict(zip(run_metadata["job"], labels, strict=True)))
     else:
         known = pd.Series([None] * len(results), index=results.index, dtype=object)
     known = known.astype(object).where(posts_k, None)
@@ -149,17 +155,6 @@ def load_tokenizer(name: str) -> Any:
         raise PRBError(f"Cannot load a tokenizer from {name!r} ({str(exc).splitlines()[0][:120]}).") from None
 
 
-def retriever_for(name: str | None) -> Callable[..., list[int]] | None:
-    """The post selector scoring used for a job's ``retriever`` option (None for no retriever)."""
-    if not name:
-        return None
-    if name.startswith("dense:"):
-        from prb_utils.models.embedding import load_encoder
-
-        return make_retriever(name, embed=load_encoder(name.split(":", 1)[1]))
-    return make_retriever(name)
-
-
 def rm_inputs(
     results: pd.DataFrame,
     data: pd.DataFrame,
@@ -186,7 +181,7 @@ def rm_inputs(
         key = (subset, item_id, condition, retriever)
         if key not in cache:
             if retriever not in functions:
-                functions[retriever] = retriever_for(retriever)
+                functions[retriever] = retriever_from_label(retriever)
             message = rm_user_message(record, condition, retriever=functions[retriever])
             posts = record.get("profile")
             n_posts = len(posts) if posts is not None else 0
