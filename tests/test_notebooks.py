@@ -275,10 +275,16 @@ def test_downstream_numbers_match_the_inputs(sample_report, executed):
     # groups, leave-one-RM-out and the claim test on the published table, recomputed with scipy
     by_group = pd.DataFrame(recorded["example_by_group"])
     spearman = by_group[by_group["metric"] == "spearman"].set_index("rms")
-    assert spearman["n"].to_dict() == {"all RMs": 17, "without on-policy-poor": 14, "on-policy only": 9}
+    paper = "on-policy, the paper's group (with the 3 poor)"
+    assert spearman["n"].to_dict() == {"all RMs": 17, "without on-policy-poor": 14, paper: 12,
+                                       "on-policy without the 3 poor": 9}
     good = example[example["group"] != "on-policy-poor"]
     assert spearman.loc["without on-policy-poor", "estimate"] == pytest.approx(
         stats.spearmanr(good["rbv2"], good["ppo"])[0], rel=1e-9)
+    on_policy = example[example["group"].isin(["on-policy", "on-policy-poor"])]
+    assert spearman.loc[paper, "estimate"] == pytest.approx(stats.spearmanr(on_policy["rbv2"], on_policy["ppo"])[0],
+                                                            rel=1e-9)
+    assert round(spearman.loc[paper, "estimate"], 3) == 0.441   # RewardBench 2's Table 8 / Fig. 4 group
     loo = pd.DataFrame(recorded["example_leave_one_out"])
     pearson = loo[loo["metric"] == "pearson"].set_index("left_out")["value"]
     for rm in example.index:

@@ -171,7 +171,7 @@ def test_a_bad_kl_coefficient_exits_2_in_one_sentence(value, capsys):
     assert stop.value.code == 2 and "--kl-coef" in err and "Traceback" not in err
 
 
-def test_the_kl_coefficient_reaches_the_trainer_and_the_run_key():
+def test_the_kl_coefficient_option_defaults_to_no_penalty():
     args = build_parser().parse_args(["ppo", "--kl-coef", "0.04"])
     assert args.kl_coef == 0.04
     assert build_parser().parse_args(["ppo"]).kl_coef == 0.0
