@@ -199,6 +199,7 @@ class _VLLMMixin:
         self.model = None
         self._specials = None
         self.tokenizer_lock = threading.RLock()
+        self._shares_prompt = True
         self.n_truncated = 0
         self.n_pairs = 0
         self.source = resolve_source(spec)
