@@ -117,3 +117,28 @@ def test_an_interrupted_judging_keeps_the_chunks_it_finished(tmp_path):
     quality = judge_samples(data, samples, out=tmp_path, judge=resumed, chunk=3, progress=False)
     assert len(seen) == len(samples) - 3     # the first chunk was kept
     assert quality["quality"].notna().all() and len(quality) == len(samples)
+
+
+def test_prb_accuracy_for_the_agreement_takes_one_job_per_model(tmp_path):
+    """A `--retriever random` ablation of lexical beside its BM25 job is not blended into lexical's accuracy."""
+    from prb_utils.data import load_benchmark
+    from prb_utils.downstream.pipeline import _prb_accuracy
+    from prb_utils.models import PairScore
+    from prb_utils.scoring import score_benchmark
+
+    class Constant:
+        spec, kind = "classifier:constant", "classifier"
+
+        def score_pairs(self, pairs):
+            return [PairScore(1.0, 0.0) for _ in pairs]
+
+        def run_metadata(self):
+            return {}
+
+    data = load_benchmark("sample", limit=4)
+    bm25 = score_benchmark(data, ["length", "lexical", Constant()], ["top1"], out=tmp_path, progress=False)
+    random = score_benchmark(data, ["lexical"], ["top1"], out=tmp_path, retriever="random", seed=3, progress=False)
+    got = _prb_accuracy(tmp_path, ["length", "lexical", "classifier:constant"], "top1")
+    expected = bm25.groupby("model")["outcome"].apply(lambda o: (o == "correct").mean())
+    assert got.to_dict() == pytest.approx(expected.to_dict())
+    assert (random["outcome"] == "correct").mean() != expected["lexical"]   # pooling would have moved it

@@ -305,16 +305,25 @@ def _default_ks(n: int) -> list[int]:
 
 
 def _prb_accuracy(out: str | os.PathLike, models: Sequence[str], profile: str) -> pd.Series | None:
+    """PRB accuracy per model under ``profile``, each from ONE job: the one scored as the BoN pipeline scores
+    (BM25 retrieval for ``top{K}``), the newest where several remain (say, two dtypes): two jobs of one model
+    are never pooled (a ``--retriever random`` ablation beside the BM25 job would blend into its number)."""
     try:
         from prb_utils.analysis.metrics import accuracy_table
-        from prb_utils.store import load_results
+        from prb_utils.store import load_results, load_run_metadata
 
         results = load_results(out)
+        meta = load_run_metadata(out)
     except Exception:  # no main store (yet): the agreement figures are optional
         return None
     if results is None or results.empty:
         return None
     results = results[results["model"].isin(models) & (results["profile"] == profile)]
+    jobs = meta[meta["job"].isin(set(results["job"]))]
+    if "option_retriever" in jobs.columns:
+        jobs = jobs[jobs["option_retriever"].isna() | (jobs["option_retriever"] == "bm25")]
+    newest = jobs.sort_values("created").groupby("model")["job"].last()
+    results = results[results["job"].isin(set(newest))]
     if results["model"].nunique() < 3:
         return None
     table = accuracy_table(results, by=("model",))
