@@ -33,7 +33,7 @@ import pandas as pd
 
 from prb_utils.errors import PRBError
 from prb_utils.schema import BASELINES, stable_hash
-from prb_utils.store import JobStore, now, pair_hash, tidy_rows
+from prb_utils.store import JobStore, missing_pairs, now, pair_hash, tidy_rows
 
 MIN_CHUNK = 2
 MAX_CHUNK = 1024
@@ -546,8 +546,7 @@ def _finish_job(store: JobStore, meta: dict[str, Any]) -> None:
     store.compact()
     rows = store.read()
     expected = meta.get("pairs") or {}
-    held = set(zip(rows["subset"], rows["id"], rows["pair_hash"], strict=True))
-    missing = [key for key, h in expected.items() if (*key.split("/", 1), h) not in held]
+    missing = missing_pairs(expected, rows)
     if missing:
         store.write_metadata(meta)
         raise PRBError(f"Job {store.key} ({meta.get('model')} [{meta.get('profile')}]) holds "

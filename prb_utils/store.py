@@ -333,13 +333,24 @@ class StoreShortfallWarning(UserWarning):
     """A finished job holds fewer rows than the pairs its ``job.json`` expects."""
 
 
+def missing_pairs(expected: Mapping[str, str], rows: pd.DataFrame) -> list[str]:
+    """The ``subset/id`` keys of ``expected`` (key -> pair hash) without a row of that hash. Keys are compared
+    whole, never split, so a subset or id holding "/" is found like any other.
+
+    >>> rows = pd.DataFrame({"subset": ["a/b"], "id": ["1"], "pair_hash": ["h"]})
+    >>> missing_pairs({"a/b/1": "h", "a/b/2": "h"}, rows)
+    ['a/b/2']
+    """
+    held = set(zip(rows["subset"].astype(str) + "/" + rows["id"].astype(str), rows["pair_hash"], strict=True))
+    return [key for key, h in expected.items() if (key, h) not in held]
+
+
 def shortfall(folder: Path, rows: pd.DataFrame, meta: Mapping[str, Any]) -> str | None:
     """A sentence naming the job and the counts when a finished job lacks rows of its expected pairs."""
     expected = meta.get("pairs") or {}
     if not meta.get("finished") or not expected:
         return None
-    held = set(zip(rows["subset"].astype(str), rows["id"].astype(str), rows["pair_hash"], strict=True))
-    missing = [key for key, h in expected.items() if (*key.split("/", 1), h) not in held]
+    missing = missing_pairs(expected, rows)
     if not missing:
         return None
     return (f"Job {folder.name} ({meta.get('model')} [{meta.get('profile')}]) holds {len(expected) - len(missing)} "

@@ -697,3 +697,12 @@ def test_a_fresh_job_builds_its_rm_inputs_beside_the_device_not_before_it(tmp_pa
     built_in.clear()
     run(make_data(), [SplitModel()], ["top1"], out=tmp_path, chunk_size=4)   # stored: built once, to check hashes
     assert len(built_in) == N_PAIRS and set(built_in) == {threading.main_thread().name}
+
+
+def test_a_subset_named_with_a_slash_scores_and_finishes_like_any_other(tmp_path):
+    """Pair keys are compared whole: a subset "Art/Film" never looks like a part file that disappeared."""
+    data = make_data().assign(subset=lambda d: d["subset"].map({"Alpha": "Art/Film", "Beta": "Beta"}))
+    first = run(data, [FakeModel()], ["none"], out=tmp_path, chunk_size=5)
+    again = run(data, [FakeModel()], ["none"], out=tmp_path)
+    assert len(first) == N_PAIRS and first.drop(columns="job").equals(again.drop(columns="job"))
+    assert load_run_metadata(tmp_path)["finished"].notna().all()
