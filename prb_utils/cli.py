@@ -193,6 +193,10 @@ def build_parser() -> argparse.ArgumentParser:
                    f"default: {DEFAULT_JUDGE}")
     p.add_argument("--rm-profile", default="top3", metavar="COND",
                    help="profile condition of the RMs' input (default: top3)")
+    p.add_argument("--quality-rule", choices=("auto", "argmax", "expected"), default="auto",
+                   help="an llm: judge's answer quality from its most probable verdicts (argmax) or their "
+                        "expected value (expected, the G-Eval practice); auto: argmax unless it rates every "
+                        "answer alike (default: auto)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
@@ -510,9 +514,11 @@ def cmd_bon(args: argparse.Namespace) -> int:
     _check_writable(args.results)
     run = run_bon_pipeline(data, out=args.results, policy=args.policy, n_samples=args.n,
                            models=args.model or list(DEFAULT_ZOO), rm_profile=args.rm_profile, judge=args.judge,
-                           device=args.device, seed=args.seed, progress=not args.no_progress, **engine)
+                           device=args.device, seed=args.seed, progress=not args.no_progress,
+                           quality_rule=args.quality_rule, **engine)
     table = run.curves[run.curves["method"] == "exact"].pivot_table(index="model", columns="k", values="mean")
-    print(f"Expected best-of-k rubric quality ({judge_label(run.judge, run.judge_proxy)}):")
+    rule = str(run.frame["quality_rule"].iloc[0])
+    print(f"Expected best-of-k rubric quality ({judge_label(run.judge, run.judge_proxy)}; quality rule {rule}):")
     print(table.round(3).to_string())
     print("Timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in run.timings.items()))
     print(f"Files in {Path(args.results) / 'bon'}; figures: {', '.join(p.name for p in run.figures)}")

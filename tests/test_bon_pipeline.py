@@ -142,3 +142,26 @@ def test_prb_accuracy_for_the_agreement_takes_one_job_per_model(tmp_path):
     expected = bm25.groupby("model")["outcome"].apply(lambda o: (o == "correct").mean())
     assert got.to_dict() == pytest.approx(expected.to_dict())
     assert (random["outcome"] == "correct").mean() != expected["lexical"]   # pooling would have moved it
+
+
+def test_a_flat_argmax_judge_keeps_its_probabilities_and_is_read_by_its_expected_verdicts(tmp_path):
+    """A weak judge whose most probable verdict is always 1 rates every answer 0.5; its cached probabilities
+    give the expected reading, which differs between answers, and the auto rule picks it."""
+    from prb_utils.downstream.pipeline import judge_samples
+    from prb_utils.downstream.rubric_judge import AspectRubricJudge, choose_quality_rule
+
+    data = load_benchmark("sample").head(2)
+    samples = pd.DataFrame([{"subset": r["subset"], "id": r["id"], "sample_idx": i, "response": "word " * (i + 1)}
+                            for r in data.to_dict("records") for i in range(3)])
+
+    def verdicts(prompts):   # P(1) always the largest; P(2) grows with the answer's length
+        return [[(0.2, 0.5, 0.05 * p.count("word")) for p in per] for per in prompts]
+
+    judge = AspectRubricJudge(verdicts, name="llm:flat")
+    quality = judge_samples(data, samples, out=tmp_path, judge=judge, progress=False)
+    assert set(quality["quality"]) == {0.5}
+    assert quality["quality_expected"].nunique() > 1
+    assert choose_quality_rule(quality) == "expected" and choose_quality_rule(quality, "argmax") == "argmax"
+    (cache,) = (tmp_path / "bon" / "judge").glob("*.parquet")
+    kept = pd.read_parquet(cache)
+    assert kept["p_verdicts"].map(len).gt(0).all() and kept["mass"].notna().all()

@@ -17,6 +17,7 @@ from prb_utils.downstream.rubric_judge import (
     build_aspect_prompt,
     build_judge_prompt,
     check_judge_spec,
+    expected_verdict,
     judge_label,
     judge_protocol,
     load_judge,
@@ -146,7 +147,9 @@ def test_aspect_judge_verdicts_are_the_models_next_token_probabilities(tiny_lm_d
     digits = [letter_ids(gen.tokenizer, d) for d in "012"]
     for item, result in zip(items, results, strict=True):
         assert result.key == item.key and not result.failed and len(result.aspect_scores) == len(item.aspects)
-        for aspect, probs, score in zip(item.aspects, result.extra["p_verdicts"], result.aspect_scores, strict=True):
+        assert result.quality_expected == pytest.approx(
+            sum(expected_verdict(p) for p in result.p_verdicts) / (2 * len(item.aspects)))
+        for aspect, probs, score in zip(item.aspects, result.p_verdicts, result.aspect_scores, strict=True):
             text = gen.render(build_aspect_prompt(item.question, item.answer, aspect), JUDGE_SYSTEM)
             ids = gen.tokenizer(text + ASPECT_ANSWER_PREFIX, return_tensors="pt", add_special_tokens=False)
             with torch.no_grad():

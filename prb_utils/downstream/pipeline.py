@@ -35,12 +35,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from prb_utils.downstream.bon import bon_curves, bon_metrics
 from prb_utils.downstream.rubric_judge import (
     DEFAULT_JUDGE,
     check_judge_spec,
+    choose_quality_rule,
     judge_engine,
     make_engine_options,
 )
@@ -290,7 +292,10 @@ def judge_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
         raise PRBError("No answers have rubric aspects to judge.")
     out_frame = wanted.drop(columns=["item"]).merge(
         cached.drop_duplicates("key", keep="last"), on="key", how="left")
-    return out_frame[["subset", "id", "sample_idx", "quality", "failed", "attempts", "judge", "judge_proxy"]]
+    if "quality_expected" not in out_frame.columns:   # a judge object of an older kind
+        out_frame["quality_expected"] = np.nan
+    return out_frame[["subset", "id", "sample_idx", "quality", "quality_expected", "failed", "attempts", "judge",
+                      "judge_proxy"]]
 
 
 # ------------------------------------------------------------------------------------------ 4. all of it
@@ -358,8 +363,14 @@ def run_bon_pipeline(
     tensor_parallel_size: int = 1,
     pipeline_parallel_size: int = 1,
     engine_args: Sequence[str] = (),
+    quality_rule: str = "auto",
 ) -> BonRun:
     """Run the whole mini pipeline (see the module docstring); a re-run reuses every cached step.
+
+    ``quality_rule``: how the per-aspect judge's verdicts become an answer's quality
+    (:data:`~prb_utils.downstream.rubric_judge.QUALITY_RULES`): ``auto`` (default) keeps the most probable
+    verdicts unless they rate every answer alike, where the expected verdicts are used; the frame's
+    ``quality_rule`` column and ``run.json`` say which (and ``quality_argmax`` keeps the other reading).
 
     ``data``: a source for :func:`prb_utils.data.load_benchmark` (default the shipped sample) or a loaded
     frame. ``judge``: ``proxy`` (MiniLM similarity, labelled as a proxy) or ``llm:NAME``. ``ks`` defaults to
@@ -373,6 +384,7 @@ def run_bon_pipeline(
     timings: dict[str, float] = {}
     if isinstance(judge, str):
         check_judge_spec(judge)
+    choose_quality_rule(pd.DataFrame({"quality": [0.0]}), quality_rule)   # an unknown rule fails before any work
     on_engine = {"engine": engine, "engine_options": make_engine_options(
         engine, engine_url=engine_url, tensor_parallel_size=tensor_parallel_size,
         pipeline_parallel_size=pipeline_parallel_size, engine_args=engine_args)}
@@ -408,6 +420,10 @@ def run_bon_pipeline(
 
     frame = scores.merge(quality, on=["subset", "id", "sample_idx"], how="left")
     frame = frame.merge(samples[["subset", "id", "sample_idx", "response"]], on=["subset", "id", "sample_idx"])
+    rule = choose_quality_rule(frame, quality_rule)
+    if rule == "expected":
+        frame = frame.assign(quality_argmax=frame["quality"], quality=frame["quality_expected"])
+    frame["quality_rule"] = rule
     _write_parquet(frame, root / "bon_frame.parquet")
     ks = list(ks) if ks is not None else _default_ks(n_samples)
     curves = bon_curves(frame, ks, level=level, n_boot=n_boot, seed=seed)
@@ -444,6 +460,7 @@ def run_bon_pipeline(
             "judge_design": judge_design,
             "judge": judge_name, "judge_proxy": proxy, "seed": seed, "max_new_tokens": max_new_tokens,
             "temperature": temperature, "top_p": top_p, "policy_posts": policy_posts, "ks": ks,
+            "quality_rule": rule,
             "engine": engine, **{k: (list(v) if isinstance(v, tuple) else v)
                                  for k, v in (on_engine["engine_options"] or {}).items()},
             "n_questions": int(samples.groupby(["subset", "id"]).ngroups), "timings_s": timings}

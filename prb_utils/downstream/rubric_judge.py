@@ -5,7 +5,9 @@
   1 = partly, 2 = fully); quality = sum / (2 x #aspects). The verdict is the most probable of the tokens
   ``0``, ``1``, ``2`` after the answer prefix ``"Score: "`` (greedy decoding restricted to a valid verdict, so
   it never fails to parse); ``extra["mass"]`` records P(0) + P(1) + P(2), how much the model follows the
-  format. The prompts of one answer differ only after the answer, so its shared prefix runs once
+  format. The three probabilities of every aspect are kept (``p_verdicts``, in the caches too), and with them
+  ``quality_expected``, the G-Eval reading (expected verdict, :func:`expected_verdict`): where the most
+  probable verdicts rate every answer alike (a weak judge), pages use it and say so (:func:`choose_quality_rule`). The prompts of one answer differ only after the answer, so its shared prefix runs once
   (:class:`~prb_utils.models.lm.DecoderRunner`).
 - :class:`LLMRubricJudge` (``llm-all:NAME``): the reference scripts' variant: all aspects in one prompt, the
   model answers a list of 0/1/2 scores. Quality = mean score / 2. An answer that does not parse is asked
@@ -108,6 +110,45 @@ class JudgeResult:
     raw: str = ""
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    quality_expected: float = math.nan  # the per-aspect judge: mean expected verdict / 2 (see expected_verdict)
+    p_verdicts: list[list[float]] | None = None   # the per-aspect judge: P(0), P(1), P(2) per aspect
+
+
+#: How a quality in [0, 1] is made of a judge's verdicts, as pages state it.
+QUALITY_RULES = {
+    "argmax": "each aspect's most probable verdict 0/1/2, summed and divided by 2 x the aspects",
+    "expected": "each aspect's expected verdict (P(1) + 2 P(2)) / (P(0) + P(1) + P(2)) (the G-Eval practice), "
+                "averaged and divided by 2, because the most probable verdicts rate every answer alike here",
+}
+
+
+def expected_verdict(p: Sequence[float]) -> float:
+    """The expected 0/1/2 verdict of one aspect from the probabilities of the three tokens, renormalised
+    over them (G-Eval's probability-weighted score; NaN when they carry no mass).
+
+    >>> expected_verdict([0.2, 0.3, 0.1]), expected_verdict([0.0, 0.0, 0.0])
+    (0.8333333333333334, nan)
+    """
+    total = float(sum(p))
+    return (float(p[1]) + 2 * float(p[2])) / total if total > 0 else math.nan
+
+
+def choose_quality_rule(frame: pd.DataFrame, rule: str = "auto") -> str:
+    """``argmax`` or ``expected``: ``auto`` takes ``argmax`` (the reference practice) unless it gives every
+    answer of ``frame`` the same quality while the expected verdicts differ, where a page would be flat.
+
+    >>> flat = pd.DataFrame({"quality": [0.5, 0.5], "quality_expected": [0.41, 0.55]})
+    >>> choose_quality_rule(flat), choose_quality_rule(flat.assign(quality=[0.5, 1.0]))
+    ('expected', 'argmax')
+    """
+    if rule not in ("auto", *QUALITY_RULES):
+        raise PRBError(f"Unknown quality rule '{rule}'; use auto, {' or '.join(QUALITY_RULES)}.")
+    if rule != "auto":
+        return rule
+    argmax = frame["quality"].dropna()
+    expected = frame["quality_expected"].dropna() if "quality_expected" in frame.columns else pd.Series(dtype=float)
+    flat = argmax.empty or argmax.nunique() == 1
+    return "expected" if flat and expected.nunique() > 1 else "argmax"
 
 
 class RubricJudge(Protocol):
@@ -349,9 +390,11 @@ class AspectRubricJudge:
         for it, per in zip(items, probs, strict=True):
             scores = [float(np.argmax(p)) for p in per]
             mass = [float(sum(p)) for p in per]
+            expected = [expected_verdict(p) for p in per]
             results.append(JudgeResult(it.key, sum(scores) / (2 * len(scores)), scores, False, 1, self.name, False,
-                                       raw=" ".join(f"{int(s)}" for s in scores),
-                                       extra={"mass": mass, "p_verdicts": [list(map(float, p)) for p in per]}))
+                                       raw=" ".join(f"{int(s)}" for s in scores), extra={"mass": mass},
+                                       quality_expected=float(np.mean(expected)) / 2,
+                                       p_verdicts=[list(map(float, p)) for p in per]))
         return results
 
 
@@ -444,7 +487,7 @@ def judge_protocol(spec: str) -> str:
     """
     kind = str(spec).strip().partition(":")[0]
     if kind == "llm":
-        return stable_hash([JUDGE_SYSTEM, ASPECT_PROMPT, ASPECT_ANSWER_PREFIX, "argmax-verdict"])
+        return stable_hash([JUDGE_SYSTEM, ASPECT_PROMPT, ASPECT_ANSWER_PREFIX, "verdict-probabilities-kept"])
     if kind == "llm-all":
         return stable_hash([JUDGE_SYSTEM, PROMPT])
     return kind
@@ -530,11 +573,18 @@ def judge_label(judge_name: str, proxy: bool) -> str:
 
 
 def results_frame(results: Sequence[JudgeResult]) -> pd.DataFrame:
-    """Judge results as a tidy frame: key, quality, aspect_scores, failed, attempts, judge, judge_proxy,
-    raw, error."""
+    """Judge results as a tidy frame (:data:`RESULT_COLUMNS`)."""
     return pd.DataFrame(
         [{"key": r.key, "quality": r.quality, "aspect_scores": r.aspect_scores, "failed": r.failed,
-          "attempts": r.attempts, "judge": r.judge, "judge_proxy": r.proxy, "raw": r.raw, "error": r.error}
+          "attempts": r.attempts, "judge": r.judge, "judge_proxy": r.proxy, "raw": r.raw, "error": r.error,
+          "quality_expected": r.quality_expected, "p_verdicts": r.p_verdicts,
+          "mass": (r.extra or {}).get("mass")}
          for r in results],
-        columns=["key", "quality", "aspect_scores", "failed", "attempts", "judge", "judge_proxy", "raw", "error"],
+        columns=RESULT_COLUMNS,
     )
+
+
+#: The columns of :func:`results_frame`: the per-aspect judge's probabilities and covered mass are kept, so a
+#: cached judgement can be read by either rule (:data:`QUALITY_RULES`) without judging again.
+RESULT_COLUMNS = ["key", "quality", "aspect_scores", "failed", "attempts", "judge", "judge_proxy", "raw", "error",
+                  "quality_expected", "p_verdicts", "mass"]
