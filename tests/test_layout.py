@@ -1,4 +1,5 @@
-"""The package's shape: no import cycle, nothing imports upward, each shared constant defined once."""
+"""The package's shape: no import cycle, nothing imports upward, every module in a layer, each module-level
+constant defined once, no private name imported from another module."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ LAYERS = [
     {"prb_utils.models"},
     {"prb_utils.store"},
     {"prb_utils.scoring"},
-    {"prb_utils.analysis"},
+    {"prb_utils.analysis", "prb_utils.export"},
     {"prb_utils.downstream"},
     {"prb_utils.notebook"},
     {"prb_utils.cli", "prb_utils.__main__", "prb_utils"},
@@ -95,19 +96,81 @@ def _imports_cache() -> dict[str, set[str]]:
     return _CACHE
 
 
-def test_shared_constants_are_defined_once():
-    names = ("RESULT_COLUMNS", "OUTCOMES", "KINDS", "BASELINES", "FILTERS", "DEFAULT_ZOO", "STOPWORDS")
-    where: dict[str, list[str]] = {n: [] for n in names}
-    for path in PACKAGE.rglob("*.py"):
-        for node in ast.parse(path.read_text(encoding="utf-8")).body:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-            for target in targets:
-                if isinstance(target, ast.Name) and target.id in where:
-                    where[target.id].append(_module_name(path))
-    assert {n: len(m) for n, m in where.items() if len(m) > 1} == {}
-
-
 def test_one_hash_helper():
     calls = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
              if re.search(r"hashlib\.sha256\(", p.read_text(encoding="utf-8"))]
     assert calls == ["schema.py"]
+
+
+# ------------------------------------------------------------------------------------ one home per name
+
+
+def layer_of(module: str) -> int | None:
+    """The layer of ``module``: its own entry or its package's; the bare package name is only its own."""
+    parts = module.split(".")
+    for depth in range(len(parts), 1 if module != "prb_utils" else 0, -1):
+        prefix = ".".join(parts[:depth])
+        for index, layer in enumerate(LAYERS):
+            if prefix in layer:
+                return index
+    return None
+
+
+def modules_in_no_layer(root: Path, package: str = "prb_utils") -> list[str]:
+    return sorted(m for m in (_name_under(root, p, package) for p in root.rglob("*.py")) if layer_of(m) is None)
+
+
+def _name_under(root: Path, path: Path, package: str) -> str:
+    parts = [package, *path.relative_to(root).with_suffix("").parts]
+    return ".".join(parts[:-1]) if parts[-1] == "__init__" else ".".join(parts)
+
+
+def repeated_constants(root: Path, package: str = "prb_utils") -> dict[str, list[str]]:
+    """Module-level UPPER_CASE names bound in more than one module: a helper or constant with two homes."""
+    where: dict[str, list[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+                node, ast.AnnAssign) else []
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id.isupper() and not target.id.startswith("_"):
+                    where.setdefault(target.id, []).append(_name_under(root, path, package))
+    return {name: modules for name, modules in where.items() if len(modules) > 1}
+
+
+def private_imports(root: Path, package: str = "prb_utils") -> list[str]:
+    """``from <another prb module> import _name``: a private helper used where it is not at home."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        module = _name_under(root, path, package)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == package \
+                    and node.module != module:
+                found += [f"{module} imports {node.module}.{a.name}" for a in node.names
+                          if a.name.startswith("_") and not (a.name.startswith("__") and a.name.endswith("__"))]
+    return found
+
+
+def test_every_module_is_in_a_layer():
+    assert modules_in_no_layer(PACKAGE) == []
+
+
+def test_no_module_level_constant_has_two_homes():
+    assert repeated_constants(PACKAGE) == {}
+
+
+def test_no_private_name_is_imported_from_another_module():
+    assert private_imports(PACKAGE) == []
+
+
+def test_the_checks_catch_a_planted_copy_a_stray_module_and_a_private_import(tmp_path):
+    package = tmp_path / "prb_utils"
+    (package / "analysis").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "schema.py").write_text("OUTCOMES = ('correct',)\n\ndef _helper():\n    return 1\n")
+    (package / "analysis" / "__init__.py").write_text("")
+    (package / "analysis" / "copy.py").write_text("from prb_utils.schema import _helper\n\nOUTCOMES = ('x',)\n")
+    (package / "stray.py").write_text("X = 1\n")
+    assert repeated_constants(package) == {"OUTCOMES": ["prb_utils.analysis.copy", "prb_utils.schema"]}
+    assert private_imports(package) == ["prb_utils.analysis.copy imports prb_utils.schema._helper"]
+    assert modules_in_no_layer(package) == ["prb_utils.stray"]

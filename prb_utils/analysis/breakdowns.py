@@ -28,8 +28,8 @@ from prb_utils.analysis.features import LENGTH_EDGES, MAX_ASPECTS, aspect_table,
 from prb_utils.analysis.metrics import (
     N_BOOT,
     SEED,
-    _as_list,
     accuracy_table,
+    as_list,
     bootstrap_ci,
     require_columns,
     wilson_ci,
@@ -54,7 +54,7 @@ def by_aspect_count(results: pd.DataFrame, data: pd.DataFrame, *, by: str | Sequ
                     max_aspects: int = MAX_ASPECTS) -> pd.DataFrame:
     """Accuracy by number of rubric aspects (``aspects_bin``: "0", "1", …, "5+"), per ``by`` group."""
     joined = join_features(results, pair_features(data, max_aspects=max_aspects))
-    return accuracy_table(joined, [*_as_list(by), "aspects_bin"])
+    return accuracy_table(joined, [*as_list(by), "aspects_bin"])
 
 
 def by_theme(results: pd.DataFrame, data: pd.DataFrame, *, by: str | Sequence[str] = ("model", "profile")
@@ -66,7 +66,7 @@ def by_theme(results: pd.DataFrame, data: pd.DataFrame, *, by: str | Sequence[st
     themes = aspect_table(data)[["subset", "id", "theme"]].drop_duplicates()
     joined = join_features(results, pair_features(data)[["subset", "id"]])
     joined = joined.merge(themes, on=["subset", "id"], how="inner")
-    return accuracy_table(joined, [*_as_list(by), "theme"])
+    return accuracy_table(joined, [*as_list(by), "theme"])
 
 
 def by_inferability(results: pd.DataFrame, data: pd.DataFrame, *, by: str | Sequence[str] = ("model", "profile"),
@@ -75,7 +75,7 @@ def by_inferability(results: pd.DataFrame, data: pd.DataFrame, *, by: str | Sequ
 
     Pairs without rubric aspects have no inferability score and are left out.
     """
-    by = _as_list(by)
+    by = as_list(by)
     joined = join_features(results, pair_features(data, inferability_labels=labels))
     joined = joined[joined["inferability"].notna()]  # pairs without rubric aspects have no score
     table = accuracy_table(joined, [*by, "inferability_bin"])
@@ -92,14 +92,14 @@ def by_rubric_inferable(results: pd.DataFrame, data: pd.DataFrame, *,
     joined = join_features(results, pair_features(data))
     joined = joined[joined["rubric_inferable"].notna()].assign(
         rubric_inferable=lambda f: f["rubric_inferable"].astype(bool))
-    return accuracy_table(joined, [*_as_list(by), "rubric_inferable"])
+    return accuracy_table(joined, [*as_list(by), "rubric_inferable"])
 
 
 def length_bias(results: pd.DataFrame, data: pd.DataFrame, *, by: str | Sequence[str] = ("model", "profile"),
                 edges: Sequence[float] = LENGTH_EDGES) -> pd.DataFrame:
     """Accuracy by chosen − rejected **character**-count difference bin (``length_bin``, edges
     :data:`~prb_utils.analysis.features.LENGTH_EDGES`), with ``mean_diff_chars``."""
-    by = _as_list(by)
+    by = as_list(by)
     joined = join_features(results, pair_features(data, length_edges=edges))
     table = accuracy_table(joined, [*by, "length_bin"])
     means = (joined.groupby([*by, "length_bin"], observed=True)["length_diff_chars"].mean()
@@ -117,7 +117,7 @@ def longer_wins(results: pd.DataFrame, data: pd.DataFrame, *, by: str | Sequence
     interval, and ``chosen_longer_rate`` is the share of those pairs whose chosen answer is the longer
     one (the accuracy a "longer wins" rule would get on them). The ``length`` baseline gets rate 1.
     """
-    by = _as_list(by)
+    by = as_list(by)
     joined = join_features(results, pair_features(data))
     joined = joined[(joined["length_diff_chars"] != 0) & joined["outcome"].isin(["correct", "wrong"])]
     chosen_longer = joined["length_diff_chars"] > 0
@@ -164,7 +164,7 @@ def judge_order(results: pd.DataFrame, *, by: str | Sequence[str] = ("model", "p
     - ``position_a``: among the same pairs, the share of verdicts that say "A" (AB: chosen, BA: rejected);
       0.5 means no position bias. Bootstrap over pairs (both verdicts of a pair move together).
     """
-    by = _as_list(by)
+    by = as_list(by)
     require_columns(results, [*by, "verdict_ab", "verdict_ba"])
     rows = []
     for key, g, ab, ba in _judged_groups(results, by):
@@ -206,7 +206,7 @@ def score_margins(results: pd.DataFrame) -> pd.DataFrame:
 
 def margin_summary(results: pd.DataFrame, *, by: str | Sequence[str] = ("model", "profile")) -> pd.DataFrame:
     """Per group: n, mean / median / q25 / q75 of the standardized margin, and the share of positive margins."""
-    by = _as_list(by)
+    by = as_list(by)
     m = score_margins(results)
     m["_pos"] = (m["margin"] > 0).astype(float)
     grouped = m.groupby(by, observed=True, sort=True)
@@ -238,7 +238,7 @@ def by_category(results: pd.DataFrame, *, by: str | Sequence[str] = ("model", "p
     0      law      2  2       0.5   True
     1     pets      1  1       1.0  False
     """
-    by = _as_list(by)
+    by = as_list(by)
     require_columns(results, ["category", "subset", "id"])
     rows = results.assign(category=results["category"].fillna("(none)").astype(str))
     pairs = rows.drop_duplicates(["category", "subset", "id"]).groupby("category").size()
@@ -291,7 +291,7 @@ def position_locked(results: pd.DataFrame, *, by: str | Sequence[str] = ("model"
       letter  letter_share  order_consistency  locked
     0      A           1.0                0.0    True
     """
-    by = _as_list(by)
+    by = as_list(by)
     require_columns(results, [*by, "verdict_ab", "verdict_ba"])
     columns = [*by, "n", "order_consistency", "letter", "letter_share", "accuracy_ab", "accuracy_ba", "locked",
                "warning"]

@@ -19,7 +19,7 @@ from prb_utils.errors import PRBError
 from prb_utils.schema import is_oracle
 
 TIERS = ("every RM right", "most RMs right", "most RMs wrong", "every RM wrong")
-PAIR_KEY = ["profile", "subset", "id"]
+CONDITION_PAIR = ["profile", "subset", "id"]
 
 
 def _unit(results: pd.DataFrame) -> str:
@@ -39,12 +39,12 @@ def pair_difficulty(results: pd.DataFrame, *, include_oracle: bool = False) -> p
 
     Ties and invalid outcomes count as not correct (the benchmark's convention).
     """
-    missing = [c for c in [*PAIR_KEY, "outcome"] if c not in results.columns]
+    missing = [c for c in [*CONDITION_PAIR, "outcome"] if c not in results.columns]
     if missing:
         raise PRBError(f"The results table lacks the column(s) {', '.join(missing)}.")
     rows = results if include_oracle else results[~results["profile"].map(is_oracle)]
-    rows = rows.drop_duplicates([*PAIR_KEY, _unit(rows)])
-    grouped = rows.assign(is_correct=rows["outcome"].eq("correct")).groupby(PAIR_KEY, sort=False)
+    rows = rows.drop_duplicates([*CONDITION_PAIR, _unit(rows)])
+    grouped = rows.assign(is_correct=rows["outcome"].eq("correct")).groupby(CONDITION_PAIR, sort=False)
     table = grouped.agg(n=("is_correct", "size"), correct=("is_correct", "sum")).reset_index()
     table["correct"] = table["correct"].astype(int)
     table["share"] = table["correct"] / table["n"]

@@ -60,7 +60,8 @@ def require_columns(frame: pd.DataFrame, columns: Sequence[str], *, what: str = 
         raise PRBError(f"The {what} table lacks the column(s) {', '.join(missing)}.")
 
 
-def _as_list(by: str | Sequence[str] | None) -> list[str]:
+def as_list(by: str | Sequence[str] | None) -> list[str]:
+    """Grouping columns as a list: None -> [], ``"a,b"`` -> ["a", "b"], a sequence as it is."""
     if by is None:
         return []
     if isinstance(by, str):
@@ -250,7 +251,7 @@ def accuracy_table(
     >>> accuracy_table(res)[["profile", "oracle", "accuracy"]].values.tolist()
     [['none', False, 0.0], ['rubric', True, 1.0]]
     """
-    by = _as_list(by)
+    by = as_list(by)
     require_columns(results, [*by, "outcome"])
     _check_outcomes(results)
     if ci not in ("wilson", "bootstrap", None):
@@ -318,7 +319,7 @@ def macro_accuracy(
     >>> float(macro_accuracy(res)["accuracy"].iloc[0])
     0.5
     """
-    by = _as_list(by)
+    by = as_list(by)
     require_columns(results, [*by, over, "outcome"])
     _check_outcomes(results)
     credit = (results["outcome"] == "correct").astype(float)
@@ -370,7 +371,7 @@ def compare(
     fixed seed), ``p_value`` (exact McNemar) and ``p_holm`` (Holm over all rows of the frame).
     Ties and invalids count as not correct.
     """
-    within = _default_within(results, column) if by is None else _as_list(by)
+    within = _default_within(results, column) if by is None else as_list(by)
     if column in within:
         raise PRBError(f"Cannot compare the levels of {column!r} within groups of the same column.")
     units = [c for c in IDENTITY if c != column and c not in within and c in results.columns]
@@ -448,7 +449,7 @@ def profile_lift(
       model profile baseline  n_pairs      lift
     0     m    top3     none        3  0.666667
     """
-    by = _as_list(by)
+    by = as_list(by)
     require_columns(results, [*by, "profile"])
     if baseline not in set(results["profile"].astype(str)):
         raise PRBError(f"No results for the baseline profile condition {baseline!r}.")
@@ -492,7 +493,7 @@ def summarize(
     0    full       1.0  none   1.0
     1    none       0.0   NaN   NaN
     """
-    by = _as_list(by)
+    by = as_list(by)
     if compare is not None and half_credit:
         raise PRBError("Half credit and paired comparisons do not combine: the McNemar tests and diff count "
                        "ties as not correct; drop half credit or the comparison.")

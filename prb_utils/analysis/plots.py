@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.text import Text
 
-from prb_utils.errors import PRBError
+from prb_utils.analysis.metrics import require_columns
 from prb_utils.profile import condition_sort_key
 from prb_utils.schema import DEFAULT_ZOO
 
@@ -117,13 +117,8 @@ def _labels(frame: pd.DataFrame, cols: str | Sequence[str] | None) -> pd.Series:
     return frame[cols].astype(str).agg(" | ".join, axis=1)
 
 
-def _need(frame: pd.DataFrame, cols: Sequence[str]) -> None:
-    missing = [c for c in cols if c not in frame.columns]
-    if missing:
-        raise PRBError(f"The table to plot lacks the column(s) {', '.join(missing)}.")
-
-
-def _axes(ax: Axes | None, size: tuple[float, float]) -> Axes:
+def axes_or_new(ax: Axes | None, size: tuple[float, float]) -> Axes:
+    """``ax``, or the axes of a new figure of ``size`` inches when it is None."""
     if ax is not None:
         return ax
     _, ax = plt.subplots(figsize=size)
@@ -175,8 +170,8 @@ def forest(table: pd.DataFrame, *, label: str | Sequence[str] = ("model", "profi
     other than ``model`` is then coloured by level). ``reference`` draws a dashed vertical line (chance =
     0.5 by default; None for none).
     """
-    _need(table, [x, *_cols(label), *_cols(hue)])
-    ax = _axes(ax, (7, 0.45 * len(table) + 1.5))
+    require_columns(table, [x, *_cols(label), *_cols(hue)], what="plotted")
+    ax = axes_or_new(ax, (7, 0.45 * len(table) + 1.5))
     frame = table.reset_index(drop=True)
     ys = np.arange(len(frame))[::-1]
     by_model = hue in (None, "model") and "model" in frame.columns
@@ -215,7 +210,7 @@ def heatmap(table: pd.DataFrame, *, rows: str | Sequence[str] = "model", cols: s
     sized to the grid and at most :data:`PAGE_WIDTH_IN` wide, with ``fontsize``-point text, so that labels
     stay readable on a report page; put the longer dimension (e.g. categories) on ``rows``.
     """
-    _need(table, [*_cols(rows), *_cols(cols), value])
+    require_columns(table, [*_cols(rows), *_cols(cols), value], what="plotted")
     frame = table.assign(_row=_labels(table, rows), _col=_labels(table, cols))
     grid = frame.pivot_table(index="_row", columns="_col", values=value, aggfunc="mean", observed=True)
     row_order, col_order = _order(frame["_row"]), _order(frame["_col"])
@@ -266,9 +261,9 @@ def lift_dumbbell(lift: pd.DataFrame, *, label: str | Sequence[str] = ("model", 
     """Dumbbell per row of :func:`prb_utils.analysis.metrics.profile_lift`: accuracy without the profile
     (hollow marker) and with it (filled), joined by a line in the model's colour, with the lift and its
     CI written beside it."""
-    _need(lift, [before, after, *_cols(label)])
+    require_columns(lift, [before, after, *_cols(label)], what="plotted")
     frame = lift.reset_index(drop=True)
-    ax = _axes(ax, (7, 0.5 * len(frame) + 1.5))
+    ax = axes_or_new(ax, (7, 0.5 * len(frame) + 1.5))
     ys = np.arange(len(frame))[::-1]
     colours = _colour_of_rows(frame, palette) or [MODEL_COLOURS[0]] * len(frame)
     ax.hlines(ys, frame[before], frame[after], colors=colours, linewidth=2, zorder=1)
@@ -348,8 +343,8 @@ def inferability_curve(table: pd.DataFrame, *, x: str = "inferability_bin", y: s
     """Accuracy per inferability bin (:func:`prb_utils.analysis.breakdowns.by_inferability`): colour = the
     model, line style and marker = ``style`` (None for one style); points are dodged sideways by ``dodge``."""
     style = style if style in table.columns else None
-    _need(table, [x, y, *_cols(hue)])
-    ax = _axes(ax, (7.5, 4.5))
+    require_columns(table, [x, y, *_cols(hue)], what="plotted")
+    ax = axes_or_new(ax, (7.5, 4.5))
     _series_by_category(table, x=x, y=y, hue=hue, style=style, ax=ax, dodge=dodge, palette=palette)
     _finish(ax, x=x, y=y, hue=hue, style=style, reference=reference, title=title)
     return ax
@@ -362,8 +357,8 @@ def length_bias_curve(table: pd.DataFrame, *, x: str = "length_bin", y: str = "a
                       title: str | None = "Accuracy by chosen - rejected length (characters)") -> Axes:
     """Accuracy per length-difference bin (:func:`prb_utils.analysis.breakdowns.length_bias`): colour = the
     model, line style = ``style``. Left of the middle bin ("-20..20") the chosen answer is the shorter one."""
-    _need(table, [x, y, *_cols(hue), *_cols(style)])
-    ax = _axes(ax, (8, 4.5))
+    require_columns(table, [x, y, *_cols(hue), *_cols(style)], what="plotted")
+    ax = axes_or_new(ax, (8, 4.5))
     _series_by_category(table, x=x, y=y, hue=hue, style=style, ax=ax, dodge=dodge, palette=palette)
     _finish(ax, x=x, y=y, hue=hue, style=style, reference=reference, title=title)
     return ax
@@ -412,7 +407,7 @@ def theme_panels(table: pd.DataFrame, *, y: str = "theme", x: str = "accuracy", 
     panel per ``facet`` level (a model, in its colour), the themes on a shared y axis with their pair
     count, one marker per ``style`` level (profile condition) with its CI. Returns the Figure."""
     style = style if style and style in table.columns else None
-    _need(table, [x, y, facet])
+    require_columns(table, [x, y, facet], what="plotted")
     levels = _order(table[y])
     facets = _order(table[facet].astype(str))
     styles = _style_levels(table, style)
@@ -456,7 +451,7 @@ def margin_panels(margins: pd.DataFrame, *, x: str = "margin_std", facet: str = 
     values) is drawn as a vertical line at its value. The dashed line at 0 is the decision boundary (right
     of it = correct). Returns the Figure."""
     style = style if style and style in margins.columns else None
-    _need(margins, [x, facet])
+    require_columns(margins, [x, facet], what="plotted")
     facets = _order(margins[facet].astype(str))
     styles = _style_levels(margins, style)
     colours = {**model_palette(facets), **(palette or {})}

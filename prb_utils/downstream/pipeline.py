@@ -48,6 +48,7 @@ from prb_utils.downstream.rubric_judge import (
 )
 from prb_utils.errors import PRBError
 from prb_utils.schema import DEFAULT_ZOO, stable_hash
+from prb_utils.store import write_parquet
 
 PIPELINE_VERSION = 2  # 2: questions sampled in batches
 
@@ -75,13 +76,6 @@ class BonRun:
     timings: dict[str, float] = field(default_factory=dict)
     judge: str = ""
     judge_proxy: bool = False
-
-
-def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    frame.to_parquet(tmp, index=False)
-    os.replace(tmp, path)
 
 
 def _read_parquet(path: Path) -> pd.DataFrame | None:
@@ -162,7 +156,7 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, policy: str = 
                             ignore_index=True)
             done = set(zip(new["subset"], new["id"], strict=True))
             parts = [p[[k not in done for k in zip(p["subset"], p["id"], strict=True)]] for p in parts] + [new]
-            _write_parquet(pd.concat(parts, ignore_index=True), path)  # after each batch: resumable
+            write_parquet(pd.concat(parts, ignore_index=True), path)  # after each batch: resumable
             bar.update(len(batch))
         bar.close()
     samples = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
@@ -285,7 +279,7 @@ def judge_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
             judged = results_frame(rater.judge(todo[start:start + chunk]))
             keep = cached[~cached["key"].isin(judged["key"])] if cached is not None else None
             cached = pd.concat([keep, judged], ignore_index=True) if keep is not None else judged
-            _write_parquet(cached, path)   # after each chunk: an interrupted run resumes
+            write_parquet(cached, path)   # after each chunk: an interrupted run resumes
             bar.update(len(judged))
         bar.close()
     if cached is None:
@@ -424,7 +418,7 @@ def run_bon_pipeline(
     if rule == "expected":
         frame = frame.assign(quality_argmax=frame["quality"], quality=frame["quality_expected"])
     frame["quality_rule"] = rule
-    _write_parquet(frame, root / "bon_frame.parquet")
+    write_parquet(frame, root / "bon_frame.parquet")
     ks = list(ks) if ks is not None else _default_ks(n_samples)
     curves = bon_curves(frame, ks, level=level, n_boot=n_boot, seed=seed)
     judge_name = str(quality["judge"].dropna().iloc[0]) if quality["judge"].notna().any() else str(judge)

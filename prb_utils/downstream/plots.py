@@ -16,7 +16,8 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
 
-from prb_utils.analysis.plots import PALETTE, REFERENCE_COLOUR, _axes, _need, model_palette
+from prb_utils.analysis.metrics import require_columns
+from prb_utils.analysis.plots import PALETTE, REFERENCE_COLOUR, axes_or_new, model_palette
 from prb_utils.errors import PRBError
 
 
@@ -33,8 +34,8 @@ def bon_curve_plot(curves: pd.DataFrame, *, method: str = "exact", ax: Axes | No
     Each RM in its :func:`~prb_utils.analysis.plots.model_palette` colour (or ``palette``); ``oracle`` and
     ``random`` rows are drawn as grey reference lines when ``reference``.
     """
-    _need(curves, ["model", "method", "k", "mean", "ci_low", "ci_high"])
-    ax = _axes(ax, (7, 4.5))
+    require_columns(curves, ["model", "method", "k", "mean", "ci_low", "ci_high"], what="plotted")
+    ax = axes_or_new(ax, (7, 4.5))
     sub = curves[curves["method"] == method]
     models = [m for m in dict.fromkeys(sub["model"]) if m not in ("oracle", "random")]
     colours = {**model_palette(models), **(palette or {})}
@@ -96,7 +97,7 @@ def scatter_fit(benchmark: pd.Series, downstream: pd.Series, *, ax: Axes | None 
     import statsmodels.api as sm
 
     df = _pair_frame(benchmark, downstream)
-    ax = _axes(ax, (6, 4.5))
+    ax = axes_or_new(ax, (6, 4.5))
     _scatter_points(ax, df["benchmark"], df["downstream"], groups)
     if groups is not None:
         ax.legend(fontsize="small", frameon=False)
@@ -130,7 +131,7 @@ def rank_rank(benchmark: pd.Series, downstream: pd.Series, *, ax: Axes | None = 
     df = _pair_frame(benchmark, downstream)
     rx = df["benchmark"].rank(ascending=False, method="average")
     ry = df["downstream"].rank(ascending=False, method="average")
-    ax = _axes(ax, (5, 5))
+    ax = axes_or_new(ax, (5, 5))
     n = len(df)
     ax.plot([1, n], [1, n], linestyle="--", color="0.6", zorder=1)
     _scatter_points(ax, rx, ry, groups)
@@ -152,8 +153,8 @@ def coefficient_bars(table: pd.DataFrame, *, hue: str | None = None, ax: Axes | 
     A black tick marks each coefficient's ``chance`` value (a random ranking) when the table has it. An
     undefined coefficient (NaN: e.g. a constant ranking) is written "n/a" where its bar would be.
     """
-    _need(table, ["metric", "estimate", "ci_low", "ci_high"])
-    ax = _axes(ax, (7, 4))
+    require_columns(table, ["metric", "estimate", "ci_low", "ci_high"], what="plotted")
+    ax = axes_or_new(ax, (7, 4))
     metrics = list(dict.fromkeys(table["metric"]))
     groups = list(dict.fromkeys(table[hue])) if hue else [None]
     width = 0.8 / len(groups)

@@ -56,9 +56,9 @@ from typing import Any
 
 import pandas as pd
 
-from prb_utils.downstream.pipeline import _write_parquet
 from prb_utils.errors import PRBError
 from prb_utils.schema import DEFAULT_ZOO, stable_hash
+from prb_utils.store import write_parquet, write_text
 
 PPO_VERSION = 1
 TRAINER = "GRPO"
@@ -85,13 +85,6 @@ class PPORun:
 # ------------------------------------------------------------------------------------------ files
 
 
-
-
-def _write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _read_parquet(path: Path) -> pd.DataFrame | None:
@@ -255,7 +248,7 @@ def _trim_reward_log(run_dir: Path, before_step: int) -> None:
         return
     keep = [ln for ln in path.read_text(encoding="utf-8").splitlines()
             if ln.strip() and json.loads(ln)["step"] < before_step]
-    _write_text(path, "".join(f"{ln}\n" for ln in keep))
+    write_text(path, "".join(f"{ln}\n" for ln in keep))
 
 
 # ------------------------------------------------------------------------------------------ 3. training
@@ -474,7 +467,7 @@ def _cached_answers(path: Path, model: str, held_out: pd.DataFrame, *, posts: in
     if cached is not None and len(cached) == len(held_out):
         return cached
     answers = generate_answers(model, held_out, posts=posts, max_new_tokens=max_new_tokens, device=device)
-    _write_parquet(answers, path)
+    write_parquet(answers, path)
     return answers
 
 
@@ -505,10 +498,13 @@ def judge_answers(answers: pd.DataFrame, held_out: pd.DataFrame, *, cache: Path,
         rater = load_judge(judge, **judge_engine(judge, engine, engine_options)) if isinstance(judge, str) else judge
         judged = results_frame(rater.judge(todo))
         cached = judged if cached is None else pd.concat([cached, judged], ignore_index=True)
-        _write_parquet(cached, cache)
+        write_parquet(cached, cache)
     if cached is None:
         raise PRBError("No held-out question has rubric aspects to judge.")
-    rated = cached.drop_duplicates("key", keep="last")[["key", "quality", "failed", "judge", "judge_proxy"]]
+    if "quality_expected" not in cached.columns:   # a judge object of an older kind
+        cached = cached.assign(quality_expected=float("nan"))
+    rated = cached.drop_duplicates("key", keep="last")[["key", "quality", "quality_expected", "failed", "judge",
+                                                        "judge_proxy"]]
     return answers.assign(key=keys).merge(rated, on="key", how="left")
 
 
@@ -653,7 +649,7 @@ def run_ppo(
                 "seed": int(seed), "options": options.__dict__, "steps": info["steps"],
                 "checkpoint": Path(info["checkpoint"]).name, "train_questions": int(train["question"].nunique()),
                 "versions": _versions()}
-        _write_text(run_dir / "run.json", json.dumps(meta, indent=1))
+        write_text(run_dir / "run.json", json.dumps(meta, indent=1))
         answers.append(_cached_answers(run_dir / f"answers-{eval_id}-{max_new}-step{info['steps']}.parquet",
                                        info["checkpoint"], held_out, posts=options.policy_posts,
                                        max_new_tokens=max_new, device=device).assign(rm=spec, steps=info["steps"]))
@@ -661,22 +657,26 @@ def run_ppo(
     timings["train"] = time.time() - t
 
     t = time.time()
-    from prb_utils.downstream.rubric_judge import judge_protocol
+    from prb_utils.downstream.rubric_judge import choose_quality_rule, judge_protocol
 
     judge_id = judge if isinstance(judge, str) else str(judge.name)
     cache = root / "judge" / f"{stable_hash([judge_id, judge_protocol(judge_id)])}.parquet"
     judged = judge_answers(pd.concat(answers, ignore_index=True), held_out, cache=cache, judge=judge,
                            progress=progress, **on_engine)
     timings["judge"] = time.time() - t
+    rule = choose_quality_rule(judged)   # a judge that rates every answer alike is read by its expected verdicts
+    if rule == "expected":
+        judged = judged.assign(quality_argmax=judged["quality"], quality=judged["quality_expected"])
+    judged["quality_rule"] = rule
     table = ppo_table(judged)
     judge_name = str(judged["judge"].dropna().iloc[0]) if judged["judge"].notna().any() else str(judge_id)
     proxy = bool(judged["judge_proxy"].fillna(False).astype(bool).any())
     setting = {"policy": policy, "policy_fingerprint": policy_fp, "judge": judge_name, "eval": eval_id,
                "steps": int(steps), "seed": int(seed), "options": options.__dict__, "max_new_tokens": max_new}
     table = _merge_previous(root, table, setting)
-    _write_text(root / "ppo.csv", table.to_csv(index=False))
-    _write_parquet(judged, root / "answers.parquet")
-    _write_text(root / "run.json", json.dumps({**setting, "judge_proxy": proxy, "trainer": TRAINER,
+    write_text(root / "ppo.csv", table.to_csv(index=False))
+    write_parquet(judged, root / "answers.parquet")
+    write_text(root / "run.json", json.dumps({**setting, "judge_proxy": proxy, "trainer": TRAINER, "quality_rule": rule,
                                               "models": specs, "timings_s": timings}, indent=1))
     return PPORun(table, judged, trained, timings, judge_name, proxy)
 

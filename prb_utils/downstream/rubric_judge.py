@@ -573,18 +573,18 @@ def judge_label(judge_name: str, proxy: bool) -> str:
 
 
 def results_frame(results: Sequence[JudgeResult]) -> pd.DataFrame:
-    """Judge results as a tidy frame (:data:`RESULT_COLUMNS`)."""
+    """Judge results as a tidy frame (:data:`JUDGEMENT_COLUMNS`)."""
     return pd.DataFrame(
         [{"key": r.key, "quality": r.quality, "aspect_scores": r.aspect_scores, "failed": r.failed,
           "attempts": r.attempts, "judge": r.judge, "judge_proxy": r.proxy, "raw": r.raw, "error": r.error,
           "quality_expected": r.quality_expected, "p_verdicts": r.p_verdicts,
           "mass": (r.extra or {}).get("mass")}
          for r in results],
-        columns=RESULT_COLUMNS,
+        columns=JUDGEMENT_COLUMNS,
     )
 
 
 #: The columns of :func:`results_frame`: the per-aspect judge's probabilities and covered mass are kept, so a
 #: cached judgement can be read by either rule (:data:`QUALITY_RULES`) without judging again.
-RESULT_COLUMNS = ["key", "quality", "aspect_scores", "failed", "attempts", "judge", "judge_proxy", "raw", "error",
+JUDGEMENT_COLUMNS = ["key", "quality", "aspect_scores", "failed", "attempts", "judge", "judge_proxy", "raw", "error",
                   "quality_expected", "p_verdicts", "mass"]
