@@ -62,10 +62,9 @@ def test_one_copy_of_the_plot_helpers():
     import ast
     import inspect
 
+    from prb_utils.analysis import metrics
     from prb_utils.analysis import plots as analysis_plots
     from prb_utils.downstream import plots as downstream_plots
-
-    from prb_utils.analysis import metrics
 
     assert downstream_plots.axes_or_new is analysis_plots.axes_or_new
     assert downstream_plots.require_columns is analysis_plots.require_columns is metrics.require_columns
