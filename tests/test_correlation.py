@@ -334,3 +334,11 @@ def test_undefined_coefficients_are_written_na_not_drawn_as_bars():
     assert [p.get_height() for p in ax.patches] == []
     assert [t.get_text() for t in ax.texts] == ["n/a"] * 6
     plt.close(ax.figure)
+
+
+def test_the_chance_level_of_the_centred_coefficients_is_exactly_zero():
+    from prb_utils.downstream.correlation import CENTRED, rank_agreement_ci
+
+    ci = rank_agreement_ci([0.61, 0.7, 0.55, 0.4, 0.66], [0.4, 0.52, 0.31, 0.2, 0.5], n_boot=100).set_index("metric")
+    assert [ci.loc[m, "chance"] for m in CENTRED] == [0.0, 0.0, 0.0]
+    assert ci.loc["rbo", "chance"] > 0   # the others keep their (positive) chance levels

@@ -526,3 +526,21 @@ def test_a_default_report_scores_profile_sizes_for_the_curve_with_the_cheap_mode
                     | {(f"implicit:{tiny_lm_dir}", p) for p in main_profiles})  # an LLM only under the report's
     assert seen["04_personalization_diagnostics"]["profiles"] == [*main_profiles, *curve]
     assert seen["02_accuracy_breakdown"]["profiles"] == main_profiles  # the other pages keep the report's conditions
+
+
+def test_results_csv_never_hands_a_spreadsheet_a_formula(tmp_path):
+    """A record id or category that starts like a formula is written with a leading apostrophe."""
+    import csv
+
+    from prb_utils.data import load_benchmark
+    from prb_utils.notebook.report import write_results_csv
+    from prb_utils.scoring import score_benchmark
+
+    data = load_benchmark("sample", limit=2).reset_index(drop=True)
+    data.loc[0, "id"], data.loc[0, "category"] = "=HYPERLINK(\"http://x\")", "@SUM(A1)"
+    score_benchmark(data, ["length"], ["none"], out=tmp_path / "results", progress=False)
+    path = write_results_csv(tmp_path, str(tmp_path / "results"), [], [])
+    rows = list(csv.DictReader(path.open(encoding="utf-8")))
+    planted = [r for r in rows if "HYPERLINK" in r["id"]]
+    assert len(planted) == 1 and planted[0]["id"].startswith("'=") and planted[0]["category"] == "'@SUM(A1)"
+    assert not any(v.startswith(("=", "+", "@")) for r in rows for v in r.values())

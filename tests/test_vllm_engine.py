@@ -365,3 +365,24 @@ def test_without_the_vllm_environment_prb_says_make_vllm(capsys, tmp_path, monke
     line = _one_sentence(capsys, ["score", "--data", "sample", "--limit", "1", "--model", "implicit:smollm2",
                                   "--engine", "vllm", "--out", str(tmp_path / "s"), "--no-progress"])
     assert "PRB_VLLM_PYTHON" in line
+
+
+def test_the_request_cache_is_named_by_everything_that_changes_a_response(tmp_path):
+    """dtype, engine arguments and parallel sizes each give another cache: a bfloat16 run never reads the float32
+    run's responses (no server needed: the name is computed from the engine's settings)."""
+    from prb_utils.models.vllm_client import CompletionClient
+    from prb_utils.models.vllm_engine import Engine, EngineOptions
+
+    def cache_path(dtype=None, requested=None, **options):
+        opts = EngineOptions.from_mapping({"cache_dir": str(tmp_path), **options})
+        engine = Engine(CompletionClient("http://127.0.0.1:9"), "m", "http://127.0.0.1:9", False, "0.32.0", opts,
+                        dtype=dtype, requested_dtype=requested)
+        return engine.cache("judge", "fp").path
+
+    base = cache_path(requested="float32")
+    variants = [cache_path(requested="bfloat16"), cache_path(dtype="float16", requested="auto"),
+                cache_path(requested="float32", engine_args=("max-model-len=4096",)),
+                cache_path(requested="float32", tensor_parallel_size=2),
+                cache_path(requested="float32", pipeline_parallel_size=2)]
+    assert len({base, *variants}) == 6
+    assert cache_path(requested="float32") == base   # the same settings: the same cache

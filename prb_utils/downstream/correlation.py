@@ -29,6 +29,8 @@ from scipy import stats
 from prb_utils.errors import PRBError
 
 METRICS = ("spearman", "kendall", "weighted_tau", "pearson", "ndcg", "rbo")
+#: Coefficients whose mean over every permutation of one ranking is exactly 0 (each term has a mirror image).
+CENTRED = ("spearman", "kendall", "pearson")
 RBO_P = 0.9
 EXACT_PERMUTATIONS_MAX_N = 8   # up to 8! = 40,320 permutations are enumerated; larger n is Monte Carlo
 _TOL = 1e-9                    # ties between a permuted and the observed coefficient count as "as large"
@@ -395,6 +397,8 @@ def rank_agreement_ci(
     for m in METRICS:
         lo, hi = _percentile(boots[m], level)
         chance, p = _chance_and_p(null[m], est[m], exact)
+        if exact and m in CENTRED and math.isfinite(chance):
+            chance = 0.0   # their mean over all permutations is 0 exactly; the float sum leaves 1e-17 residue
         rows.append((m, est[m], lo, hi, chance, p, x.size, int(np.isfinite(boots[m]).sum()), len(perms)))
     return pd.DataFrame(rows, columns=["metric", "estimate", "ci_low", "ci_high", "chance", "p_perm", "n",
                                        "n_boot_valid", "n_perm"])

@@ -62,6 +62,7 @@ class Engine:
     launch_command: list[str] = field(default_factory=list)
     start_seconds: float | None = None
     dtype: str | None = None   # of the server prb started (a server at --engine-url: unknown here)
+    requested_dtype: str | None = None   # what the user asked for (the job key's dtype for a server at a URL)
 
     def metadata(self) -> dict[str, Any]:
         return {"engine": "vllm", "engine_url": None if self.launched else self.url,
@@ -77,11 +78,16 @@ class Engine:
                 "engine_retries": self.client.retried}
 
     def cache(self, purpose: str, fingerprint: str) -> RequestCache | None:
-        """The request cache for one use of this model (``None`` without ``cache_dir``)."""
+        """The request cache for one use of this model (``None`` without ``cache_dir``), named by everything that
+        can change a response: the served model and its fingerprint, the server's version, dtype (as launched,
+        or as asked of a server at a URL), engine arguments and parallel sizes, and the use (``purpose``)."""
         if not self.options.cache_dir:
             return None
         name = stable_hash({"model": self.model, "fingerprint": fingerprint, "purpose": purpose,
-                            "server_version": self.version})
+                            "server_version": self.version, "dtype": self.dtype or self.requested_dtype,
+                            "engine_args": sorted(self.options.engine_args),
+                            "tensor_parallel_size": self.options.tensor_parallel_size,
+                            "pipeline_parallel_size": self.options.pipeline_parallel_size})
         return RequestCache(Path(self.options.cache_dir) / f"{name}.jsonl")
 
 
@@ -95,7 +101,7 @@ def connect(spec_name: str, source: str, *, device: str = "auto", dtype: str = "
     if opts.url:
         client = CompletionClient(opts.url, concurrency=opts.concurrency)
         model = client.resolve_model([spec_name, source, Path(source).name if Path(source).exists() else ""])
-        return Engine(client, model, client.url, False, client.version(), opts)
+        return Engine(client, model, client.url, False, client.version(), opts, requested_dtype=dtype)
     from prb_utils.models.device import resolve_placement
     from prb_utils.models.vllm_server import LaunchOptions, get_server
 
@@ -113,7 +119,7 @@ def connect(spec_name: str, source: str, *, device: str = "auto", dtype: str = "
     client = CompletionClient(server.url, concurrency=opts.concurrency, describe=describe)
     model = client.resolve_model([spec_name])
     return Engine(client, model, server.url, True, client.version(), opts, server.command(), server.started_s,
-                  launch.dtype)
+                  launch.dtype, requested_dtype=dtype)
 
 
 def completion_text(response: dict[str, Any]) -> list[str]:

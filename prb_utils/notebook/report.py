@@ -308,8 +308,25 @@ def write_results_csv(out: Path, results: str, models: Sequence[str], profiles: 
     if rows.empty:
         return None
     target = out / RESULTS_CSV
-    rows.to_csv(target, index=False)
+    spreadsheet_safe(rows).to_csv(target, index=False)
     return target
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with every text cell that a spreadsheet would run as a formula (starting with ``=``, ``+``,
+    ``-``, ``@``, a tab or a carriage return: CSV formula injection) prefixed with ``'``; numbers untouched.
+
+    >>> spreadsheet_safe(pd.DataFrame({"id": ["=HYPERLINK(1)", "q1"], "score": [-0.5, 1.0]})).values.tolist()
+    [["'=HYPERLINK(1)", -0.5], ['q1', 1.0]]
+    """
+    out = frame.copy()
+    for column in out.columns[out.dtypes == object]:
+        out[column] = out[column].map(lambda v: f"'{v}" if isinstance(v, str) and v.startswith(FORMULA_STARTS)
+                                      else v)
+    return out
 
 
 def headline_table(results: str, models: Sequence[str], profiles: Sequence[str]) -> pd.DataFrame:
