@@ -323,7 +323,7 @@ def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
     [["'=HYPERLINK(1)", -0.5], ['q1', 1.0]]
     """
     out = frame.copy()
-    for column in out.columns[out.dtypes == object]:
+    for column in out.select_dtypes(include="object").columns:
         out[column] = out[column].map(lambda v: f"'{v}" if isinstance(v, str) and v.startswith(FORMULA_STARTS)
                                       else v)
     return out
