@@ -14,6 +14,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -466,27 +467,47 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.bon_n > 0:
         check_judge_spec(args.bon_judge)
     _score(args, models, profiles, args.results, also=[(curve_models, CURVE_PROFILES)] if curve_models else [])
+    pages: dict[str, dict[str, Any]] = {}
     if args.bon_n > 0:
-        _report_bon(args, models, rm_profile="top3" if "top3" in profiles else profiles[-1])
+        bon_dir = _report_bon(args, models, rm_profile="top3" if "top3" in profiles else profiles[-1])
+        pages["03_downstream_correlation"] = {"bon_dir": str(bon_dir.resolve())}
     _check_writable(args.out)
-    diagnostics = {"04_personalization_diagnostics": {"profiles": [*profiles, *CURVE_PROFILES]}} if curve_models else None
+    if curve_models:
+        pages["04_personalization_diagnostics"] = {"profiles": [*profiles, *CURVE_PROFILES]}
     index = build_report(data=args.data, results=args.results, out=args.out, models=models, profiles=profiles,
-                         progress=not args.no_progress, parameters=diagnostics)
+                         progress=not args.no_progress, parameters=pages or None)
     print(f"Report written to {index}")
     return 0
 
 
-def _report_bon(args: argparse.Namespace, models: Sequence[str], *, rm_profile: str) -> None:
-    """The report's small Best-of-N run (``--bon-n``, ``--bon-limit``, ``--bon-judge``), cached in the store."""
+REPORT_BON_FOLDER = "bon-report"
+
+
+def _report_bon(args: argparse.Namespace, models: Sequence[str], *, rm_profile: str) -> Path:
+    """The Best-of-N run page 03 shows: a ``prb bon`` run in ``RESULTS/bon`` that covers the report's models,
+    profile condition, answers and questions, or else the report's own small run (``--bon-n``, ``--bon-limit``,
+    ``--bon-judge``) written apart, to ``RESULTS/bon-report``, so that it never replaces a larger run."""
     from prb_utils.downstream.pipeline import run_bon_pipeline
 
     data = _load(args)
     data = data.groupby("subset", sort=False).head(args.bon_limit)
+    full = Path(args.results) / "bon"
+    try:
+        found = json.loads((full / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        found = {}
+    if (isinstance(found, dict) and set(models) <= set(found.get("models") or ()) and found.get("rm_profile") == rm_profile
+            and int(found.get("n_samples") or 0) >= args.bon_n and int(found.get("n_questions") or 0) >= len(data)
+            and (full / "bon_frame.parquet").is_file()):
+        print(f"Best-of-N: page 03 shows the run in {full} ({found['n_questions']} questions x {found['n_samples']} "
+              "answers)", file=sys.stderr)
+        return full
     print(f"Best-of-{args.bon_n} on {len(data)} questions ({args.bon_limit} per subset), judged by {args.bon_judge}",
           file=sys.stderr)
     run_bon_pipeline(data, out=args.results, n_samples=args.bon_n, models=models, rm_profile=rm_profile,
                      judge=args.bon_judge, device=args.device, seed=args.seed, figures=False,
-                     progress=not args.no_progress, **_engine_kwargs(args))
+                     progress=not args.no_progress, folder=REPORT_BON_FOLDER, **_engine_kwargs(args))
+    return Path(args.results) / REPORT_BON_FOLDER
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -544,3 +544,31 @@ def test_results_csv_never_hands_a_spreadsheet_a_formula(tmp_path):
     planted = [r for r in rows if "HYPERLINK" in r["id"]]
     assert len(planted) == 1 and planted[0]["id"].startswith("'=") and planted[0]["category"] == "'@SUM(A1)"
     assert not any(v.startswith(("=", "+", "@")) for r in rows for v in r.values())
+
+
+def test_the_reports_best_of_n_never_replaces_a_larger_run(tmp_path, monkeypatch):
+    """A `prb bon` run in results/bon that covers the report's models is shown as it is; otherwise the report's
+    small run is written apart, to results/bon-report, and the full run's files stay untouched."""
+    import argparse
+
+    from prb_utils import cli
+    from prb_utils.downstream import pipeline
+
+    calls = []
+    monkeypatch.setattr(pipeline, "run_bon_pipeline", lambda data, **kw: calls.append(kw))
+    full = tmp_path / "results" / "bon"
+    full.mkdir(parents=True)
+    (full / "bon_frame.parquet").write_bytes(b"the full run's frame")
+    args = argparse.Namespace(data="sample", subset=None, limit=None, drop_invalid=False, results=str(tmp_path / "results"),
+                              bon_n=4, bon_limit=1, bon_judge="proxy", device="cpu", seed=0, no_progress=True,
+                              engine="hf", engine_url=None, tensor_parallel_size=1, pipeline_parallel_size=1,
+                              engine_arg=[])
+    (full / "run.json").write_text(json.dumps({"models": ["length", "lexical", "embedding:minilm"], "rm_profile": "top3",
+                                               "n_samples": 8, "n_questions": 42}), encoding="utf-8")
+    assert cli._report_bon(args, ["length", "lexical"], rm_profile="top3") == full and calls == []
+    (full / "run.json").write_text(json.dumps({"models": ["length"], "rm_profile": "top3", "n_samples": 8,
+                                               "n_questions": 42}), encoding="utf-8")   # lexical is missing
+    shown = cli._report_bon(args, ["length", "lexical"], rm_profile="top3")
+    assert shown == tmp_path / "results" / cli.REPORT_BON_FOLDER
+    assert [c["folder"] for c in calls] == [cli.REPORT_BON_FOLDER]
+    assert (full / "bon_frame.parquet").read_bytes() == b"the full run's frame"

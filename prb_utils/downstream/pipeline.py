@@ -358,8 +358,13 @@ def run_bon_pipeline(
     pipeline_parallel_size: int = 1,
     engine_args: Sequence[str] = (),
     quality_rule: str = "auto",
+    folder: str = "bon",
 ) -> BonRun:
     """Run the whole mini pipeline (see the module docstring); a re-run reuses every cached step.
+
+    ``folder``: where under ``out`` the run's files go (``bon``; ``prb report`` writes its own small run to
+    ``bon-report`` so that it never replaces a ``prb bon`` run); the caches of samples, scores and verdicts
+    stay in ``out/bon`` and are shared.
 
     ``quality_rule``: how the per-aspect judge's verdicts become an answer's quality
     (:data:`~prb_utils.downstream.rubric_judge.QUALITY_RULES`): ``auto`` (default) keeps the most probable
@@ -394,7 +399,7 @@ def run_bon_pipeline(
         data = data.head(limit)
     if data.empty:
         raise PRBError("The benchmark data is empty.")
-    root = Path(out) / "bon"
+    root = Path(out) / folder
 
     t = time.time()
     samples = sample_answers(data, out=out, policy=policy, n_samples=n_samples, seed=seed,
