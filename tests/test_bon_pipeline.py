@@ -165,3 +165,20 @@ def test_a_flat_argmax_judge_keeps_its_probabilities_and_is_read_by_its_expected
     (cache,) = (tmp_path / "bon" / "judge").glob("*.parquet")
     kept = pd.read_parquet(cache)
     assert kept["p_verdicts"].map(len).gt(0).all() and kept["mass"].notna().all()
+
+
+def test_new_weights_in_the_same_folder_are_a_new_judge_and_a_new_policy(tmp_path, tiny_lm_dir):
+    """Caches of verdicts and answers are keyed by the model's fingerprint, not its name."""
+    import shutil
+
+    from prb_utils.downstream.rubric_judge import judge_cache_key
+    from prb_utils.schema import stable_hash
+
+    folder = tmp_path / "judge"
+    shutil.copytree(tiny_lm_dir, folder)
+    before = stable_hash(judge_cache_key(f"llm:{folder}", device="cpu"))
+    weights = next(folder.glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes() + b"\0")   # new weights saved into the same folder
+    after = stable_hash(judge_cache_key(f"llm:{folder}", device="cpu"))
+    assert before != after
+    assert judge_cache_key("proxy")[:2] == ["proxy", "proxy"] and len(judge_cache_key("proxy")) == 3

@@ -47,7 +47,9 @@ from prb_utils.downstream.rubric_judge import (
     make_engine_options,
 )
 from prb_utils.errors import PRBError
+from prb_utils.models.fingerprint import model_fingerprint
 from prb_utils.schema import DEFAULT_ZOO, stable_hash
+from prb_utils.scoring import resolved_placement
 from prb_utils.store import write_parquet
 
 PIPELINE_VERSION = 2  # 2: questions sampled in batches
@@ -106,7 +108,7 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, policy: str = 
     Questions are sampled ``batch_questions`` at a time in one ``generate`` call
     (:meth:`~prb_utils.downstream.generation.ChatGenerator.sample_batch`: one prefill per question, its KV
     cache shared by the question's ``n_samples`` sequences, and all of them decoded together), seeded per
-    batch. Cached per (policy, sampling options) in ``<out>/bon/samples/<key>.parquet`` after each batch, so a
+    batch. Cached per (policy, its fingerprint, device type and dtype, sampling options) in ``<out>/bon/samples/<key>.parquet`` after each batch, so a
     killed run resumes; a question is sampled again only when its prompt changed. The answers a question gets
     depend on the batch it was sampled in (the random stream is shared), not only on the seed.
 
@@ -125,6 +127,8 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, policy: str = 
                "v": PIPELINE_VERSION}
     if engine != "hf":
         options["engine"] = engine
+    # the policy's weights, device type and dtype too: new weights in the same folder sample anew
+    options.update(policy_fp=model_fingerprint(f"judge:{policy}"), **resolved_placement("judge", device, "auto"))
     path = Path(out) / "bon" / "samples" / f"{stable_hash(options)}.parquet"
     cached = _read_parquet(path)
     have = {} if cached is None else {(s, i): h for (s, i), h in
@@ -249,11 +253,11 @@ def judge_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
     cached apart from the HF engine's."""
     from tqdm.auto import tqdm
 
-    from prb_utils.downstream.rubric_judge import JudgeItem, judge_protocol, load_judge, results_frame
+    from prb_utils.downstream.rubric_judge import JudgeItem, judge_cache_key, load_judge, results_frame
 
     judge_id = judge if isinstance(judge, str) else str(judge.name)
     on_server = judge_engine(judge, engine, engine_options)
-    key = [judge_id, judge_protocol(judge_id)] + ([engine] if on_server else [])
+    key = judge_cache_key(judge, device=str(judge_options.get("device", "auto")), engine=engine if on_server else "hf")
     path = Path(out) / "bon" / "judge" / f"{stable_hash(key)}.parquet"
     cached = _read_parquet(path)
     aspects = {(str(r["subset"]), str(r["id"])): r for r in data.to_dict("records")}

@@ -657,10 +657,12 @@ def run_ppo(
     timings["train"] = time.time() - t
 
     t = time.time()
-    from prb_utils.downstream.rubric_judge import choose_quality_rule, judge_protocol
+    from prb_utils.downstream.rubric_judge import choose_quality_rule, judge_cache_key, judge_engine
 
     judge_id = judge if isinstance(judge, str) else str(judge.name)
-    cache = root / "judge" / f"{stable_hash([judge_id, judge_protocol(judge_id)])}.parquet"
+    on_server = bool(judge_engine(judge, engine, on_engine["engine_options"]))
+    key = judge_cache_key(judge, device=device, engine=engine if on_server else "hf")
+    cache = root / "judge" / f"{stable_hash(key)}.parquet"
     judged = judge_answers(pd.concat(answers, ignore_index=True), held_out, cache=cache, judge=judge,
                            progress=progress, **on_engine)
     timings["judge"] = time.time() - t

@@ -478,6 +478,27 @@ def check_judge_spec(spec: str) -> tuple[str, str]:
                    "(all aspects in one prompt) or 'proxy' (MiniLM similarity).")
 
 
+def judge_cache_key(judge: Any, *, device: str = "auto", dtype: str = "auto", engine: str = "hf") -> list[Any]:
+    """What a judge's cached verdicts depend on: its name, its prompt (:func:`judge_protocol`), its model's
+    fingerprint (new weights saved into the same folder are a new judge) and, for an LLM, the device type and
+    dtype it runs with and its engine. A judge object is known by its name alone.
+
+    >>> judge_cache_key("proxy")[:2]
+    ['proxy', 'proxy']
+    """
+    if not isinstance(judge, str):
+        return [str(judge.name)]
+    from prb_utils.models.fingerprint import model_fingerprint
+    from prb_utils.scoring import resolved_placement
+
+    kind, name = check_judge_spec(judge)
+    spec = f"embedding:{name}" if kind == "proxy" else f"judge:{name}"
+    key: list[Any] = [judge, judge_protocol(judge), model_fingerprint(spec)]
+    if kind != "proxy":
+        key += [resolved_placement("judge", device, dtype), engine]
+    return key
+
+
 def judge_protocol(spec: str) -> str:
     """What a judge's results depend on besides its name (the prompt), for cache keys: results of an
     earlier prompt are never reused.
