@@ -74,3 +74,13 @@ def stable_hash(value: Any, *, length: int = 16) -> str:
     """The first ``length`` hex digits of the sha256 of a value (text as is, anything else as canonical JSON)."""
     text = value if isinstance(value, str) else canonical_json(value)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:length]
+
+
+def canonical_spec(spec: str) -> str:
+    """A model spec as the store writes it: the kind lower-cased, spaces trimmed.
+
+    >>> canonical_spec(" Judge: x ")
+    'judge:x'
+    """
+    kind, _, name = spec.strip().partition(":")
+    return f"{kind.strip().lower()}:{name.strip()}" if name.strip() else kind.strip().lower()

@@ -44,7 +44,7 @@ import os
 import re
 import tempfile
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -55,7 +55,15 @@ import pyarrow as pa
 from filelock import FileLock, Timeout
 
 from prb_utils.errors import PRBError
-from prb_utils.schema import FLOAT_COLUMNS, OUTCOMES, RESULT_COLUMNS, canonical_json, stable_hash  # noqa: F401
+from prb_utils.profile import parse_condition
+from prb_utils.schema import (  # noqa: F401
+    FLOAT_COLUMNS,
+    OUTCOMES,
+    RESULT_COLUMNS,
+    canonical_json,
+    canonical_spec,
+    stable_hash,
+)
 
 STORE_VERSION = 1
 JOBS_DIR = "jobs"
@@ -397,6 +405,22 @@ def load_results(out: str | os.PathLike = "results", *, strict: bool = False) ->
         rows = add_job_labels(rows, metas)
     rows.attrs["shortfalls"] = problems
     return rows
+
+
+def query_results(out: str | os.PathLike, *, models: Sequence[str] = (), profiles: Sequence[str] = (),
+                  data: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The store's rows of these model specs and profile conditions (all when a list is empty), restricted to
+    the pairs (``subset``, ``id``) of ``data`` when given: the one query behind every page, table and file of
+    a report, so that no number pools rows of another data set. Jobs stay apart (``job``, ``job_label``)."""
+    rows = load_results(out)
+    if models and not rows.empty:
+        rows = rows[rows["model"].isin([canonical_spec(m) for m in models])]
+    if profiles and not rows.empty:
+        rows = rows[rows["profile"].isin([parse_condition(p).name for p in profiles])]
+    if data is not None and not rows.empty:
+        keys = pd.MultiIndex.from_frame(data[["subset", "id"]].astype(str))
+        rows = rows[pd.MultiIndex.from_frame(rows[["subset", "id"]].astype(str)).isin(keys)]
+    return rows.reset_index(drop=True)
 
 
 def _report_shortfalls(problems: list[str], *, strict: bool) -> None:

@@ -572,3 +572,21 @@ def test_the_reports_best_of_n_never_replaces_a_larger_run(tmp_path, monkeypatch
     assert shown == tmp_path / "results" / cli.REPORT_BON_FOLDER
     assert [c["folder"] for c in calls] == [cli.REPORT_BON_FOLDER]
     assert (full / "bon_frame.parquet").read_bytes() == b"the full run's frame"
+
+
+def test_the_index_and_results_csv_count_only_the_reports_data(tmp_path):
+    """A store that also holds another file's pairs: the headline and results.csv use the report's pairs only."""
+    from prb_utils.data import load_benchmark
+    from prb_utils.notebook.report import headline_table, write_results_csv
+    from prb_utils.scoring import score_benchmark
+
+    ours = load_benchmark("sample", limit=2)
+    other = load_benchmark("sample", limit=4).assign(id=lambda d: "other-" + d["id"].astype(str))
+    results = str(tmp_path / "results")
+    for data in (ours, other):
+        score_benchmark(data, ["length"], ["none"], out=results, progress=False)
+    headline = headline_table(results, ["length"], ["none"], ours[["subset", "id"]])
+    assert headline["n"].tolist() == [len(ours)]
+    written = pd.read_csv(write_results_csv(tmp_path, results, [], [], ours[["subset", "id"]]))
+    assert sorted(written["id"].astype(str)) == sorted(ours["id"].astype(str))
+    assert headline_table(results, ["length"], ["none"])["n"].tolist() == [len(ours) + len(other)]   # unrestricted

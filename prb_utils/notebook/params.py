@@ -73,12 +73,6 @@ def _shown(value: Any) -> str:
     return (text if len(text) <= 60 else text[:57] + "...") + f" ({type(value).__name__})"
 
 
-def canonical_spec(spec: str) -> str:
-    """A model spec as the store writes it: the kind lower-cased, spaces trimmed (``"Judge: x"`` -> ``"judge:x"``)."""
-    kind, _, name = spec.strip().partition(":")
-    return f"{kind.strip().lower()}:{name.strip()}" if name.strip() else kind.strip().lower()
-
-
 def resolve_path(path: str) -> Path:
     """A path as the user meant it, made absolute: relative to the working folder when it exists there, else
     relative to the project root when it exists there (a notebook opened from ``notebooks/`` finds
@@ -202,20 +196,9 @@ class NotebookParams:
         seed, dtype, judge mode, ``judge:smollm2 [generate]``), so ``(model, profile)`` names exactly one
         job and every table and figure grouped by ``model`` shows one row per job. ``model_spec`` keeps the
         spec as given (the key that downstream tables match on)."""
-        from prb_utils.store import load_results
+        from prb_utils.store import query_results
 
-        rows = load_results(self.results_dir)
-        if self.models:
-            wanted = [canonical_spec(m) for m in self.models]
-            rows = rows[rows["model"].isin(wanted)]
-        if self.profiles:
-            from prb_utils.profile import parse_condition
-
-            rows = rows[rows["profile"].isin([parse_condition(p).name for p in self.profiles])]
-        if data is not None and not rows.empty:
-            keys = pd.MultiIndex.from_frame(data[["subset", "id"]].astype(str))
-            rows = rows[pd.MultiIndex.from_frame(rows[["subset", "id"]].astype(str)).isin(keys)]
-        rows = rows.drop_duplicates(["job", "subset", "id"], keep="last")
+        rows = query_results(self.results_dir, models=self.models, profiles=self.profiles, data=data)
         rows = rows.assign(model_spec=rows["model"], model=rows["job_label"])
         return rows.reset_index(drop=True)
 

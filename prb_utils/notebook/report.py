@@ -266,7 +266,7 @@ def run_notebook(path: Path, out: Path, parameters: dict[str, Any], *, progress:
 
 def _metadata_table(results: str, models: Sequence[str], profiles: Sequence[str]) -> pd.DataFrame:
     """One row per scoring job of the store (the chosen models and conditions), by model then condition."""
-    from prb_utils.notebook.params import canonical_spec
+    from prb_utils.schema import canonical_spec
     from prb_utils.store import load_run_metadata
 
     meta = load_run_metadata(results)
@@ -285,26 +285,31 @@ def _metadata_table(results: str, models: Sequence[str], profiles: Sequence[str]
     return meta[[c for c in METADATA_COLUMNS if c in meta.columns]].reset_index(drop=True)
 
 
-def report_rows(results: str, models: Sequence[str], profiles: Sequence[str]) -> pd.DataFrame:
-    """The store's per-item rows of the report's models and profile conditions (all when a list is empty),
-    with ``job_label``."""
-    from prb_utils.notebook.params import canonical_spec
-    from prb_utils.store import load_results
+def report_rows(results: str, models: Sequence[str], profiles: Sequence[str],
+                data: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The store's per-item rows of the report's models, profile conditions and data
+    (:func:`prb_utils.store.query_results`), with ``job_label``."""
+    from prb_utils.store import query_results
 
-    rows = load_results(results)
-    if models and not rows.empty:
-        rows = rows[rows["model"].isin([canonical_spec(m) for m in models])]
-    if profiles and not rows.empty:
-        from prb_utils.profile import parse_condition
-
-        rows = rows[rows["profile"].isin([parse_condition(p).name for p in profiles])]
-    return rows.reset_index(drop=True)
+    return query_results(results, models=models, profiles=profiles, data=data)
 
 
-def write_results_csv(out: Path, results: str, models: Sequence[str], profiles: Sequence[str]) -> Path | None:
+def _report_pairs(data: str) -> pd.DataFrame | None:
+    """The (subset, id) of the report's data, for the index and ``results.csv`` (None when it cannot be read:
+    its pages then say why)."""
+    from prb_utils.data import load_benchmark
+
+    try:
+        return load_benchmark(data, drop_invalid=True)[["subset", "id"]]
+    except PRBError:
+        return None
+
+
+def write_results_csv(out: Path, results: str, models: Sequence[str], profiles: Sequence[str],
+                      data: pd.DataFrame | None = None) -> Path | None:
     """``out/results.csv``: every per-item row behind the report (:func:`report_rows`), for a spreadsheet or
     another tool; ``None`` (and no file) when there is none."""
-    rows = report_rows(results, models, profiles)
+    rows = report_rows(results, models, profiles, data)
     if rows.empty:
         return None
     target = out / RESULTS_CSV
@@ -329,7 +334,8 @@ def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def headline_table(results: str, models: Sequence[str], profiles: Sequence[str]) -> pd.DataFrame:
+def headline_table(results: str, models: Sequence[str], profiles: Sequence[str],
+                   data: pd.DataFrame | None = None) -> pd.DataFrame:
     """The index's headline: per profile condition (none, topK, full, then oracle conditions), the most
     accurate job (ties: all of them) with its accuracy and Wilson 95% CI (:func:`summarize` of the store's
     rows for the chosen models and conditions; ties between the answers count as wrong). Columns
@@ -340,7 +346,7 @@ def headline_table(results: str, models: Sequence[str], profiles: Sequence[str])
     from prb_utils.schema import ORACLE_CONDITIONS
 
     columns = ["profile", "model", "accuracy", "ci_low", "ci_high", "n", "oracle", "position_locked", "warning"]
-    rows = report_rows(results, models, profiles)
+    rows = report_rows(results, models, profiles, data)
     if rows.empty:
         return pd.DataFrame(columns=columns)
     rows = rows.assign(model=rows["job_label"])  # one row per job, as in the notebooks
@@ -405,7 +411,7 @@ def _headline_html(table: pd.DataFrame) -> str:
 
 
 def write_index(out: Path, pages: Sequence[PageResult], *, data: str, results: str, models: Sequence[str],
-                profiles: Sequence[str], csv: Path | None = None) -> Path:
+                profiles: Sequence[str], csv: Path | None = None, pairs: pd.DataFrame | None = None) -> Path:
     """``out/index.html``: the headline result (:func:`headline_table`), a link per notebook page (with its
     status and time), the run facts and the scoring jobs of the store (by model, then condition). The
     page fits a 1280 px window: the wide jobs table scrolls inside its own box."""
@@ -423,7 +429,7 @@ def write_index(out: Path, pages: Sequence[PageResult], *, data: str, results: s
                   else f'<span style="color:#b22">error: {esc(page.error)}</span>')
         rows.append(f"<tr><td>{link}</td><td><code>{esc(page.name)}.ipynb</code></td><td>{status}</td>"
                     f"<td>{page.seconds:.1f} s</td></tr>")
-    headline = _headline_html(headline_table(results, models, profiles))
+    headline = _headline_html(headline_table(results, models, profiles, pairs))
     meta = _metadata_table(results, models, profiles)
     meta_html = (f'<div class="scroll">{meta.to_html(index=False, border=0, na_rep="")}</div>' if not meta.empty
                  else "<p><i>No scoring job in the store for these models and conditions.</i></p>")
@@ -509,9 +515,10 @@ def build_report(
             bar.update()
     bar.close()
     pages = [done[name] for name in names]
-    csv = write_results_csv(out_dir, values["results"], models, profiles)
+    pairs = _report_pairs(values["data"])
+    csv = write_results_csv(out_dir, values["results"], models, profiles, pairs)
     index = write_index(out_dir, pages, data=data, results=values["results"], models=models, profiles=profiles,
-                        csv=csv)
+                        csv=csv, pairs=pairs)
     failed = [p for p in pages if p.error]
     if failed:
         raise PRBError(f"Notebook {failed[0].error} (pages written to {out_dir}; "
