@@ -46,6 +46,24 @@ def _positive_int(text: str) -> int:
     return _int_at_least(text, 1, "a positive integer")
 
 
+SEED_MAX = 2**32 - 1   # numpy's and torch's seeding take 0 .. 2**32 - 1
+
+
+def _seed(text: str) -> int:
+    value = _int_at_least(text, 0, "a seed from 0 to 4294967295")
+    if value > SEED_MAX:
+        raise argparse.ArgumentTypeError(f"expected a seed from 0 to 4294967295, got '{text}'")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    """A finite number > 0 (a learning rate): argparse's error for anything else (nan, inf, 0, -1, words)."""
+    value = _nonnegative_float(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number above 0")
+    return value
+
+
 def _count(text: str) -> int:
     return _int_at_least(text, 0, "0 or a positive integer")
 
@@ -84,7 +102,7 @@ def _add_scoring_options(parser: argparse.ArgumentParser, *, default_models: Seq
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto")
     parser.add_argument("--batch-tokens", type=_positive_int, default=None, help="token budget per batch")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=_seed, default=0)
     parser.add_argument("--judge-mode", choices=("logprob", "generate"), default="logprob",
                         help="judge verdict from next-token probabilities (default) or generate+parse")
     parser.add_argument("--judge-template", default=None,
@@ -199,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "expected value (expected, the G-Eval practice); auto: argmax unless it rates every "
                         "answer alike (default: auto)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_seed, default=0)
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     _add_engine_options(p)
 
@@ -250,12 +268,12 @@ def _add_ppo_parser(sub: argparse._SubParsersAction) -> None:
                    help=f"completion length in training and evaluation (default: {train.max_new_tokens})")
     p.add_argument("--kl-coef", type=_nonnegative_float, default=train.beta,
                    help=f"GRPO's KL penalty toward the untrained policy, TRL's beta (default: {train.beta:g}: none)")
-    p.add_argument("--learning-rate", type=float, default=train.learning_rate,
+    p.add_argument("--learning-rate", type=_positive_float, default=train.learning_rate,
                    help=f"constant learning rate (default: {train.learning_rate:g})")
     p.add_argument("--save-steps", type=_positive_int, default=run["save_steps"],
                    help=f"checkpoint every N steps (default: {run['save_steps']})")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_seed, default=0)
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     _add_engine_options(p)
 
@@ -457,8 +475,10 @@ def _baseline(results: pd.DataFrame, column: str) -> str:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from prb_utils.downstream.rubric_judge import judge_cache_key
     from prb_utils.models import parse_spec
     from prb_utils.notebook.report import build_report, check_out_folder
+    from prb_utils.profile import parse_condition
 
     models = args.model or list(DEFAULT_ZOO)
     profiles = args.profile or list(DEFAULT_REPORT_PROFILES)
@@ -466,10 +486,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     check_out_folder(args.out)  # before scoring: never overwrite the source notebooks
     if args.bon_n > 0:
         check_judge_spec(args.bon_judge)
+        judge_cache_key(args.bon_judge, device=args.device)   # a judge that cannot be found fails before scoring
     _score(args, models, profiles, args.results, also=[(curve_models, CURVE_PROFILES)] if curve_models else [])
     pages: dict[str, dict[str, Any]] = {}
     if args.bon_n > 0:
-        bon_dir = _report_bon(args, models, rm_profile="top3" if "top3" in profiles else profiles[-1])
+        plain = [p for p in profiles if not parse_condition(p).oracle] or ["none"]   # never the rubric oracle
+        bon_dir = _report_bon(args, models, rm_profile="top3" if "top3" in plain else plain[-1])
         pages["03_downstream_correlation"] = {"bon_dir": str(bon_dir.resolve())}
     _check_writable(args.out)
     if curve_models:

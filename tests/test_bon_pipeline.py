@@ -182,3 +182,29 @@ def test_new_weights_in_the_same_folder_are_a_new_judge_and_a_new_policy(tmp_pat
     after = stable_hash(judge_cache_key(f"llm:{folder}", device="cpu"))
     assert before != after
     assert judge_cache_key("proxy")[:2] == ["proxy", "proxy"] and len(judge_cache_key("proxy")) == 3
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--rm-profile", "rubric"], "answer key"),
+    (["--judge", "llm:./no/such/judge"], "does not exist"),
+])
+def test_prb_bon_refuses_before_sampling(tmp_path, capsys, extra, message):
+    from prb_utils.cli import main
+
+    code = main(["bon", "--results", str(tmp_path / "r"), "--model", "length", "--no-progress", *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err
+    assert not (tmp_path / "r" / "bon" / "samples").exists()   # nothing sampled
+
+
+@pytest.mark.parametrize("argv", [["bon", "--seed", "-5"], ["bon", "--seed", "99999999999999999999"],
+                                  ["ppo", "--learning-rate", "nan"], ["ppo", "--learning-rate", "-1"],
+                                  ["ppo", "--learning-rate", "inf"], ["score", "--data", "sample", "--model",
+                                                                      "length", "--seed", "-1"]])
+def test_out_of_range_seeds_and_learning_rates_exit_2_at_parse_time(argv, capsys):
+    from prb_utils.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and ("seed" in err or "learning-rate" in err) and "Traceback" not in err

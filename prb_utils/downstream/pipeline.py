@@ -43,6 +43,7 @@ from prb_utils.downstream.rubric_judge import (
     DEFAULT_JUDGE,
     check_judge_spec,
     choose_quality_rule,
+    judge_cache_key,
     judge_engine,
     make_engine_options,
 )
@@ -384,9 +385,15 @@ def run_bon_pipeline(
     ``engine_url``, or one per model started here with ``tensor_parallel_size``, ``pipeline_parallel_size``
     and ``engine_args`` (``KEY=VALUE``), shared by every step and stopped at the end of the process.
     """
+    from prb_utils.profile import parse_condition
+
     timings: dict[str, float] = {}
+    if parse_condition(rm_profile).oracle:
+        raise PRBError(f"The RM profile '{rm_profile}' shows the answer key (the rubric); a Best-of-N RM may not "
+                       "see it.")
     if isinstance(judge, str):
         check_judge_spec(judge)
+        judge_cache_key(judge, device=device)   # a judge that cannot be found fails here, before any sampling
     choose_quality_rule(pd.DataFrame({"quality": [0.0]}), quality_rule)   # an unknown rule fails before any work
     on_engine = {"engine": engine, "engine_options": make_engine_options(
         engine, engine_url=engine_url, tensor_parallel_size=tensor_parallel_size,
