@@ -276,9 +276,33 @@ def _damaged(path: Path, reason: str, remedy: str) -> PRBError:
     return PRBError(f"The store file {path} is damaged ({reason}); {remedy}.")
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+CACHE_REMEDY = "delete it and run the same command again to compute it anew"
+
+
+def read_parquet_cache(path: str | os.PathLike) -> pd.DataFrame | None:
+    """A cache or result file written by :func:`write_parquet` (None when there is none); a damaged one (cut
+    short, not parquet, a folder where the file should be) is a PRBError naming it and what to delete."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    if not path.is_file():   # pandas would read a folder as an (empty) dataset
+        raise _damaged(path, "a folder where the file should be", CACHE_REMEDY)
+    try:
+        return pd.read_parquet(path)
+    except Exception as exc:   # pyarrow's errors for a cut or foreign file, IsADirectoryError, ...
+        raise _damaged(path, f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}",
+                       CACHE_REMEDY) from None
+
+
+def read_json_cache(path: str | os.PathLike) -> dict[str, Any]:
+    """A JSON object written beside the caches (``run.json``, a trainer's state; {} when absent); a damaged
+    one is a PRBError naming it and what to delete."""
+    return _read_json(Path(path), remedy=CACHE_REMEDY)
+
+
+def _read_json(path: Path, remedy: str = "delete it (the scores are kept and the next score run of this job "
+                                        "writes it again)") -> dict[str, Any]:
     """A job's ``job.json`` ({} when absent); PRBError naming the file when it is damaged."""
-    remedy = "delete it (the scores are kept and the next score run of this job writes it again)"
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -287,6 +311,8 @@ def _read_json(path: Path) -> dict[str, Any]:
         raise _damaged(path, f"invalid JSON at line {exc.lineno}, column {exc.colno}", remedy) from None
     except UnicodeDecodeError:
         raise _damaged(path, "not UTF-8 text", remedy) from None
+    except IsADirectoryError:
+        raise _damaged(path, "a folder where the file should be", remedy) from None
     except OSError as exc:
         raise PRBError(f"Cannot read the store file {path} ({exc.strerror or exc}).") from None
     if not isinstance(value, dict):

@@ -208,3 +208,33 @@ def test_out_of_range_seeds_and_learning_rates_exit_2_at_parse_time(argv, capsys
         main(argv)
     err = capsys.readouterr().err
     assert stop.value.code == 2 and ("seed" in err or "learning-rate" in err) and "Traceback" not in err
+
+
+@pytest.mark.parametrize("damage", ["cut", "folder", "text"])
+def test_a_damaged_cache_file_is_named_in_one_sentence(tmp_path, damage):
+    """A cut verdict cache, a folder in its place, or a run.json that is not JSON: PRBError naming the file
+    and what to delete, never a traceback from pyarrow or json."""
+    from prb_utils.downstream.pipeline import judge_samples
+    from prb_utils.errors import PRBError
+    from prb_utils.schema import stable_hash
+    from prb_utils.store import read_json_cache
+
+    data = load_benchmark("sample").head(2)
+    samples = pd.DataFrame([{"subset": r["subset"], "id": r["id"], "sample_idx": i, "response": f"answer {i}"}
+                            for r in data.to_dict("records") for i in range(2)])
+    judge_samples(data, samples, out=tmp_path, judge=LengthJudge(), progress=False)
+    cache = tmp_path / "bon" / "judge" / f"{stable_hash([LengthJudge.name])}.parquet"
+    assert cache.is_file()
+    if damage == "cut":
+        cache.write_bytes(cache.read_bytes()[: cache.stat().st_size // 2])
+    elif damage == "folder":
+        cache.unlink()
+        cache.mkdir()
+    else:
+        run = tmp_path / "bon" / "run.json"
+        run.write_text('{"n_samples": 4', encoding="utf-8")
+        with pytest.raises(PRBError, match="run.json is damaged .* delete it"):
+            read_json_cache(run)
+        return
+    with pytest.raises(PRBError, match=f"{cache.name} is damaged .* delete it and run the same command again"):
+        judge_samples(data, samples, out=tmp_path, judge=LengthJudge(), progress=False)

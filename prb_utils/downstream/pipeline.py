@@ -51,7 +51,7 @@ from prb_utils.errors import PRBError
 from prb_utils.models.fingerprint import model_fingerprint
 from prb_utils.schema import DEFAULT_ZOO, stable_hash
 from prb_utils.scoring import resolved_placement
-from prb_utils.store import write_parquet
+from prb_utils.store import read_parquet_cache, write_parquet
 
 PIPELINE_VERSION = 2  # 2: questions sampled in batches
 
@@ -79,10 +79,6 @@ class BonRun:
     timings: dict[str, float] = field(default_factory=dict)
     judge: str = ""
     judge_proxy: bool = False
-
-
-def _read_parquet(path: Path) -> pd.DataFrame | None:
-    return pd.read_parquet(path) if path.is_file() else None
 
 
 def policy_prompt(record: dict[str, Any], *, posts: int = 5) -> str:
@@ -131,7 +127,7 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, policy: str = 
     # the policy's weights, device type and dtype too: new weights in the same folder sample anew
     options.update(policy_fp=model_fingerprint(f"judge:{policy}"), **resolved_placement("judge", device, "auto"))
     path = Path(out) / "bon" / "samples" / f"{stable_hash(options)}.parquet"
-    cached = _read_parquet(path)
+    cached = read_parquet_cache(path)
     have = {} if cached is None else {(s, i): h for (s, i), h in
                                       cached.groupby(["subset", "id"])["prompt_hash"].first().items()}
     parts = [] if cached is None else [cached]
@@ -260,7 +256,7 @@ def judge_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
     on_server = judge_engine(judge, engine, engine_options)
     key = judge_cache_key(judge, device=str(judge_options.get("device", "auto")), engine=engine if on_server else "hf")
     path = Path(out) / "bon" / "judge" / f"{stable_hash(key)}.parquet"
-    cached = _read_parquet(path)
+    cached = read_parquet_cache(path)
     aspects = {(str(r["subset"]), str(r["id"])): r for r in data.to_dict("records")}
     rows = []
     for s in samples.to_dict("records"):

@@ -58,7 +58,7 @@ import pandas as pd
 
 from prb_utils.errors import PRBError
 from prb_utils.schema import DEFAULT_ZOO, stable_hash
-from prb_utils.store import write_parquet, write_text
+from prb_utils.store import read_json_cache, read_parquet_cache, write_parquet, write_text
 
 PPO_VERSION = 1
 TRAINER = "GRPO"
@@ -85,10 +85,6 @@ class PPORun:
 # ------------------------------------------------------------------------------------------ files
 
 
-
-
-def _read_parquet(path: Path) -> pd.DataFrame | None:
-    return pd.read_parquet(path) if path.is_file() else None
 
 
 def default_judge() -> str:
@@ -278,7 +274,7 @@ def last_checkpoint(run_dir: str | os.PathLike) -> tuple[Path | None, int]:
     for path in folder.glob("checkpoint-*"):
         state = path / "trainer_state.json"
         if path.is_dir() and state.is_file() and (path / "config.json").is_file():
-            step = int(json.loads(state.read_text(encoding="utf-8")).get("global_step", 0))
+            step = int(read_json_cache(state).get("global_step", 0) or 0)
             if step >= best[1]:
                 best = (path, step)
     return best
@@ -463,7 +459,7 @@ def generate_answers(model: str, held_out: pd.DataFrame, *, posts: int, max_new_
 
 def _cached_answers(path: Path, model: str, held_out: pd.DataFrame, *, posts: int, max_new_tokens: int,
                     device: str) -> pd.DataFrame:
-    cached = _read_parquet(path)
+    cached = read_parquet_cache(path)
     if cached is not None and len(cached) == len(held_out):
         return cached
     answers = generate_answers(model, held_out, posts=posts, max_new_tokens=max_new_tokens, device=device)
@@ -489,7 +485,7 @@ def judge_answers(answers: pd.DataFrame, held_out: pd.DataFrame, *, cache: Path,
         keys.append(key)
         if aspects:
             items[key] = JudgeItem(key, str(record["question"]), str(row["response"]), tuple(aspects))
-    cached = _read_parquet(cache)
+    cached = read_parquet_cache(cache)
     known = set() if cached is None else set(cached["key"])
     todo = [item for key, item in items.items() if key not in known]
     if todo:
@@ -690,7 +686,7 @@ def _merge_previous(root: Path, table: pd.DataFrame, setting: dict[str, Any]) ->
     previous_meta = root / "run.json"
     if not (previous_meta.is_file() and (root / "ppo.csv").is_file()):
         return table
-    meta = json.loads(previous_meta.read_text(encoding="utf-8"))
+    meta = read_json_cache(previous_meta)
     if {k: meta.get(k) for k in setting} != json.loads(json.dumps(setting)):
         return table
     previous = read_ppo_csv(root / "ppo.csv")
