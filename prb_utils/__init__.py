@@ -38,6 +38,7 @@ _PUBLIC = {
     "profile_size_plot": "prb_utils.analysis.profile_curves",
     "retrieval_ablation": "prb_utils.analysis.profile_curves",
     "oracle_gap": "prb_utils.analysis.profile_curves",
+    "leaderboard": "prb_utils.analysis.leaderboard",
     # downstream
     "rank_agreement_ci": "prb_utils.downstream.correlation",
     "no_ranking": "prb_utils.downstream.correlation",

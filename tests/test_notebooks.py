@@ -230,6 +230,11 @@ def test_accuracy_breakdown_numbers_match_the_store(sample_report, executed):
     by_subset = [*KEYS, "subset"]
     assert_same_table(frame(recorded["per_subset"], by_subset), expected_accuracy(rows, by_subset))
     assert set(frame(recorded["overall"], KEYS)["n"]) == {42}  # every pair scored by every job
+    board = pd.DataFrame(recorded["leaderboard"])   # ranked by accuracy, the leader in its own tied group
+    for _, part in board.groupby("profile"):
+        ranked = part[~part["locked"]].sort_values("rank")
+        assert ranked["accuracy"].tolist() == sorted(ranked["accuracy"], reverse=True)
+        assert ranked["rank"].tolist() == list(range(1, len(ranked) + 1)) and ranked["tied_with_leader"].iloc[0]
 
     text = html_text(executed["02_accuracy_breakdown"])
     for column in ("ci_low", "a_only", "p_holm", "longer_wins", "theme", "aspects_bin", "rubric_inferable"):

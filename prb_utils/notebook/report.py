@@ -410,6 +410,36 @@ def _headline_html(table: pd.DataFrame) -> str:
             "as wrong). The Accuracy breakdown page compares the models and conditions on the same pairs.</p>")
 
 
+LOCKED_ROW = ' class="locked"'
+
+
+def _leaderboard_html(board: pd.DataFrame) -> str:
+    """The index's leaderboard (:func:`prb_utils.analysis.leaderboard.leaderboard`): one table, conditions in
+    order, locked judges greyed without a rank, and the rules under it."""
+    from prb_utils.analysis.leaderboard import leaderboard_notes
+
+    if board.empty:
+        return ""
+    esc = html.escape
+
+    def lift(r: Any) -> str:
+        if not np.isfinite(r.lift):
+            return ""
+        return (f"{100 * r.lift:+.1f} pts [{100 * r.lift_low:+.1f}, {100 * r.lift_high:+.1f}] "
+                f"<b>{esc(r.lift_verdict)}</b>")
+
+    rows = "".join(
+        f"<tr{LOCKED_ROW if r.locked else ''}><td>{esc(str(r.profile))}</td>"
+        f'<td>{"&mdash;" if r.locked else int(r.rank)}</td><td>{esc(str(r.model))}</td><td>{esc(str(r.kind))}</td>'
+        f"<td>{_percent(r.accuracy)} [{_percent(r.ci_low)}, {_percent(r.ci_high)}]</td><td>{int(r.n)}</td>"
+        f'<td>{"locked: not ranked" if r.locked else ("yes" if r.tied_with_leader else "no")}</td><td>{lift(r)}</td></tr>'
+        for r in board.itertuples())
+    notes = "".join(f'<p class="note">{esc(note)}</p>' for note in leaderboard_notes(board))
+    return ('<div class="scroll"><table class="leaderboard"><thead><tr><th>profile condition</th><th>rank</th>'
+            "<th>model</th><th>kind</th><th>accuracy [95% CI]</th><th>pairs</th><th>tied with the leader</th>"
+            f"<th>lift over none [95% CI], verdict</th></tr></thead><tbody>{rows}</tbody></table></div>{notes}")
+
+
 def write_index(out: Path, pages: Sequence[PageResult], *, data: str, results: str, models: Sequence[str],
                 profiles: Sequence[str], csv: Path | None = None, pairs: pd.DataFrame | None = None) -> Path:
     """``out/index.html``: the headline result (:func:`headline_table`), a link per notebook page (with its
@@ -430,6 +460,11 @@ def write_index(out: Path, pages: Sequence[PageResult], *, data: str, results: s
         rows.append(f"<tr><td>{link}</td><td><code>{esc(page.name)}.ipynb</code></td><td>{status}</td>"
                     f"<td>{page.seconds:.1f} s</td></tr>")
     headline = _headline_html(headline_table(results, models, profiles, pairs))
+    from prb_utils.analysis.leaderboard import leaderboard
+
+    ranked = report_rows(results, models, profiles, pairs)
+    board = leaderboard(ranked.assign(model=ranked["job_label"])) if not ranked.empty else pd.DataFrame()
+    headline += _leaderboard_html(board)
     meta = _metadata_table(results, models, profiles)
     meta_html = (f'<div class="scroll">{meta.to_html(index=False, border=0, na_rep="")}</div>' if not meta.empty
                  else "<p><i>No scoring job in the store for these models and conditions.</i></p>")
@@ -450,6 +485,7 @@ table {{ border-collapse: collapse; margin: 0.5em 0 1.5em; }}
 th, td {{ border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: left; font-size: 0.9em; }}
 td {{ overflow-wrap: anywhere; }}
 .headline {{ font-size: 1.15em; margin: 0.5em 0; }}
+tr.locked td {{ color: #777; }}
 .note {{ color: #555; font-size: 0.85em; margin-top: -1em; }}
 .warn {{ color: #a04000; font-size: 0.9em; }}
 .scroll {{ max-width: 100%; overflow-x: auto; }}
