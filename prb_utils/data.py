@@ -464,9 +464,3 @@ def data_fingerprint(frame: pd.DataFrame) -> str:
     keys = ["subset", "id", "question", "profile", "chosen", "rejected"]
     digests = sorted(stable_hash([row[k] for k in keys], length=64) for row in frame[keys].to_dict("records"))
     return stable_hash("".join(digests))
-
-
-def pair_fingerprint(row: dict) -> str:
-    """Hash of one pair's RM-visible content (lets the store notice edited records)."""
-    keys = ["question", "profile", "chosen", "rejected"]
-    return stable_hash([row[k] for k in keys])

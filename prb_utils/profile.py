@@ -54,10 +54,6 @@ class ProfileCondition:
     k: int | None
 
     @property
-    def uses_posts(self) -> bool:
-        return self.k != 0 and not self.oracle
-
-    @property
     def oracle(self) -> bool:
         """True for ``rubric``: the RM sees the answer key (a diagnostic, never a benchmark result)."""
         return self.name in ORACLE_CONDITIONS

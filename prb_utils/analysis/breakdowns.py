@@ -137,9 +137,6 @@ def longer_wins(results: pd.DataFrame, data: pd.DataFrame, *, by: str | Sequence
     return table[[*by, "n", "longer_wins", "rate", "ci_low", "ci_high", "chosen_longer_rate"]]
 
 
-JUDGE_STATISTICS = ("accuracy_ab", "accuracy_ba", "order_consistency", "position_a")
-
-
 def _judged_groups(results: pd.DataFrame, by: list[str]) -> Iterator[tuple[dict, pd.DataFrame, pd.Series, pd.Series]]:
     """``(group key as a dict, rows, verdicts A/B, verdicts B/A)`` per ``by`` group of the rows with a verdict."""
     judged = results[results["verdict_ab"].notna() | results["verdict_ba"].notna()]

@@ -43,7 +43,6 @@ SUBSET_LONG = {
     "Lifestyle": "Lifestyle_and_Personal_Development",
     "Society": "Society_and_Culture",
 }
-SUBSET_SHORT = {v: k for k, v in SUBSET_LONG.items()}
 
 PathLike = str | os.PathLike
 

@@ -457,10 +457,6 @@ class ProxyRubricJudge:
         return results
 
 
-JUDGE_KINDS = {"llm": "one 0/1/2 verdict per aspect (LaMP-QA)", "llm-all": "all aspects in one prompt",
-               "proxy": "MiniLM similarity, a proxy"}
-
-
 def check_judge_spec(spec: str) -> tuple[str, str]:
     """(kind, name) of a rubric judge spec, or a PRBError naming the valid forms.
 

@@ -23,7 +23,6 @@ from prb_utils.errors import PRBError
 from prb_utils.models.vllm_client import CompletionClient, RequestCache, RequestError
 from prb_utils.schema import stable_hash
 
-ENGINES = ("hf", "vllm")
 DEFAULT_CONCURRENCY = 16
 
 
