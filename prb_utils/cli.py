@@ -208,7 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--policy", default="smollm2", help="the model that samples the answers (default: smollm2)")
     p.add_argument("--n", type=_positive_int, default=8, help="answers sampled per question (default: 8)")
     p.add_argument("--judge", default=DEFAULT_JUDGE, help=f"rubric judge: llm:NAME (one 0/1/2 verdict per rubric aspect, "
-                   f"LaMP-QA style), llm-all:NAME (all aspects in one prompt) or proxy (MiniLM similarity); "
+                   f"prb's protocol after LaMP-QA), llm-all:NAME (prb's all-aspects prompt), llm-ref:NAME (the "
+                   f"benchmark's reference judge, verbatim) or proxy (MiniLM similarity); "
                    f"default: {DEFAULT_JUDGE}")
     p.add_argument("--rm-profile", default="top3", metavar="COND",
                    help="profile condition of the RMs' input (default: top3)")

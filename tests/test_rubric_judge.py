@@ -167,3 +167,28 @@ def test_judge_specs_and_their_cache_protocols():
     assert judge_protocol("llm:x") != judge_protocol("llm-all:x") != judge_protocol("proxy")
     assert judge_label("llm:smollm2", False).endswith("weak judge (a 135M model)")
     assert judge_label("llm:Qwen/Qwen2.5-32B-Instruct", False) == "llm:Qwen/Qwen2.5-32B-Instruct"
+
+
+def test_the_reference_judge_is_the_benchmarks_own_prompt_byte_for_byte():
+    """prompts/evaluation.txt of github.com/Martin-qyma/Personalized-RewardBench at d8a0cdaa (929 characters,
+    read with .strip() as BoN/evaluate.py reads it) has this SHA-256; the system message is the script's."""
+    import hashlib
+
+    from prb_utils.downstream.rubric_judge import REFERENCE_JUDGE_PROMPT, REFERENCE_JUDGE_SYSTEM
+
+    assert len(REFERENCE_JUDGE_PROMPT) == 929
+    assert hashlib.sha256(REFERENCE_JUDGE_PROMPT.encode()).hexdigest() == \
+        "8dc668fadab47db98e48267081852894d654064f5c6c6b9d2ee101af794b0230"
+    assert REFERENCE_JUDGE_SYSTEM == "You are a fair and insightful judge."
+
+
+def test_the_reference_judge_reads_replies_as_the_script_does(tiny_lm_dir):
+    from prb_utils.downstream.rubric_judge import JUDGE_PROTOCOLS, load_judge, reference_scores
+
+    assert reference_scores("[2, 0, 1.5]") == ([2.0, 0.0, 1.5], True)
+    assert reference_scores("I give 2 and 1") == ([2.0, 1.0], True)   # no list: any numbers, as the script
+    judge = load_judge(f"llm-ref:{tiny_lm_dir}", device="cpu")
+    result = judge.judge([JudgeItem("k", "which camera for kids ?", "use auto mode", ASPECTS)])[0]
+    assert result.judge == f"llm-ref:{tiny_lm_dir}" and not result.failed
+    assert result.quality == pytest.approx(sum(result.aspect_scores) / len(result.aspect_scores) / 2)
+    assert "verbatim" in JUDGE_PROTOCOLS["llm-ref"] and "not LaMP-QA's evaluator" in JUDGE_PROTOCOLS["llm"]

@@ -54,7 +54,35 @@ PROXY_NAME = "proxy:minilm"
 PROXY_LABEL = "proxy judge (MiniLM similarity, not a rubric judgement; circular with embedding:minilm)"
 WEAK_LABEL = "weak judge (a 135M model)"
 #: LLM judges that are weak (tables and figures say so): the offline SmolLM2.
-WEAK_JUDGES = ("llm:smollm2", "llm-all:smollm2")
+WEAK_JUDGES = ("llm:smollm2", "llm-all:smollm2", "llm-ref:smollm2")
+
+#: The benchmark's own BoN judge, verbatim: ``prompts/evaluation.txt`` (read with ``.strip()``) and the system
+#: message of ``BoN/evaluate.py`` in github.com/Martin-qyma/Personalized-RewardBench at commit d8a0cdaa. The
+#: aspects are filled in as their titles joined by ", " (``BoN/sample.py``'s ``format_plan``); the reply is read
+#: as that script reads it (the first ``[...]`` list, else any numbers; none: a single 0).
+REFERENCE_JUDGE_SYSTEM = "You are a fair and insightful judge."
+REFERENCE_JUDGE_PROMPT = (
+    "Your task is to assess the answer to the user's current question based on a list of aspects.\n\n"
+    "# Input:\n- The user's current question.\n- The answer to be evaluated.\n- A list of aspects to assess.\n\n"
+    "# Requirements:\n- For each aspect, assess how well the answer addresses that aspect with respect to the "
+    "user\u2019s question.\n- For each aspect, assign a match_score as follows:\n"
+    "    0 = The answer does not cover this aspect.\n    1 = The answer somewhat covers this aspect.\n"
+    "    2 = The answer covers this aspect very well.\n- Generate a list of scores for each aspect.\n"
+    "- Do NOT generate anything else beside the list.\n\n"
+    "# Output:\n- Return a list of match_score values, in the same order as the aspects.\n"
+    "- Do NOT include anything else, only the list of integers.\n\n"
+    "# Data provided:\n- User's current question:\n{question}\n- The answer to be evaluated:\n{answer}\n"
+    "- Aspects to refer:\n{aspects}\n\nGenerate the score list following above instructions."
+)
+
+#: Which protocol produced a number, as pages name it (``llm:`` and ``llm-all:`` are prb's own prompts).
+JUDGE_PROTOCOLS = {
+    "llm": "prb's per-aspect protocol (one 0/1/2 verdict per aspect, after LaMP-QA's design; prb's own prompt, "
+           "not LaMP-QA's evaluator)",
+    "llm-all": "prb's all-aspects prompt (one list of 0/1/2 scores; prb's own prompt, not the reference's)",
+    "llm-ref": "the benchmark's reference judge, verbatim (prompts/evaluation.txt, BoN/evaluate.py)",
+    "proxy": "a proxy: MiniLM similarity of the answer to each aspect",
+}
 DEFAULT_JUDGE = "llm:smollm2"
 
 PROMPT = """Grade how well an answer serves one particular user. This user expects the answer to cover \
@@ -398,6 +426,72 @@ class AspectRubricJudge:
         return results
 
 
+def reference_prompt(question: str, answer: str, aspects: Sequence[Mapping[str, Any] | str]) -> str:
+    """The reference judge's user message: :data:`REFERENCE_JUDGE_PROMPT` with the aspects' titles joined by ", ".
+
+    >>> reference_prompt("Q?", "A.", [{"aspect": "Cheap"}, {"aspect": "Quick"}]).split("refer:")[1].split()[:2]
+    ['Cheap,', 'Quick']
+    """
+    titles = ", ".join(str(a.get("aspect", "")) if isinstance(a, Mapping) else str(a) for a in aspects)
+    return (REFERENCE_JUDGE_PROMPT.replace("{question}", question).replace("{answer}", answer)
+            .replace("{aspects}", titles))
+
+
+def reference_scores(text: str) -> tuple[list[float], bool]:
+    """The reference script's reading of a reply: the numbers of its first ``[...]`` list (else of the whole
+    reply) and whether any was found (none: ``[0.0]``, as the script counts it).
+
+    >>> reference_scores("Scores: [2, 1]"), reference_scores("no idea")
+    (([2.0, 1.0], True), ([0.0], False))
+    """
+    found = re.search(r"\[([^\]]+)\]", text)
+    numbers = [float(n) for n in re.findall(r"-?\d+\.?\d*", found.group(1) if found else text)]
+    return (numbers, True) if numbers else ([0.0], False)
+
+
+class ReferenceRubricJudge:
+    """``llm-ref:NAME``: the benchmark's BoN judge as its scripts run it (:data:`REFERENCE_JUDGE_PROMPT`,
+    :data:`REFERENCE_JUDGE_SYSTEM`, greedy, 32 new tokens, no retry). The script's score is the mean of the
+    numbers read (0-2; an unreadable reply counts 0, as there); prb's quality is that mean / 2, and an
+    unreadable reply is kept as 0 with its ``error`` saying so.
+
+    >>> judge = ReferenceRubricJudge(lambda prompts: ["[2, 1]" for _ in prompts], name="llm-ref:scripted")
+    >>> r = judge.judge([JudgeItem("k", "Q?", "A.", ({"aspect": "x"}, {"aspect": "y"}))])[0]
+    >>> r.quality, r.aspect_scores, r.error
+    (0.75, [2.0, 1.0], None)
+    """
+
+    proxy = False
+
+    def __init__(self, generate: Callable[[Sequence[str]], Sequence[str]], *, name: str) -> None:
+        self._generate = generate
+        self.name = name
+
+    @classmethod
+    def from_pretrained(cls, model: str, *, device: str = "auto", dtype: str = "auto", batch_size: int = 8,
+                        engine: str = "hf", **engine_options: Any) -> ReferenceRubricJudge:
+        gen = chat_generator(model, engine=engine, device=device, dtype=dtype, batch_size=batch_size,
+                             **engine_options)
+
+        def generate(prompts: Sequence[str]) -> list[str]:
+            replies = gen.generate(prompts, system=REFERENCE_JUDGE_SYSTEM, max_new_tokens=32, temperature=0.0)
+            return [r[0] for r in replies]
+
+        judge = cls(generate, name=f"llm-ref:{model}")
+        judge.metadata = gen.metadata()  # type: ignore[attr-defined]
+        return judge
+
+    def judge(self, items: Sequence[JudgeItem]) -> list[JudgeResult]:
+        replies = list(self._generate([reference_prompt(it.question, it.answer, it.aspects) for it in items]))
+        results = []
+        for it, reply in zip(items, replies, strict=True):
+            scores, read = reference_scores(str(reply))
+            results.append(JudgeResult(it.key, float(np.mean(scores)) / 2, scores, False, 1, self.name, False,
+                                       raw=str(reply), error=None if read else
+                                       "no number in the reply: counted 0, as the reference script counts it"))
+        return results
+
+
 class ProxyRubricJudge:
     """MiniLM similarity between the answer and each aspect (clipped at 0), averaged: a labelled proxy."""
 
@@ -468,10 +562,11 @@ def check_judge_spec(spec: str) -> tuple[str, str]:
     kind, _, name = str(spec).strip().partition(":")
     if kind == "proxy":
         return kind, name or "minilm"
-    if kind in ("llm", "llm-all") and name:
+    if kind in ("llm", "llm-all", "llm-ref") and name:
         return kind, name
     raise PRBError(f"Unknown rubric judge {spec!r}; use 'llm:NAME' (one verdict per aspect), 'llm-all:NAME' "
-                   "(all aspects in one prompt) or 'proxy' (MiniLM similarity).")
+                   "(all aspects in one prompt), 'llm-ref:NAME' (the benchmark's reference judge) or 'proxy' "
+                   "(MiniLM similarity).")
 
 
 def judge_cache_key(judge: Any, *, device: str = "auto", dtype: str = "auto", engine: str = "hf") -> list[Any]:
@@ -507,6 +602,8 @@ def judge_protocol(spec: str) -> str:
         return stable_hash([JUDGE_SYSTEM, ASPECT_PROMPT, ASPECT_ANSWER_PREFIX, "verdict-probabilities-kept"])
     if kind == "llm-all":
         return stable_hash([JUDGE_SYSTEM, PROMPT])
+    if kind == "llm-ref":
+        return stable_hash([REFERENCE_JUDGE_SYSTEM, REFERENCE_JUDGE_PROMPT, "reference-parse"])
     return kind
 
 
@@ -573,6 +670,8 @@ def load_judge(spec: str, *, engine: str = "hf", **options: Any) -> RubricJudge:
         return ProxyRubricJudge(model=name, **options)
     if kind == "llm":
         return AspectRubricJudge.from_pretrained(name, engine=engine, **options)
+    if kind == "llm-ref":
+        return ReferenceRubricJudge.from_pretrained(name, engine=engine, **options)
     judge = LLMRubricJudge.from_pretrained(name, engine=engine, **options)
     judge.name = f"llm-all:{name}"
     return judge
