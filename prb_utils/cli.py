@@ -133,6 +133,9 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
                              "(repeatable)")
 
 
+OWNED_ENGINE_ARGS = ("port", "host")   # prb starts its servers on 127.0.0.1 and a free port
+
+
 def _engine_kwargs(args: argparse.Namespace) -> dict:
     """The engine options of the command line as keyword arguments (PRBError for options without effect)."""
     if args.engine == "hf" and (args.engine_url or args.engine_arg or args.tensor_parallel_size != 1
@@ -142,6 +145,14 @@ def _engine_kwargs(args: argparse.Namespace) -> dict:
     if args.engine_url and (args.engine_arg or args.tensor_parallel_size != 1 or args.pipeline_parallel_size != 1):
         raise PRBError("--engine-arg, --tensor-parallel-size and --pipeline-parallel-size configure the server "
                        "prb starts; with --engine-url, start your server with them instead.")
+    if args.engine_url and not args.engine_url.strip().lower().startswith(("http://", "https://")):
+        raise PRBError(f"--engine-url {args.engine_url!r} is not a URL; give the server's address, e.g. "
+                       "http://127.0.0.1:8000.")
+    for arg in args.engine_arg or ():
+        key = arg.split("=", 1)[0].strip().lstrip("-").replace("_", "-").lower()
+        if key in OWNED_ENGINE_ARGS:
+            raise PRBError(f"--engine-arg {arg!r}: prb chooses the server's {key} itself (a free port on 127.0.0.1: "
+                           "a server on another address would be reachable, without authentication, by others).")
     return {"engine": args.engine, "engine_url": args.engine_url, "tensor_parallel_size": args.tensor_parallel_size,
             "pipeline_parallel_size": args.pipeline_parallel_size, "engine_args": tuple(args.engine_arg or ())}
 
@@ -309,6 +320,7 @@ def _warn_options_without_effect(args: argparse.Namespace, models: Sequence[str]
     """One warning per option that changes nothing in this run (a retriever without a top{K} condition,
     judge options without a judge model)."""
     from prb_utils.models.base import parse_spec
+    from prb_utils.models.registry import VLLM_KINDS
     from prb_utils.profile import parse_condition
 
     top_k = any(parse_condition(c).name.startswith("top") for c in profiles)  # none, full, rubric retrieve nothing
@@ -320,6 +332,8 @@ def _warn_options_without_effect(args: argparse.Namespace, models: Sequence[str]
         unused.append(("--judge-template", "no --model is a judge: model"))
     if args.judge_mode != "logprob" and not judges:
         unused.append(("--judge-mode", "no --model is a judge: model"))
+    if getattr(args, "engine", "hf") != "hf" and not any(parse_spec(m).kind in VLLM_KINDS for m in models):
+        unused.append(("--engine vllm", f"no --model is of a kind the server runs ({', '.join(VLLM_KINDS)})"))
     for option, reason in unused:
         print(f"prb: warning: {option} has no effect: {reason}.", file=sys.stderr)
 

@@ -32,6 +32,7 @@ from typing import Any
 import pandas as pd
 
 from prb_utils.errors import PRBError
+from prb_utils.models.registry import VLLM_KINDS
 from prb_utils.schema import BASELINES, stable_hash
 from prb_utils.store import JobStore, missing_pairs, now, pair_hash, tidy_rows
 
@@ -186,7 +187,7 @@ def job_options(
     options: dict[str, Any] = {}
     if kind not in BASELINES:
         options.update(resolved_placement(kind, device, dtype), seed=int(seed))
-    if engine != "hf" and kind in ("judge", "implicit", "classifier"):
+    if engine != "hf" and kind in VLLM_KINDS:
         options["engine"] = engine
         if engine_url:
             options.update(device="server", dtype=dtype)

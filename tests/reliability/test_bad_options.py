@@ -151,3 +151,18 @@ def test_other_user_mistakes(tmp_path, capsys, args, message):
     code, _, err = run_main(capsys, *args)
     lines = assert_user_error(code, err, lines=1)
     assert message in lines[0], lines
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--engine", "vllm", "--engine-url", "notaurl"], "is not a URL"),
+    (["--engine", "vllm", "--engine-arg", "port=9000"], "chooses the server's port"),
+    (["--engine", "vllm", "--engine-arg=--host=0.0.0.0"], "chooses the server's host"),
+])
+def test_engine_options_prb_owns_or_cannot_use_are_one_sentence(tmp_path, capsys, extra, message):
+    code, _, err = run_main(capsys, *SCORE, "--model", "judge:smollm2", "--out", str(tmp_path / "r"), *extra)
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_the_vllm_engine_with_only_model_free_models_warns_that_it_has_no_effect(tmp_path, capsys):
+    code, _, err = run_main(capsys, *SCORE, "--model", "length", "--engine", "vllm", "--out", str(tmp_path / "r"))
+    assert code == 0 and "--engine vllm has no effect" in err
