@@ -223,6 +223,7 @@ def _source_data(data_source: str | None, n: int) -> dict[str, Any]:
 def export_rewardbench(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, Any]], out: Path) -> list[Path]:
     """Write reward-bench's layout (see the module docstring); returns the files written."""
     written = []
+    taken: set[Path] = set()
     for job, group in rows.groupby("job", sort=False):
         meta = metas.get(str(job), {})
         label, condition = str(group["job_label"].iloc[0]), str(group["profile"].iloc[0])
@@ -231,6 +232,9 @@ def export_rewardbench(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, Any]
         overall = _accuracy(group, []).iloc[0]
         per_subset = _accuracy(group, ["subset"])
         base = out / _component(condition) / model_path(label)
+        if base in taken:   # two folders named alike (a/enc, b/enc) or only in characters a path cannot keep
+            base = base.with_name(f"{base.name}_{stable_hash(str(job), length=8)}")
+        taken.add(base)
         summary = {
             "accuracy": float(overall["accuracy"]), "num_prompts": int(overall["n"]), "model": label,
             "ref_model": None, "tokenizer": _split_spec(label.partition(" [")[0])[1] or None,

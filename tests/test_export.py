@@ -255,3 +255,21 @@ def test_cli_export_writes_and_refuses_in_one_sentence(store, tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
     assert not (blocker.parent / "sub").exists()
+
+
+def test_two_models_whose_folders_end_alike_never_share_an_export_file(tmp_path):
+    """a/enc, b/enc and a non-ASCII folder all become embedding/enc: each job still gets its own files, and the
+    files returned are the files on disk."""
+    import pandas as pd
+
+    from prb_utils.export import export_rewardbench
+
+    labels = ["embedding:/x/a/enc", "embedding:/y/b/enc", "embedding:/z/模型 ü enc"]
+    rows = pd.DataFrame([{"job": f"job{i}", "job_label": label, "model": label, "profile": "none", "kind": "embedding",
+                          "subset": "s", "id": f"q{k}", "category": "", "score_chosen": 1.0, "score_rejected": 0.0,
+                          "outcome": "correct", "invalid_reason": None}
+                         for i, label in enumerate(labels) for k in range(2)])
+    written = export_rewardbench(rows, {}, tmp_path)
+    on_disk = sorted(p for p in tmp_path.rglob("*") if p.is_file())
+    assert len(written) == len(set(written)) == len(on_disk) == 2 * len(labels)
+    assert sorted(written) == on_disk
