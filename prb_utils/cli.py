@@ -557,7 +557,11 @@ def cmd_export(args: argparse.Namespace) -> int:
         from prb_utils.data import load_benchmark
 
         data = load_benchmark(args.data, drop_invalid=True)
-    files = export_results(args.results, args.out, format=args.format, data=data, data_source=args.data)
+    notes: list[str] = []
+    files = export_results(args.results, args.out, format=args.format, data=data, data_source=args.data,
+                           notes=notes)
+    for note in notes:
+        print(f"prb: {note}", file=sys.stderr)
     print(f"Wrote {len(files)} file(s) in the {args.format} format to {args.out}")
     return 0
 

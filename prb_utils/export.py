@@ -48,6 +48,7 @@ import pandas as pd
 from prb_utils.data import HUB_ID
 from prb_utils.errors import PRBError
 from prb_utils.schema import BASELINES, is_oracle, stable_hash
+from prb_utils.store import pair_hash
 
 FORMATS = ("every_eval_ever", "rewardbench")
 COLLECTION = "personalized_rewardbench"
@@ -168,8 +169,11 @@ def _accuracy(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     return accuracy_table(rows, by=by)
 
 
-def _job_inputs(rows: pd.DataFrame, data: pd.DataFrame | None, meta: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Per row: question, RM user message, chosen and rejected (empty dicts without ``data``)."""
+def _job_inputs(rows: pd.DataFrame, data: pd.DataFrame | None, meta: Mapping[str, Any],
+                stale: list[str] | None = None) -> list[dict[str, Any]]:
+    """Per row: question, RM user message, chosen and rejected (empty dicts without ``data``). A row whose
+    record in ``data`` no longer gives the RM input it was scored on (its ``pair_hash`` differs: the record was
+    edited since) gets no texts, and its ``subset/id`` goes to ``stale``."""
     if data is None:
         return [{} for _ in range(len(rows))]
     from prb_utils.profile import parse_condition, rm_user_message
@@ -183,13 +187,21 @@ def _job_inputs(rows: pd.DataFrame, data: pd.DataFrame | None, meta: Mapping[str
     retrieve = retriever_from_label(retriever_label(options.get("retriever") or "bm25", options.get("retriever_seed")))\
         if uses_retriever else None
     out = []
-    for subset, item_id in zip(rows["subset"].astype(str), rows["id"].astype(str), strict=True):
+    hashes = rows["pair_hash"] if "pair_hash" in rows.columns else [None] * len(rows)
+    for subset, item_id, scored in zip(rows["subset"].astype(str), rows["id"].astype(str), hashes, strict=True):
         record = records.get((subset, item_id))
         if record is None:
             out.append({})
             continue
-        out.append({"question": str(record["question"]), "message": rm_user_message(record, condition,
-                                                                                     retriever=retrieve),
+        message = rm_user_message(record, condition, retriever=retrieve)
+        now_hash = pair_hash(subset, item_id, message, record["chosen"], record["rejected"],
+                             category=str(record.get("category") or ""))
+        if isinstance(scored, str) and scored != now_hash:
+            out.append({})
+            if stale is not None:
+                stale.append(f"{subset}/{item_id}")
+            continue
+        out.append({"question": str(record["question"]), "message": message,
                     "chosen": str(record["chosen"]), "rejected": str(record["rejected"])})
     return out
 
@@ -333,12 +345,15 @@ def _samples(group: pd.DataFrame, inputs: list[dict[str, Any]], *, evaluation_id
 
 
 def export_every_eval_ever(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, Any]], out: Path, *,
-                           data: pd.DataFrame | None = None, data_source: str | None = None) -> list[Path]:
+                           data: pd.DataFrame | None = None, data_source: str | None = None,
+                           notes: list[str] | None = None) -> list[Path]:
     """Write the Every Eval Ever datastore layout (see the module docstring); returns the files written."""
     from prb_utils import __version__
 
     retrieved = str(int(time.time()))
-    written = []
+    written: list[Path] = []
+    stale: list[str] = []
+    attached = 0
     for job, group in rows.groupby("job", sort=False):
         meta = metas.get(str(job), {})
         label, condition, kind = str(group["job_label"].iloc[0]), str(group["profile"].iloc[0]), str(group["kind"].iloc[0])
@@ -362,7 +377,9 @@ def export_every_eval_ever(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, 
             results.append(_result(sub, result_id=f"{job}/{sub['subset']}", name=f"{name}/{sub['subset']}",
                                    description=f"{what}, subset {sub['subset']}", condition=condition,
                                    source=source, timestamp=timestamp))
-        lines = _samples(group, _job_inputs(group, data, meta), evaluation_id=evaluation_id, model_id=model_id,
+        inputs = _job_inputs(group, data, meta, stale)
+        attached += sum(bool(i) for i in inputs)
+        lines = _samples(group, inputs, evaluation_id=evaluation_id, model_id=model_id,
                          name=name, result_id=f"{job}/overall", condition=condition)
         samples_text = "\n".join(lines) + "\n"
         options = {f"option_{k}": v for k, v in (meta.get("options") or {}).items()}
@@ -397,12 +414,19 @@ def export_every_eval_ever(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, 
         _write(samples, samples_text)
         _write(aggregate, json.dumps(log, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
         written += [aggregate, samples]
+    if data is not None and notes is not None:
+        if stale:
+            notes.append(f"{len(stale)} scored pair(s) differ from --data (edited since they were scored, e.g. "
+                         f"{stale[0]}): their texts are left out of the export, their scores are kept.")
+        if not attached:
+            notes.append("No scored pair is in --data (another data set?): the export carries no texts.")
     return written
 
 
 # ------------------------------------------------------------------------------------------- entry point
 def export_results(results: str | os.PathLike, out: str | os.PathLike, *, format: str,
-                   data: pd.DataFrame | None = None, data_source: str | None = None) -> list[Path]:
+                   data: pd.DataFrame | None = None, data_source: str | None = None,
+                   notes: list[str] | None = None) -> list[Path]:
     """Export every job of the store ``results`` to ``out`` in ``format`` (:data:`FORMATS`); returns the files.
 
     PRBError (one sentence) for an unknown format, an empty store, or an output folder that cannot be written.
@@ -414,4 +438,4 @@ def export_results(results: str | os.PathLike, out: str | os.PathLike, *, format
     target = check_out(out)
     if format == "rewardbench":
         return export_rewardbench(rows, metas, target)
-    return export_every_eval_ever(rows, metas, target, data=data, data_source=data_source)
+    return export_every_eval_ever(rows, metas, target, data=data, data_source=data_source, notes=notes)

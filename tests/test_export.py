@@ -273,3 +273,34 @@ def test_two_models_whose_folders_end_alike_never_share_an_export_file(tmp_path)
     on_disk = sorted(p for p in tmp_path.rglob("*") if p.is_file())
     assert len(written) == len(set(written)) == len(on_disk) == 2 * len(labels)
     assert sorted(written) == on_disk
+
+
+def test_export_data_never_attaches_an_edited_records_texts_to_old_scores(tmp_path, capsys):
+    import json
+
+    from prb_utils.cli import main
+    from prb_utils.data import load_benchmark
+
+    data = load_benchmark("sample", limit=2)
+    results, out = tmp_path / "results", tmp_path / "eee"
+    original = tmp_path / "original.jsonl"
+    original.write_text("\n".join(json.dumps(r) for r in json.loads(data.to_json(orient="records"))) + "\n")
+    assert main(["score", "--data", str(original), "--model", "length", "--profile", "none", "--out", str(results),
+                 "--no-progress"]) == 0
+    records = json.loads(data.to_json(orient="records"))
+    records[0]["chosen"] += " An edit made after scoring."
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    capsys.readouterr()
+    assert main(["export", "--format", "every_eval_ever", "--results", str(results), "--out", str(out),
+                 "--data", str(edited)]) == 0
+    err = capsys.readouterr().err
+    assert f"1 scored pair(s) differ from --data (edited since they were scored, e.g. {records[0]['subset']}/" in err
+    lines = [json.loads(line) for f in out.rglob("*_samples.jsonl") for line in f.read_text().splitlines()]
+    texts = {line["input"]["formatted"] is None for line in lines}
+    assert len(lines) == len(records) and texts == {True, False}   # the edited pair has no texts, the rest do
+    other = tmp_path / "other.jsonl"
+    other.write_text("\n".join(json.dumps({**r, "id": "x" + str(r["id"])}) for r in records) + "\n")
+    assert main(["export", "--format", "every_eval_ever", "--results", str(results), "--out", str(tmp_path / "o2"),
+                 "--data", str(other)]) == 0
+    assert "No scored pair is in --data" in capsys.readouterr().err
