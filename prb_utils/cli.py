@@ -512,7 +512,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if curve_models:
         pages["04_personalization_diagnostics"] = {"profiles": [*profiles, *CURVE_PROFILES]}
     index = build_report(data=args.data, results=args.results, out=args.out, models=models, profiles=profiles,
-                         progress=not args.no_progress, parameters=pages or None)
+                         progress=not args.no_progress, parameters=pages or None, subsets=args.subset or (),
+                         limit=args.limit)
     print(f"Report written to {index}")
     return 0
 

@@ -590,3 +590,18 @@ def test_the_index_and_results_csv_count_only_the_reports_data(tmp_path):
     written = pd.read_csv(write_results_csv(tmp_path, results, [], [], ours[["subset", "id"]]))
     assert sorted(written["id"].astype(str)) == sorted(ours["id"].astype(str))
     assert headline_table(results, ["length"], ["none"])["n"].tolist() == [len(ours) + len(other)]   # unrestricted
+
+
+def test_prb_report_subset_and_limit_reach_every_page(tmp_path, monkeypatch, notebook_calls):
+    """`prb report --subset S --limit N` scores those pairs and every page shows exactly them."""
+    from prb_utils.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", "--data", "sample", "--model", "length", "--profile", "none", "--subset",
+                 "Society_and_Culture", "--limit", "2", "--bon-n", "0", "--results", "store", "--out", "reports",
+                 "--no-progress"]) == 0
+    assert sorted(notebook_calls) == NAMES
+    for parameters in notebook_calls.values():
+        assert parameters["subsets"] == ["Society_and_Culture"] and parameters["limit"] == 2
+    written = pd.read_csv(tmp_path / "reports" / "results.csv")
+    assert len(written) == 2 and set(written["subset"]) == {"Society_and_Culture"}

@@ -294,13 +294,14 @@ def report_rows(results: str, models: Sequence[str], profiles: Sequence[str],
     return query_results(results, models=models, profiles=profiles, data=data)
 
 
-def _report_pairs(data: str) -> pd.DataFrame | None:
-    """The (subset, id) of the report's data, for the index and ``results.csv`` (None when it cannot be read:
-    its pages then say why)."""
+def _report_pairs(data: str, *, subsets: Sequence[str] = (), limit: int | None = None) -> pd.DataFrame | None:
+    """The (subset, id) of the report's data (its ``subsets`` and ``limit``), for the index and
+    ``results.csv`` (None when it cannot be read: its pages then say why)."""
     from prb_utils.data import load_benchmark
 
     try:
-        return load_benchmark(data, drop_invalid=True)[["subset", "id"]]
+        return load_benchmark(data, subsets=list(subsets) or None, limit=limit or None,
+                              drop_invalid=True)[["subset", "id"]]
     except PRBError:
         return None
 
@@ -516,12 +517,15 @@ def build_report(
     notebooks: Sequence[str] | None = None,
     parameters: Mapping[str, Mapping[str, Any]] | None = None,
     jobs: int = 2,
+    subsets: Sequence[str] = (),
+    limit: int | None = None,
 ) -> Path:
     """Execute the notebooks (all of ``notebooks/``, or the named ones; ``jobs`` at a time) and write
     ``out/index.html``.
 
     Each notebook gets the parameters ``data`` and ``results`` (local paths made absolute, since the
-    notebooks run in ``out``), ``models``, ``profiles`` and ``interactive=False`` (those it declares),
+    notebooks run in ``out``), ``models``, ``profiles``, ``subsets``, ``limit`` and ``interactive=False``
+    (those it declares),
     then its own entry of ``parameters`` (notebook name -> parameter values). ``out`` must not be the
     folder of the source notebooks. Returns the index path. When a notebook raises, the other notebooks
     still run, every page and the index are written, and then :class:`PRBError` names the notebook and
@@ -536,7 +540,8 @@ def build_report(
     if unknown:
         raise PRBError(f"Unknown notebook {', '.join(unknown)}; available: {', '.join(known) or 'none'}.")
     values = {"data": resolve_data_source(data), "results": str(Path(results).expanduser().resolve()),
-              "models": list(models), "profiles": list(profiles), "interactive": False}
+              "models": list(models), "profiles": list(profiles), "interactive": False,
+              "subsets": list(subsets), "limit": int(limit or 0)}
     paths = {name: NOTEBOOK_DIR / f"{name}.ipynb" for name in names}
     chosen = {name: notebook_parameters(name, values, paths[name], (parameters or {}).get(name)) for name in names}
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -551,7 +556,7 @@ def build_report(
             bar.update()
     bar.close()
     pages = [done[name] for name in names]
-    pairs = _report_pairs(values["data"])
+    pairs = _report_pairs(values["data"], subsets=subsets, limit=limit)
     csv = write_results_csv(out_dir, values["results"], models, profiles, pairs)
     index = write_index(out_dir, pages, data=data, results=values["results"], models=models, profiles=profiles,
                         csv=csv, pairs=pairs)
