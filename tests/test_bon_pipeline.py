@@ -239,3 +239,23 @@ def test_a_damaged_cache_file_is_named_in_one_sentence(tmp_path, damage):
         return
     with pytest.raises(PRBError, match=f"{cache.name} is damaged .* delete it and run the same command again"):
         judge_samples(data, samples, out=tmp_path, judge=LengthJudge(), progress=False)
+
+
+@pytest.mark.parametrize("role", ["--policy", "--judge"])
+def test_a_reward_model_as_policy_or_judge_is_refused_before_sampling(tmp_path, capsys, tiny_classifier_dir, role):
+    from prb_utils.cli import main
+
+    given = str(tiny_classifier_dir) if role == "--policy" else f"llm:{tiny_classifier_dir}"
+    code = main(["bon", "--results", str(tmp_path / "r"), "--model", "length", "--no-progress", role, given])
+    err = capsys.readouterr().err
+    assert code == 2 and "LlamaForSequenceClassification, not a causal language model" in err
+    assert "Traceback" not in err and not (tmp_path / "r" / "bon" / "samples").exists()
+
+
+def test_a_policy_without_a_chat_template_is_refused(tmp_path, capsys, tiny_lm_no_template_dir):
+    from prb_utils.cli import main
+
+    code = main(["bon", "--results", str(tmp_path / "r"), "--model", "length", "--no-progress", "--judge", "proxy",
+                 "--policy", str(tiny_lm_no_template_dir), "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert code == 2 and "has no chat template" in err and "Traceback" not in err

@@ -13,6 +13,26 @@ from typing import Any
 from prb_utils.errors import PRBError
 from prb_utils.schema import stable_hash
 
+GENERATIVE_ARCHITECTURES = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
+
+
+def check_causal_lm(name: str) -> None:
+    """PRBError, in one sentence and before anything is loaded, when the model ``name`` names (alias, folder
+    or hub id) is declared in its config as something other than a generative LM: a reward model
+    (``...ForSequenceClassification``) or a bare encoder would sample or judge from a random head. A config
+    that declares no architecture is let through (the weights are checked when they load)."""
+    from transformers import AutoConfig
+
+    from prb_utils.models.base import ModelSpec
+    from prb_utils.models.hf import load_pretrained, resolve_source
+
+    spec = ModelSpec("judge", name)
+    config = load_pretrained(spec, resolve_source(spec), AutoConfig.from_pretrained)
+    declared = list(getattr(config, "architectures", None) or [])
+    if declared and not any(a.endswith(GENERATIVE_ARCHITECTURES) for a in declared):
+        raise PRBError(f"Model '{name}' is a {declared[0]}, not a causal language model: it cannot sample answers "
+                       "or judge them; give a chat (instruct) model.")
+
 
 class ChatGenerator:
     """Generate replies to chat messages with a causal LM.
@@ -26,7 +46,7 @@ class ChatGenerator:
 
         from prb_utils.models.base import ModelSpec
         from prb_utils.models.device import configure_threads, resolve_placement
-        from prb_utils.models.hf import load_pretrained, load_tokenizer, resolve_source
+        from prb_utils.models.hf import load_pretrained, load_tokenizer, newly_initialized, resolve_source
 
         spec = ModelSpec("judge", name)  # the causal-LM kinds share one alias resolution
         self.name = name
@@ -34,10 +54,17 @@ class ChatGenerator:
         self.placement = resolve_placement(device, dtype)
         if self.placement.device == "cpu":
             configure_threads()
+        check_causal_lm(name)
         self.tokenizer = load_tokenizer(spec, self.source)
         self.tokenizer.padding_side = "left"
-        self.model = load_pretrained(spec, self.source, AutoModelForCausalLM.from_pretrained,
-                                     dtype=self.placement.dtype, device_map=self.placement.device_map)
+        self.model, info = load_pretrained(spec, self.source, AutoModelForCausalLM.from_pretrained,
+                                           dtype=self.placement.dtype, device_map=self.placement.device_map,
+                                           output_loading_info=True)
+        untrained = newly_initialized(info)
+        if untrained:
+            raise PRBError(f"Model '{name}' is not a causal language model checkpoint: loading it as one leaves "
+                           f"{', '.join(untrained[:3])}{' and more' if len(untrained) > 3 else ''} newly initialised "
+                           "at random; give a chat (instruct) model.")
         self.model.eval()
         self.batch_size = int(batch_size)
 

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from prb_utils.downstream.bon import bon_curves, bon_metrics
+from prb_utils.downstream.generation import check_causal_lm
 from prb_utils.downstream.rubric_judge import (
     DEFAULT_JUDGE,
     check_judge_spec,
@@ -141,6 +142,8 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, policy: str = 
         from prb_utils.downstream.rubric_judge import chat_generator
 
         generator = chat_generator(policy, engine=engine, device=device, **(engine_options or {}))
+        if not getattr(generator.tokenizer, "chat_template", None):
+            raise PRBError(f"The policy '{policy}' has no chat template; Best-of-N needs a chat (instruct) model.")
         bar = tqdm(total=len(todo), unit="questions", desc=f"sampling {n_samples} answers per question",
                    disable=not progress, file=sys.stderr, dynamic_ncols=True)
         for start in range(0, len(todo), batch_questions):
@@ -390,6 +393,10 @@ def run_bon_pipeline(
     if isinstance(judge, str):
         check_judge_spec(judge)
         judge_cache_key(judge, device=device)   # a judge that cannot be found fails here, before any sampling
+        kind, name = check_judge_spec(judge)
+        if kind != "proxy":
+            check_causal_lm(name)   # a reward model or an encoder as judge: refused before any sampling
+    check_causal_lm(policy)
     choose_quality_rule(pd.DataFrame({"quality": [0.0]}), quality_rule)   # an unknown rule fails before any work
     on_engine = {"engine": engine, "engine_options": make_engine_options(
         engine, engine_url=engine_url, tensor_parallel_size=tensor_parallel_size,

@@ -56,6 +56,7 @@ from typing import Any
 
 import pandas as pd
 
+from prb_utils.downstream.generation import check_causal_lm
 from prb_utils.errors import PRBError
 from prb_utils.schema import DEFAULT_ZOO, stable_hash
 from prb_utils.store import read_json_cache, read_parquet_cache, write_parquet, write_text
@@ -598,7 +599,10 @@ def run_ppo(
     if isinstance(judge, str):
         from prb_utils.downstream.rubric_judge import check_judge_spec
 
-        check_judge_spec(judge)
+        kind, name = check_judge_spec(judge)
+        if kind != "proxy":
+            check_causal_lm(name)   # a reward model or an encoder as judge: refused before any training
+    check_causal_lm(policy)
     specs = list(dict.fromkeys(parse_spec(s).canonical for s in models))
     if not specs:
         raise PRBError("No reward model given.")
