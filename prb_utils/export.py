@@ -37,8 +37,10 @@ import json
 import math
 import os
 import re
+import sys
 import time
 import uuid
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -207,9 +209,13 @@ def _job_inputs(rows: pd.DataFrame, data: pd.DataFrame | None, meta: Mapping[str
 
 
 def _load(results: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
-    from prb_utils.store import JOB_FILE, JOBS_DIR, load_results
+    from prb_utils.store import JOB_FILE, JOBS_DIR, StoreShortfallWarning, load_results
 
-    rows = load_results(results)
+    with warnings.catch_warnings():   # a shortfall is one line of the command, not a raw Python warning
+        warnings.simplefilter("ignore", StoreShortfallWarning)
+        rows = load_results(results)
+    for problem in rows.attrs.get("shortfalls", []):
+        print(f"prb: {problem}", file=sys.stderr)
     if rows.empty:
         raise PRBError(f"No results in {results}; run `prb score` first.")
     metas = {}
@@ -367,7 +373,8 @@ def export_every_eval_ever(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, 
         evaluation_id = f"{COLLECTION}/{condition}/{model_id}/{job}"
         name = f"{COLLECTION}/{condition}" + (" (oracle)" if oracle else "")
         source = _source_data(data_source, int(group[["subset", "id"]].drop_duplicates().shape[0]))
-        timestamp = _text(meta.get("finished") or meta.get("updated") or meta.get("created")) or None
+        timestamp = next((t for t in (meta.get(k) for k in ("finished", "updated", "created"))
+                          if isinstance(t, str) and t.strip()), None)   # a damaged non-text time is no time
         what = (f"Share of pairs where {label} scores the chosen answer above the rejected one, profile "
                 f"condition {condition}")
         results = [_result(_accuracy(group, []).iloc[0], result_id=f"{job}/overall", name=name,

@@ -304,3 +304,26 @@ def test_export_data_never_attaches_an_edited_records_texts_to_old_scores(tmp_pa
     assert main(["export", "--format", "every_eval_ever", "--results", str(results), "--out", str(tmp_path / "o2"),
                  "--data", str(other)]) == 0
     assert "No scored pair is in --data" in capsys.readouterr().err
+
+
+def test_export_reads_a_damaged_store_as_one_line_and_never_exports_true_as_a_time(tmp_path, capsys):
+    import json
+
+    from prb_utils.cli import main
+    from prb_utils.data import load_benchmark
+    from prb_utils.scoring import score_benchmark
+
+    results = tmp_path / "results"
+    score_benchmark(load_benchmark("sample", limit=2), ["length"], ["none"], out=results, progress=False)
+    (job,) = (results / "jobs").iterdir()
+    meta = json.loads((job / "job.json").read_text())
+    meta["finished"] = True   # a hand-edited job.json: not a time
+    meta["pairs"]["extra/pair"] = "0" * 16   # and a pair it no longer holds: a shortfall
+    (job / "job.json").write_text(json.dumps(meta))
+    capsys.readouterr()
+    assert main(["export", "--format", "every_eval_ever", "--results", str(results), "--out", str(tmp_path / "o")]) == 0
+    err = capsys.readouterr().err
+    assert "holds 6 of its 7 pairs" in err and "Warning" not in err
+    (aggregate,) = [f for f in (tmp_path / "o").rglob("*.json")]
+    stamp = json.loads(aggregate.read_text()).get("evaluation_timestamp")
+    assert stamp != "True" and stamp == meta["updated"]
