@@ -166,11 +166,17 @@ nav.prb-nav { font-family: var(--jp-ui-font-family, sans-serif); font-size: 0.95
               padding: 8px 4px 6px; margin: 0 0 6px; border-bottom: 1px solid #ddd; }
 nav.prb-nav a { text-decoration: none; color: #1565c0; }
 nav.prb-nav a:hover { text-decoration: underline; }
+#prb-show-code:not(:checked) ~ .jp-CodeCell .jp-Cell-inputWrapper { display: none; }
+label.prb-code-toggle { font-family: var(--jp-ui-font-family, sans-serif); font-size: 0.9em; color: #555; }
+details.prb-params { font-family: var(--jp-ui-font-family, sans-serif); font-size: 0.9em; margin: 0 0 8px; }
+details.prb-params td { padding: 1px 10px 1px 0; vertical-align: top; }
 </style>
 {%- endblock html_head_css -%}
 {%- block body_header -%}
 {{ super() }}
 <nav class="prb-nav"><a class="prb-index-link" href="index.html">&larr; All report pages (index)</a></nav>
+{{ resources.prb_parameters }}
+<input type="checkbox" id="prb-show-code"><label class="prb-code-toggle" for="prb-show-code"> show the code</label>
 {%- endblock body_header -%}
 """
 _HEADING = re.compile(r"^\s*#\s+(.+?)\s*#*\s*$", re.MULTILINE)
@@ -192,22 +198,47 @@ def page_title(name: str, nb: Any = None) -> str:
 def export_html(ipynb: Path, target: Path) -> Path:
     """Write ``ipynb`` as a self-contained HTML page that loads nothing from the network: images embedded,
     the template's CDN scripts (require.js, widgets, MathJax, mermaid) left out, the browser title set to
-    :func:`page_title`, a link back to ``index.html`` at the top, and papermill's injected-parameters cell
-    left out (its values are absolute local paths; the index shows the run's data, store and models)."""
+    :func:`page_title`, a link back to ``index.html`` at the top, the parameters the page ran with under it
+    (:func:`parameters_html`; papermill's injected-parameters cell itself is left out, its values are absolute
+    local paths), and the code hidden until "show the code" is ticked (the nbconvert ``--no-input`` reading,
+    kept reversible, with no script)."""
     import jinja2
     import nbformat
     from nbconvert import HTMLExporter
 
     nb = nbformat.read(str(ipynb), as_version=4)
     nb.metadata["title"] = page_title(ipynb.stem, nb)  # the lab template's <title>
+    ran_with = dict((nb.metadata.get("papermill") or {}).get("parameters") or {})
     # papermill's injected parameters hold this machine's absolute paths; the index lists the run's values
     nb.cells = [c for c in nb.cells if "injected-parameters" not in c.get("metadata", {}).get("tags", [])]
     exporter = HTMLExporter(embed_images=True, exclude_input_prompt=True, exclude_output_prompt=True,
                             extra_loaders=[jinja2.DictLoader({PAGE_TEMPLATE: _PAGE_TEMPLATE_SOURCE})],
                             template_file=PAGE_TEMPLATE)
-    body, _ = exporter.from_notebook_node(nb)
+    body, _ = exporter.from_notebook_node(nb, resources={"prb_parameters": parameters_html(ran_with)})
     target.write_text(body, encoding="utf-8")
     return target
+
+
+def parameters_html(parameters: Mapping[str, Any]) -> str:
+    """The parameters a page actually ran with, as a small open table (local paths by their last part).
+
+    >>> "<td>results</td>" in parameters_html({"results": "/somewhere/results", "limit": 0})
+    True
+    """
+    if not parameters:
+        return ""
+    from prb_utils.notebook.markup import display_path
+
+    def shown(value: Any) -> str:
+        if isinstance(value, str):
+            return display_path(value)
+        if isinstance(value, list):
+            return ", ".join(map(str, value)) or "(all)"
+        return str(value)
+
+    rows = "".join(f"<tr><td><code>{html.escape(str(k))}</code></td><td>{html.escape(shown(v))}</td></tr>"
+                   for k, v in parameters.items())
+    return f'<details class="prb-params" open><summary>Parameters of this page</summary><table>{rows}</table></details>'
 
 
 def _failure(exc: Any, name: str) -> str:
