@@ -18,9 +18,17 @@ from typing import Any
 
 import pandas as pd
 
-from prb_utils.downstream.rubric_judge import DEFAULT_JUDGE, check_judge_spec, judge_label
+from prb_utils.analysis.metrics import compare, summarize
+from prb_utils.data import load_benchmark, read_benchmark, subset_counts
+from prb_utils.downstream.rubric_judge import DEFAULT_JUDGE, check_judge_spec, judge_cache_key, judge_label
 from prb_utils.errors import DataError, PRBError
+from prb_utils.export import FORMATS, export_results
+from prb_utils.models import list_models, parse_spec
+from prb_utils.models.registry import VLLM_KINDS
+from prb_utils.profile import parse_condition
 from prb_utils.schema import DEFAULT_ZOO
+from prb_utils.scoring import score_benchmark
+from prb_utils.store import StoreShortfallWarning, add_job_labels, load_results
 
 DEFAULT_REPORT_PROFILES = ("none", "top3")
 #: Without ``--profile``, ``prb report`` also scores these profile sizes for its models that need no LLM
@@ -291,7 +299,6 @@ def _add_ppo_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _load(args: argparse.Namespace) -> pd.DataFrame:
-    from prb_utils.data import load_benchmark
 
     frame = load_benchmark(args.data, subsets=args.subset, limit=args.limit, drop_invalid=args.drop_invalid)
     dropped = frame.attrs.get("dropped") or []
@@ -319,9 +326,6 @@ def _check_writable(folder: str, *, writes: bool = True) -> None:
 def _warn_options_without_effect(args: argparse.Namespace, models: Sequence[str], profiles: Sequence[str]) -> None:
     """One warning per option that changes nothing in this run (a retriever without a top{K} condition,
     judge options without a judge model)."""
-    from prb_utils.models.base import parse_spec
-    from prb_utils.models.registry import VLLM_KINDS
-    from prb_utils.profile import parse_condition
 
     top_k = any(parse_condition(c).name.startswith("top") for c in profiles)  # none, full, rubric retrieve nothing
     judges = any(parse_spec(m).kind == "judge" for m in models)
@@ -353,7 +357,6 @@ def _print_frame(frame: pd.DataFrame, fmt: str = "table") -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from prb_utils.data import read_benchmark, subset_counts
 
     result = read_benchmark(args.source, subsets=args.subset)
     if result.problems:
@@ -369,7 +372,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from prb_utils.models import list_models
 
     if args.prepare:
         from prb_utils.models.aliases import prepare_aliases
@@ -384,8 +386,6 @@ def _score(args: argparse.Namespace, models: Sequence[str], profiles: Sequence[s
            *, also: Sequence[tuple[Sequence[str], Sequence[str]]] = ()) -> pd.DataFrame:
     """Score ``models`` under ``profiles`` (then each ``(models, profiles)`` of ``also``) on the data of
     ``args`` into the store ``out``; the rows of the first set."""
-    from prb_utils.profile import parse_condition
-    from prb_utils.scoring import score_benchmark
 
     for condition in profiles:
         parse_condition(condition)
@@ -410,8 +410,6 @@ def _score(args: argparse.Namespace, models: Sequence[str], profiles: Sequence[s
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from prb_utils.analysis.metrics import summarize
-    from prb_utils.store import add_job_labels
 
     if not args.model:
         raise PRBError("Give at least one --model KIND:NAME (see `prb models`).")
@@ -441,7 +439,6 @@ def summary_groups(by: Sequence[str], compare: str | None, *, pool: bool) -> tup
 
 def _load_store(folder: str) -> pd.DataFrame:
     """The store's rows; a job missing rows is named on stderr (never dropped silently)."""
-    from prb_utils.store import StoreShortfallWarning, load_results
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", StoreShortfallWarning)
@@ -452,7 +449,6 @@ def _load_store(folder: str) -> pd.DataFrame:
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-    from prb_utils.analysis.metrics import compare, summarize
 
     results = _load_store(args.results)
     if results.empty:
@@ -490,10 +486,7 @@ def _baseline(results: pd.DataFrame, column: str) -> str:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from prb_utils.downstream.rubric_judge import judge_cache_key
-    from prb_utils.models import parse_spec
     from prb_utils.notebook.report import build_report, check_out_folder
-    from prb_utils.profile import parse_condition
 
     models = args.model or list(DEFAULT_ZOO)
     profiles = args.profile or list(DEFAULT_REPORT_PROFILES)
@@ -549,13 +542,11 @@ def _report_bon(args: argparse.Namespace, models: Sequence[str], *, rm_profile: 
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from prb_utils.export import FORMATS, export_results
 
     if args.format not in FORMATS:
         raise PRBError(f"Unknown export format '{args.format}'; use one of {', '.join(FORMATS)}.")
     data = None
     if args.data is not None:
-        from prb_utils.data import load_benchmark
 
         data = load_benchmark(args.data, drop_invalid=True)
     notes: list[str] = []
@@ -569,7 +560,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_bon(args: argparse.Namespace) -> int:
     from prb_utils.downstream.pipeline import run_bon_pipeline
-    from prb_utils.profile import parse_condition
 
     parse_condition(args.rm_profile)
     engine = _engine_kwargs(args)
@@ -590,8 +580,6 @@ def cmd_bon(args: argparse.Namespace) -> int:
 
 def cmd_ppo(args: argparse.Namespace) -> int:
     from prb_utils.downstream.ppo import PPO_ZOO, TRAINER, TrainOptions, run_ppo
-    from prb_utils.downstream.rubric_judge import judge_label
-    from prb_utils.profile import parse_condition
 
     parse_condition(args.rm_profile)
     options = TrainOptions(num_generations=args.num_generations, prompts_per_step=args.prompts_per_step,

@@ -47,10 +47,13 @@ from typing import Any
 
 import pandas as pd
 
+from prb_utils.analysis.metrics import accuracy_table
 from prb_utils.data import HUB_ID
 from prb_utils.errors import PRBError
+from prb_utils.profile import parse_condition, rm_user_message
 from prb_utils.schema import BASELINES, is_oracle, stable_hash
-from prb_utils.store import pair_hash
+from prb_utils.scoring import retriever_from_label, retriever_label
+from prb_utils.store import JOB_FILE, JOBS_DIR, StoreShortfallWarning, load_results, pair_hash
 
 FORMATS = ("every_eval_ever", "rewardbench")
 COLLECTION = "personalized_rewardbench"
@@ -166,7 +169,6 @@ def check_out(out: str | os.PathLike) -> Path:
 
 
 def _accuracy(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    from prb_utils.analysis.metrics import accuracy_table
 
     return accuracy_table(rows, by=by)
 
@@ -178,8 +180,6 @@ def _job_inputs(rows: pd.DataFrame, data: pd.DataFrame | None, meta: Mapping[str
     edited since) gets no texts, and its ``subset/id`` goes to ``stale``."""
     if data is None:
         return [{} for _ in range(len(rows))]
-    from prb_utils.profile import parse_condition, rm_user_message
-    from prb_utils.scoring import retriever_from_label, retriever_label
 
     records = {(str(r["subset"]), str(r["id"])): r for r in data.to_dict("records")}
     condition = str(meta.get("profile"))
@@ -209,7 +209,6 @@ def _job_inputs(rows: pd.DataFrame, data: pd.DataFrame | None, meta: Mapping[str
 
 
 def _load(results: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
-    from prb_utils.store import JOB_FILE, JOBS_DIR, StoreShortfallWarning, load_results
 
     with warnings.catch_warnings():   # a shortfall is one line of the command, not a raw Python warning
         warnings.simplefilter("ignore", StoreShortfallWarning)

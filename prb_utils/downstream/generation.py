@@ -11,6 +11,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from prb_utils.errors import PRBError
+from prb_utils.models.base import ModelSpec
+from prb_utils.models.device import configure_threads, resolve_placement
+from prb_utils.models.hf import load_pretrained, load_tokenizer, newly_initialized, resolve_source
 from prb_utils.schema import stable_hash
 
 GENERATIVE_ARCHITECTURES = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
@@ -23,8 +26,6 @@ def check_causal_lm(name: str) -> None:
     that declares no architecture is let through (the weights are checked when they load)."""
     from transformers import AutoConfig
 
-    from prb_utils.models.base import ModelSpec
-    from prb_utils.models.hf import load_pretrained, resolve_source
 
     spec = ModelSpec("judge", name)
     config = load_pretrained(spec, resolve_source(spec), AutoConfig.from_pretrained)
@@ -44,9 +45,6 @@ class ChatGenerator:
     def __init__(self, name: str, *, device: str = "auto", dtype: str = "auto", batch_size: int = 8) -> None:
         from transformers import AutoModelForCausalLM
 
-        from prb_utils.models.base import ModelSpec
-        from prb_utils.models.device import configure_threads, resolve_placement
-        from prb_utils.models.hf import load_pretrained, load_tokenizer, newly_initialized, resolve_source
 
         spec = ModelSpec("judge", name)  # the causal-LM kinds share one alias resolution
         self.name = name

@@ -38,21 +38,31 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from prb_utils.analysis.metrics import accuracy_table
+from prb_utils.data import load_benchmark
 from prb_utils.downstream.bon import bon_curves, bon_metrics
+from prb_utils.downstream.correlation import no_ranking, rank_agreement_ci
 from prb_utils.downstream.generation import check_causal_lm
 from prb_utils.downstream.rubric_judge import (
     DEFAULT_JUDGE,
+    JudgeItem,
+    chat_generator,
     check_judge_spec,
     choose_quality_rule,
     judge_cache_key,
     judge_engine,
+    judge_label,
+    load_judge,
     make_engine_options,
+    results_frame,
 )
 from prb_utils.errors import PRBError
+from prb_utils.models import parse_spec
 from prb_utils.models.fingerprint import model_fingerprint
+from prb_utils.profile import parse_condition, rm_visible_fields, selected_posts
 from prb_utils.schema import DEFAULT_ZOO, stable_hash
-from prb_utils.scoring import resolved_placement
-from prb_utils.store import read_parquet_cache, write_parquet
+from prb_utils.scoring import resolved_placement, score_benchmark
+from prb_utils.store import load_results, load_run_metadata, read_parquet_cache, write_parquet
 
 PIPELINE_VERSION = 2  # 2: questions sampled in batches
 
@@ -84,7 +94,6 @@ class BonRun:
 
 def policy_prompt(record: dict[str, Any], *, posts: int = 5) -> str:
     """The policy's user message: the instruction, the ``posts`` most relevant profile posts, the question."""
-    from prb_utils.profile import rm_visible_fields, selected_posts
 
     question, all_posts = rm_visible_fields(record)
     chosen = selected_posts(record, f"top{posts}") if posts > 0 else []
@@ -139,7 +148,6 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, policy: str = 
         if have.get(key) != stable_hash(prompt):
             todo.append((key, prompt))
     if todo:
-        from prb_utils.downstream.rubric_judge import chat_generator
 
         generator = chat_generator(policy, engine=engine, device=device, **(engine_options or {}))
         if not getattr(generator.tokenizer, "chat_template", None):
@@ -208,8 +216,6 @@ def score_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
 
     ``engine``/``engine_options`` go to :func:`prb_utils.scoring.score_benchmark` (model-free kinds and
     ``embedding:`` run in this process either way)."""
-    from prb_utils.models import parse_spec
-    from prb_utils.scoring import score_benchmark
 
     store = Path(out) / "bon" / "store"
     frames = []
@@ -253,7 +259,6 @@ def judge_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
     cached apart from the HF engine's."""
     from tqdm.auto import tqdm
 
-    from prb_utils.downstream.rubric_judge import JudgeItem, judge_cache_key, load_judge, results_frame
 
     judge_id = judge if isinstance(judge, str) else str(judge.name)
     on_server = judge_engine(judge, engine, engine_options)
@@ -312,8 +317,6 @@ def _prb_accuracy(out: str | os.PathLike, models: Sequence[str], profile: str) -
     (BM25 retrieval for ``top{K}``), the newest where several remain (say, two dtypes): two jobs of one model
     are never pooled (a ``--retriever random`` ablation beside the BM25 job would blend into its number)."""
     try:
-        from prb_utils.analysis.metrics import accuracy_table
-        from prb_utils.store import load_results, load_run_metadata
 
         results = load_results(out)
         meta = load_run_metadata(out)
@@ -384,7 +387,6 @@ def run_bon_pipeline(
     ``engine_url``, or one per model started here with ``tensor_parallel_size``, ``pipeline_parallel_size``
     and ``engine_args`` (``KEY=VALUE``), shared by every step and stopped at the end of the process.
     """
-    from prb_utils.profile import parse_condition
 
     timings: dict[str, float] = {}
     if parse_condition(rm_profile).oracle:
@@ -401,12 +403,10 @@ def run_bon_pipeline(
     on_engine = {"engine": engine, "engine_options": make_engine_options(
         engine, engine_url=engine_url, tensor_parallel_size=tensor_parallel_size,
         pipeline_parallel_size=pipeline_parallel_size, engine_args=engine_args)}
-    from prb_utils.models import parse_spec
 
     for spec in models:
         parse_spec(spec)  # an unknown RM spec fails before any sampling
     if isinstance(data, str):
-        from prb_utils.data import load_benchmark
 
         data = load_benchmark(data, limit=limit, drop_invalid=True)
     elif limit is not None:
@@ -451,7 +451,6 @@ def run_bon_pipeline(
     accuracy = _prb_accuracy(out, models, rm_profile)
     metrics = bon_metrics(curves.drop(columns=["judge", "judge_proxy"]))
     if accuracy is not None:
-        from prb_utils.downstream.correlation import no_ranking, rank_agreement_ci
 
         joined = pd.concat([accuracy.rename("prb"), metrics], axis=1, join="inner").dropna()
         if len(joined) >= 3:
@@ -489,7 +488,6 @@ def _figures(curves: pd.DataFrame, gains: pd.DataFrame | None, metrics: pd.DataF
     import matplotlib.pyplot as plt
 
     from prb_utils.downstream.plots import bon_curve_plot, coefficient_bars, rank_rank, scatter_fit
-    from prb_utils.downstream.rubric_judge import judge_label
 
     folder.mkdir(parents=True, exist_ok=True)
     label = judge_label(judge_name, proxy)

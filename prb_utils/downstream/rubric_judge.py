@@ -46,8 +46,13 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
+from prb_utils.downstream.generation import ChatGenerator
 from prb_utils.errors import PRBError
+from prb_utils.models.base import ModelSpec
+from prb_utils.models.fingerprint import model_fingerprint
+from prb_utils.models.hf import DEFAULT_BATCH_TOKENS, load_pretrained, load_tokenizer, resolve_source
 from prb_utils.schema import stable_hash
+from prb_utils.scoring import resolved_placement
 
 JUDGE_SYSTEM = "You are a fair and careful judge of answers."
 PROXY_NAME = "proxy:minilm"
@@ -359,9 +364,7 @@ class AspectRubricJudge:
             return cls._from_vllm(model, device=device, dtype=dtype, **engine_options)
         import torch
 
-        from prb_utils.downstream.generation import ChatGenerator
         from prb_utils.models.batching import BudgetBatcher
-        from prb_utils.models.hf import DEFAULT_BATCH_TOKENS
         from prb_utils.models.judge import letter_ids
         from prb_utils.models.lm import DecoderRunner, Group, lm_logits
 
@@ -510,8 +513,6 @@ class ProxyRubricJudge:
             return
         from transformers import AutoModel
 
-        from prb_utils.models.base import ModelSpec
-        from prb_utils.models.hf import load_pretrained, load_tokenizer, resolve_source
 
         spec = ModelSpec("embedding", self.model_name)
         source = resolve_source(spec)
@@ -579,8 +580,6 @@ def judge_cache_key(judge: Any, *, device: str = "auto", dtype: str = "auto", en
     """
     if not isinstance(judge, str):
         return [str(judge.name)]
-    from prb_utils.models.fingerprint import model_fingerprint
-    from prb_utils.scoring import resolved_placement
 
     kind, name = check_judge_spec(judge)
     spec = f"embedding:{name}" if kind == "proxy" else f"judge:{name}"
@@ -644,7 +643,6 @@ def chat_generator(model: str, *, engine: str = "hf", **options: Any) -> Any:
     :class:`~prb_utils.models.vllm_engine.VLLMChatGenerator` (``"vllm"``; takes ``engine_url``,
     ``tensor_parallel_size``, ``pipeline_parallel_size``, ``engine_args``): one API, either engine."""
     if engine == "hf":
-        from prb_utils.downstream.generation import ChatGenerator
 
         return ChatGenerator(model, **options)
     if engine == "vllm":

@@ -31,10 +31,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from prb_utils.analysis.breakdowns import position_locked
+from prb_utils.analysis.leaderboard import leaderboard, leaderboard_notes
+from prb_utils.analysis.metrics import summarize
+from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
+from prb_utils.notebook.markup import display_path
 from prb_utils.notebook.params import PARAMS_BY_NOTEBOOK, NotebookParams, resolve_data_source
-from prb_utils.profile import condition_sort_key
+from prb_utils.profile import condition_sort_key, parse_condition
 from prb_utils.resources import resource_dir
+from prb_utils.schema import ORACLE_CONDITIONS, canonical_spec
+from prb_utils.store import load_run_metadata, query_results
 
 NOTEBOOK_DIR = resource_dir("notebooks")  # the repository's notebooks/, or the packaged copy
 KERNEL = "python3"
@@ -227,7 +234,6 @@ def parameters_html(parameters: Mapping[str, Any]) -> str:
     """
     if not parameters:
         return ""
-    from prb_utils.notebook.markup import display_path
 
     def shown(value: Any) -> str:
         if isinstance(value, str):
@@ -297,8 +303,6 @@ def run_notebook(path: Path, out: Path, parameters: dict[str, Any], *, progress:
 
 def _metadata_table(results: str, models: Sequence[str], profiles: Sequence[str]) -> pd.DataFrame:
     """One row per scoring job of the store (the chosen models and conditions), by model then condition."""
-    from prb_utils.schema import canonical_spec
-    from prb_utils.store import load_run_metadata
 
     meta = load_run_metadata(results)
     if meta.empty:
@@ -306,7 +310,6 @@ def _metadata_table(results: str, models: Sequence[str], profiles: Sequence[str]
     if models:
         meta = meta[meta["model"].isin([canonical_spec(m) for m in models])]
     if profiles:
-        from prb_utils.profile import parse_condition
 
         meta = meta[meta["profile"].isin([parse_condition(p).name for p in profiles])]
     order = sorted(range(len(meta)), key=lambda i: (str(meta["model"].iloc[i]),
@@ -320,7 +323,6 @@ def report_rows(results: str, models: Sequence[str], profiles: Sequence[str],
                 data: pd.DataFrame | None = None) -> pd.DataFrame:
     """The store's per-item rows of the report's models, profile conditions and data
     (:func:`prb_utils.store.query_results`), with ``job_label``."""
-    from prb_utils.store import query_results
 
     return query_results(results, models=models, profiles=profiles, data=data)
 
@@ -328,7 +330,6 @@ def report_rows(results: str, models: Sequence[str], profiles: Sequence[str],
 def _report_pairs(data: str, *, subsets: Sequence[str] = (), limit: int | None = None) -> pd.DataFrame | None:
     """The (subset, id) of the report's data (its ``subsets`` and ``limit``), for the index and
     ``results.csv`` (None when it cannot be read: its pages then say why)."""
-    from prb_utils.data import load_benchmark
 
     try:
         return load_benchmark(data, subsets=list(subsets) or None, limit=limit or None,
@@ -374,8 +375,6 @@ def headline_table(results: str, models: Sequence[str], profiles: Sequence[str],
     ``profile, model, accuracy, ci_low, ci_high, n, oracle, position_locked, warning``: a judge job that
     answers by position (:func:`prb_utils.analysis.breakdowns.position_locked`) is flagged with its one-line
     warning ("" otherwise); empty when the store holds no such rows."""
-    from prb_utils.analysis.metrics import summarize
-    from prb_utils.schema import ORACLE_CONDITIONS
 
     columns = ["profile", "model", "accuracy", "ci_low", "ci_high", "n", "oracle", "position_locked", "warning"]
     rows = report_rows(results, models, profiles, data)
@@ -403,7 +402,6 @@ def headline_table(results: str, models: Sequence[str], profiles: Sequence[str],
 
 def _locked_jobs(rows: pd.DataFrame) -> dict[tuple[str, str], str]:
     """``(job label, profile) -> warning`` for the position-locked judge jobs among ``rows``."""
-    from prb_utils.analysis.breakdowns import position_locked
 
     if not {"verdict_ab", "verdict_ba"} <= set(rows.columns):
         return {}
@@ -448,7 +446,6 @@ LOCKED_ROW = ' class="locked"'
 def _leaderboard_html(board: pd.DataFrame) -> str:
     """The index's leaderboard (:func:`prb_utils.analysis.leaderboard.leaderboard`): one table, conditions in
     order, locked judges greyed without a rank, and the rules under it."""
-    from prb_utils.analysis.leaderboard import leaderboard_notes
 
     if board.empty:
         return ""
@@ -492,7 +489,6 @@ def write_index(out: Path, pages: Sequence[PageResult], *, data: str, results: s
         rows.append(f"<tr><td>{link}</td><td><code>{esc(page.name)}.ipynb</code></td><td>{status}</td>"
                     f"<td>{page.seconds:.1f} s</td></tr>")
     headline = _headline_html(headline_table(results, models, profiles, pairs))
-    from prb_utils.analysis.leaderboard import leaderboard
 
     ranked = report_rows(results, models, profiles, pairs)
     board = leaderboard(ranked.assign(model=ranked["job_label"])) if not ranked.empty else pd.DataFrame()
