@@ -28,7 +28,7 @@ from prb_utils.models.registry import VLLM_KINDS
 from prb_utils.profile import parse_condition
 from prb_utils.schema import DEFAULT_ZOO
 from prb_utils.scoring import score_benchmark
-from prb_utils.store import StoreShortfallWarning, add_job_labels, load_results
+from prb_utils.store import StoreShortfallWarning, add_job_labels, load_results, read_json_cache
 
 DEFAULT_REPORT_PROFILES = ("none", "top3")
 #: Without ``--profile``, ``prb report`` also scores these profile sizes for its models that need no LLM
@@ -524,10 +524,10 @@ def _report_bon(args: argparse.Namespace, models: Sequence[str], *, rm_profile: 
     data = data.groupby("subset", sort=False).head(args.bon_limit)
     full = Path(args.results) / "bon"
     try:
-        found = json.loads((full / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        found = read_json_cache(full / "run.json")
+    except PRBError:   # a damaged run is not one to show: the report writes its own apart
         found = {}
-    if (isinstance(found, dict) and set(models) <= set(found.get("models") or ()) and found.get("rm_profile") == rm_profile
+    if (set(models) <= set(found.get("models") or ()) and found.get("rm_profile") == rm_profile
             and int(found.get("n_samples") or 0) >= args.bon_n and int(found.get("n_questions") or 0) >= len(data)
             and (full / "bon_frame.parquet").is_file()):
         print(f"Best-of-N: page 03 shows the run in {full} ({found['n_questions']} questions x {found['n_samples']} "
