@@ -706,3 +706,17 @@ def test_a_subset_named_with_a_slash_scores_and_finishes_like_any_other(tmp_path
     again = run(data, [FakeModel()], ["none"], out=tmp_path)
     assert len(first) == N_PAIRS and first.drop(columns="job").equals(again.drop(columns="job"))
     assert load_run_metadata(tmp_path)["finished"].notna().all()
+
+
+def test_every_adapter_with_two_halves_scores_its_chunks_whole(tmp_path, tiny_bert_dir, tiny_classifier_dir):
+    """The scorer calls prepare then run for each chunk; no adapter falls back to one pair at a time."""
+    from prb_utils.models import load_model
+
+    for spec in (f"embedding:{tiny_bert_dir}", f"classifier:{tiny_classifier_dir}"):
+        model = load_model(spec, device="cpu")
+        sizes = []
+        real = model.run
+        model.run = lambda prepared, real=real: sizes.append(len(prepared.sequences if hasattr(prepared, "sequences")
+                                                                 else prepared)) or real(prepared)
+        run(make_data(), [model], ["top1"], out=tmp_path / spec.split(":")[0], chunk_size=4)
+        assert sizes == [4, 4, 4], spec

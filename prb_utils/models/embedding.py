@@ -43,7 +43,10 @@ class EmbeddingRM(HFAdapter):
         self.tokenizer.truncation_side = "right"
         return cut, True
 
-    def score_pairs(self, pairs: Sequence[PairInput]) -> list[PairScore]:
+    def _prepare(self, pairs: Sequence[PairInput]) -> list[PairInput]:
+        return list(pairs)   # an encoder's inputs are cheap: they are tokenized and embedded in run
+
+    def run(self, pairs: Sequence[PairInput]) -> list[PairScore]:
         import torch
 
         texts: dict[tuple[str, str], tuple[list[int], bool]] = {}
