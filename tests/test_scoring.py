@@ -716,7 +716,7 @@ def test_every_adapter_with_two_halves_scores_its_chunks_whole(tmp_path, tiny_be
         model = load_model(spec, device="cpu")
         sizes = []
         real = model.run
-        model.run = lambda prepared, real=real: sizes.append(len(prepared.sequences if hasattr(prepared, "sequences")
+        model.run = lambda prepared, real=real, sizes=sizes: sizes.append(len(prepared.sequences if hasattr(prepared, "sequences")
                                                                  else prepared)) or real(prepared)
         run(make_data(), [model], ["top1"], out=tmp_path / spec.split(":")[0], chunk_size=4)
         assert sizes == [4, 4, 4], spec
