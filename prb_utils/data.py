@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.parquet as pq
 import yaml
 
 from prb_utils.errors import DataError, PRBError
@@ -116,8 +117,6 @@ def _read_json(path: Path, subset: str) -> Iterator[RawRecord | Problem]:
 
 
 def _read_parquet(path: Path, subset: str) -> Iterator[RawRecord | Problem]:
-    import pyarrow.parquet as pq
-
     try:
         rows = pq.read_table(path).to_pylist()
     except Exception as exc:  # pyarrow raises several types for a broken file

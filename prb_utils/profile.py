@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
 from prb_utils.errors import PRBError
 from prb_utils.schema import ORACLE_CONDITIONS, stable_hash
 
@@ -112,8 +114,6 @@ def _word_counts(text: str) -> tuple[Counter[bytes], int]:
 
 @lru_cache(maxsize=8192)
 def _bm25_cached(question: str, posts: tuple[str, ...]) -> tuple[float, ...]:
-    import numpy as np
-
     counts, lengths = [], []
     for post in posts:
         found, n = _word_counts(post)

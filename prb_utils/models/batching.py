@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+import numpy as np
+
 from prb_utils.models.device import free_cuda_memory, is_oom
 
 T = TypeVar("T")
@@ -56,7 +58,6 @@ def pad_right(seqs: Sequence[Sequence[int]], pad_id: int) -> tuple[Any, Any]:
     >>> ids.tolist(), mask.tolist()
     ([[5, 6, 7], [8, 0, 0]], [[1, 1, 1], [1, 0, 0]])
     """
-    import numpy as np
     import torch
 
     lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))

@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from prb_utils.models.base import ModelSpec, PairInput, PairScore
+import numpy as np
+
+from prb_utils.models.base import ModelSpec, PairInput, PairScore, parse_spec
 from prb_utils.models.batching import BudgetBatcher, pad_right
 from prb_utils.models.hf import HFAdapter, nonfinite_reason
 
@@ -99,9 +101,7 @@ def load_encoder(name: str, *, device: str = "auto", dtype: str = "auto",
 
     Used by the dense profile retriever (``--retriever dense:minilm``).
     """
-    import numpy as np
 
-    from prb_utils.models.base import parse_spec
 
     rm = EmbeddingRM(parse_spec(f"embedding:{name}"), device=device, dtype=dtype, batch_tokens=batch_tokens)
 

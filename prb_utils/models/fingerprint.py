@@ -19,6 +19,8 @@ from pathlib import Path
 
 from prb_utils.errors import PRBError
 from prb_utils.models.base import ModelSpec, parse_spec
+from prb_utils.models.baselines import BASELINE_CLASSES
+from prb_utils.models.hf import resolve_source
 from prb_utils.schema import BASELINES, stable_hash
 
 #: The package that ships each offline alias.
@@ -33,12 +35,9 @@ def model_fingerprint(spec: str | ModelSpec) -> str:
     """The fingerprint of a ``KIND:NAME`` spec (see the module docstring)."""
     parsed = spec if isinstance(spec, ModelSpec) else parse_spec(spec)
     if parsed.kind in BASELINES:
-        from prb_utils.models.baselines import BASELINE_CLASSES
-
         return BASELINE_CLASSES[parsed.kind].method
     if parsed.name in ALIAS_PACKAGES:
         return alias_fingerprint(parsed.name)
-    from prb_utils.models.hf import resolve_source
 
     source = resolve_source(parsed)  # the loader's own checks: a file, a folder without config.json, ...
     if Path(source).is_dir():

@@ -9,6 +9,7 @@ with such a head on purpose (the ``minilm`` classifier alias does); the run meta
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import threading
@@ -160,8 +161,6 @@ def model_max_length(tokenizer: Any, config: Any, source: str | None = None) -> 
     if source:
         st_config = Path(source) / "sentence_bert_config.json"
         if st_config.is_file():
-            import json
-
             value = json.loads(st_config.read_text(encoding="utf-8")).get("max_seq_length")
             if isinstance(value, int) and value > 0:
                 found.append(value)

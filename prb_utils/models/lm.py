@@ -34,7 +34,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+import numpy as np
+
 from prb_utils.models.batching import BudgetBatcher, pad_right
+from prb_utils.models.device import cpu_threads
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,7 +75,6 @@ def common_prefix(seqs: Sequence[Sequence[int]]) -> int:
     >>> common_prefix([(1, 2, 3, 4), (1, 2, 5), (1, 2, 3)])
     2
     """
-    import numpy as np
 
     n = min(len(s) for s in seqs)
     if n == 0 or len(seqs) < 2:
@@ -385,8 +387,6 @@ class DecoderRunner:
             return self.threads
         now = time.monotonic()
         if self.threads_used is None or now - self._threads_checked > self.THREAD_CHECK_S:
-            from prb_utils.models.device import cpu_threads
-
             self.threads_used = choose_threads(cpu_threads(), busy_cpus_elsewhere(0.1))
             self._threads_checked = now
         return self.threads_used

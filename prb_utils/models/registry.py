@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
+
+import pandas as pd
 
 from prb_utils.errors import PRBError
 from prb_utils.models.aliases import ALIASES, alias_status
 from prb_utils.models.base import KINDS, PairInput, RewardModel, parse_spec  # noqa: F401
+from prb_utils.models.baselines import BASELINE_CLASSES
+from prb_utils.models.classifier import ClassifierRM
+from prb_utils.models.embedding import EmbeddingRM
+from prb_utils.models.implicit import ImplicitRM
+from prb_utils.models.judge import JudgeRM
 from prb_utils.models.prompts import TOKENIZATIONS
+from prb_utils.models.vllm_adapters import VLLMClassifierRM, VLLMImplicitRM, VLLMJudgeRM
 
 #: The kinds the ``vllm`` engine runs (the others run in process whatever the engine).
 VLLM_KINDS = ("judge", "implicit", "classifier")
@@ -51,8 +60,6 @@ def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", batch_to
     if engine not in ("hf", "vllm"):
         raise PRBError(f"Unknown engine '{engine}'; use hf or vllm.")
     if engine == "vllm" and parsed.kind in VLLM_KINDS:
-        from prb_utils.models.vllm_adapters import VLLMClassifierRM, VLLMImplicitRM, VLLMJudgeRM
-
         if parsed.kind == "classifier":
             return VLLMClassifierRM(parsed, engine_options=engine_options, device=device, dtype=dtype, seed=seed,
                                     **tokens)
@@ -61,23 +68,14 @@ def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", batch_to
                                device=device, dtype=dtype, seed=seed, **tokens)
         return VLLMImplicitRM(parsed, engine_options=engine_options, device=device, dtype=dtype, seed=seed, **tokens)
     if parsed.kind in ("length", "lexical"):
-        from prb_utils.models.baselines import BASELINE_CLASSES
-
         return BASELINE_CLASSES[parsed.kind]()
     if parsed.kind == "classifier":
-        from prb_utils.models.classifier import ClassifierRM
-
         return ClassifierRM(parsed, kv_reuse=kv_reuse, **tokens, **common)
     if parsed.kind == "judge":
-        from prb_utils.models.judge import JudgeRM
-
         return JudgeRM(parsed, judge_mode=judge_mode, judge_template=judge_template, kv_reuse=kv_reuse, **tokens,
                        **common)
     if parsed.kind == "implicit":
-        from prb_utils.models.implicit import ImplicitRM
-
         return ImplicitRM(parsed, kv_reuse=kv_reuse, **tokens, **common)
-    from prb_utils.models.embedding import EmbeddingRM
 
     return EmbeddingRM(parsed, **common)
 
@@ -87,9 +85,7 @@ def list_models() -> Any:
 
     Columns: kind, name, description, available (bool), detail.
     """
-    import importlib.util
 
-    import pandas as pd
 
     rows = []
     torch_ok = importlib.util.find_spec("torch") is not None and importlib.util.find_spec("transformers") is not None
