@@ -259,3 +259,20 @@ def test_a_policy_without_a_chat_template_is_refused(tmp_path, capsys, tiny_lm_n
                  "--policy", str(tiny_lm_no_template_dir), "--device", "cpu"])
     err = capsys.readouterr().err
     assert code == 2 and "has no chat template" in err and "Traceback" not in err
+
+
+def test_a_questions_answers_do_not_depend_on_what_was_sampled_before_or_beside_it(tmp_path, tiny_lm_dir):
+    """`--limit 1` then `--limit 3` in one results folder gives, answer for answer, what a fresh `--limit 3`
+    gives, and so does sampling one question at a time: a question's answers depend on the question, the
+    policy, N and the seed only."""
+    kwargs = dict(policy=str(tiny_lm_dir), n_samples=4, max_new_tokens=12, device="cpu", policy_posts=1,
+                  models=["length"], judge=LengthJudge(), figures=False, progress=False)
+    first = run_bon_pipeline("sample", out=tmp_path / "grown", limit=1, **kwargs).samples
+    grown = run_bon_pipeline("sample", out=tmp_path / "grown", limit=3, **kwargs).samples
+    fresh = run_bon_pipeline("sample", out=tmp_path / "fresh", limit=3, **kwargs).samples
+    alone = run_bon_pipeline("sample", out=tmp_path / "alone", limit=3, batch_questions=1, **kwargs).samples
+    assert len(fresh) == 4 * fresh.groupby(["subset", "id"]).ngroups > len(first)
+    assert fresh["response"].nunique() > 1
+    columns = ["subset", "id", "sample_idx", "response"]
+    pd.testing.assert_frame_equal(grown[columns], fresh[columns])
+    pd.testing.assert_frame_equal(alone[columns], fresh[columns])

@@ -148,7 +148,9 @@ class ChatGenerator:
         message, not ``n``) and its KV cache is repeated for the ``n`` sequences, which then decode together
         (``len(users) * n`` rows per step). The text is what ``generate(users, num_return_sequences=n)`` gives
         for the same batch and seed, without the ``n``-fold prefill. Seeded per call: the same messages in
-        the same order give the same replies on the same machine and library versions.
+        the same order give the same replies on the same machine and library versions. A message's replies
+        depend on its batch-mates (the random stream is shared, and a padded batch is not bit-stable), so
+        the BoN pipeline calls this with one message at a time.
         """
         import warnings
 

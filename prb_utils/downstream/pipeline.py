@@ -2,7 +2,8 @@
 
 1. The policy (default the offline ``smollm2``) writes ``n_samples`` answers per benchmark question, seeing
    the question and the user's ``policy_posts`` most relevant profile posts (never the rubric or the
-   narrative). Sampling is seeded per question; answers are cached in ``<out>/bon/samples/``.
+   narrative). Each question is sampled on its own, seeded by its id (:func:`question_seed`): its answers
+   never depend on the questions sampled before or beside it. Answers are cached in ``<out>/bon/samples/``.
 2. Every RM scores every answer through :func:`prb_utils.scoring.score_benchmark` (its own store in
    ``<out>/bon/store``, so a re-run scores nothing again), seeing the question plus the profile condition
    ``rm_profile``. Pointwise RMs score answers two at a time (samples 2j and 2j+1 as one pair, each side
@@ -38,7 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from prb_utils.analysis.metrics import accuracy_table
+from prb_utils.analysis.metrics import LEVEL, accuracy_table
 from prb_utils.data import load_benchmark
 from prb_utils.downstream.bon import bon_curves, bon_metrics
 from prb_utils.downstream.correlation import no_ranking, rank_agreement_ci
@@ -64,7 +65,7 @@ from prb_utils.schema import DEFAULT_ZOO, stable_hash
 from prb_utils.scoring import resolved_placement, score_benchmark
 from prb_utils.store import load_results, load_run_metadata, read_parquet_cache, write_parquet
 
-PIPELINE_VERSION = 2  # 2: questions sampled in batches
+PIPELINE_VERSION = 3  # 2: questions sampled in batches; 3: each question on its own, seeded by its id
 
 POLICY_SYSTEM = "You are a helpful assistant who writes personalized answers."
 POLICY_PROMPT = """Answer the question below so that it suits this particular user. Their earlier posts \
@@ -105,6 +106,18 @@ def policy_prompt(record: dict[str, Any], *, posts: int = 5) -> str:
 # ------------------------------------------------------------------------------------------ 1. sampling
 
 
+def question_seed(seed: int, subset: str, qid: str) -> int:
+    """The sampling seed of one question: a stable hash of ``seed`` and the question's subset and id, so that
+    its answers never depend on the questions sampled before or beside it.
+
+    >>> question_seed(0, "Travel", "q1") == question_seed(0, "Travel", "q1") != question_seed(1, "Travel", "q1")
+    True
+    >>> 0 <= question_seed(5, "Travel", "q1") < 2**32
+    True
+    """
+    return int(stable_hash([int(seed), str(subset), str(qid)], length=8), 16)
+
+
 def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, policy: str = "smollm2", n_samples: int = 8,
                    seed: int = 0, max_new_tokens: int = 80, temperature: float = 1.0, top_p: float = 0.9,
                    policy_posts: int = 5, batch_questions: int = 8, device: str = "auto",
@@ -112,12 +125,14 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, policy: str = 
                    ) -> pd.DataFrame:
     """N answers per record (columns subset, id, sample_idx, response, prompt_hash, policy), cached.
 
-    Questions are sampled ``batch_questions`` at a time in one ``generate`` call
-    (:meth:`~prb_utils.downstream.generation.ChatGenerator.sample_batch`: one prefill per question, its KV
-    cache shared by the question's ``n_samples`` sequences, and all of them decoded together), seeded per
-    batch. Cached per (policy, its fingerprint, device type and dtype, sampling options) in ``<out>/bon/samples/<key>.parquet`` after each batch, so a
-    killed run resumes; a question is sampled again only when its prompt changed. The answers a question gets
-    depend on the batch it was sampled in (the random stream is shared), not only on the seed.
+    Each question is sampled on its own (one
+    :meth:`~prb_utils.downstream.generation.ChatGenerator.sample_batch` call: one prefill, its KV cache
+    shared by the question's ``n_samples`` sequences, decoded together), seeded by :func:`question_seed`, so
+    its answers depend only on its prompt, the policy, ``n_samples``, the sampling options and ``seed``:
+    never on which questions ran before or beside it (a padded batch of questions is not bit-stable, and its
+    random stream is shared). Cached per (policy, its fingerprint, device type and dtype, sampling options)
+    in ``<out>/bon/samples/<key>.parquet`` after every ``batch_questions`` questions, so a killed run
+    resumes; a question is sampled again only when its prompt changed.
 
     ``engine="vllm"`` samples on a vLLM server (``engine_options``: ``engine_url``, ``tensor_parallel_size``,
     ``pipeline_parallel_size``, ``engine_args``), each question seeded on its own; its answers are cached
@@ -130,8 +145,7 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, policy: str = 
     if batch_questions < 1:
         raise PRBError(f"batch_questions must be at least 1, got {batch_questions}.")
     options = {"policy": policy, "n": n_samples, "seed": seed, "max_new_tokens": max_new_tokens,
-               "temperature": temperature, "top_p": top_p, "posts": policy_posts, "batch": batch_questions,
-               "v": PIPELINE_VERSION}
+               "temperature": temperature, "top_p": top_p, "posts": policy_posts, "v": PIPELINE_VERSION}
     if engine != "hf":
         options["engine"] = engine
     # the policy's weights, device type and dtype too: new weights in the same folder sample anew
@@ -156,11 +170,10 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, policy: str = 
                    disable=not progress, file=sys.stderr, dynamic_ncols=True)
         for start in range(0, len(todo), batch_questions):
             batch = todo[start:start + batch_questions]
-            (first_subset, first_id), _ = batch[0]
-            batch_seed = seed + int(stable_hash([first_subset, first_id], length=8), 16) % (2**31)
-            answers = generator.sample_batch([prompt for _, prompt in batch], n_samples, system=POLICY_SYSTEM,
-                                             max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                                             seed=batch_seed)
+            answers = [generator.sample_batch([prompt], n_samples, system=POLICY_SYSTEM, max_new_tokens=max_new_tokens,
+                                              temperature=temperature, top_p=top_p,
+                                              seed=question_seed(seed, subset, qid))[0]
+                       for (subset, qid), prompt in batch]
             new = pd.concat([pd.DataFrame({"subset": subset, "id": qid, "sample_idx": range(n_samples),
                                            "response": replies, "prompt_hash": stable_hash(prompt),
                                            "policy": policy})
@@ -348,8 +361,8 @@ def run_bon_pipeline(
     judge: Any = DEFAULT_JUDGE,
     ks: Sequence[int] | None = None,
     seed: int = 0,
-    level: float = 0.95,
-    n_boot: int = 2000,
+    level: float = LEVEL,
+    n_boot: int | None = None,
     max_new_tokens: int = 80,
     temperature: float = 1.0,
     top_p: float = 0.9,
