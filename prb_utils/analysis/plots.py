@@ -1,4 +1,5 @@
-"""Plots of the tidy frames of :mod:`prb_utils.analysis.metrics` and :mod:`prb_utils.analysis.breakdowns`.
+"""Plots of the tidy frames of :mod:`prb_utils.analysis.metrics`, :mod:`~prb_utils.analysis.breakdowns` and
+:mod:`~prb_utils.analysis.calibration`.
 
 One function per plot; each takes a tidy frame plus keyword-only options, draws on ``ax`` (a new figure
 when None) and returns the matplotlib Axes (``ax.figure`` is the Figure); the small-multiples plots
@@ -475,6 +476,79 @@ def margin_panels(margins: pd.DataFrame, *, x: str = "margin_std", facet: str = 
         ax.tick_params(labelsize=10)
         ax.set_xlabel(x.replace("_", " "), fontsize=10)
         ax.set_ylabel("density", fontsize=10)
+    if style:
+        _style_legend(fig, styles, title=style, lines=True)
+    if title:
+        fig.suptitle(title, fontsize=12, fontweight="bold")
+    return fig
+
+
+def reliability_diagram(bins: pd.DataFrame, *, hue: str = "model", style: str | None = "profile",
+                        palette: dict | None = None,
+                        title: str | None = "Reliability: predicted P(first answer preferred) vs observed"
+                        ) -> Figure:
+    """The reliability diagram of :func:`prb_utils.analysis.calibration.reliability_table`: mean prediction
+    against observed frequency per bin (colour = the model, line style and marker = ``style``), the dashed
+    diagonal is perfect calibration; below it, the number of predictions per bin (the bin counts). Returns the
+    Figure."""
+    style = style if style and style in bins.columns else None
+    require_columns(bins, ["bin_low", "bin_high", "n", "mean_predicted", "observed", hue], what="plotted")
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 6.5), sharex=True, height_ratios=(3, 1),
+                                      layout="constrained")
+    names = _order(bins[hue].astype(str))
+    styles = _style_levels(bins, style)
+    colours = {**model_palette(names), **(palette or {})}
+    top.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1)
+    for name in names:
+        for j, st in enumerate(styles):
+            part = bins[(bins[hue].astype(str) == name) & ((bins[style].astype(str) == st) if style else True)]
+            if part.empty:
+                continue
+            part = part.sort_values("bin_low")
+            label = " | ".join(v for v in (name, st) if v)
+            kwargs = {"color": colours[name], "linestyle": LINESTYLES[j % len(LINESTYLES)]}
+            top.plot(part["mean_predicted"], part["observed"], marker=MARKERS[j % len(MARKERS)], label=label,
+                     **kwargs)
+            bottom.step(part["bin_low"].tolist() + [part["bin_high"].iloc[-1]],
+                        part["n"].tolist() + [part["n"].iloc[-1]], where="post", **kwargs)
+    top.set_xlim(0, 1)
+    top.set_ylim(-0.02, 1.02)
+    top.set_ylabel("observed frequency")
+    bottom.set_xlabel("predicted probability (bin mean)")
+    bottom.set_ylabel("predictions")
+    _legend(top, title=" | ".join([hue, *([style] if style else [])]))
+    if title:
+        top.set_title(title)
+    return fig
+
+
+def margin_histograms(margins: pd.DataFrame, *, x: str = "margin_std", facet: str = "model",
+                      style: str | None = "profile", bins: int = 20, col_wrap: int = 5,
+                      palette: dict | None = None,
+                      title: str | None = "Histogram of the standardized margin (chosen - rejected)") -> Figure:
+    """Small multiples of per-pair margin counts (:func:`prb_utils.analysis.breakdowns.score_margins`): one
+    panel per ``facet`` level (a model, in its colour), the same ``bins`` equal-width bins in every panel, one
+    line style per ``style`` level; the dashed line at 0 is the decision boundary. Returns the Figure."""
+    style = style if style and style in margins.columns else None
+    require_columns(margins, [x, facet], what="plotted")
+    values = margins[x].to_numpy(dtype=float)
+    finite = values[np.isfinite(values)]
+    edges = np.histogram_bin_edges(finite if len(finite) else [0.0], bins=bins)
+    facets = _order(margins[facet].astype(str))
+    styles = _style_levels(margins, style)
+    colours = {**model_palette(facets), **(palette or {})}
+    fig, axes = _panels(len(facets), col_wrap=col_wrap, panel=(2.7, 2.2))
+    for ax, name in zip(axes, facets, strict=True):
+        part = margins[margins[facet].astype(str) == name]
+        for j, st in enumerate(styles):
+            sub = part if not style else part[part[style].astype(str) == st]
+            ax.hist(sub[x].dropna().to_numpy(dtype=float), bins=edges, histtype="step", color=colours[name],
+                    linestyle=LINESTYLES[j % len(LINESTYLES)], linewidth=1.8)
+        ax.axvline(0, color="grey", linestyle="--", linewidth=1)
+        ax.set_title(_wrap(name, 28), fontsize=10)
+        ax.tick_params(labelsize=10)
+        ax.set_xlabel(x.replace("_", " "), fontsize=10)
+        ax.set_ylabel("pairs", fontsize=10)
     if style:
         _style_legend(fig, styles, title=style, lines=True)
     if title:

@@ -1,0 +1,535 @@
+"""Calibration and confidence: is a reward model's preference a probability, and does it know when it is right?
+
+Probabilities. Each scored pair gets ``p_chosen``, a probability that the chosen answer is preferred:
+
+- judges (kind ``judge``): their own P(chosen), the mean of the two A/B orders (``p_chosen_ab``, ``p_chosen_ba``);
+- every kind that scores each answer (classifiers, implicit RMs, embeddings and the ``length``/``lexical``
+  baselines): a Bradley-Terry temperature on the score margin, P(chosen) = sigmoid(margin / T), with T fitted by
+  maximum likelihood (:func:`fit_temperature`) **out of sample, cross-fitted over questions**: the questions are
+  split into ``n_folds`` folds (:func:`question_folds`; the same question asked by two users stays in one fold),
+  T is fitted on the other folds' pairs and applied to this fold's, so no pair's probability is fitted on itself.
+  T is positive or infinite (P = 0.5: the margins carry no sign of the chosen answer), never negative, so
+  P(chosen) > 0.5 exactly when the RM prefers the chosen answer and the temperature never changes accuracy.
+
+Both orders. The chosen answer is always the preferred one, so a pair is read in both orders: P(first answer
+preferred) is ``p_chosen`` when the chosen answer is first (outcome 1) and ``1 - p_chosen`` when it is second
+(outcome 0) (:func:`both_orders`). The reliability diagram is then symmetric about (0.5, 0.5); the Brier score
+is the mean of (1 - p_chosen)² and the log loss the mean of -log p_chosen.
+
+Statistics: :func:`expected_calibration_error` (equal-width bins on [0, 1], :data:`N_BINS` by default: ECE = sum
+over bins of (bin share) x |observed frequency - mean prediction|), :func:`brier_score`, :func:`log_loss`; each
+with a percentile bootstrap interval from :func:`prb_utils.analysis.metrics.bootstrap_ci`, resampling whole
+questions. Degenerate groups (fewer than :data:`MIN_PAIRS` pairs, a constant score, or one outcome only: every
+decided pair correct, or every one wrong) get NaN statistics and a ``note`` "n/a: <reason>", never a number.
+
+Example:
+    >>> p = np.array([0.9, 0.8, 0.3])
+    >>> q, y = both_orders(p)
+    >>> q.tolist(), y.tolist()
+    ([0.9, 0.8, 0.3, 0.09999999999999998, 0.19999999999999996, 0.7], [1, 1, 1, 0, 0, 0])
+    >>> round(brier_score(q, y), 4), round(log_loss(q, y), 4)
+    (0.18, 0.5108)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.stats import rankdata
+
+from prb_utils.analysis.breakdowns import score_margins
+from prb_utils.analysis.features import pair_features
+from prb_utils.analysis.metrics import (
+    LEVEL,
+    N_BOOT,
+    SEED,
+    accuracy_table,
+    as_list,
+    bootstrap_ci,
+    require_columns,
+)
+from prb_utils.analysis.profile_curves import job_retrievers, rm_inputs
+from prb_utils.errors import PRBError
+
+N_BINS = 10  # equal-width bins of the reliability diagram and the ECE
+N_FOLDS = 5  # question folds of the cross-fitted temperature
+MIN_PAIRS = 20  # a group with fewer scored pairs gets "n/a" instead of calibration statistics
+N_QUANTILES = 5  # quantile bins of |margin| for accuracy against confidence
+LOG_LOSS_EPS = 1e-15  # probabilities are clipped to [eps, 1 - eps] in the log loss
+PROBABILITY_KINDS = ("judge",)  # kinds whose own P(chosen) is used; every other kind goes through a temperature
+CALIBRATION_STATISTICS = ("ece", "brier", "log_loss")
+PAIR_COLUMNS = ["model", "kind", "profile", "subset", "id", "question", "outcome", "margin", "p_chosen", "source",
+                "temperature", "fold", "note"]
+
+
+# ------------------------------------------------------------------------------------------ statistics
+def _arrays(p, y) -> tuple[np.ndarray, np.ndarray]:
+    p = np.asarray(p, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if p.shape != y.shape:
+        raise PRBError(f"Got {len(p)} predictions for {len(y)} outcomes.")
+    return p, y
+
+
+def both_orders(p_chosen) -> tuple[np.ndarray, np.ndarray]:
+    """Each pair read in both orders: predictions ``[p, 1 - p]`` of "the first answer is preferred" and their
+    outcomes ``[1, 0]`` (chosen first, then chosen second).
+
+    >>> q, y = both_orders([0.75])
+    >>> q.tolist(), y.tolist()
+    ([0.75, 0.25], [1, 0])
+    """
+    p = np.asarray(p_chosen, dtype=float)
+    return np.concatenate([p, 1 - p]), np.concatenate([np.ones(len(p), dtype=int), np.zeros(len(p), dtype=int)])
+
+
+def bin_index(p, *, n_bins: int = N_BINS) -> np.ndarray:
+    """The equal-width bin of each prediction: bin i holds [i/n_bins, (i+1)/n_bins), the last one also 1.0.
+
+    >>> bin_index([0.0, 0.05, 0.1, 0.95, 1.0]).tolist()
+    [0, 0, 1, 9, 9]
+    """
+    p = np.asarray(p, dtype=float)
+    return np.clip(np.floor(p * n_bins).astype(int), 0, n_bins - 1)
+
+
+def reliability_bins(p, y, *, n_bins: int = N_BINS) -> pd.DataFrame:
+    """Reliability diagram data: per non-empty equal-width bin ``bin, bin_low, bin_high, n, mean_predicted,
+    observed`` (the share of outcomes 1 in the bin).
+
+    >>> reliability_bins([0.1, 0.15, 0.9], [0, 1, 1], n_bins=2)
+       bin  bin_low  bin_high  n  mean_predicted  observed
+    0    0      0.0       0.5  2           0.125       0.5
+    1    1      0.5       1.0  1           0.900       1.0
+    """
+    p, y = _arrays(p, y)
+    frame = pd.DataFrame({"bin": bin_index(p, n_bins=n_bins), "p": p, "y": y})
+    out = frame.groupby("bin").agg(n=("p", "size"), mean_predicted=("p", "mean"), observed=("y", "mean")).reset_index()
+    out.insert(1, "bin_low", out["bin"] / n_bins)
+    out.insert(2, "bin_high", (out["bin"] + 1) / n_bins)
+    return out
+
+
+def expected_calibration_error(p, y, *, n_bins: int = N_BINS) -> float:
+    """ECE with ``n_bins`` equal-width bins: sum over bins of n_bin / n x |observed - mean predicted|; NaN
+    without predictions.
+
+    >>> round(expected_calibration_error([0.1, 0.15, 0.9], [0, 1, 1], n_bins=2), 6)  # 2/3 x 0.375 + 1/3 x 0.1
+    0.283333
+    """
+    p, y = _arrays(p, y)
+    if len(p) == 0:
+        return float("nan")
+    bins = bin_index(p, n_bins=n_bins)
+    n = np.bincount(bins, minlength=n_bins)
+    gap = np.bincount(bins, weights=y, minlength=n_bins) - np.bincount(bins, weights=p, minlength=n_bins)
+    return float(np.abs(gap).sum() / len(p)) if n.sum() else float("nan")
+
+
+def brier_score(p, y) -> float:
+    """Mean squared difference between prediction and outcome (0 is perfect, 0.25 a constant 0.5).
+
+    >>> brier_score([0.5, 0.5], [1, 0]), brier_score([1.0, 0.2], [1, 0])
+    (0.25, 0.020000000000000004)
+    """
+    p, y = _arrays(p, y)
+    return float(np.mean((p - y) ** 2)) if len(p) else float("nan")
+
+
+def log_loss(p, y) -> float:
+    """Mean negative log-likelihood of the outcomes (natural log; ``p`` clipped to [eps, 1 - eps], eps =
+    :data:`LOG_LOSS_EPS`). A constant 0.5 gives log 2 = 0.693.
+
+    >>> round(log_loss([0.5, 0.5], [1, 0]), 4), round(log_loss([0.8], [1]), 4)
+    (0.6931, 0.2231)
+    """
+    p, y = _arrays(p, y)
+    if not len(p):
+        return float("nan")
+    p = np.clip(p, LOG_LOSS_EPS, 1 - LOG_LOSS_EPS)
+    return float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p)))
+
+
+def spearman(x, y) -> float:
+    """Spearman's rank correlation (average ranks for ties); NaN when either side is constant or has under
+    three values.
+
+    >>> round(spearman([1, 2, 3, 4], [10, 20, 30, 25]), 6)
+    0.8
+    >>> spearman([1, 1, 1], [1, 2, 3])
+    nan
+    """
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan")
+    return float(np.corrcoef(rankdata(x), rankdata(y))[0, 1])
+
+
+# ------------------------------------------------------------------------------------------ temperature
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 0.5 * (1 + np.tanh(0.5 * z))
+
+
+def fit_temperature(margins) -> float:
+    """Maximum-likelihood Bradley-Terry temperature T of P(chosen) = sigmoid(margin / T), T in (0, inf].
+
+    ``inf`` when the margins favour the rejected answer on average (the best non-negative slope is 0: P =
+    0.5). Raises PRBError when no margin is non-zero, or when no margin is negative (every pair decided for the
+    chosen answer: the likelihood grows without bound as T -> 0). The log-likelihood is concave in 1/T; its
+    maximum is found by bisection on the derivative.
+
+    >>> round(fit_temperature([2.0, 1.0, -1.0, 3.0]), 4)
+    1.0678
+    >>> fit_temperature([-2.0, 1.0])
+    inf
+    """
+    m = np.asarray(margins, dtype=float)
+    m = m[np.isfinite(m) & (m != 0)]
+    if not len(m):
+        raise PRBError("every margin is zero: the score does not separate the answers")
+    if not (m < 0).any():
+        raise PRBError("every decided pair favours the chosen answer: the likelihood has no maximum (T -> 0)")
+    scale = float(np.sqrt(np.mean(m ** 2)))
+    x = m / scale
+
+    def slope(beta: float) -> float:  # derivative of the negative log-likelihood in beta = scale / T
+        return float(-np.sum(x * _sigmoid(-beta * x)))
+
+    if slope(0.0) >= 0:
+        return float("inf")
+    low, high = 0.0, 1.0
+    while slope(high) < 0:
+        low, high = high, high * 2
+    for _ in range(200):
+        mid = (low + high) / 2
+        if slope(mid) < 0:
+            low = mid
+        else:
+            high = mid
+        if high - low <= 1e-12 * high:
+            break
+    return scale / ((low + high) / 2)
+
+
+def question_folds(units, *, n_folds: int = N_FOLDS, seed: int = SEED) -> np.ndarray:
+    """Fold number (0 .. k-1) of each row, whole units (questions) per fold, k = min(n_folds, units). The
+    assignment depends on the set of units and ``seed`` only, never on scores or outcomes.
+
+    >>> question_folds(["q1", "q2", "q1", "q3"], n_folds=3).tolist()
+    [1, 2, 1, 0]
+    """
+    labels = pd.Series(list(units)).astype(str)
+    distinct = np.array(sorted(labels.unique()))
+    k = max(1, min(n_folds, len(distinct)))
+    order = np.random.default_rng(seed).permutation(len(distinct))
+    fold_of = {distinct[j]: rank % k for rank, j in enumerate(order)}
+    return labels.map(fold_of).to_numpy(dtype=int)
+
+
+def cross_fit_temperature(margins, units, *, n_folds: int = N_FOLDS, seed: int = SEED
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Out-of-sample P(chosen) = sigmoid(margin / T_fold): T_fold is fitted on the rows of every other fold
+    (:func:`question_folds`). Returns ``(p_chosen, temperature, fold)`` per row. PRBError (with the reason)
+    when there are fewer than two units or a fold's fit is degenerate (:func:`fit_temperature`).
+
+    >>> p, t, fold = cross_fit_temperature([1.0, -1.0, 2.0, -0.5, 1.5, 0.5], list("aabbcc"), n_folds=3)
+    >>> fold.tolist(), bool(t[0] == t[1]), bool(np.all((p > 0.5) == (np.array([1, -1, 2, -0.5, 1.5, 0.5]) > 0)))
+    ([1, 1, 2, 2, 0, 0], True, True)
+    """
+    m = np.asarray(margins, dtype=float)
+    folds = question_folds(units, n_folds=n_folds, seed=seed)
+    if folds.max(initial=0) < 1:
+        raise PRBError("one question only: there is nothing to fit the temperature on out of sample")
+    temperature = np.empty(len(m))
+    for fold in np.unique(folds):
+        inside = folds == fold
+        try:
+            temperature[inside] = fit_temperature(m[~inside])
+        except PRBError as exc:
+            raise PRBError(f"the temperature for fold {fold + 1} of {folds.max() + 1} cannot be fitted: {exc}"
+                           ) from None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(np.isinf(temperature), 0.5, _sigmoid(m / temperature))
+    return p, temperature, folds
+
+
+# -------------------------------------------------------------------------------------------- per pair
+def degenerate_reason(values, outcomes, *, min_pairs: int = MIN_PAIRS) -> str | None:
+    """Why a group's calibration is undefined ("n/a: ..."), or None: fewer than ``min_pairs`` pairs, a
+    constant score, or one outcome only among the decided (correct or wrong) pairs.
+
+    >>> degenerate_reason([0.5] * 30, ["correct", "wrong"] * 15)
+    'n/a: constant score (every pair gets 0.5)'
+    >>> print(degenerate_reason([0.1, 0.9] * 15, ["correct", "wrong"] * 15))
+    None
+    """
+    values = np.asarray(values, dtype=float)
+    outcomes = pd.Series(list(outcomes), dtype=object)
+    if len(values) < min_pairs:
+        return f"n/a: too few pairs ({len(values)} < {min_pairs})"
+    if np.ptp(values) == 0:
+        return f"n/a: constant score (every pair gets {values[0]:.3g})"
+    decided = set(outcomes[outcomes.isin(["correct", "wrong"])])
+    if len(decided) < 2:
+        which = "no pair is decided" if not decided else f"every decided pair is {decided.pop()}"
+        return f"n/a: one outcome only ({which})"
+    return None
+
+
+def _questions(results: pd.DataFrame, data: pd.DataFrame | None) -> pd.Series:
+    """The question text of each row (the cross-fitting and resampling unit); the pair itself without data."""
+    pair = results["subset"].astype(str) + "/" + results["id"].astype(str)
+    if data is None:
+        return pair
+    require_columns(data, ["subset", "id", "question"], what="benchmark")
+    lookup = dict(zip(data["subset"].astype(str) + "/" + data["id"].astype(str), data["question"].astype(str),
+                      strict=True))
+    return pair.map(lookup).fillna(pair)
+
+
+def pair_probabilities(results: pd.DataFrame, data: pd.DataFrame | None = None, *,
+                       by: str | Sequence[str] = ("model", "profile"), n_folds: int = N_FOLDS, seed: int = SEED,
+                       min_pairs: int = MIN_PAIRS) -> pd.DataFrame:
+    """Per scored pair (invalid rows left out): :data:`PAIR_COLUMNS`. ``source`` is ``judge`` (the judge's own
+    P(chosen)) or ``temperature`` (cross-fitted per group of ``by``, :func:`cross_fit_temperature`, folds of
+    questions taken from ``data``; without ``data`` each pair is its own unit). ``note`` holds "n/a: <reason>"
+    for every row of a degenerate group (:func:`degenerate_reason`, or a temperature that cannot be fitted),
+    whose ``p_chosen`` is then NaN.
+
+    >>> rows = pd.DataFrame({"model": "length", "kind": "length", "profile": "none", "subset": "s",
+    ...                      "id": [str(i) for i in range(6)], "score_chosen": [3, 1, 5, 2, 4, 6],
+    ...                      "score_rejected": [1, 2, 3, 4, 3, 7], "outcome": ["correct", "wrong"] * 3})
+    >>> probs = pair_probabilities(rows, min_pairs=4)
+    >>> probs[["margin", "source", "fold", "temperature", "p_chosen"]].round(3)
+       margin       source  fold  temperature  p_chosen
+    0     2.0  temperature     4          inf     0.500
+    1    -1.0  temperature     0        0.988     0.267
+    2     2.0  temperature     1          inf     0.500
+    3    -2.0  temperature     0        0.988     0.117
+    4     1.0  temperature     3          inf     0.500
+    5    -1.0  temperature     2        3.413     0.427
+
+    (Where the other folds' margins favour the rejected answer on average, T is infinite and P = 0.5.)
+    """
+    by = as_list(by)
+    require_columns(results, [*by, "subset", "id", "score_chosen", "score_rejected", "outcome"])
+    rows = score_margins(results)
+    if "kind" not in rows.columns:
+        rows["kind"] = None
+    for column in ("p_chosen_ab", "p_chosen_ba"):
+        if column not in rows.columns:
+            rows[column] = np.nan
+    rows["question"] = _questions(rows, data).to_numpy()
+    judge_p = (pd.to_numeric(rows["p_chosen_ab"], errors="coerce") + pd.to_numeric(rows["p_chosen_ba"],
+                                                                                     errors="coerce")) / 2
+    rows["source"] = np.where(rows["kind"].isin(PROBABILITY_KINDS) & judge_p.notna(), "judge", "temperature")
+    rows["p_chosen"] = np.where(rows["source"] == "judge", judge_p, np.nan)
+    rows["temperature"] = np.nan
+    rows["fold"] = pd.array([pd.NA] * len(rows), dtype="Int64")
+    rows["note"] = None
+    for _, group in (rows.groupby([*by, "source"], sort=True, observed=True) if len(rows) else []):
+        index = group.index
+        judged = group["source"].iloc[0] == "judge"
+        values = group["p_chosen"] if judged else group["margin"]
+        reason = degenerate_reason(values, group["outcome"], min_pairs=min_pairs)
+        if reason is None and not judged:
+            try:
+                p, t, folds = cross_fit_temperature(group["margin"], group["question"], n_folds=n_folds, seed=seed)
+                rows.loc[index, "p_chosen"] = p
+                rows.loc[index, "temperature"] = t
+                rows.loc[index, "fold"] = folds
+            except PRBError as exc:
+                reason = f"n/a: {exc}"
+        if reason is not None:
+            rows.loc[index, "note"] = reason
+            rows.loc[index, "p_chosen"] = np.nan
+    columns = [*dict.fromkeys([*by, *PAIR_COLUMNS])]
+    return rows[columns].reset_index(drop=True)
+
+
+# -------------------------------------------------------------------------------------- group tables
+def _groups(probs: pd.DataFrame, by: list[str]):
+    return probs.groupby([*by, "source"], sort=True, observed=True) if len(probs) else []
+
+
+def calibration_table(probs: pd.DataFrame, *, by: str | Sequence[str] = ("model", "profile"),
+                      n_bins: int = N_BINS, min_pairs: int = MIN_PAIRS, n_boot: int = N_BOOT, seed: int = SEED,
+                      level: float = LEVEL) -> pd.DataFrame:
+    """ECE, Brier score and log loss per group of ``by`` (tidy: one row per statistic) from
+    :func:`pair_probabilities`: columns ``*by, source, statistic, n, n_questions, value, ci_low, ci_high, note``.
+    Intervals: percentile bootstrap at ``level`` resampling whole questions (fixed ``seed``). A degenerate
+    group (a ``note`` from :func:`pair_probabilities`, or one of ``by`` with under ``min_pairs`` pairs or one
+    outcome) has NaN values and its reason in ``note``.
+
+    >>> probs = pd.DataFrame({"model": "m", "profile": "none", "question": list("abcd"), "source": "judge",
+    ...                       "outcome": ["correct", "correct", "wrong", "correct"],
+    ...                       "p_chosen": [0.9, 0.8, 0.3, 0.6], "note": None})
+    >>> table = calibration_table(probs, min_pairs=4, n_boot=200)
+    >>> table[["statistic", "n", "value"]].round(4).values.tolist()
+    [['ece', 4, 0.35], ['brier', 4, 0.175], ['log_loss', 4, 0.5108]]
+    """
+    by = as_list(by)
+    require_columns(probs, [*by, "source", "question", "outcome", "p_chosen", "note"], what="probabilities")
+    rows = []
+    for key, group in _groups(probs, by):
+        key = dict(zip([*by, "source"], key if isinstance(key, tuple) else (key,), strict=True))
+        notes = group["note"].dropna()
+        p = group["p_chosen"].to_numpy(dtype=float)
+        reason = notes.iloc[0] if len(notes) else degenerate_reason(p, group["outcome"], min_pairs=min_pairs)
+        units = group["question"].astype(str).to_numpy()
+        statistics = {
+            "ece": (lambda v: expected_calibration_error(*both_orders(v), n_bins=n_bins), p),
+            "brier": (None, (1 - p) ** 2),
+            "log_loss": (None, -np.log(np.clip(p, LOG_LOSS_EPS, 1 - LOG_LOSS_EPS))),
+        }
+        for name, (statistic, values) in statistics.items():
+            if reason is None:
+                value = statistic(values) if statistic else float(np.mean(values))
+                low, high = bootstrap_ci(values, statistic, units=units, n_boot=n_boot, seed=seed, level=level)
+            else:
+                value = low = high = np.nan
+            rows.append({**key, "statistic": name, "n": len(group), "n_questions": len(set(units)),
+                         "value": value, "ci_low": low, "ci_high": high, "note": reason})
+    return pd.DataFrame(rows, columns=[*by, "source", "statistic", "n", "n_questions", "value", "ci_low", "ci_high",
+                                       "note"])
+
+
+def calibration_wide(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`calibration_table` with one row per group: ``n``, then ``<statistic>``, ``<statistic>_low``,
+    ``<statistic>_high`` for ECE, Brier and log loss, then ``note`` ("n/a: ..." where undefined).
+
+    >>> long = pd.DataFrame({"model": "m", "source": "judge", "statistic": ["ece", "brier", "log_loss"], "n": 30,
+    ...                      "n_questions": 30, "value": [0.1, 0.2, 0.6], "ci_low": [0.0, 0.1, 0.5],
+    ...                      "ci_high": [0.2, 0.3, 0.7], "note": None})
+    >>> calibration_wide(long).columns.tolist()[:5]
+    ['model', 'source', 'n', 'n_questions', 'ece']
+    """
+    keys = [c for c in table.columns if c not in ("statistic", "value", "ci_low", "ci_high")]
+    frame = table.assign(note=table["note"].fillna(""))
+    wide = frame.pivot_table(index=keys, columns="statistic", values=["value", "ci_low", "ci_high"],
+                             aggfunc="first", dropna=False, sort=False)
+    out = pd.DataFrame(index=wide.index)
+    for name in CALIBRATION_STATISTICS:
+        out[name] = wide[("value", name)]
+        out[f"{name}_low"] = wide[("ci_low", name)]
+        out[f"{name}_high"] = wide[("ci_high", name)]
+    out = out.reset_index()
+    out["note"] = out["note"].replace("", None)
+    return out[[*[k for k in keys if k != "note"], *out.columns[len(keys):], "note"]]
+
+
+def reliability_table(probs: pd.DataFrame, *, by: str | Sequence[str] = ("model", "profile"),
+                      n_bins: int = N_BINS, min_pairs: int = MIN_PAIRS) -> pd.DataFrame:
+    """The reliability diagram per group of ``by`` (pairs read in both orders, :func:`both_orders`): columns
+    ``*by, source, bin, bin_low, bin_high, n, mean_predicted, observed``; degenerate groups are left out (see
+    :func:`calibration_table` for their reason)."""
+    by = as_list(by)
+    parts = []
+    for key, group in _groups(probs, by):
+        p = group["p_chosen"].to_numpy(dtype=float)
+        if group["note"].notna().any() or degenerate_reason(p, group["outcome"], min_pairs=min_pairs):
+            continue
+        bins = reliability_bins(*both_orders(p), n_bins=n_bins)
+        for name, value in zip([*by, "source"], key if isinstance(key, tuple) else (key,), strict=True):
+            bins[name] = value
+        parts.append(bins)
+    columns = [*by, "source", "bin", "bin_low", "bin_high", "n", "mean_predicted", "observed"]
+    return pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
+
+
+def accuracy_by_margin(results: pd.DataFrame, *, by: str | Sequence[str] = ("model", "profile"),
+                       n_quantiles: int = N_QUANTILES) -> pd.DataFrame:
+    """Accuracy against confidence: per group of ``by``, pairs binned by |margin| into quantiles (``margin_bin``
+    "Q1" = the least confident fifth ... by default; ties of |margin| may merge bins), with
+    :func:`~prb_utils.analysis.metrics.accuracy_table` columns (Wilson interval) and ``mean_abs_margin``. A group
+    whose |margin| does not vary is left out. Invalid rows have no margin and are left out.
+
+    >>> rows = pd.DataFrame({"model": "m", "profile": "none", "score_chosen": [1, 2, 3, 4, 5, 6],
+    ...                      "score_rejected": [1.5, 1, 4.5, 1, 8, 0], "outcome": ["wrong", "correct"] * 3})
+    >>> accuracy_by_margin(rows, n_quantiles=3)[["margin_bin", "n", "accuracy", "mean_abs_margin"]]
+      margin_bin  n  accuracy  mean_abs_margin
+    0         Q1  2  0.500000             0.75
+    1         Q2  3  0.333333             2.50
+    2         Q3  1  1.000000             6.00
+    """
+    by = as_list(by)
+    margins = score_margins(results)
+    margins["abs_margin"] = margins["margin"].abs()
+    parts = []
+    for _, group in (margins.groupby(by, sort=True, observed=True) if len(margins) else []):
+        if group["abs_margin"].nunique() < 2:
+            continue
+        codes = pd.qcut(group["abs_margin"], n_quantiles, labels=False, duplicates="drop")
+        parts.append(group.assign(_code=codes.to_numpy()))
+    columns = [*by, "margin_bin", "n", "correct", "ties", "invalid", "accuracy", "ci_low", "ci_high",
+               "mean_abs_margin"]
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    binned = pd.concat(parts, ignore_index=True)
+    labels = [f"Q{i + 1}" for i in range(int(binned["_code"].max()) + 1)]
+    binned["margin_bin"] = pd.Categorical.from_codes(binned["_code"].astype(int), categories=labels, ordered=True)
+    table = accuracy_table(binned, [*by, "margin_bin"])
+    means = binned.groupby([*by, "margin_bin"], observed=True)["abs_margin"].mean().rename("mean_abs_margin")
+    return table.merge(means.reset_index(), on=[*by, "margin_bin"], how="left")[columns]
+
+
+# ------------------------------------------------------------------------------------------- lengths
+LENGTH_STATISTICS = {
+    "score ~ answer length": "each answer's score against its length in characters (two points per pair)",
+    "margin ~ length difference": "the margin against chosen minus rejected length in characters",
+    "margin ~ profile length": "the margin against the characters the profile adds to the RM's user message",
+}
+
+
+def length_correlations(results: pd.DataFrame, data: pd.DataFrame, *, run_metadata: pd.DataFrame | None = None,
+                        by: str | Sequence[str] = ("model", "profile"), n_boot: int = N_BOOT, seed: int = SEED,
+                        level: float = LEVEL) -> pd.DataFrame:
+    """Spearman correlations of scores with lengths per group of ``by`` (the statistics of
+    :data:`LENGTH_STATISTICS`), with a percentile bootstrap interval resampling whole questions: columns
+    ``*by, statistic, n, rho, ci_low, ci_high, note``. Profile length is rebuilt from ``data`` as the RM saw it
+    (:func:`~prb_utils.analysis.profile_curves.rm_inputs`; top-K conditions need ``run_metadata`` or a
+    ``retriever`` column). An undefined correlation (a constant side, e.g. no profile under ``none``) is NaN
+    with "n/a: <reason>" in ``note``.
+    """
+    by = as_list(by)
+    margins = score_margins(results).reset_index(drop=True)
+    if margins.empty:
+        return pd.DataFrame(columns=[*by, "statistic", "n", "rho", "ci_low", "ci_high", "note"])
+    feats = pair_features(data)[["subset", "id", "chosen_chars", "rejected_chars", "length_diff_chars"]]
+    margins = margins.assign(subset=margins["subset"].astype(str), id=margins["id"].astype(str))
+    joined = margins.merge(feats, on=["subset", "id"], how="inner")
+    if joined.empty:
+        raise PRBError("No result row matches a pair of the benchmark data (join on subset and id).")
+    inputs = rm_inputs(joined, data, retrievers=job_retrievers(joined, run_metadata))
+    joined["question"] = inputs["question"].to_numpy()
+    joined["profile_chars"] = (inputs["input_size"] - inputs["question"].str.len()).to_numpy()
+    rows = []
+    for key, g in joined.groupby(by, sort=True, observed=True):
+        key = dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True))
+        units = g["question"].to_numpy()
+        answer = np.column_stack([np.concatenate([g["score_chosen"], g["score_rejected"]]),
+                                  np.concatenate([g["chosen_chars"], g["rejected_chars"]])]).astype(float)
+        cases = {
+            "score ~ answer length": (answer, np.concatenate([units, units]), ("the score", "the answer length")),
+            "margin ~ length difference": (g[["margin", "length_diff_chars"]].to_numpy(dtype=float), units,
+                                           ("the margin", "the length difference")),
+            "margin ~ profile length": (g[["margin", "profile_chars"]].to_numpy(dtype=float), units,
+                                        ("the margin", "the profile length")),
+        }
+        for name, (values, unit, sides) in cases.items():
+            rho = spearman(values[:, 0], values[:, 1])
+            note = None
+            if np.isnan(rho):
+                constant = [side for col, side in enumerate(sides) if np.ptp(values[:, col]) == 0]
+                note = (f"n/a: {' and '.join(constant)} does not vary" if constant
+                        else f"n/a: too few values ({len(values)})")
+                low = high = np.nan
+            else:
+                low, high = bootstrap_ci(values, lambda v: spearman(v[:, 0], v[:, 1]), units=unit, n_boot=n_boot,
+                                         seed=seed, level=level)
+            rows.append({**key, "statistic": name, "n": len(g), "rho": rho, "ci_low": low, "ci_high": high,
+                         "note": note})
+    return pd.DataFrame(rows, columns=[*by, "statistic", "n", "rho", "ci_low", "ci_high", "note"])
