@@ -632,3 +632,98 @@ def test_pages_hide_their_code_until_asked_and_show_the_parameters_they_ran_with
     assert hidden == "none" and words != "none" and shown != "none"
     assert "store" in parameters.split()
     assert str(tmp_path) not in parameters and "limit" in parameters
+
+
+# ------------------------------------------------------------------- tables sort on a header click
+
+
+HEADER = """([table, title]) => [...document.querySelectorAll(`#${table} thead th`)]
+  .findIndex(h => h.querySelector('.dt-column-title')?.innerText.trim() === title)"""
+COLUMN_TEXT = """([table, index]) => [...document.querySelectorAll(`#${table} tbody tr`)]
+  .map(tr => tr.children[index]?.innerText.trim())"""
+
+
+def _click_header(page, table: str, title: str) -> tuple[str, list[str]]:
+    """Click the text of ``title``'s header in ``table`` (not its sort arrow), wait until the header says it
+    sorts in a new direction, and return that direction and the column's cells."""
+    index = page.evaluate(HEADER, [table, title])
+    assert index >= 0, f"{table} has no header {title!r}"
+    th = page.locator(f"#{table} thead th").nth(index)
+    before = th.get_attribute("aria-sort")
+    th.locator(".dt-column-title").click()
+    page.wait_for_function("([table, i, before]) => { const s = document.querySelectorAll(`#${table} thead th`)[i]"
+                           ".getAttribute('aria-sort'); return s !== null && s !== before; }", arg=[table, index, before])
+    return th.get_attribute("aria-sort"), page.evaluate(COLUMN_TEXT, [table, index])
+
+
+def _show_all_rows(page, table: str) -> None:
+    page.wait_for_selector(f"#{table}.dataTable")
+    if page.locator(f"#{table}_wrapper .dt-length select").count():  # a short table has no page-length menu
+        page.select_option(f"#{table}_wrapper .dt-length select", "-1")
+
+
+def _share(text: str) -> float:
+    k, n = text.split("/")
+    return int(k) / int(n) if int(n) else -1.0
+
+
+def test_the_pair_list_sorts_correct_as_a_number_on_a_click_of_its_header_text(tmp_path):
+    """A pair list where ``correct`` is k/10: a click on the header's text (not its arrow) sorts the rows by
+    k/10 as a number ("9/10" before "10/10"; as text "10/10" came before "2/10"), a second click reverses."""
+    import itables
+    from itables.javascript import generate_init_offline_itables_html
+
+    from prb_utils.notebook.pair_view import pair_list_html
+
+    correct = [10, 2, 9, 0, 5, 10, 1]
+    summary = pd.DataFrame({"subset": "S", "id": [f"p{i}" for i in range(len(correct))], "category": "c",
+                            "question": "Q", "n_scores": 10, "n_correct": correct, "disagreement": False,
+                            "profile_flips": False, "wrong_models": ""})
+    page = tmp_path / "list.html"
+    page.write_text("<!DOCTYPE html><html><head><title>list</title><link rel='icon' href='data:,'></head><body>"
+                    + generate_init_offline_itables_html(itables.options.dt_bundle)
+                    + pair_list_html(summary, table_id="planted") + "</body></html>", encoding="utf-8")
+
+    def probe(p):
+        _show_all_rows(p, "planted")
+        before = p.evaluate(COLUMN_TEXT, ["planted", 4])
+        up = _click_header(p, "planted", "correct")
+        down = _click_header(p, "planted", "correct")
+        headers = p.eval_on_selector_all("#planted thead th", "ths => ths.map(th => th.innerText.trim())")
+        return before, up, down, headers
+
+    facts = _open_offline([page], probe=probe)["list.html"]
+    assert facts["console"] == [] and facts["errors"] == [] and facts["blocked"] == [], facts
+    before, (up_sort, up), (down_sort, down), headers = facts["probe"]
+    assert before == [f"{k}/10" for k in correct]  # as the summary gave them
+    assert up_sort == "ascending" and up == [f"{k}/10" for k in sorted(correct)]
+    assert down_sort == "descending" and down == [f"{k}/10" for k in sorted(correct, reverse=True)]
+    assert headers[4] == "correct"
+
+
+def _report_sort_probe(page) -> dict:
+    """On 01's page: the pair list sorted by a click on the text of its ``correct`` header, then on ``pair``;
+    the filter-count table (every frame is a DataTable there) sorted by a click on ``pairs``."""
+    _show_all_rows(page, "prb-pair-list")
+    headers = page.eval_on_selector_all("#prb-pair-list thead th", "ths => ths.map(th => th.innerText.trim())")
+    facts = {"headers": headers, "before": page.evaluate(COLUMN_TEXT, ["prb-pair-list", headers.index("correct")])}
+    facts["correct"] = _click_header(page, "prb-pair-list", "correct")
+    facts["pair"] = _click_header(page, "prb-pair-list", "pair")
+    counts = page.evaluate("""() => [...document.querySelectorAll('table.dataTable')]
+      .find(t => [...t.querySelectorAll('thead th')].some(th => th.innerText.trim() === 'filter')).id""")
+    facts["pairs"] = _click_header(page, counts, "pairs")
+    return facts
+
+
+def test_report_tables_sort_on_a_click_of_the_header_text(report):
+    facts = _open_offline([report / "01_pair_inspection.html"], probe=_report_sort_probe)["01_pair_inspection.html"]
+    assert facts["console"] == [] and facts["errors"] == [] and facts["blocked"] == [], facts
+    probe = facts["probe"]
+    assert len(probe["before"]) == 42
+    sort, shown = probe["correct"]
+    assert sort == "ascending" and [_share(t) for t in shown] == sorted(_share(t) for t in probe["before"])
+    assert len(set(shown)) > 1  # the column has something to sort
+    sort, pairs = probe["pair"]
+    assert sort == "ascending" and pairs == sorted(pairs) and pairs != probe["before"]
+    sort, counts = probe["pairs"]
+    assert sort == "ascending" and [int(c) for c in counts] == sorted(int(c) for c in counts) and len(counts) > 1

@@ -43,6 +43,10 @@ VIEW_STYLE = ("<style>.prb-view td, .prb-view th { text-align: left !important; 
 #: Inline style of a box that shows an RM input (pre-formatted text that wraps between words).
 PRE_WRAP = "white-space:pre-wrap;word-break:normal;overflow-wrap:anywhere"
 _ANCHOR_UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]+")
+#: DataTables render function of the pair list's ``correct`` column: shown as ``k/n``, sorted (and typed) as
+#: the number k/n (as text "10/10" came before "2/10"); a pair no model scored (``0/0``) sorts first.
+SORT_AS_SHARE = ("function (data, type) { if (type !== 'sort' && type !== 'type') { return data; }"
+                 " const [k, n] = String(data).split('/').map(Number); return n > 0 ? k / n : -1; }")
 
 
 def view(body: str) -> str:
@@ -316,16 +320,18 @@ def pair_list_html(summary: pd.DataFrame, *, links: bool = True, table_id: str =
     """The pairs of ``summary`` as an interactive table (search box, sortable columns, pages of
     ``page_length`` rows) from itables with ``connected=False``: it needs the DataTables bundle that
     ``itables.init_notebook_mode(connected=False)`` embeds in the page (no network). Rows link to the
-    pairs' cards when ``links`` (see :func:`pair_list_frame`, which escapes the cells)."""
+    pairs' cards when ``links`` (see :func:`pair_list_frame`, which escapes the cells). A click anywhere on
+    a header sorts; ``correct`` (``k/n``) sorts by the share k/n (:data:`SORT_AS_SHARE`), not as text."""
     import itables
 
     frame = pair_list_frame(summary, links=links)
     table = itables.to_html_datatable(
         frame, connected=False, allow_html=True, table_id=table_id, showIndex=False, maxBytes=0,
         classes="display compact", style="width:100%", pageLength=page_length,
-        lengthMenu=[10, 25, 50, 100, -1], order=[], autoWidth=False,
+        lengthMenu=[10, 25, 50, 100, -1], order=[], autoWidth=False, text_in_header_can_be_selected=False,
         columnDefs=[{"className": "dt-left", "targets": "_all"},
-                    {"width": "40%", "targets": [frame.columns.get_loc("question")]}],
+                    {"width": "40%", "targets": [frame.columns.get_loc("question")]},
+                    {"render": itables.JavascriptFunction(SORT_AS_SHARE), "targets": [frame.columns.get_loc("correct")]}],
     )
     style = f"<style>#{table_id} td {{ overflow-wrap: anywhere; word-break: normal; }}</style>"
     return view(style + table)

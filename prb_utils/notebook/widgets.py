@@ -69,6 +69,7 @@ def init_tables(*, all_interactive: bool = True) -> None:
     import itables
 
     itables.options.maxBytes = 0  # never downsample a table: every row stays in the page
+    itables.options.text_in_header_can_be_selected = False  # a click anywhere on a header sorts, not only its icon
     itables.init_notebook_mode(all_interactive=all_interactive, connected=False)
 
 
