@@ -1,4 +1,4 @@
-"""The ``prb`` command line: validate, models, score, summarize, report, bon, ppo, export.
+"""The ``prb`` command line: validate, models, plan, score, summarize, report, bon, ppo, export.
 
 Exit codes: 0 success; 2 for anything the user can fix (one plain sentence on stderr, no traceback);
 130 after Ctrl-C (scores already computed are kept; re-run the same command to resume).
@@ -25,6 +25,7 @@ from prb_utils.errors import DataError, PRBError
 from prb_utils.export import FORMATS, export_results
 from prb_utils.models import list_models, parse_spec
 from prb_utils.models.registry import VLLM_KINDS
+from prb_utils.plan import plan_frame, plan_text
 from prb_utils.profile import parse_condition
 from prb_utils.schema import DEFAULT_ZOO
 from prb_utils.scoring import score_benchmark
@@ -181,6 +182,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_options(p, required=True)
     _add_scoring_options(p, default_models=None)
     p.add_argument("--out", type=_folder_name, default="results", help="store folder (default: results)")
+
+    p = sub.add_parser("plan", help="before scoring: pairs, tokens, truncated pairs and device time per model and "
+                                    "profile condition (tokenizers only, no weights)",
+                       description="Takes the options of prb score. For each model x profile condition: the pairs, "
+                                   "the tokens the forward passes compute (after prefix sharing on the prompt "
+                                   "cache), the pairs longer than the model's context and an estimated device time "
+                                   "(--rate); only tokenizers and config.json files are read.")
+    _add_data_options(p, required=True)
+    _add_scoring_options(p, default_models=None)
+    p.add_argument("--rate", type=_positive_float, default=None, metavar="TOKENS_PER_S",
+                   help="tokens a forward pass computes per second on your device (bench/gpu_throughput.py prints "
+                        "it as 'plain forward pass ... k tok/s'); without it the device time is n/a")
 
     p = sub.add_parser("summarize", help="accuracy with 95%% CIs from the store",
                        description="One row per group: n, correct, ties, invalid, accuracy, ci_low, ci_high "
@@ -420,6 +433,24 @@ def cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    """``prb plan``: the options of ``prb score``, checked as it checks them; one table, no weights loaded."""
+    if not args.model:
+        raise PRBError("Give at least one --model KIND:NAME (see `prb models`).")
+    profiles = args.profile or ["none"]
+    for condition in profiles:
+        parse_condition(condition)
+    _engine_kwargs(args)
+    _warn_options_without_effect(args, args.model, profiles)
+    table = plan_frame(_load(args), args.model, profiles, retriever=args.retriever, seed=args.seed,
+                       judge_mode=args.judge_mode, judge_template=args.judge_template,
+                       tokenization=args.tokenization, rate=args.rate)
+    for line in table.attrs["warnings"]:
+        print(f"prb: warning: {line}", file=sys.stderr)
+    print(plan_text(table))
+    return 0
+
+
 def summary_groups(by: Sequence[str], compare: str | None, *, pool: bool) -> tuple[list[str], str | None]:
     """The grouping columns and the compared column of ``prb summarize``: model and job_label are kept
     (one row per job) unless ``pool``; comparing models then compares jobs (``job_label``).
@@ -599,7 +630,7 @@ def cmd_ppo(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"validate": cmd_validate, "models": cmd_models, "score": cmd_score,
+COMMANDS = {"validate": cmd_validate, "models": cmd_models, "plan": cmd_plan, "score": cmd_score,
             "summarize": cmd_summarize, "report": cmd_report, "bon": cmd_bon, "ppo": cmd_ppo, "export": cmd_export}
 
 

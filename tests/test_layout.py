@@ -18,7 +18,7 @@ LAYERS = [
     {"prb_utils.profile"},
     {"prb_utils.models"},
     {"prb_utils.store"},
-    {"prb_utils.scoring"},
+    {"prb_utils.scoring", "prb_utils.plan"},
     {"prb_utils.analysis", "prb_utils.export"},
     {"prb_utils.downstream"},
     {"prb_utils.notebook"},

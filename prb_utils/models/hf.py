@@ -146,24 +146,46 @@ def newly_initialized(info: dict[str, Any]) -> list[str]:
     return sorted(keys)
 
 
-def model_max_length(tokenizer: Any, config: Any, source: str | None = None) -> int:
-    """The longest input the model takes: the smallest of the config's positions, the tokenizer's limit and a
-    sentence-transformers ``max_seq_length`` when the folder has one."""
-    found: list[int] = []
+#: The length a RoPE-scaled model's positions were trained at: declared, but no limit on its input.
+TRAINED_LENGTH = "rope_scaling original_max_position_embeddings"
+
+
+def declared_lengths(tokenizer: Any, config: Any, source: str | None = None) -> dict[str, int]:
+    """The lengths a model declares, by name: the config's positions (the first of ``max_position_embeddings``,
+    ``n_positions``, ...), the tokenizer's ``model_max_length``, a sentence-transformers ``max_seq_length`` when
+    the folder has one, and :data:`TRAINED_LENGTH` when the config scales RoPE beyond its training length.
+
+    >>> from types import SimpleNamespace as NS
+    >>> declared_lengths(NS(model_max_length=4096), NS(max_position_embeddings=131072,
+    ...                  rope_scaling={"original_max_position_embeddings": 8192}))
+    {'max_position_embeddings': 131072, 'tokenizer model_max_length': 4096, 'rope_scaling original_max_position_embeddings': 8192}
+    """
+    found: dict[str, int] = {}
     for attr in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
         value = getattr(config, attr, None)
         if isinstance(value, int) and value > 0:
-            found.append(value)
+            found[attr] = value
             break
     limit = getattr(tokenizer, "model_max_length", None)
     if isinstance(limit, int) and 0 < limit < 1_000_000:
-        found.append(limit)
+        found["tokenizer model_max_length"] = limit
     if source:
         st_config = Path(source) / "sentence_bert_config.json"
         if st_config.is_file():
             value = json.loads(st_config.read_text(encoding="utf-8")).get("max_seq_length")
             if isinstance(value, int) and value > 0:
-                found.append(value)
+                found["sentence-transformers max_seq_length"] = value
+    rope = getattr(config, "rope_scaling", None)
+    trained = rope.get("original_max_position_embeddings") if isinstance(rope, dict) else None
+    if isinstance(trained, int) and 0 < trained:
+        found[TRAINED_LENGTH] = trained
+    return found
+
+
+def model_max_length(tokenizer: Any, config: Any, source: str | None = None) -> int:
+    """The longest input the model takes: the smallest of its :func:`declared_lengths` (the config's positions,
+    the tokenizer's limit and a sentence-transformers ``max_seq_length``; not the RoPE training length)."""
+    found = [v for k, v in declared_lengths(tokenizer, config, source).items() if k != TRAINED_LENGTH]
     return min(found) if found else MAX_LENGTH_FALLBACK
 
 

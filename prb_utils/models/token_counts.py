@@ -1,0 +1,197 @@
+"""Token counts of the RM inputs before any model is loaded: the adapters' own tokenization, weights never read.
+
+:func:`token_counter` gives, for a ``classifier:``, ``judge:``, ``implicit:`` or ``embedding:`` spec, an object
+built like the adapter (the same tokenizer, chat template, special tokens and truncation to the model's
+context, from the tokenizer and ``config.json`` alone) whose :meth:`~TokenCounting.count` says per pair how many
+tokens the scorer's forward passes take:
+
+- decoders (judge in ``logprob`` mode, implicit, a classifier with a decoder's ``score`` head) run the prefix
+  that a pair's sequences share once, on the prompt cache (:class:`~prb_utils.models.lm.Group`): ``computed``
+  is the shared prefix plus each sequence's continuation (a judge's two orders, a classifier's or implicit
+  RM's chosen and rejected);
+- an encoder classifier, a judge in ``generate`` mode (prompt tokens only; it generates up to
+  :data:`~prb_utils.models.judge.MAX_NEW_TOKENS` more per order) and an embedding model run every sequence
+  whole (an embedding model each of the pair's distinct texts: RM input, chosen, rejected).
+
+``longest`` is the longest sequence before truncation, so a caller can compare it with the model's
+:func:`~prb_utils.models.hf.declared_lengths`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from prb_utils.errors import PRBError
+from prb_utils.models.base import ModelSpec, PairInput, parse_spec
+from prb_utils.models.classifier import ClassifierRM
+from prb_utils.models.embedding import EmbeddingRM
+from prb_utils.models.hf import HFAdapter, declared_lengths, load_pretrained, model_max_length
+from prb_utils.models.implicit import ImplicitRM
+from prb_utils.models.judge import MAX_NEW_TOKENS, MODES, JudgeRM
+from prb_utils.models.lm import Group
+from prb_utils.models.prompts import load_judge_template
+from prb_utils.models.quiet import quiet_transformers
+
+PROMPT_CACHE = "prompt cache"
+WHOLE = "none"
+
+
+@dataclass(frozen=True)
+class PairTokens:
+    """One pair's RM inputs as the scorer computes them: ``input_tokens`` (every sequence whole, after
+    truncation), ``computed`` (after prefix sharing), ``longest`` (the longest sequence before truncation)."""
+
+    input_tokens: int
+    computed: int
+    longest: int
+    truncated: bool
+
+
+def shared_count(seqs: Sequence[Sequence[int]], need_from: Sequence[int]) -> int:
+    """Tokens a decoder computes for sequences run on their shared prefix's cache: the prefix once, then each
+    continuation (:attr:`~prb_utils.models.lm.Group.shared`).
+
+    >>> shared_count([(1, 2, 3, 4), (1, 2, 5)], [3, 2])
+    5
+    """
+    n = Group(tuple(tuple(s) for s in seqs), tuple(need_from)).shared
+    return n + sum(len(s) - n for s in seqs)
+
+
+class TokenCounting(HFAdapter):
+    """What the weightless counters share: the adapter's tokenizer and context without its weights."""
+
+    sharing = PROMPT_CACHE
+
+    def _weightless(self, spec: ModelSpec, tokenization: str) -> None:
+        from transformers import AutoConfig
+
+        HFAdapter.__init__(self, spec, device="cpu", dtype="float32", batch_tokens=None, seed=0,
+                           tokenization=tokenization)
+        self.config = load_pretrained(spec, self.source, AutoConfig.from_pretrained)
+        self.max_length = model_max_length(self.tokenizer, self.config, self.source)
+
+    @property
+    def declared(self) -> dict[str, int]:
+        """The model's declared lengths (:func:`~prb_utils.models.hf.declared_lengths`)."""
+        return declared_lengths(self.tokenizer, self.config, self.source)
+
+    @property
+    def context(self) -> int:
+        """The longest sequence the scorer feeds this model (longer inputs are cut)."""
+        return self.max_length
+
+    def count(self, pairs: Sequence[PairInput]) -> list[PairTokens]:
+        """Per pair, its tokens as the adapter would build and the scorer compute them."""
+        context = self.max_length
+        self.max_length = sys.maxsize // 2   # whole inputs first: their length is what the warnings compare
+        try:
+            with quiet_transformers():   # no "longer than the maximum" notice per long text: the plan counts them
+                whole = self._sequences_many(pairs)
+        finally:
+            self.max_length = context
+        out = []
+        for pair, built in zip(pairs, whole, strict=True):
+            longest = max(len(s) for s in built[0])
+            if longest > self.context:
+                built = self._sequences(pair)   # the adapter's own fitting: the user message cut from the left
+            seqs, truncated = built[0], bool(built[-1])
+            computed = shared_count(seqs, self._need_from(built)) if self.sharing == PROMPT_CACHE else \
+                sum(map(len, seqs))
+            out.append(PairTokens(sum(map(len, seqs)), computed, longest, truncated))
+        return out
+
+    def _need_from(self, built: tuple[Any, ...]) -> list[int]:
+        return [len(s) - 1 for s in built[0]]   # the last position's state (a verdict, a score head)
+
+
+class JudgeTokens(TokenCounting, JudgeRM):
+    """A judge's two orders per pair (:class:`~prb_utils.models.judge.JudgeRM`), without its weights."""
+
+    def __init__(self, spec: ModelSpec, *, judge_mode: str = "logprob", judge_template: str | None = None,
+                 tokenization: str = "auto") -> None:
+        if judge_mode not in MODES:
+            raise PRBError(f"Unknown judge mode '{judge_mode}'; use logprob or generate.")
+        self.template = load_judge_template(judge_template)
+        self.mode = judge_mode
+        self.max_new_tokens = MAX_NEW_TOKENS
+        self._weightless(spec, tokenization)
+        self.sharing = PROMPT_CACHE if judge_mode == "logprob" else WHOLE
+
+    @property
+    def context(self) -> int:
+        return self._room()   # generate mode keeps room for the answer
+
+
+class ImplicitTokens(TokenCounting, ImplicitRM):
+    """Chosen and rejected after the chat prompt (:class:`~prb_utils.models.implicit.ImplicitRM`)."""
+
+    def __init__(self, spec: ModelSpec, *, tokenization: str = "auto", **_: Any) -> None:
+        self._weightless(spec, tokenization)
+
+    def _need_from(self, built: tuple[Any, ...]) -> list[int]:
+        return [max(0, f - 1) for f in built[1]]   # from the position before the first response token
+
+
+class ClassifierTokens(TokenCounting, ClassifierRM):
+    """Chosen and rejected chats (:class:`~prb_utils.models.classifier.ClassifierRM`); a decoder's ``score``
+    head runs them on the prompt cache, an encoder whole."""
+
+    def __init__(self, spec: ModelSpec, *, tokenization: str = "auto", **_: Any) -> None:
+        self._weightless(spec, tokenization)
+        self.sharing = PROMPT_CACHE if has_decoder_head(self.config) else WHOLE
+
+
+def has_decoder_head(config: Any) -> bool:
+    """Whether ``AutoModelForSequenceClassification`` builds a decoder's ``score`` head for ``config`` (what
+    :class:`~prb_utils.models.classifier.ClassifierRM` checks on the loaded model): the model is built on the
+    meta device, so no weight is read or allocated."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    with torch.device("meta"), quiet_transformers():
+        model = AutoModelForSequenceClassification.from_config(config)
+    return getattr(model, "score", None) is not None and not getattr(config, "is_encoder_decoder", False)
+
+
+class EmbeddingTokens(TokenCounting, EmbeddingRM):
+    """The RM input and both responses, each embedded whole (:class:`~prb_utils.models.embedding.EmbeddingRM`:
+    the tokenizer's special tokens, cut to the model's maximum)."""
+
+    sharing = WHOLE
+
+    def __init__(self, spec: ModelSpec, *, tokenization: str = "auto", **_: Any) -> None:
+        self._weightless(spec, "auto")   # an embedding model always takes the tokenizer's own special tokens
+
+    def count(self, pairs: Sequence[PairInput]) -> list[PairTokens]:
+        texts = [list(dict.fromkeys([("prompt", p.prompt), ("response", p.chosen), ("response", p.rejected)]))
+                 for p in pairs]
+        flat = [text for group in texts for _, text in group]
+        with quiet_transformers():
+            lengths = iter([len(ids) for ids in self.tokenizer(flat, add_special_tokens=True)["input_ids"]] if flat
+                           else [])
+        out = []
+        for group in texts:
+            found = [next(lengths) for _ in group]
+            kept = sum(min(n, self.max_length) for n in found)
+            out.append(PairTokens(kept, kept, max(found), max(found) > self.max_length))
+        return out
+
+
+COUNTERS: dict[str, type[TokenCounting]] = {"judge": JudgeTokens, "implicit": ImplicitTokens,
+                                            "classifier": ClassifierTokens, "embedding": EmbeddingTokens}
+
+
+def token_counter(spec: str, *, judge_mode: str = "logprob", judge_template: str | None = None,
+                  tokenization: str = "auto") -> TokenCounting | None:
+    """The weightless token counter of ``spec`` (None for the baselines, which run no model); PRBError as
+    :func:`~prb_utils.models.load_model` gives for a spec, folder, tokenizer or config it cannot read."""
+    parsed = parse_spec(spec)
+    counter = COUNTERS.get(parsed.kind)
+    if counter is None:
+        return None
+    with quiet_transformers():
+        return counter(parsed, judge_mode=judge_mode, judge_template=judge_template, tokenization=tokenization)

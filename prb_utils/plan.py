@@ -1,0 +1,152 @@
+"""What a scoring run will cost, before any model is loaded (``prb plan``).
+
+For each model x profile condition of the data: the pairs, the tokens the scorer's forward passes take (after
+prefix sharing: the prefix a pair's sequences share runs once on the decoder's prompt cache), the pairs whose
+input exceeds the model's context (the scorer cuts their user message from the left), and an estimated device
+time from a rate in tokens computed per second. Only tokenizers and ``config.json`` files are read
+(:mod:`prb_utils.models.token_counts`): the RM inputs are built as the scorer builds them, then tokenized by
+the adapters' own code. ``length`` and ``lexical`` run no model: their pairs are counted, their tokens are n/a.
+
+The rate is the one a forward pass reaches on your device, in tokens computed per second: the "plain forward
+pass ... k tok/s" line of ``bench/gpu_throughput.py`` (or ``tokens_computed`` over the scoring seconds of a job
+scored before, from its run metadata). The estimate leaves out model loading and host work.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from prb_utils.models.base import PairInput, parse_spec
+from prb_utils.models.hf import TRAINED_LENGTH
+from prb_utils.models.token_counts import PairTokens, TokenCounting, token_counter
+from prb_utils.profile import parse_condition, rm_user_message
+from prb_utils.scoring import retriever_from_label, retriever_label
+
+PLAN_COLUMNS = ["model", "kind", "profile", "pairs", "input_tokens", "tokens", "sharing", "truncated", "longest",
+                "context", "device_s"]
+COUNT_CHUNK = 256   # pairs tokenized per call: memory stays small at the benchmark's full size
+NO_RATE = ("device time: n/a, no rate given: pass --rate TOKENS_PER_S, the tokens a forward pass computes per "
+           "second on your device (bench/gpu_throughput.py prints it as 'plain forward pass ... k tok/s').")
+NO_MODEL = "tokens: n/a for {names}: they run no model."
+
+
+def plan_frame(
+    data: pd.DataFrame,
+    models: Sequence[str],
+    profiles: Sequence[str],
+    *,
+    retriever: str | None = None,
+    seed: int = 0,
+    judge_mode: str = "logprob",
+    judge_template: str | None = None,
+    tokenization: str = "auto",
+    rate: float | None = None,
+) -> pd.DataFrame:
+    """One row per model x profile condition: ``pairs``; ``input_tokens`` (every sequence whole, after
+    truncation) and ``tokens`` (what the forward passes compute, after prefix sharing: ``sharing`` says
+    whether the prompt cache applies); ``truncated`` pairs; ``longest`` sequence before truncation and the
+    model's ``context``; ``device_s`` = tokens / ``rate`` (NaN without a rate). Token columns are NA for the
+    baselines. ``frame.attrs["warnings"]`` holds one sentence per job whose inputs exceed the model's context
+    or the length its positions were trained at. PRBError for an unknown spec or condition, or a model
+    folder, tokenizer or config that cannot be read.
+
+    >>> from prb_utils.data import load_benchmark
+    >>> plan_frame(load_benchmark("sample", limit=2), ["length"], ["none", "top3"])[["model", "profile", "pairs"]]
+        model profile  pairs
+    0  length    none      6
+    1  length    top3      6
+    """
+    records = data.to_dict("records")
+    conditions = list(dict.fromkeys(parse_condition(c).name for c in profiles))
+    specs = list(dict.fromkeys(parse_spec(m).canonical for m in models))   # an unknown spec fails before any work
+    find_posts = None
+    if any(c.startswith("top") for c in conditions):
+        find_posts = retriever_from_label(retriever_label(retriever or "bm25", seed))
+    pairs = {c: [PairInput(f"{r['subset']}/{r['id']}", rm_user_message(r, c, retriever=find_posts), r["chosen"],
+                           r["rejected"]) for r in records] for c in conditions}
+    rows: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    for spec in specs:
+        counter = token_counter(spec, judge_mode=judge_mode, judge_template=judge_template,
+                                tokenization=tokenization)
+        for condition in conditions:
+            row: dict[str, Any] = {"model": spec, "kind": parse_spec(spec).kind, "profile": condition,
+                                   "pairs": len(pairs[condition]), "truncated": 0}
+            if counter is not None:
+                counts = [c for start in range(0, len(pairs[condition]), COUNT_CHUNK)
+                          for c in counter.count(pairs[condition][start:start + COUNT_CHUNK])]
+                row.update(_token_columns(counter, counts, rate))
+                warnings.extend(_warnings(spec, condition, counter, counts))
+            rows.append(row)
+    frame = pd.DataFrame(rows, columns=PLAN_COLUMNS)
+    for column in ("input_tokens", "tokens", "truncated", "longest", "context"):
+        frame[column] = frame[column].astype("Int64")
+    frame["device_s"] = frame["device_s"].astype(float)
+    frame.attrs["warnings"] = warnings
+    return frame
+
+
+def _token_columns(counter: TokenCounting, counts: Sequence[PairTokens], rate: float | None) -> dict[str, Any]:
+    tokens = sum(c.computed for c in counts)
+    return {"input_tokens": sum(c.input_tokens for c in counts), "tokens": tokens, "sharing": counter.sharing,
+            "truncated": sum(c.truncated for c in counts), "longest": max((c.longest for c in counts), default=0),
+            "context": counter.context, "device_s": tokens / rate if rate else math.nan}
+
+
+def _warnings(spec: str, condition: str, counter: TokenCounting, counts: Sequence[PairTokens]) -> list[str]:
+    """One sentence when inputs exceed the model's context, one when they exceed its RoPE training length."""
+    found = []
+    longest = max((c.longest for c in counts), default=0)
+    truncated = sum(c.truncated for c in counts)
+    declared = counter.declared
+    if truncated:
+        over = [f"{name} {value}" for name, value in declared.items() if name != TRAINED_LENGTH and value < longest]
+        found.append(f"{spec} [{condition}]: {truncated} of {len(counts)} pairs exceed the model's context of "
+                     f"{counter.context} tokens ({', '.join(over) or 'room kept for the generated answer'}; longest "
+                     f"input {longest} tokens): scoring cuts their user message from the left.")
+    trained = declared.get(TRAINED_LENGTH)
+    beyond = sum(min(c.longest, counter.context) > trained for c in counts) if trained else 0
+    if beyond:
+        found.append(f"{spec} [{condition}]: {beyond} of {len(counts)} pairs are longer than the {trained} tokens "
+                     f"the model's positions were trained at ({TRAINED_LENGTH}): they are scored on RoPE-scaled "
+                     "positions.")
+    return found
+
+
+def format_duration(seconds: float) -> str:
+    """A device time for people: seconds, minutes or hours; ``n/a`` for NaN.
+
+    >>> format_duration(42.4), format_duration(754), format_duration(4 * 3600 + 90), format_duration(float("nan"))
+    ('42 s', '12.6 min', '4.0 h', 'n/a')
+    """
+    if not math.isfinite(seconds):
+        return "n/a"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def plan_text(frame: pd.DataFrame) -> str:
+    """The plan as ``prb plan`` prints it: the table (n/a where a value is undefined), then one line per n/a
+    and the total device time when there is a rate."""
+    shown = frame.drop(columns=["kind"]).astype(object)
+    shown["device_time"] = [format_duration(s) for s in frame["device_s"]]
+    shown = shown.drop(columns=["device_s"]).where(frame.drop(columns=["kind"]).notna().reindex(
+        columns=shown.columns, fill_value=True), "n/a")
+    lines = [shown.to_string(index=False)]
+    baselines = frame.loc[frame["tokens"].isna(), "model"].unique()
+    if len(baselines):
+        lines.append(NO_MODEL.format(names=", ".join(baselines)))
+    rated = frame["device_s"].notna()
+    if not rated.any() and frame["tokens"].notna().any():
+        lines.append(NO_RATE)
+    elif rated.any():
+        lines.append(f"device time, all jobs: {format_duration(float(frame.loc[rated, 'device_s'].sum()))} "
+                     "(tokens / rate; model loading and host work not included).")
+    return "\n".join(lines)
