@@ -47,7 +47,7 @@ from typing import Any
 
 import pandas as pd
 
-from prb_utils.analysis.metrics import accuracy_table
+from prb_utils.analysis.metrics import LEVEL, accuracy_table
 from prb_utils.data import HUB_ID
 from prb_utils.errors import PRBError
 from prb_utils.profile import parse_condition, rm_user_message
@@ -304,7 +304,7 @@ def _result(row: pd.Series, *, result_id: str, name: str, description: str, cond
             "uncertainty": {
                 "standard_error": {"value": math.sqrt(acc * (1 - acc) / n), "method": "analytic"},
                 "confidence_interval": {"lower": float(row["ci_low"]), "upper": float(row["ci_high"]),
-                                        "confidence_level": 0.95, "method": "wilson"},
+                                        "confidence_level": LEVEL, "method": "wilson"},
                 "num_samples": n,
             },
         },

@@ -282,3 +282,97 @@ def test_the_rubric_oracle_is_marked_and_is_no_lift_unless_asked():
     assert "oracle" not in accuracy_table(res[res["profile"] != "rubric"]).columns
     assert profile_lift(res)["profile"].tolist() == ["top3"]
     assert sorted(profile_lift(res, include_oracle=True)["profile"]) == ["rubric", "top3"]
+
+
+# ------------------------------------------------------------------ one resampler, its defaults, small inputs
+def test_small_inputs_get_ten_thousand_resamples_by_default():
+    from prb_utils.analysis.metrics import N_BOOT, N_BOOT_SMALL, SMALL_SAMPLE, default_n_boot
+
+    assert (N_BOOT_SMALL, SMALL_SAMPLE) == (10_000, 50)
+    assert default_n_boot(SMALL_SAMPLE - 1) == N_BOOT_SMALL and default_n_boot(SMALL_SAMPLE) == N_BOOT
+    assert default_n_boot(3, 250) == 250  # an explicit n_boot is kept
+    values = np.random.default_rng(1).normal(size=30)  # continuous: the index resampler
+    assert bootstrap_ci(values) == bootstrap_ci(values, n_boot=N_BOOT_SMALL)
+    assert bootstrap_ci(values) != bootstrap_ci(values, n_boot=N_BOOT)
+    big = np.random.default_rng(1).normal(size=80)
+    assert bootstrap_ci(big) == bootstrap_ci(big, n_boot=N_BOOT)
+    # clustered: the number of units decides (40 questions of 2 pairs = 80 rows, still small)
+    units = np.repeat(np.arange(40), 2)
+    assert bootstrap_ci(big, units=units) == bootstrap_ci(big, units=units, n_boot=N_BOOT_SMALL)
+
+
+def test_the_downstream_bootstraps_use_the_one_resampler():
+    from prb_utils.analysis.metrics import N_BOOT_SMALL
+    from prb_utils.downstream.bon import bootstrap_mean_ci
+    from prb_utils.downstream.correlation import rank_agreement_ci
+
+    values = np.random.default_rng(2).random(25)
+    assert bootstrap_mean_ci(values, n_boot=700, seed=4) == bootstrap_ci(values, n_boot=700, seed=4)
+    assert bootstrap_mean_ci(values, seed=4) == bootstrap_ci(values, n_boot=N_BOOT_SMALL, seed=4)
+    # 6 RMs: the default resamples rise to 10,000 (less the few that repeat one RM)
+    ci = rank_agreement_ci([1, 2, 3, 4, 5, 6], [2, 1, 3, 5, 4, 6])
+    assert (ci["n_boot_valid"] > 9_900).all()
+
+
+def test_uncertainty_defaults_are_typed_once():
+    """No signature in the package retypes the level or the number of resamples: they come from metrics."""
+    import re
+    from pathlib import Path
+
+    import prb_utils
+
+    retyped = [f"{path.name}: {m.group(0)}" for path in Path(prb_utils.__file__).parent.rglob("*.py")
+               for m in re.finditer(r"\b(level: float = 0\.95|n_boot: int = [1-9]\d*|\"confidence_level\": 0\.95)",
+                                    path.read_text(encoding="utf-8"))]
+    assert retyped == []
+
+
+# ----------------------------------------------------------------------- clustered intervals (units=)
+def question_rows(outcomes_per_question: list[str], users: int = 2) -> pd.DataFrame:
+    """One pair per (question, user): the same outcome for every user of a question (they move together)."""
+    n = len(outcomes_per_question)
+    return pd.DataFrame({
+        "model": "m", "profile": "none", "subset": "s", "id": [f"q{q}-u{u}" for q in range(n) for u in range(users)],
+        "question": [f"q{q}" for q in range(n) for _ in range(users)],
+        "outcome": [o for o in outcomes_per_question for _ in range(users)]})
+
+
+def test_accuracy_table_units_resamples_whole_questions():
+    res = question_rows(["correct", "wrong", "correct", "correct", "wrong"] * 12)  # 60 questions, 120 pairs
+    plain = accuracy_table(res, by=["model"], ci="bootstrap", n_boot=2000).iloc[0]
+    wilson = accuracy_table(res, by=["model"]).iloc[0]
+    clustered = accuracy_table(res, by=["model"], units="question", n_boot=2000).iloc[0]
+    expected = bootstrap_ci((res["outcome"] == "correct").to_numpy(float), units=res["question"].to_numpy(),
+                            n_boot=2000)
+    assert (clustered["ci_low"], clustered["ci_high"]) == expected
+    width = clustered["ci_high"] - clustered["ci_low"]
+    assert width > 1.25 * (plain["ci_high"] - plain["ci_low"])  # about sqrt(2): 60 questions, not 120 pairs
+    assert width > 1.25 * (wilson["ci_high"] - wilson["ci_low"])
+    with pytest.raises(PRBError, match="question"):
+        accuracy_table(res.drop(columns="question"), units="question")
+
+
+def test_macro_accuracy_units_resamples_questions_within_subsets():
+    res = question_rows(["correct", "wrong", "correct"] * 20)
+    one = macro_accuracy(res, by=["model"], units="question", n_boot=3000).iloc[0]
+    # one subset: the macro mean is the mean, and the clustered interval is bootstrap_ci's
+    assert (one["ci_low"], one["ci_high"]) == bootstrap_ci(
+        (res["outcome"] == "correct").to_numpy(float), units=res["question"].to_numpy(), n_boot=3000)
+    plain = macro_accuracy(res, by=["model"], n_boot=3000).iloc[0]
+    assert one["accuracy"] == plain["accuracy"]
+    assert one["ci_high"] - one["ci_low"] > 1.25 * (plain["ci_high"] - plain["ci_low"])
+
+
+def test_compare_units_moves_a_questions_pairs_together():
+    a = question_rows(["wrong", "wrong", "correct", "wrong"] * 15)
+    b = question_rows(["correct", "wrong", "correct", "correct"] * 15).assign(profile="top3")
+    res = pd.concat([a, b], ignore_index=True)
+    clustered = compare(res, "profile", baseline="none", units="question", n_boot=2000).iloc[0]
+    plain = compare(res, "profile", baseline="none", n_boot=2000).iloc[0]
+    assert clustered["diff"] == plain["diff"] == 0.5 and clustered["p_value"] == plain["p_value"]
+    diff = (b["outcome"] == "correct").to_numpy(float) - (a["outcome"] == "correct").to_numpy(float)
+    assert (clustered["ci_low"], clustered["ci_high"]) == bootstrap_ci(diff, units=a["question"].to_numpy(),
+                                                                       n_boot=2000)
+    assert clustered["ci_high"] - clustered["ci_low"] > 1.25 * (plain["ci_high"] - plain["ci_low"])
+    with pytest.raises(PRBError, match="units"):
+        compare(res, "profile", units="model")

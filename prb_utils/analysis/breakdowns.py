@@ -26,7 +26,6 @@ import pandas as pd
 
 from prb_utils.analysis.features import LENGTH_EDGES, MAX_ASPECTS, aspect_table, pair_features
 from prb_utils.analysis.metrics import (
-    N_BOOT,
     SEED,
     accuracy_table,
     as_list,
@@ -147,7 +146,7 @@ def _judged_groups(results: pd.DataFrame, by: list[str]) -> Iterator[tuple[dict,
 
 
 def judge_order(results: pd.DataFrame, *, by: str | Sequence[str] = ("model", "profile"),
-                n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFrame:
+                n_boot: int | None = None, seed: int = SEED) -> pd.DataFrame:
     """Judge accuracy per order, order consistency and position bias, long format.
 
     Uses rows with a verdict (``verdict_ab``/``verdict_ba`` in chosen/rejected/invalid; other RM kinds

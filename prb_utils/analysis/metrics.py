@@ -6,9 +6,14 @@ Conventions (see "How the numbers are computed" in the design):
   ``half_credit=True`` gives a tie 0.5 and adds a ``credit`` column so it is never silent.
 - One proportion: Wilson 95% interval (``statsmodels`` ``proportion_confint(method="wilson")``).
 - Composite statistics (accuracy averaged over subsets, paired differences, profile lift): percentile
-  bootstrap over pairs with a fixed seed (``seed=0``, ``n_boot=2000`` by default). Paired statistics
+  bootstrap over pairs with a fixed seed (``seed=0``; ``n_boot=None`` by default: 2,000 resamples, 10,000
+  when fewer than 50 units are resampled, :func:`default_n_boot`). Paired statistics
   resample whole pairs, so both members of a comparison move together (a cluster bootstrap with the pair
-  as the cluster); averages over subsets resample pairs within each subset (stratified).
+  as the cluster); averages over subsets resample pairs within each subset (stratified). ``units=`` (a
+  column such as the question) resamples whole clusters instead, so a question's pairs for different users
+  move together.
+- The resampler, the percentile interval and the defaults ``LEVEL``, ``SEED``, ``N_BOOT`` live here only;
+  every bootstrap in prb (the BoN curves, the rank agreement over RMs) uses them.
 - Paired comparisons: exact McNemar (``statsmodels`` ``mcnemar(exact=True)``) on the pairs both levels
   scored, Holm-adjusted (``multipletests(method="holm")``) over every comparison in the returned frame.
 
@@ -47,9 +52,14 @@ from prb_utils.schema import OUTCOMES, is_oracle
 
 PAIR_KEY = ("subset", "id")
 IDENTITY = ("model", "profile", "subset", "id")
-N_BOOT = 2000
-SEED = 0
+#: The uncertainty defaults of every interval in prb (their one home; seaborn's ``level``/``n_boot``/``seed``).
 LEVEL = 0.95
+SEED = 0
+N_BOOT = 2000
+#: ``n_boot=None`` resolves to N_BOOT_SMALL when fewer than SMALL_SAMPLE units (pairs, questions, RMs) are
+#: resampled: a small input is cheap to resample, and the percentile bounds then move less between seeds.
+N_BOOT_SMALL = 10_000
+SMALL_SAMPLE = 50
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -103,6 +113,56 @@ def wilson_ci(count, nobs, *, level: float = LEVEL):
     return low, high
 
 
+def default_n_boot(n_units: int, n_boot: int | None = None) -> int:
+    """The number of bootstrap resamples: ``n_boot`` when given, else :data:`N_BOOT_SMALL` (10,000) for fewer
+    than :data:`SMALL_SAMPLE` (50) resampled units and :data:`N_BOOT` (2,000) otherwise.
+
+    >>> default_n_boot(12), default_n_boot(500), default_n_boot(12, 300)
+    (10000, 2000, 300)
+    """
+    if n_boot is not None:
+        return int(n_boot)
+    return N_BOOT_SMALL if n_units < SMALL_SAMPLE else N_BOOT
+
+
+def check_uncertainty(level: float, n_boot: int | None) -> None:
+    """Raise PRBError unless ``level`` is in (0, 1) and ``n_boot`` is None (automatic) or a positive integer.
+
+    >>> check_uncertainty(0.95, None)
+    >>> check_uncertainty(1.5, 100)
+    Traceback (most recent call last):
+    ...
+    prb_utils.errors.PRBError: level must be between 0 and 1 (e.g. 0.95), got 1.5.
+    """
+    if not 0 < level < 1:
+        raise PRBError(f"level must be between 0 and 1 (e.g. {LEVEL}), got {level}.")
+    if n_boot is not None and int(n_boot) < 1:
+        raise PRBError(f"n_boot must be a positive integer, got {n_boot}.")
+
+
+def resample_indices(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """``n_boot`` resamples of ``range(n)`` with replacement, one per row: shape (n_boot, n).
+
+    >>> resample_indices(3, 2, np.random.default_rng(0)).shape
+    (2, 3)
+    """
+    return rng.integers(0, n, size=(int(n_boot), n))
+
+
+def percentile_interval(stats: np.ndarray, level: float) -> tuple[float, float]:
+    """Percentile interval at ``level`` of the finite values of ``stats``; (NaN, NaN) when there are none.
+
+    >>> percentile_interval(np.arange(21.0), 0.5)
+    (5.0, 15.0)
+    """
+    stats = np.asarray(stats, dtype=float)
+    stats = stats[np.isfinite(stats)]
+    if not stats.size:
+        return (np.nan, np.nan)
+    low, high = np.quantile(stats, [0.5 - level / 2, 0.5 + level / 2])
+    return float(low), float(high)
+
+
 def _resampled_means(values: np.ndarray, rng: np.random.Generator, n_boot: int) -> np.ndarray:
     """Means of ``n_boot`` resamples (with replacement, same size) of the 1-D ``values``.
 
@@ -119,14 +179,8 @@ def _resampled_means(values: np.ndarray, rng: np.random.Generator, n_boot: int) 
     chunk = max(1, 2_000_000 // n)
     for start in range(0, n_boot, chunk):
         stop = min(n_boot, start + chunk)
-        out[start:stop] = values[rng.integers(0, n, size=(stop - start, n))].mean(axis=1)
+        out[start:stop] = values[resample_indices(n, stop - start, rng)].mean(axis=1)
     return out
-
-
-def _percentile_interval(stats: np.ndarray, level: float) -> tuple[float, float]:
-    tail = (1 - level) / 2 * 100
-    low, high = np.nanpercentile(stats, [tail, 100 - tail])
-    return float(low), float(high)
 
 
 def bootstrap_ci(
@@ -135,7 +189,7 @@ def bootstrap_ci(
     *,
     strata=None,
     units=None,
-    n_boot: int = N_BOOT,
+    n_boot: int | None = None,
     seed: int = SEED,
     level: float = LEVEL,
 ) -> tuple[float, float]:
@@ -149,6 +203,7 @@ def bootstrap_ci(
     users) whole clusters are resampled instead of rows (a clustered bootstrap): all rows of a drawn
     unit enter together, so the interval accounts for rows of one unit being alike; ``statistic`` then
     sees a resample of varying length. ``strata`` and ``units`` do not combine. NaN when there are no rows.
+    ``n_boot=None`` takes :func:`default_n_boot` of the number of resampled units (rows, or clusters).
 
     >>> bootstrap_ci([0, 1] * 50, seed=0) == bootstrap_ci([0, 1] * 50, seed=0)
     True
@@ -165,9 +220,13 @@ def bootstrap_ci(
         return (np.nan, np.nan)
     if units is not None and strata is not None:
         raise PRBError("bootstrap_ci takes strata or units, not both.")
+    check_uncertainty(level, n_boot)
     rng = np.random.default_rng(seed)
     if units is not None:
-        return _percentile_interval(_cluster_stats(values, units, statistic, rng, n_boot), level)
+        n_units = pd.Series(list(units)).nunique() if len(units) == n else n
+        return percentile_interval(_cluster_stats(values, units, statistic, rng, default_n_boot(n_units, n_boot)),
+                                   level)
+    n_boot = default_n_boot(n, n_boot)
     if strata is None:
         groups = [np.arange(n)]
     else:
@@ -175,14 +234,14 @@ def bootstrap_ci(
         groups = [np.flatnonzero(codes == c) for c in np.unique(codes)]
     if statistic is None and values.ndim == 1:
         stats = sum(len(g) / n * _resampled_means(values[g], rng, n_boot) for g in groups)
-        return _percentile_interval(np.asarray(stats), level)
+        return percentile_interval(np.asarray(stats), level)
     stats = np.empty(n_boot)
     for r in range(n_boot):
         idx = np.empty(n, dtype=np.int64)
         for g in groups:
             idx[g] = g[rng.integers(0, len(g), size=len(g))]
         stats[r] = statistic(values[idx]) if statistic is not None else float(np.mean(values[idx]))
-    return _percentile_interval(stats, level)
+    return percentile_interval(stats, level)
 
 
 def _cluster_stats(values: np.ndarray, units, statistic: Callable[[np.ndarray], float] | None,
@@ -195,11 +254,10 @@ def _cluster_stats(values: np.ndarray, units, statistic: Callable[[np.ndarray], 
     if statistic is None and values.ndim == 1:  # mean over rows = sum of unit sums / sum of unit sizes
         sums = np.array([values[m].sum() for m in members])
         sizes = np.array([len(m) for m in members], dtype=float)
-        draws = rng.integers(0, len(members), size=(n_boot, len(members)))
+        draws = resample_indices(len(members), n_boot, rng)
         return sums[draws].sum(axis=1) / sizes[draws].sum(axis=1)
     stats = np.empty(n_boot)
-    for r in range(n_boot):
-        drawn = rng.integers(0, len(members), size=len(members))
+    for r, drawn in enumerate(resample_indices(len(members), n_boot, rng)):
         stats[r] = (statistic or np.mean)(values[np.concatenate([members[d] for d in drawn])])
     return stats
 
@@ -235,14 +293,17 @@ def accuracy_table(
     *,
     half_credit: bool = False,
     ci: str | None = "wilson",
+    units: str | None = None,
     level: float = LEVEL,
-    n_boot: int = N_BOOT,
+    n_boot: int | None = None,
     seed: int = SEED,
 ) -> pd.DataFrame:
     """Accuracy per group: columns ``*by, n, correct, ties, invalid, accuracy, ci_low, ci_high`` (at ``level``).
 
     ``ci`` is ``"wilson"`` (default), ``"bootstrap"`` (percentile, over rows, fixed ``seed``) or ``None``
-    (NaN bounds). With ``half_credit=True`` a tie counts 0.5, a ``credit`` column (correct + ties/2) is
+    (NaN bounds). ``units`` (seaborn's word) names a column of clusters, e.g. ``"question"`` when one
+    question is asked for several users: the interval is then a bootstrap that resamples whole units (all
+    pairs of a drawn question together), in place of Wilson's, which treats pairs as independent. With ``half_credit=True`` a tie counts 0.5, a ``credit`` column (correct + ties/2) is
     added and the Wilson interval uses that credit as the count. When ``by`` holds ``profile`` and a row is
     the diagnostic oracle ``rubric`` (the RM saw the answer key), an ``oracle`` column follows ``profile`` so
     that no table shows the oracle unmarked.
@@ -252,7 +313,7 @@ def accuracy_table(
     [['none', False, 0.0], ['rubric', True, 1.0]]
     """
     by = as_list(by)
-    require_columns(results, [*by, "outcome"])
+    require_columns(results, [*by, "outcome", *as_list(units)])
     _check_outcomes(results)
     if ci not in ("wilson", "bootstrap", None):
         raise PRBError(f"Unknown confidence interval method {ci!r}; use 'wilson', 'bootstrap' or None.")
@@ -277,13 +338,15 @@ def accuracy_table(
         table[col] = table[col].astype(np.int64)
     with np.errstate(invalid="ignore", divide="ignore"):
         table["accuracy"] = table["credit"] / table["n"].where(table["n"] > 0)
-    if ci == "wilson":
+    if ci == "wilson" and units is None:
         table["ci_low"], table["ci_high"] = wilson_ci(table["credit"], table["n"], level=level)
-    elif ci == "bootstrap":
+    elif ci is not None:
         bounds = []
         groups = frame.groupby(by, sort=True, observed=True, dropna=False) if by else [((), frame)]
         for _, g in groups:
-            bounds.append(bootstrap_ci(g["_credit"].to_numpy(), n_boot=n_boot, seed=seed, level=level))
+            clusters = None if units is None else g[units].to_numpy()
+            bounds.append(bootstrap_ci(g["_credit"].to_numpy(), units=clusters, n_boot=n_boot, seed=seed,
+                                       level=level))
         table["ci_low"] = [b[0] for b in bounds]
         table["ci_high"] = [b[1] for b in bounds]
     else:
@@ -304,14 +367,17 @@ def macro_accuracy(
     *,
     over: str = "subset",
     half_credit: bool = False,
-    n_boot: int = N_BOOT,
+    units: str | None = None,
+    n_boot: int | None = None,
     seed: int = SEED,
     level: float = LEVEL,
 ) -> pd.DataFrame:
     """Accuracy averaged over the levels of ``over`` (each subset weighs the same), with a bootstrap CI.
 
     Columns ``*by, n, n_levels, accuracy, ci_low, ci_high``. The interval is a percentile bootstrap that
-    resamples pairs within each level of ``over`` (stratified; fixed ``seed``).
+    resamples pairs within each level of ``over`` (stratified; fixed ``seed``); with ``units`` (a column,
+    e.g. ``"question"``) it resamples whole units within each level instead (clustered). ``n_boot=None``:
+    :func:`default_n_boot` of the group's pairs (or units).
 
     >>> import pandas as pd
     >>> res = pd.DataFrame({"model": "m", "profile": "none", "subset": ["a"] * 4 + ["b"] * 2,
@@ -320,8 +386,9 @@ def macro_accuracy(
     0.5
     """
     by = as_list(by)
-    require_columns(results, [*by, over, "outcome"])
+    require_columns(results, [*by, over, "outcome", *as_list(units)])
     _check_outcomes(results)
+    check_uncertainty(level, n_boot)
     credit = (results["outcome"] == "correct").astype(float)
     if half_credit:
         credit = credit + 0.5 * (results["outcome"] == "tie")
@@ -334,8 +401,15 @@ def macro_accuracy(
         values = g["_credit"].to_numpy()
         codes, _ = pd.factorize(strata, sort=True)
         rng = np.random.default_rng(seed)
-        level_means = [_resampled_means(values[codes == c], rng, n_boot) for c in np.unique(codes)]
-        low, high = _percentile_interval(np.mean(level_means, axis=0), level)
+        if units is None:
+            draws = default_n_boot(len(g), n_boot)
+            level_means = [_resampled_means(values[codes == c], rng, draws) for c in np.unique(codes)]
+        else:
+            clusters = g[units].to_numpy()
+            draws = default_n_boot(pd.Series(clusters).nunique(), n_boot)
+            level_means = [_cluster_stats(values[codes == c], clusters[codes == c], None, rng, draws)
+                           for c in np.unique(codes)]
+        low, high = percentile_interval(np.mean(level_means, axis=0), level)
         point = float(np.mean([values[codes == c].mean() for c in np.unique(codes)]))
         rows.append({**dict(zip(by, key, strict=True)), "n": len(g), "n_levels": int(codes.max()) + 1,
                      "accuracy": point, "ci_low": low, "ci_high": high})
@@ -353,7 +427,8 @@ def compare(
     *,
     baseline: str | None = None,
     by: str | Sequence[str] | None = None,
-    n_boot: int = N_BOOT,
+    units: str | None = None,
+    n_boot: int | None = None,
     seed: int = SEED,
     level: float = LEVEL,
 ) -> pd.DataFrame:
@@ -368,18 +443,21 @@ def compare(
     Returns one row per comparison: ``*by, level_a, level_b, n_pairs, both_correct, a_only, b_only,
     neither, accuracy_a, accuracy_b, diff`` (accuracy_b − accuracy_a), ``ci_low, ci_high`` (percentile
     bootstrap over pairs at ``level``,
-    fixed seed), ``p_value`` (exact McNemar) and ``p_holm`` (Holm over all rows of the frame).
-    Ties and invalids count as not correct.
+    fixed seed; with ``units``, a column such as ``"question"``, whole units are resampled, so the pairs
+    of one question for different users move together), ``p_value`` (exact McNemar) and ``p_holm`` (Holm
+    over all rows of the frame). Ties and invalids count as not correct.
     """
     within = _default_within(results, column) if by is None else as_list(by)
     if column in within:
         raise PRBError(f"Cannot compare the levels of {column!r} within groups of the same column.")
-    units = [c for c in IDENTITY if c != column and c not in within and c in results.columns]
-    require_columns(results, [column, *within, *PAIR_KEY, "outcome"])
+    keys = [c for c in IDENTITY if c != column and c not in within and c in results.columns]
+    require_columns(results, [column, *within, *PAIR_KEY, "outcome", *as_list(units)])
+    if units is not None and units in (column, *within, *keys):
+        raise PRBError(f"units={units!r} is already a key of the comparison; name a cluster column such as question.")
     _check_outcomes(results)
-    frame = results[[*within, *units, column, "outcome"]].copy()
+    frame = results[[*within, *keys, *as_list(units), column, "outcome"]].copy()
     frame["_correct"] = (frame["outcome"] == "correct").astype(np.int8)
-    dup = frame.duplicated([*within, *units, column])
+    dup = frame.duplicated([*within, *keys, column])
     if dup.any():
         raise PRBError(f"The results hold {int(dup.sum())} duplicate row(s) for the same pair and {column} "
                        "(e.g. two jobs of one model and profile with different options); keep one job each.")
@@ -387,8 +465,8 @@ def compare(
     if baseline is not None and baseline not in levels_all:
         raise PRBError(f"The baseline {baseline!r} is not a level of {column!r} ({', '.join(levels_all)}).")
     frame[column] = frame[column].astype(str)
-    wide_all = frame.pivot_table(index=[*within, *units], columns=column, values="_correct", aggfunc="first",
-                                 observed=True)
+    wide_all = frame.pivot_table(index=[*within, *keys, *as_list(units)], columns=column, values="_correct",
+                                 aggfunc="first", observed=True)
     rows = []
     group_iter = wide_all.groupby(level=within, sort=True) if within else [((), wide_all)]
     for key, wide in group_iter:
@@ -410,7 +488,8 @@ def compare(
                 "b_only": int(((ca == 0) & (cb == 1)).sum()),
                 "neither": int(((ca == 0) & (cb == 0)).sum()),
             }
-            low, high = bootstrap_ci(cb - ca, n_boot=n_boot, seed=seed, level=level)
+            clusters = None if units is None else both.index.get_level_values(units).to_numpy()
+            low, high = bootstrap_ci(cb - ca, units=clusters, n_boot=n_boot, seed=seed, level=level)
             rows.append({
                 **dict(zip(within, key, strict=True)), "level_a": a, "level_b": b, "n_pairs": n, **counts,
                 "accuracy_a": ca.mean() if n else np.nan, "accuracy_b": cb.mean() if n else np.nan,
@@ -430,7 +509,7 @@ def profile_lift(
     baseline: str = "none",
     by: str | Sequence[str] = "model",
     include_oracle: bool = False,
-    n_boot: int = N_BOOT,
+    n_boot: int | None = None,
     seed: int = SEED,
     level: float = LEVEL,
 ) -> pd.DataFrame:
@@ -471,7 +550,7 @@ def summarize(
     baseline: str | None = None,
     half_credit: bool = False,
     level: float = LEVEL,
-    n_boot: int = N_BOOT,
+    n_boot: int | None = None,
     seed: int = SEED,
 ) -> pd.DataFrame:
     """The table ``prb summarize`` prints: one row per group of ``by`` with

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from prb_utils.analysis.metrics import LEVEL, N_BOOT, SEED, bootstrap_ci, compare, require_columns
+from prb_utils.analysis.metrics import LEVEL, SEED, bootstrap_ci, compare, require_columns
 from prb_utils.errors import PRBError
 from prb_utils.profile import parse_condition, rm_user_message
 from prb_utils.schema import is_oracle
@@ -216,7 +216,7 @@ def profile_size_curve(
     *,
     run_metadata: pd.DataFrame | None = None,
     tokenizer: Any = None,
-    n_boot: int = N_BOOT,
+    n_boot: int | None = None,
     seed: int = SEED,
     level: float = LEVEL,
 ) -> pd.DataFrame:
@@ -324,7 +324,7 @@ def retrieval_ablation(
     *,
     run_metadata: pd.DataFrame | None = None,
     baseline: str = "bm25",
-    n_boot: int = N_BOOT,
+    n_boot: int | None = None,
     seed: int = SEED,
     level: float = LEVEL,
 ) -> pd.DataFrame:
@@ -349,7 +349,7 @@ def oracle_gap(
     run_metadata: pd.DataFrame | None = None,
     reference: str = "full",
     oracle: str = "rubric",
-    n_boot: int = N_BOOT,
+    n_boot: int | None = None,
     seed: int = SEED,
     level: float = LEVEL,
 ) -> pd.DataFrame:

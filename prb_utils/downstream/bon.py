@@ -21,6 +21,7 @@ from math import comb
 import numpy as np
 import pandas as pd
 
+from prb_utils.analysis.metrics import LEVEL, SEED, bootstrap_ci, check_uncertainty
 from prb_utils.errors import PRBError
 
 BON_COLUMNS = ("model", "subset", "id", "sample_idx", "rm_score", "quality")
@@ -147,16 +148,10 @@ def check_bon_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _check_uncertainty(level: float, n_boot: int) -> None:
-    if not 0 < level < 1:
-        raise PRBError(f"level must be between 0 and 1 (e.g. 0.95), got {level}.")
-    if int(n_boot) < 1:
-        raise PRBError(f"n_boot must be a positive integer, got {n_boot}.")
-
-
-def bootstrap_mean_ci(values: Sequence[float], *, level: float = 0.95, n_boot: int = 2000,
-                      seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean (values resampled with replacement, seeded).
+def bootstrap_mean_ci(values: Sequence[float], *, level: float = LEVEL, n_boot: int | None = None,
+                      seed: int = SEED) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean (values resampled with replacement, seeded), by
+    :func:`prb_utils.analysis.metrics.bootstrap_ci` (``n_boot=None``: its automatic number of resamples).
 
     Every resampled mean lies between the smallest and the largest value, so the interval never leaves
     the range of the data (a rubric quality in [0, 1] keeps its interval in [0, 1], where a t interval
@@ -167,14 +162,10 @@ def bootstrap_mean_ci(values: Sequence[float], *, level: float = 0.95, n_boot: i
     True
     """
     v = np.asarray(values, dtype=float).ravel()
-    _check_uncertainty(level, n_boot)
+    check_uncertainty(level, n_boot)
     if v.size < 2:
         return float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    step = max(1, 2**21 // v.size)
-    means = [v[rng.integers(0, v.size, size=(min(step, n_boot - i), v.size))].mean(axis=1)
-             for i in range(0, int(n_boot), step)]
-    lo, hi = np.quantile(np.concatenate(means), [0.5 - level / 2, 0.5 + level / 2])
+    lo, hi = bootstrap_ci(v, n_boot=n_boot, seed=seed, level=level)
     return float(np.clip(lo, v.min(), v.max())), float(np.clip(hi, v.min(), v.max()))
 
 
@@ -261,9 +252,9 @@ def bon_curves(
     methods: Sequence[str] = ("exact", "first"),
     oracle: bool = True,
     by: Sequence[str] = (),
-    level: float = 0.95,
-    n_boot: int = 2000,
-    seed: int = 0,
+    level: float = LEVEL,
+    n_boot: int | None = None,
+    seed: int = SEED,
     gain: bool = False,
 ) -> pd.DataFrame:
     """Best-of-k curves with CIs over questions, per RM (and per ``by`` columns, e.g. ``("subset",)``).
@@ -281,7 +272,7 @@ def bon_curves(
     >>> curves[["k", "n", "mean"]].to_dict("records")
     [{'k': 1, 'n': 2, 'mean': 0.5}, {'k': 3, 'n': 2, 'mean': 0.5}]
     """
-    _check_uncertainty(level, n_boot)
+    check_uncertainty(level, n_boot)
     per_q = per_question_best_of_k(frame, ks, methods=methods, oracle=True if gain else oracle)
     if gain:
         base = per_q[per_q["model"] == "random"][["subset", "id", "k", "value"]].rename(columns={"value": "_base"})

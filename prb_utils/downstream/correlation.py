@@ -26,6 +26,14 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from prb_utils.analysis.metrics import (
+    LEVEL,
+    SEED,
+    check_uncertainty,
+    default_n_boot,
+    percentile_interval,
+    resample_indices,
+)
 from prb_utils.errors import PRBError
 
 METRICS = ("spearman", "kendall", "weighted_tau", "pearson", "ndcg", "rbo")
@@ -312,26 +320,12 @@ def _agreement_rows(x: np.ndarray, y: np.ndarray, top: int | None = None) -> dic
 # ------------------------------------------------------------------- uncertainty and chance
 
 
-def _check_uncertainty(level: float, n_boot: int) -> None:
-    if not 0 < level < 1:
-        raise PRBError(f"level must be between 0 and 1 (e.g. 0.95), got {level}.")
-    if int(n_boot) < 1:
-        raise PRBError(f"n_boot must be a positive integer, got {n_boot}.")
-
-
-def _boot_indices(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """``n_boot`` resamples of n RMs with replacement, without those that repeat a single RM."""
-    idx = rng.integers(0, n, size=(int(n_boot), n))
+def _boot_indices(n: int, n_boot: int | None, rng: np.random.Generator) -> np.ndarray:
+    """Resamples of n RMs with replacement (``n_boot``, or :func:`~prb_utils.analysis.metrics.default_n_boot`
+    of n), without those that repeat a single RM."""
+    idx = resample_indices(n, default_n_boot(n, n_boot), rng)
     distinct = 1 + (np.diff(np.sort(idx, axis=1), axis=1) != 0).sum(axis=1)
     return idx[distinct >= 2]
-
-
-def _percentile(values: np.ndarray, level: float) -> tuple[float, float]:
-    values = values[np.isfinite(values)]
-    if not values.size:
-        return math.nan, math.nan
-    lo, hi = np.quantile(values, [0.5 - level / 2, 0.5 + level / 2])
-    return float(lo), float(hi)
 
 
 def _permutations(n: int, n_perm: int, rng: np.random.Generator) -> tuple[np.ndarray, bool]:
@@ -360,9 +354,9 @@ def rank_agreement_ci(
     downstream_scores: Sequence[float],
     *,
     top: int | None = None,
-    level: float = 0.95,
-    n_boot: int = 2000,
-    seed: int = 0,
+    level: float = LEVEL,
+    n_boot: int | None = None,
+    seed: int = SEED,
     n_perm: int = 10000,
 ) -> pd.DataFrame:
     """Each coefficient of :func:`rank_agreement` with a bootstrap CI, its chance value and a permutation p.
@@ -386,7 +380,7 @@ def rank_agreement_ci(
     ([0.8, 0.0, 0.0667], 120)
     """
     x, y = _pair(benchmark_scores, downstream_scores)
-    _check_uncertainty(level, n_boot)
+    check_uncertainty(level, n_boot)
     est = rank_agreement(x, y, top=top)
     boot_rng, perm_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
     idx = _boot_indices(x.size, n_boot, boot_rng)
@@ -395,7 +389,7 @@ def rank_agreement_ci(
     null = _agreement_rows(np.broadcast_to(x, perms.shape), y[perms], top)
     rows = []
     for m in METRICS:
-        lo, hi = _percentile(boots[m], level)
+        lo, hi = percentile_interval(boots[m], level)
         chance, p = _chance_and_p(null[m], est[m], exact)
         if exact and m in CENTRED and math.isfinite(chance):
             chance = 0.0   # their mean over all permutations is 0 exactly; the float sum leaves 1e-17 residue
@@ -430,9 +424,9 @@ def correlation_difference(
     *,
     metric: str = "spearman",
     top: int | None = None,
-    level: float = 0.95,
-    n_boot: int = 2000,
-    seed: int = 0,
+    level: float = LEVEL,
+    n_boot: int | None = None,
+    seed: int = SEED,
 ) -> dict[str, float | int | str]:
     """Does benchmark ``a`` agree with ``downstream`` better than benchmark ``b`` does, on the same RMs?
 
@@ -454,7 +448,7 @@ def correlation_difference(
     """
     if metric not in METRICS:
         raise PRBError(f"Unknown agreement metric {metric!r}; use one of {', '.join(METRICS)}.")
-    _check_uncertainty(level, n_boot)
+    check_uncertainty(level, n_boot)
     frame = _difference_columns(table, [a, b, downstream])
     xa, xb, y = (frame[c].to_numpy(dtype=float) for c in (a, b, downstream))
     est_a = rank_agreement(xa, y, top=top)[metric]
@@ -462,7 +456,7 @@ def correlation_difference(
     idx = _boot_indices(len(frame), n_boot, np.random.default_rng(seed))
     diffs = _agreement_rows(xa[idx], y[idx], top)[metric] - _agreement_rows(xb[idx], y[idx], top)[metric]
     diffs = diffs[np.isfinite(diffs)]
-    lo, hi = _percentile(diffs, level)
+    lo, hi = percentile_interval(diffs, level)
     return {"metric": metric, "diff": est_a - est_b, "ci_low": lo, "ci_high": hi, "p_value": _bootstrap_p(diffs),
             "estimate_a": est_a, "estimate_b": est_b, "n": len(frame), "n_boot_valid": int(diffs.size)}
 
@@ -529,9 +523,9 @@ def compare_benchmarks(
     *,
     aliases: Mapping[str, str] | None = None,
     top: int | None = None,
-    level: float = 0.95,
-    n_boot: int = 2000,
-    seed: int = 0,
+    level: float = LEVEL,
+    n_boot: int | None = None,
+    seed: int = SEED,
     n_perm: int = 10000,
 ) -> pd.DataFrame:
     """How well each benchmark's RM ranking agrees with each downstream metric, side by side.

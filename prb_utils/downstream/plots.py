@@ -16,7 +16,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
 
-from prb_utils.analysis.metrics import require_columns
+from prb_utils.analysis.metrics import LEVEL, require_columns
 from prb_utils.analysis.plots import PALETTE, REFERENCE_COLOUR, axes_or_new, model_palette
 from prb_utils.errors import PRBError
 
@@ -86,7 +86,7 @@ def _scatter_points(ax: Axes, x: pd.Series, y: pd.Series, groups: pd.Series | No
 
 
 def scatter_fit(benchmark: pd.Series, downstream: pd.Series, *, ax: Axes | None = None,
-                xlabel: str = "benchmark score", ylabel: str = "downstream score", level: float = 0.95,
+                xlabel: str = "benchmark score", ylabel: str = "downstream score", level: float = LEVEL,
                 groups: pd.Series | None = None, title: str | None = None) -> Axes:
     """Benchmark (x) vs downstream (y) per RM, labelled points, an OLS fit with its CI band (statsmodels).
 

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from prb_utils.analysis.metrics import LEVEL, SEED
 from prb_utils.downstream.correlation import correlation_difference, rank_agreement_ci
 from prb_utils.errors import PRBError
 
@@ -68,7 +69,8 @@ def benchmark_statistics(results: pd.DataFrame, *, model: str = "model", min_pai
 
 
 def predictor_table(statistics: pd.DataFrame, downstream: pd.Series, *, metric: str = "spearman",
-                    baseline: str = "mean_accuracy", level: float = 0.95, n_boot: int = 2000, seed: int = 0,
+                    baseline: str = "mean_accuracy", level: float = LEVEL, n_boot: int | None = None,
+                    seed: int = SEED,
                     n_perm: int = 10000) -> pd.DataFrame:
     """Each statistic's ``metric`` agreement with ``downstream`` (a Series indexed like ``statistics``), best
     first: columns predictor, estimate, ci_low, ci_high, chance, p_perm, n, and the paired test against

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from prb_utils.analysis.metrics import LEVEL
 from prb_utils.errors import PRBError
 
 SUBSET_LONG = {
@@ -266,7 +267,7 @@ def read_bon_folder(folder: PathLike, *, model: str) -> dict[str, pd.DataFrame]:
     }
 
 
-def reference_curves(evals: pd.DataFrame, *, model: str, by: tuple[str, ...] = (), level: float = 0.95) -> pd.DataFrame:
+def reference_curves(evals: pd.DataFrame, *, model: str, by: tuple[str, ...] = (), level: float = LEVEL) -> pd.DataFrame:
     """Curves in the form of :func:`prb_utils.downstream.bon.bon_curves` from the reference's eval files.
 
     One row per k (and ``by``): model, method ``first`` (the reference selects the best of the first k),

@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Literal
 
 import pandas as pd
 
+from prb_utils.analysis.metrics import N_BOOT
 from prb_utils.errors import PRBError
 from prb_utils.resources import resource_dir, source_root
 from prb_utils.schema import KINDS
@@ -252,7 +253,7 @@ class AccuracyParams(NotebookParams):
 
     baseline_profile: str = "none"
     half_credit: bool = False
-    n_boot: int = 2000
+    n_boot: int = N_BOOT
 
     notebook: ClassVar[str] = "02_accuracy_breakdown"
 
@@ -271,7 +272,7 @@ class DownstreamParams(NotebookParams):
     downstream_csv: str = "example"
     ks: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
     benchmark_profile: str = "top3"
-    n_boot: int = 1000
+    n_boot: int = 0   # 0: automatic (metrics.default_n_boot: 10,000 resamples for fewer than 50 RMs)
 
     notebook: ClassVar[str] = "03_downstream_correlation"
 
@@ -279,7 +280,8 @@ class DownstreamParams(NotebookParams):
         super()._check_values()
         if not self.ks or any(k < 1 for k in self.ks):
             raise PRBError(f"Parameter 'ks' must be a non-empty list of positive integers, got {self.ks}.")
-        self._check_at_least("n_boot", 100)
+        if self.n_boot:
+            self._check_at_least("n_boot", 100)
         self._check_condition("benchmark_profile")
 
     @property
@@ -318,7 +320,7 @@ class DiagnosticsParams(NotebookParams):
 
     retriever: str = "bm25"
     tokenizer: str = ""
-    n_boot: int = 2000
+    n_boot: int = N_BOOT
     max_hardest: int = 10
 
     notebook: ClassVar[str] = "04_personalization_diagnostics"
