@@ -20,6 +20,7 @@ import pandas as pd
 
 from prb_utils.analysis.metrics import compare, summarize
 from prb_utils.data import load_benchmark, read_benchmark, subset_counts
+from prb_utils.distributed import world
 from prb_utils.downstream.rubric_judge import DEFAULT_JUDGE, check_judge_spec, judge_cache_key, judge_label
 from prb_utils.errors import DataError, PRBError
 from prb_utils.export import FORMATS, export_results
@@ -415,7 +416,7 @@ def _score(args: argparse.Namespace, models: Sequence[str], profiles: Sequence[s
             **_engine_kwargs(args),
         ))
     truncated = sum(int(r["truncated"].fillna(False).astype(bool).sum()) for r in runs if "truncated" in r.columns)
-    if truncated:
+    if truncated and world().is_main:   # under torchrun, rank 0 alone speaks
         print(f"Note: {truncated} scored pair(s) exceeded a model's context and were truncated (the user "
               "message is cut from the left, responses are kept); counts per job are in the run metadata.",
               file=sys.stderr)
@@ -429,7 +430,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     results = _score(args, args.model, args.profile or ["none"], args.out)
     if results.empty:
         raise PRBError("No pairs were scored.")
-    _print_frame(summarize(add_job_labels(results, out=args.out), by=("model", "job_label", "profile")))
+    if world().is_main:   # under torchrun, rank 0 alone prints the table
+        _print_frame(summarize(add_job_labels(results, out=args.out), by=("model", "job_label", "profile")))
     return 0
 
 

@@ -13,6 +13,11 @@ error is raised (every chunk scored so far, failed rows included, stays in the s
 once; finished chunks are kept and the next run resumes. A job whose rows are all there but whose last run
 was killed before its final metadata (e.g. during compaction) is finished by the next run without loading
 the model: leftovers cleaned, parts compacted, truncated/failed counts taken from the rows.
+
+Under ``torchrun`` (:mod:`prb_utils.distributed`) the ranks of one run score each job together: rank 0 holds
+the job lock and tells every rank which pairs are left, each rank scores its round-robin share of them on its
+own device into part files named with its rank, and when every rank is done (a barrier) rank 0 finishes the
+job, recording ``world_size`` and the pairs each rank scored (``rank_pairs``) in the run metadata.
 """
 
 from __future__ import annotations
@@ -25,12 +30,14 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from prb_utils.distributed import World, barrier, broadcast, kill_point, setup, world
 from prb_utils.errors import PRBError
 from prb_utils.models.registry import VLLM_KINDS
 from prb_utils.schema import BASELINES, stable_hash
@@ -477,15 +484,21 @@ def _run_job(
     run: dict[str, Any],
     progress: bool,
     chunk_size: int | None,
+    ranks: World | None = None,
 ) -> None:
-    """Score ``todo`` into ``store`` (the caller holds the job lock)."""
+    """Score ``todo`` into ``store`` (the caller holds the job lock). With the ``ranks`` of a torchrun world,
+    every rank calls this with the same ``todo`` and scores its share; rank 0, once all are done, finishes
+    the job."""
     from tqdm.auto import tqdm
 
-    model = lazy.get()
-    meta = store.metadata() or {**store.description, "key": store.key, "created": now()}
-    meta.update(finished=None, updated=now(), n_pairs=run["n_pairs"])
-    meta["run"] = {**run["options"], **_model_metadata(model), **package_versions(), "started": now()}
-    store.write_metadata(meta)
+    ranks = ranks or World()
+    everyone, todo = todo, ranks.share(todo)
+    model = lazy.get() if todo else None   # a rank without a share (fewer pairs than ranks) loads nothing
+    if ranks.is_main:
+        meta = store.metadata() or {**store.description, "key": store.key, "created": now()}
+        meta.update(finished=None, updated=now(), n_pairs=run["n_pairs"])
+        meta["run"] = {**run["options"], **_model_metadata(model), **package_versions(), "started": now()}
+        store.write_metadata(meta)
 
     size = chunk_size or FIRST_CHUNK
     bar = tqdm(total=len(todo), unit="pairs", desc=f"{labels['spec']} [{labels['profile']}]",
@@ -516,7 +529,9 @@ def _run_job(
             seconds = time.perf_counter() - started
             if written is not None:
                 written.result()   # one write at a time, in order; a failed write stops the run here
-            written = writer.submit(store.write_part, pd.DataFrame(rows))
+                kill_point(ranks)
+            written = writer.submit(store.write_part, pd.DataFrame(rows),
+                                    rank=ranks.rank if ranks.distributed else None)
             bar.update(len(chunk))
             for error in errors or [None]:
                 streak = streak + 1 if error is not None else 0
@@ -532,11 +547,16 @@ def _run_job(
         bar.close()
     if written is not None:
         written.result()
+    barrier(ranks)   # every rank's rows are in the store
+    if not ranks.is_main:
+        return
 
     meta["pairs"] = {**(meta.get("pairs") or {}), **_pair_hashes(run["pairs"])}   # every RM input is built now
     meta["data_fingerprint"] = run["data_fingerprint"].result()
     meta["run"].update(_model_metadata(model))  # again: adapters report counters (cumulative per model)
-    meta["run"]["n_scored"] = len(todo)
+    meta["run"]["n_scored"] = len(everyone)
+    if ranks.distributed:
+        meta["run"].update(world_size=ranks.size, rank_pairs=[[p.key for p in s] for s in ranks.shares(everyone)])
     _finish_job(store, meta)
 
 
@@ -616,6 +636,11 @@ def score_benchmark(
     """
     from prb_utils.data import data_fingerprint
 
+    if world().distributed and engine != "hf":
+        raise PRBError(f"--engine {engine} runs as one process: start it without torchrun (a vLLM server spreads "
+                       "over GPUs itself, e.g. --engine-arg data-parallel-size=N).")
+    current = setup()   # under torchrun: this rank's place, the process group joined
+    progress = progress and current.is_main
     records = data.to_dict("records")
     # hashing every record takes seconds at full size: it runs beside the scoring, and is kept at the job's end
     hashing = ThreadPoolExecutor(1, thread_name_prefix="prb-fingerprint")
@@ -654,7 +679,10 @@ def score_benchmark(
                 run = {"n_pairs": len(pairs), "data_fingerprint": fingerprint, "pairs": pairs,
                        "options": {"device": device, "dtype": dtype, "batch_tokens": batch_tokens, "seed": seed,
                                    **engine_run}}
-                if _missing(store, pairs):
+                if current.distributed:
+                    _distributed_job(store, pairs, lazy, labels, run=run, progress=progress, chunk_size=chunk_size,
+                                     ranks=current)
+                elif _missing(store, pairs):
                     with store.writing(on_wait=_waiting_message if progress else None):
                         todo = _missing(store, pairs)  # another process may have scored them meanwhile
                         if todo:
@@ -672,6 +700,47 @@ def score_benchmark(
     if not frames:
         return tidy_rows([])
     return tidy_rows(pd.concat(frames, ignore_index=True))
+
+
+def _distributed_job(
+    store: JobStore,
+    pairs: list[_Pair],
+    lazy: _LazyModel,
+    labels: dict[str, str],
+    *,
+    run: dict[str, Any],
+    progress: bool,
+    chunk_size: int | None,
+    ranks: World,
+) -> None:
+    """One job scored by every rank of a torchrun world (``ranks``). Rank 0 alone reads which pairs are left
+    and holds the job lock meanwhile (another run on the job waits, as ever); every rank scores its share of
+    those pairs into part files of its own (:func:`_run_job`), rank 0 finishes the job once all are done, and
+    a last barrier lets every rank read it whole."""
+    with ExitStack() as held:
+        keys: list[str] = []
+        if ranks.is_main:
+            if _missing(store, pairs):
+                held.enter_context(store.writing(on_wait=_waiting_message if progress else None))
+                keys = [p.key for p in _missing(store, pairs)]   # another process may have scored them meanwhile
+                if not keys:
+                    _finish_unfinished(store, run)
+            else:
+                if store.parts() and not store.metadata().get("finished"):
+                    _finish_interrupted(store, run)
+                if progress:
+                    print(f"{labels['spec']} [{labels['profile']}]: {len(pairs)} pairs read from the store",
+                          file=sys.stderr)
+        keys = broadcast(ranks, keys)
+        if keys:
+            by_key = {p.key: p for p in pairs}
+            absent = [k for k in keys if k not in by_key]
+            if absent:
+                raise PRBError(f"Rank {ranks.rank} has no pair {absent[0]} in its data, which rank 0 has: every rank "
+                               "must read the same --data.")
+            _run_job(store, [by_key[k] for k in keys], lazy, labels, run=run, progress=progress,
+                     chunk_size=chunk_size, ranks=ranks)
+        barrier(ranks)
 
 
 def _done(value: Any) -> Future:

@@ -4,6 +4,7 @@ Layout under ``out`` (default ``results/``)::
 
     jobs/<job_key>/job.json            what the job is + run metadata (versions, dtype, device, ...)
     jobs/<job_key>/part-00001.parquet  per-item rows, one file per scored chunk (compacted when a job ends)
+    jobs/<job_key>/part-00002-r1.parquet  a chunk scored by rank 1 of a ``torchrun`` world
     jobs/<job_key>/.lock               a ``filelock.FileLock``: one writer per job at a time
 
 A *job* is one model spec (+ its fingerprint, :mod:`prb_utils.models.fingerprint`) x one profile
@@ -27,7 +28,9 @@ that group by ``job_label`` never pool two jobs.
 Concurrency and crashes: every file is written to a temporary name and moved into place with
 ``os.replace`` (readers never see half a file); part files are numbered under the job lock, so two
 processes on the same job never double-write (the second waits, then finds the work done), and processes
-on different jobs never touch the same files. A killed run loses at most the chunk it was scoring. A file
+on different jobs never touch the same files. Under ``torchrun`` the ranks of one run share a job: rank 0
+holds its lock (another run still waits) and each rank names its part files with its rank (``-rN``), so ranks
+writing at once never pick the same file; parts sort by number, then rank. A killed run loses at most the chunk it was scoring. A file
 damaged from outside (a copy cut short, a sync tool, a full disk) raises ``PRBError`` naming it; nothing is
 dropped or rescored silently.
 
@@ -68,7 +71,7 @@ from prb_utils.schema import (  # noqa: F401
 STORE_VERSION = 1
 JOBS_DIR = "jobs"
 JOB_FILE = "job.json"
-PART_RE = re.compile(r"^part-(\d+)\.parquet$")
+PART_RE = re.compile(r"^part-(\d+)(?:-r(\d+))?\.parquet$")
 
 def job_key(description: Mapping[str, Any]) -> str:
     """Short sha256 of a canonical job description.
@@ -220,11 +223,12 @@ class JobStore:
         finally:
             self.lock.release()
 
-    def write_part(self, rows: pd.DataFrame) -> Path:
-        """Write rows as the next part file, atomically (call inside :meth:`writing`)."""
+    def write_part(self, rows: pd.DataFrame, *, rank: int | None = None) -> Path:
+        """Write rows as the next part file, atomically (call inside :meth:`writing`, or, as rank ``rank`` of
+        a torchrun world, while rank 0 holds the lock: the file name then carries the rank)."""
         parts = self.parts()
         number = _part_number(parts[-1]) + 1 if parts else 1
-        path = self.dir / f"part-{number:05d}.parquet"
+        path = self.dir / (f"part-{number:05d}.parquet" if rank is None else f"part-{number:05d}-r{rank}.parquet")
         frame = tidy_rows(rows)
         _atomic_write_bytes(path, lambda fh: frame.to_parquet(fh, index=False))
         return path
@@ -254,10 +258,23 @@ def _part_number(path: Path) -> int:
     return int(match.group(1)) if match else -1
 
 
+def _part_order(path: Path) -> tuple[int, int]:
+    """Where a part file sorts: by number, then rank (a file without a rank first).
+
+    >>> sorted(["part-00002.parquet", "part-00001-r1.parquet", "part-00001-r0.parquet"],
+    ...        key=lambda name: _part_order(Path(name)))
+    ['part-00001-r0.parquet', 'part-00001-r1.parquet', 'part-00002.parquet']
+    """
+    match = PART_RE.match(path.name)
+    if not match:
+        return (-1, -1)
+    return int(match.group(1)), int(match.group(2)) if match.group(2) is not None else -1
+
+
 def _parts(folder: Path) -> list[Path]:
     if not folder.is_dir():
         return []
-    return sorted((p for p in folder.iterdir() if PART_RE.match(p.name)), key=_part_number)
+    return sorted((p for p in folder.iterdir() if PART_RE.match(p.name)), key=_part_order)
 
 
 def _make_folder(folder: Path) -> None:

@@ -70,6 +70,23 @@ def test_parts_are_numbered_and_newest_row_wins(tmp_path):
     assert got == {"1": 1.0, "2": 2.0, "3": 2.0}
 
 
+def test_a_ranks_part_files_carry_its_rank_sort_by_number_and_compact_into_one(tmp_path):
+    store = JobStore(tmp_path, DESC)
+    with store.writing():
+        store.write_part(rows([1], score=0.5))
+        store.write_part(rows([2], score=1.0), rank=0)
+        store.write_part(rows([3], score=3.0), rank=1)
+        store.write_part(rows([1], score=2.0), rank=0)   # a later part replaces the older row of pair 1
+    assert [p.name for p in store.parts()] == ["part-00001.parquet", "part-00002-r0.parquet",
+                                               "part-00003-r1.parquet", "part-00004-r0.parquet"]
+    got = store.read().set_index("id")["score_chosen"].to_dict()
+    assert got == {"1": 2.0, "2": 1.0, "3": 3.0}
+    with store.writing():
+        store.compact()
+    assert [p.name for p in store.parts()] == ["part-00005.parquet"]
+    assert store.read().set_index("id")["score_chosen"].to_dict() == got
+
+
 def test_done_excludes_rows_whose_adapter_failed(tmp_path):
     store = JobStore(tmp_path, DESC)
     with store.writing():

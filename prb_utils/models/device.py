@@ -1,7 +1,8 @@
 """Device, dtype and CPU-thread choice for the model adapters.
 
 ``auto`` picks CUDA when present (bfloat16 where the GPU supports it, else float16) and the CPU otherwise
-(float32). Several GPUs with ``device="auto"`` spread a model over them (``device_map="auto"``).
+(float32). Several GPUs with ``device="auto"`` spread a model over them (``device_map="auto"``), except under
+``torchrun``, where each rank runs its own copy on ``cuda:LOCAL_RANK`` (:mod:`prb_utils.distributed`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from prb_utils.distributed import cuda_device, world
 from prb_utils.errors import PRBError
 
 DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
@@ -58,16 +60,19 @@ def resolve_placement(device: str = "auto", dtype: str = "auto") -> Placement:
 
     device = (device or "auto").strip().lower()
     cuda = torch.cuda.is_available()
+    current = world()
     device_map: Any = None
     if device == "auto":
         device = "cuda" if cuda else "cpu"
-        if cuda and torch.cuda.device_count() > 1:
+        if cuda and torch.cuda.device_count() > 1 and not current.distributed:
             device_map = "auto"
     elif device.startswith("cuda"):
         if not cuda:
             raise PRBError(f"Device '{device}' was asked for but no CUDA GPU is available here; use --device cpu.")
     elif device not in ("cpu", "mps"):
         raise PRBError(f"Unknown device '{device}'; use auto, cpu or cuda.")
+    if device == "cuda" and current.distributed:
+        device = cuda_device(current)   # under torchrun each rank has a GPU of its own
     if device_map is None:
         device_map = device
 
