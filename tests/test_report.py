@@ -727,3 +727,33 @@ def test_report_tables_sort_on_a_click_of_the_header_text(report):
     assert sort == "ascending" and pairs == sorted(pairs) and pairs != probe["before"]
     sort, counts = probe["pairs"]
     assert sort == "ascending" and [int(c) for c in counts] == sorted(int(c) for c in counts) and len(counts) > 1
+
+
+def _answers_probe(page) -> dict:
+    """On 00's page: the quiz's answer boxes, what the page shows before and after the first is opened."""
+    answers = page.locator("details.prb-answer")
+    reveals = page.locator("details.prb-answer .prb-reveal")
+    facts = {"n": answers.count(), "visible_before": [reveals.nth(i).is_visible() for i in range(reveals.count())],
+             "text_before": page.inner_text("body"),
+             "summaries": answers.locator("summary").all_inner_texts()}
+    answers.first.locator("summary").click()
+    facts["visible_after"] = [reveals.nth(i).is_visible() for i in range(reveals.count())]
+    facts["opened"] = reveals.first.inner_text()
+    return facts
+
+
+def test_the_workshop_page_hides_each_answer_key_until_opened(report):
+    """00 in the static report, as projected to a room: every quiz pair's answer key and the models' verdicts
+    are folded behind "Show the answer"; opening one shows that one only."""
+    name = "00_workshop_personalization"
+    facts = _open_offline([report / f"{name}.html"], probe=_answers_probe)[f"{name}.html"]
+    assert facts["console"] == [] and facts["errors"] == [] and facts["blocked"] == [], facts
+    probe = facts["probe"]
+    quiz = json.loads((report / f"{name}.numbers.json").read_text(encoding="utf-8"))["numbers"]["quiz_pairs"]
+    assert probe["n"] == len(quiz) > 1
+    assert probe["summaries"] == ["Show the answer"] * len(quiz)
+    assert probe["visible_before"] == [False] * len(quiz)
+    assert "The user wanted" not in probe["text_before"] and "You picked" not in probe["text_before"]
+    assert probe["visible_after"] == [True] + [False] * (len(quiz) - 1)
+    assert "The user wanted Response" in probe["opened"] and "You picked A." in probe["opened"]
+    assert "What the models said on this pair" in probe["opened"]

@@ -110,6 +110,7 @@ def test_static_quiz_shows_the_key_and_no_comparison(shown):
     texts = _texts(shown)
     assert len(texts) == 3  # one per pair; the comparison is comparison_view's, once
     assert all("Answer key." in t and "No guess recorded" not in t for t in texts)
+    assert all(t.count("<summary") == 1 and t.index("Show the answer") < t.index("Answer key.") for t in texts)
     assert session.answered == 0
     shown.clear()
     widgets.quiz(_data(), _results(), n=3, answers=["A"], interactive=False)

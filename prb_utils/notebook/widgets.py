@@ -316,6 +316,17 @@ def _quiz_reveal_html(record: dict, item: QuizItem, answer: str | None, results:
     )
 
 
+def answer_details(body: str) -> str:
+    """``body`` (an answer key, the models' verdicts) folded behind "Show the answer": a page projected to a
+    room keeps each answer hidden until someone opens it.
+
+    >>> answer_details("<p>B</p>").startswith('<details class="prb-answer"><summary')
+    True
+    """
+    return (f'<details class="prb-answer"><summary style="cursor:pointer;color:#1565c0"><b>Show the answer</b>'
+            f"</summary>{body}</details>")
+
+
 NO_SCORES_NOTE = ("<p><i>No model scores in the store yet: run <code>prb score --data sample --model length "
                   "--model lexical --profile none --profile top3</code> (or <code>make report</code>) to "
                   "compare.</i></p>")
@@ -387,8 +398,9 @@ def quiz(
     """"You are the reward model": guess which response this user wants, then see their rubric.
 
     With widgets: one pair at a time with buttons A and B; each guess reveals the rubric and the models'
-    verdicts; a line under the quiz keeps your score as you go. Static: every pair with its answer key,
-    ``answers`` (given in order, "A"/"B") marked. The comparison with the models is
+    verdicts; a line under the quiz keeps your score as you go. Static: every pair with its answer key and
+    the models' verdicts folded behind "Show the answer" (:func:`answer_details`), ``answers`` (given in
+    order, "A"/"B") marked there. The comparison with the models is
     :func:`comparison_view`'s, shown once in its own cell. ``avoid``: pairs never asked (those the page
     showed with their answers, see :func:`quiz_items`). Returns the :class:`QuizSession`, whose ``answers``
     fill in as you click.
@@ -400,8 +412,8 @@ def quiz(
         any_answers = bool(answered_items(items, given))
         for number, item in enumerate(items, start=1):
             record = records[(item.subset, item.id)]
-            _display(_html(_quiz_question_html(record, item, number, condition)
-                           + _quiz_reveal_html(record, item, given[number - 1], results, any_answers=any_answers)))
+            _display(_html(_quiz_question_html(record, item, number, condition) + answer_details(
+                _quiz_reveal_html(record, item, given[number - 1], results, any_answers=any_answers))))
         return QuizSession(items, given, results)
     import ipywidgets as w
 
