@@ -1,0 +1,253 @@
+"""`prb plan`: token counts equal the scorer's, truncation and its warnings, rates, exit codes, and no weights read."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from transformers import AutoTokenizer
+
+import tiny_models
+from prb_utils.cli import main
+from prb_utils.data import SAMPLE_DIR, load_benchmark
+from prb_utils.models import PairInput, load_model
+from prb_utils.models.lm import CostModel
+from prb_utils.plan import format_duration, plan_frame
+from prb_utils.profile import rm_user_message
+from prb_utils.scoring import score_benchmark
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin")
+
+
+@pytest.fixture(scope="module")
+def tiny_bert_classifier_dir(tmp_path_factory):
+    """A tiny BertForSequenceClassification: an encoder classifier (no prompt cache)."""
+    return tiny_models.build_bert_classifier(tmp_path_factory.mktemp("tiny_bert_cls"))
+
+
+def _specs(request) -> dict[str, str]:
+    lm, cls = request.getfixturevalue("tiny_lm_dir"), request.getfixturevalue("tiny_classifier_dir")
+    return {"judge": f"judge:{lm}", "implicit": f"implicit:{lm}", "classifier": f"classifier:{cls}",
+            "encoder classifier": f"classifier:{request.getfixturevalue('tiny_bert_classifier_dir')}",
+            "embedding": f"embedding:{request.getfixturevalue('tiny_bert_dir')}"}
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def _weightless_copy(folder: Path, to: Path) -> Path:
+    shutil.copytree(folder, to)
+    removed = [p for p in to.iterdir() if p.name.endswith(WEIGHT_SUFFIXES)]
+    for path in removed:
+        path.unlink()
+    assert removed, "the tiny model folder had no weight file to remove"
+    return to
+
+
+def _planted(tmp_path: Path, question_words: int) -> Path:
+    """The sample's Society subset with one more record whose question alone is longer than a tiny context."""
+    lines = (SAMPLE_DIR / "Society_and_Culture.jsonl").read_text(encoding="utf-8").splitlines()
+    long = dict(json.loads(lines[0]), id="soc-long", question=" ".join(["camera settings"] * question_words))
+    path = tmp_path / "Society_and_Culture.jsonl"
+    path.write_text("\n".join([*lines, json.dumps(long)]) + "\n", encoding="utf-8")
+    return path
+
+
+# ------------------------------------------------------------------ token counts
+
+
+def test_classifier_tokens_equal_the_tokenizer_on_the_rm_inputs(tiny_classifier_dir):
+    """Recomputed from scratch: the chat of each answer rendered by the tokenizer's template, tokenized, the
+    prefix the two share counted once (the last token of each stays its own: the head reads it)."""
+    data = load_benchmark("sample")
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_classifier_dir))
+    whole = shared = 0
+    for record in data.to_dict("records"):
+        user = rm_user_message(record, "none")
+        ids = [tokenizer(tokenizer.apply_chat_template([{"role": "user", "content": user},
+                                                        {"role": "assistant", "content": answer}], tokenize=False),
+                         add_special_tokens=False)["input_ids"] for answer in (record["chosen"], record["rejected"])]
+        assert max(map(len, ids)) <= 256   # no truncation under none: the count is the tokenizer's alone
+        n = min(_common_prefix(*ids), min(map(len, ids)) - 1)
+        whole += sum(map(len, ids))
+        shared += n + sum(len(s) - n for s in ids)
+    row = plan_frame(data, [f"classifier:{tiny_classifier_dir}"], ["none"]).iloc[0]
+    assert (row["input_tokens"], row["tokens"], row["truncated"], row["sharing"]) == (whole, shared, 0, "prompt cache")
+    assert shared < whole
+
+
+@pytest.mark.parametrize("kind", ["judge", "implicit", "classifier", "encoder classifier", "embedding"])
+def test_plan_counts_the_sequences_the_adapter_builds(kind, request):
+    """Against the loaded adapter's own prepared token ids (the scorer's inputs, truncation included): input
+    tokens, truncated pairs, and the shared prefix counted once where a decoder shares it."""
+    spec = _specs(request)[kind]
+    data = load_benchmark("sample")
+    rm = load_model(spec, device="cpu")
+    pairs = [PairInput(f"{r['subset']}/{r['id']}", rm_user_message(r, "full"), r["chosen"], r["rejected"])
+             for r in data.to_dict("records")]
+    row = plan_frame(data, [spec], ["full"]).iloc[0]
+    if kind == "embedding":
+        found = [[len(rm._encode(t, keep=side)[0]) for t, side in dict.fromkeys(
+            [(p.prompt, "left"), (p.chosen, "right"), (p.rejected, "right")])] for p in pairs]
+        assert row["tokens"] == row["input_tokens"] == sum(map(sum, found))
+        assert row["truncated"] == sum(any(rm._encode(t, keep="left")[1] for t in (p.prompt, p.chosen, p.rejected))
+                                       for p in pairs)
+        return
+    sequences = rm.prepare(pairs).sequences
+    whole = sum(len(s) for built in sequences for s in built[0])
+    computed = 0
+    for built in sequences:
+        seqs = built[0]
+        firsts = built[1] if kind == "implicit" else [len(s) for s in seqs]   # wanted from the last position on
+        n = min(_common_prefix(*seqs), min(map(len, seqs)) - 1, min(firsts))
+        computed += sum(map(len, seqs)) if kind == "encoder classifier" else n + sum(len(s) - n for s in seqs)
+    assert (row["input_tokens"], row["tokens"]) == (whole, computed)
+    assert row["truncated"] == sum(bool(built[-1]) for built in sequences) > 0   # the tiny contexts cut `full`
+    assert row["sharing"] == ("none" if kind == "encoder classifier" else "prompt cache")
+
+
+@pytest.mark.parametrize("kind", ["judge", "implicit", "classifier", "encoder classifier", "embedding"])
+def test_plan_tokens_equal_what_scoring_computes(kind, request, tmp_path):
+    """`score_benchmark` on the same data: the forward passes compute exactly the planned tokens when the prompt
+    cache serves every pair (a cost model without a fixed cost per pass, one pair per batch and per chunk)."""
+    spec = _specs(request)[kind]
+    data = load_benchmark("sample")
+    rm = load_model(spec, device="cpu", batch_tokens=1)
+    runner = getattr(rm, "runner", None)
+    if runner is not None:
+        runner.cost = CostModel(overhead=0)
+    rows = score_benchmark(data, [rm], ["top3"], out=tmp_path / "store", progress=False, chunk_size=1)
+    computed = runner.tokens_computed + getattr(rm, "tokens_computed", 0) if runner is not None else \
+        rm.tokens_computed
+    row = plan_frame(data, [spec], ["top3"]).iloc[0]
+    assert row["tokens"] == computed
+    assert row["truncated"] == int(rows["truncated"].sum())
+    assert row["pairs"] == len(rows) == len(data)
+
+
+def test_no_weight_is_read(tiny_lm_dir, tmp_path, capsys):
+    """A model folder without its weight file plans exactly as the whole folder, while scoring it fails."""
+    bare = _weightless_copy(tiny_lm_dir, tmp_path / "bare")
+    data = load_benchmark("sample", limit=3)
+    columns = ["input_tokens", "tokens", "truncated", "longest", "context"]
+    with_weights = plan_frame(data, [f"judge:{tiny_lm_dir}"], ["none", "top3"])[columns]
+    without = plan_frame(data, [f"judge:{bare}"], ["none", "top3"])[columns]
+    assert without.equals(with_weights)
+    assert main(["plan", "--data", "sample", "--limit", "3", "--model", f"implicit:{bare}"]) == 0
+    assert main(["score", "--data", "sample", "--limit", "3", "--model", f"implicit:{bare}", "--out",
+                 str(tmp_path / "store"), "--no-progress"]) == 2
+    assert "could not be loaded" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ truncation and warnings
+
+
+def test_planted_long_record_is_counted_truncated_and_warned(tiny_lm_dir, tmp_path, capsys):
+    data_file = _planted(tmp_path, question_words=200)
+    spec = f"implicit:{tiny_lm_dir}"
+    assert main(["plan", "--data", str(data_file), "--model", spec]) == 0
+    captured = capsys.readouterr()
+    frame = plan_frame(load_benchmark(str(data_file)), [spec], ["none"])
+    assert frame["truncated"].tolist() == [1]
+    assert frame["longest"].iloc[0] > 400 > 256 == frame["context"].iloc[0]
+    warnings = [line for line in captured.err.splitlines() if line.startswith("prb: warning:")]
+    assert warnings == [f"prb: warning: {spec} [none]: 1 of 15 pairs exceed the model's context of 256 tokens "
+                        f"(max_position_embeddings 256, tokenizer model_max_length 256; longest input "
+                        f"{frame['longest'].iloc[0]} tokens): scoring cuts their user message from the left."]
+    scored = score_benchmark(load_benchmark(str(data_file)), [spec], ["none"], out=tmp_path / "store",
+                             device="cpu", progress=False)
+    assert scored.loc[scored["truncated"].astype(bool), "id"].tolist() == ["soc-long"]
+
+
+def test_warns_beyond_the_rope_training_length(tiny_lm_dir, tmp_path, capsys):
+    """A config that declares RoPE scaling from a shorter training length: inputs within the context but past
+    that length get their own warning line (only config.json is read, so the weights are left out)."""
+    folder = _weightless_copy(tiny_lm_dir, tmp_path / "scaled")
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    config["rope_scaling"] = {"rope_type": "linear", "factor": 4.0, "original_max_position_embeddings": 64}
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    spec = f"implicit:{folder}"
+    frame = plan_frame(load_benchmark("sample"), [spec], ["none"])
+    assert frame["truncated"].tolist() == [0] and frame["longest"].iloc[0] > 64
+    assert main(["plan", "--data", "sample", "--model", spec, "--model", f"implicit:{tiny_lm_dir}"]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("prb: warning:")]
+    assert len(warnings) == 1   # the unscaled model, same inputs: no warning
+    assert re.match(rf"prb: warning: {re.escape(spec)} \[none\]: [0-9]+ of 42 pairs are longer than the 64 "
+                    "tokens the model's positions were trained at", warnings[0])
+
+
+# ------------------------------------------------------------------ the table, rates, baselines
+
+
+def test_rate_gives_device_time_and_baselines_show_pairs_only(tiny_lm_dir, capsys):
+    spec = f"judge:{tiny_lm_dir}"
+    assert main(["plan", "--data", "sample", "--model", spec, "--model", "length", "--profile", "none",
+                 "--profile", "top3", "--rate", "1000"]) == 0
+    out = capsys.readouterr().out
+    frame = plan_frame(load_benchmark("sample"), [spec, "length"], ["none", "top3"], rate=1000.0)
+    judge = frame[frame["model"] == spec]
+    assert (judge["device_s"] == judge["tokens"] / 1000).all()
+    baseline = frame[frame["model"] == "length"]
+    assert baseline["pairs"].tolist() == [42, 42] and baseline["tokens"].isna().all()
+    assert baseline["device_s"].isna().all()
+    lines = out.splitlines()
+    assert sum(line.split()[0] in (spec, "length") for line in lines) == 4   # one table, a row per job
+    assert all(line.split()[-1] != "n/a" for line in lines if line.startswith(spec))
+    assert "tokens: n/a for length: they run no model." in out
+    assert f"device time, all jobs: {format_duration(judge['device_s'].sum())} (tokens / rate" in out
+
+
+def test_without_rate_device_time_is_na_with_its_reason(tiny_lm_dir, capsys):
+    assert main(["plan", "--data", "sample", "--limit", "2", "--model", f"implicit:{tiny_lm_dir}"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.lstrip().startswith("implicit:"))
+    assert row.split()[-1] == "n/a"
+    assert "device time: n/a, no rate given: pass --rate TOKENS_PER_S" in out
+    assert "bench/gpu_throughput.py" in out
+
+
+def test_issue_command_runs_in_a_subprocess(tiny_lm_dir):
+    """The command of the issue, as a user types it (a real process): one table, exit 0."""
+    done = subprocess.run([sys.executable, "-m", "prb_utils", "plan", "--data", "sample", "--model",
+                           f"judge:{tiny_lm_dir}", "--profile", "none", "--profile", "full"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split()[:4] == ["model", "profile", "pairs", "input_tokens"]
+    assert [line.split()[1] for line in lines[1:3]] == ["none", "full"]
+    assert "Traceback" not in done.stderr
+
+
+# ------------------------------------------------------------------ bad options
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--model", "nope:x"], "Unknown model kind in 'nope:x'"),
+    (["--model", "length", "--profile", "top0"], "Unknown profile condition 'top0'"),
+    ([], "Give at least one --model"),
+    (["--model", "length", "--engine-url", "http://127.0.0.1:1"], "need --engine vllm"),
+    (["--model", "classifier:./no/such/folder"], "does not exist"),
+    (["--model", "length", "--data", "./no-such-data.jsonl"], "no-such-data"),
+])
+def test_bad_options_exit_2_with_one_sentence(argv, expected, capsys):
+    data = [] if "--data" in argv else ["--data", "sample"]
+    assert main(["plan", *data, *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and expected in err[0] and err[0].startswith("prb: ")
+
+
+@pytest.mark.parametrize("rate", ["0", "-5", "nan", "fast"])
+def test_bad_rate_is_refused_by_the_parser(rate, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["plan", "--data", "sample", "--model", "length", "--rate", rate])
+    assert exit_info.value.code == 2
+    assert "--rate" in capsys.readouterr().err
