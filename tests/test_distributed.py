@@ -1,6 +1,6 @@
 """Data-parallel scoring under ``torchrun`` (two CPU ranks, the gloo backend, real processes): the store ends
-with exactly the rows of a one-process run, each pair scored once, and a killed rank's pairs are scored by the
-next run."""
+with exactly the rows of a one-process run, each pair scored once, another run holding a job keeps the ranks
+waiting, and a killed rank's pairs are scored by the next run."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from filelock import FileLock
 
 from prb_utils.cli import main
 from prb_utils.distributed import KILL_RANK_ENV, World, world
@@ -24,14 +26,30 @@ COMPARED = ["model", "kind", "profile", "subset", "category", "id", "outcome", "
             "failed", "pair_hash", "job"]
 
 
-def torchrun(out: Path, models: list[str], profiles: list[str], *, env: dict[str, str] | None = None):
+def torchrun_command(out: Path, models: list[str], profiles: list[str]) -> list[str]:
     """``torchrun --standalone --nproc-per-node 2 -m prb_utils score ...`` on the sample, as a user runs it."""
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                "-m", "prb_utils", "score", "--data", SAMPLE, "--out", str(out), "--device", "cpu"]
-    command += [a for m in models for a in ("--model", m)] + [a for p in profiles for a in ("--profile", p)]
+    return command + [a for m in models for a in ("--model", m)] + [a for p in profiles for a in ("--profile", p)]
+
+
+def torchrun_env(**extra: str) -> dict[str, str]:
     environ = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
-    environ.update(PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", **(env or {}))
-    return subprocess.run(command, cwd=REPO, env=environ, capture_output=True, text=True, timeout=240)
+    return {**environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", **extra}
+
+
+def torchrun(out: Path, models: list[str], profiles: list[str], *, env: dict[str, str] | None = None):
+    return subprocess.run(torchrun_command(out, models, profiles), cwd=REPO, env=torchrun_env(**(env or {})),
+                          capture_output=True, text=True, timeout=240)
+
+
+def wait_until(condition, what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def one_process(out: Path, models: list[str], profiles: list[str]) -> None:
@@ -79,11 +97,25 @@ def test_a_server_engine_under_torchrun_is_refused_in_one_sentence(tmp_path, mon
 @pytest.mark.slow
 def test_two_ranks_store_exactly_the_rows_of_one_process(tmp_path, tiny_classifier_dir):
     models, profiles = ["length", f"classifier:{tiny_classifier_dir}"], ["none", "top1"]
-    done = torchrun(tmp_path / "two", models, profiles)
-    assert done.returncode == 0, done.stderr[-3000:]
     one_process(tmp_path / "one", models, profiles)
+    first_job = next(m["key"] for m in job_metas(tmp_path / "one") if (m["model"], m["profile"]) == ("length", "none"))
+    lock = FileLock(str(tmp_path / "two" / JOBS_DIR / first_job / ".lock"))   # another run holds the first job
+    (tmp_path / "two" / JOBS_DIR / first_job).mkdir(parents=True)
+    lock.acquire()
+    err = tmp_path / "stderr.txt"
+    with err.open("w") as err_file:
+        process = subprocess.Popen(torchrun_command(tmp_path / "two", models, profiles), cwd=REPO,
+                                   env=torchrun_env(), stdout=subprocess.PIPE, stderr=err_file, text=True)
+        try:
+            wait_until(lambda: "Waiting for another process" in err.read_text(), "the ranks to wait for the lock")
+            assert not list((tmp_path / "two").glob("jobs/*/part-*"))   # no rank writes while the lock is taken
+        finally:
+            lock.release()
+        stdout, _ = process.communicate(timeout=240)
+    assert process.returncode == 0, err.read_text()[-3000:]
+    assert err.read_text().count("Waiting for another process") == 1   # rank 0 alone waits, and says so
     assert_same_rows(comparable(tmp_path / "two"), comparable(tmp_path / "one"))
-    assert done.stdout.count("accuracy") == 1   # the table is printed once, by rank 0
+    assert stdout.count("accuracy") == 1   # the table is printed once, by rank 0
     metas = job_metas(tmp_path / "two")
     assert len(metas) == 4
     for meta in metas:
