@@ -18,8 +18,10 @@ import pandas as pd
 import pytest
 from conftest import REPORT_MODELS, REPORT_PARAMETERS, REPORT_PROFILES, SampleReport
 from scipy import stats
+from scipy.optimize import minimize_scalar
 from statsmodels.stats.proportion import proportion_confint
 
+from prb_utils.analysis.calibration import question_folds
 from prb_utils.errors import PRBError
 from prb_utils.notebook.pair_view import (
     filter_counts,
@@ -241,6 +243,64 @@ def test_accuracy_breakdown_numbers_match_the_store(sample_report, executed):
         assert column in text, column
     assert "No judge" in text
     assert n_images(executed["02_accuracy_breakdown"]) >= 8
+
+
+def cross_fitted_p_chosen(margins: np.ndarray, questions: np.ndarray) -> np.ndarray:
+    """P(chosen) = sigmoid(beta x margin) with beta >= 0 fitted by scipy on the other question folds (the fold
+    assignment is the library's; beta = 0, i.e. P = 0.5, where the other folds' margins sum to <= 0: the
+    log-likelihood then falls from beta = 0 on)."""
+    folds = question_folds(questions)
+    p = np.empty(len(margins))
+    for fold in np.unique(folds):
+        train = margins[folds != fold]
+        if train.sum() <= 0:
+            p[folds == fold] = 0.5
+            continue
+        scale = np.sqrt(np.mean(train ** 2))
+        best = minimize_scalar(lambda b, x=train / scale: float(np.sum(np.logaddexp(0, -b * x))), bounds=(0, 1e3),
+                               method="bounded", options={"xatol": 1e-12})
+        p[folds == fold] = 1 / (1 + np.exp(-best.x * margins[folds == fold] / scale))
+    return p
+
+
+def test_calibration_numbers_match_the_store(sample_report, executed, bench):
+    recorded = numbers(sample_report, "02_accuracy_breakdown")
+    rows = store_rows(sample_report)
+    rows = rows[rows["outcome"] != "invalid"]
+    question = dict(zip(bench["subset"].astype(str) + "/" + bench["id"].astype(str), bench["question"], strict=True))
+    calib = frame(recorded["calibration"], KEYS)
+    assert list(calib.index) == sorted(itertools.product(REPORT_MODELS, REPORT_PROFILES))
+    for (model, profile), group in rows.groupby(KEYS):
+        margins = (group["score_chosen"] - group["score_rejected"]).to_numpy(dtype=float)
+        p = cross_fitted_p_chosen(margins, (group["subset"].astype(str) + "/" + group["id"].astype(str))
+                                  .map(question).to_numpy())
+        q, y = np.r_[p, 1 - p], np.r_[np.ones(len(p)), np.zeros(len(p))]
+        bins = np.minimum(np.floor(q * 10), 9)
+        ece = sum(abs(y[bins == b].sum() - q[bins == b].sum()) for b in np.unique(bins)) / len(q)
+        got = calib.loc[(model, profile)]
+        assert got["note"] is None and got["n"] == len(group) and got["source"] == "temperature"
+        assert got["ece"] == pytest.approx(ece, abs=1e-6) and 0 <= got["ece"] <= 1
+        assert got["brier"] == pytest.approx(np.mean((1 - p) ** 2), rel=1e-6)
+        assert got["log_loss"] == pytest.approx(-np.mean(np.log(p)), rel=1e-6)
+        for name in ("ece", "brier", "log_loss"):
+            assert got[f"{name}_low"] <= got[name] <= got[f"{name}_high"]
+    assert all(r["note"] == "n/a: too few pairs (14 < 20)" for r in recorded["calibration_subsets"])  # 14 a subset
+    bins = pd.DataFrame(recorded["calibration_bins"])
+    assert (bins.groupby(KEYS)["n"].sum() == 2 * rows.groupby(KEYS).size()).all()  # each pair in both orders
+    by_margin = pd.DataFrame(recorded["accuracy_by_margin"])
+    assert (by_margin.groupby(KEYS)["n"].sum() == rows.groupby(KEYS).size()).all()
+    rho = frame(recorded["length_correlations"], [*KEYS, "statistic"])
+    for (model, profile), group in rows.groupby(KEYS):
+        lengths = group.merge(bench.assign(id=bench["id"].astype(str)), on=["subset", "id"])
+        diff = lengths["chosen"].str.len() - lengths["rejected"].str.len()
+        expect = stats.spearmanr(lengths["score_chosen"] - lengths["score_rejected"], diff).statistic
+        assert rho.loc[(model, profile, "margin ~ length difference"), "rho"] == pytest.approx(expect)
+    assert rho.loc[("length", "none", "margin ~ length difference"), "rho"] == pytest.approx(1.0)  # it scores length
+    none = rho.loc[("lexical", "none", "margin ~ profile length")]
+    assert pd.isna(none["rho"]) and none["note"] == "n/a: the profile length does not vary"
+    text = html_text(executed["02_accuracy_breakdown"])
+    assert "temperature_max" in text and "log_loss_high" in text and "Does the RM know when it is right" not in text
+    assert "No subset has a defined calibration" in text and "n/a: too few pairs (14 < 20)" in text
 
 
 def brute_force_best_of_k(group: pd.DataFrame, k: int) -> float:

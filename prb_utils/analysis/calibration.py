@@ -421,6 +421,42 @@ def calibration_wide(table: pd.DataFrame) -> pd.DataFrame:
     return out[[*[k for k in keys if k != "note"], *out.columns[len(keys):], "note"]]
 
 
+def probability_sources(probs: pd.DataFrame, *, by: str | Sequence[str] = ("model", "profile")) -> pd.DataFrame:
+    """How each group's P(chosen) was obtained: ``*by, kind, source, n, n_folds, temperature_min,
+    temperature_max, note`` (the temperatures fitted over the folds; NaN for a judge's own probability).
+
+    >>> probs = pd.DataFrame({"model": "m", "kind": "length", "source": "temperature", "fold": [0, 1, 0],
+    ...                       "temperature": [2.0, 3.0, 2.0], "note": None})
+    >>> probability_sources(probs, by="model").values.tolist()
+    [['m', 'length', 'temperature', 3, 2, 2.0, 3.0, None]]
+    """
+    by = as_list(by)
+    columns = [*by, "kind", "source", "n", "n_folds", "temperature_min", "temperature_max", "note"]
+    rows = []
+    for key, group in _groups(probs, by):
+        rows.append({**dict(zip([*by, "source"], key if isinstance(key, tuple) else (key,), strict=True)),
+                     "kind": group["kind"].iloc[0], "n": len(group), "n_folds": int(group["fold"].nunique()),
+                     "temperature_min": group["temperature"].min(), "temperature_max": group["temperature"].max(),
+                     "note": group["note"].dropna().iloc[0] if group["note"].notna().any() else None})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def undefined_groups(table: pd.DataFrame, *, by: str | Sequence[str] = ("model", "profile")) -> pd.DataFrame:
+    """The groups of a table with a ``note`` column whose statistics are n/a, one row per reason: ``note``
+    and ``groups`` (each group's ``by`` values joined by " | ").
+
+    >>> table = pd.DataFrame({"model": ["a", "b", "c"], "profile": "none",
+    ...                       "note": ["n/a: too few pairs (9 < 20)", None, "n/a: too few pairs (9 < 20)"]})
+    >>> undefined_groups(table).values.tolist()
+    [['n/a: too few pairs (9 < 20)', ['a | none', 'c | none']]]
+    """
+    by = as_list(by)
+    undefined = table[table["note"].notna()].drop_duplicates([*by, "note"])
+    labels = undefined[by].astype(str).agg(" | ".join, axis=1) if len(undefined) else pd.Series(dtype=object)
+    grouped = pd.DataFrame({"note": undefined["note"], "group": labels}).groupby("note", sort=False)["group"]
+    return grouped.agg(list).rename("groups").reset_index()
+
+
 def reliability_table(probs: pd.DataFrame, *, by: str | Sequence[str] = ("model", "profile"),
                       n_bins: int = N_BINS, min_pairs: int = MIN_PAIRS) -> pd.DataFrame:
     """The reliability diagram per group of ``by`` (pairs read in both orders, :func:`both_orders`): columns
