@@ -1,18 +1,24 @@
 """``classifier:`` through vLLM's pooling runner against a REAL vLLM server (``.venv-vllm``, ``make vllm``).
 
 The classifier is SmolLM2 with a seeded one-logit score head, saved in code as a
-``LlamaForSequenceClassification`` folder; both engines score the same sample pairs in float32.
+``LlamaForSequenceClassification`` folder; both engines score the same sample pairs in float32. A proxy that
+drops ``use_activation`` from the requests stands for a server that ignores it (the real server then applies
+its sigmoid): prb must refuse its scores.
 """
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from scipy.stats import spearmanr
-from vllm_proxy import EAGER
+from vllm_proxy import EAGER, CountingProxy
 
+from prb_utils.cli import main
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
+from prb_utils.models import vllm_adapters
 from prb_utils.models.aliases import smollm2_dir
 from prb_utils.models.vllm_server import LaunchOptions, VLLMServer, find_python
 from prb_utils.scoring import score_benchmark
@@ -61,3 +67,58 @@ def test_classifier_scores_match_hf(classifier_server, classifier_dir, tmp_path)
     assert spearmanr(h, v).statistic >= 0.99
     assert np.max(np.abs(h - v)) < 1e-3 * max(1.0, np.max(np.abs(h)))
     assert (hf["outcome"].to_numpy() == vllm["outcome"].to_numpy()).all()
+    meta = next(json.loads(p.read_text()) for p in (tmp_path / "jobs").glob("*/job.json")
+                if json.loads(p.read_text())["options"].get("engine") == "vllm")
+    check = meta["run"]["engine_classifier_check"]
+    assert check["method"] == "hf" and check["raw_logits"] and check["max_abs_difference"] < 1e-3
+    assert check["use_activation_sent"] is False and check["n_inputs"] == 6
+
+
+def _drop_use_activation(path: str, body: bytes) -> bytes:
+    """A server that ignores ``use_activation`` (as one that predates it): the real server's default applies."""
+    found = json.loads(body)
+    found.pop("use_activation", None)
+    return json.dumps(found).encode()
+
+
+def _score(capsys, url: str, classifier_dir, tmp_path) -> tuple[int, str]:
+    code = main(["score", "--data", "sample", "--limit", "1", "--model", f"classifier:{classifier_dir}",
+                 "--engine", "vllm", "--engine-url", url, "--device", "cpu", "--dtype", "float32",
+                 "--out", str(tmp_path / "store"), "--no-progress"])
+    return code, capsys.readouterr().err.strip()
+
+
+@pytest.mark.parametrize("hf_loadable", [True, False])
+def test_a_server_that_applies_its_activation_is_refused(classifier_server, classifier_dir, tmp_path, capsys,
+                                                        monkeypatch, hf_loadable):
+    """Before: the sigmoid's values were stored as the model's scores, exit 0. With the HF engine loadable here,
+    the scores are compared with it; otherwise (weights over the limit) the server's answers with and without
+    the activation are compared."""
+    if not hf_loadable:
+        monkeypatch.setattr(vllm_adapters, "HF_CHECK_MAX_BYTES", 0)
+    proxy = CountingProxy(classifier_server.url, edit_request=_drop_use_activation)
+    try:
+        code, err = _score(capsys, proxy.url, classifier_dir, tmp_path)
+    finally:
+        proxy.close()
+    assert code == 2, err
+    assert len(err.splitlines()) == 1 and err.startswith("prb: ") and "does not return raw logits" in err, err
+    assert ("HF engine" in err) == hf_loadable
+    assert not list((tmp_path / "store").glob("jobs/*/part-*.parquet"))   # no score of it was stored
+
+
+def test_without_the_hf_check_the_activation_probe_passes_a_raw_server(classifier_server, classifier_dir, tmp_path,
+                                                                       capsys, monkeypatch):
+    monkeypatch.setattr(vllm_adapters, "HF_CHECK_MAX_BYTES", 0)
+    code, err = _score(capsys, classifier_server.url, classifier_dir, tmp_path)
+    assert code == 0, err
+    (job,) = (tmp_path / "store" / "jobs").glob("*/job.json")
+    check = json.loads(job.read_text())["run"]["engine_classifier_check"]
+    assert check["method"] == "activation" and check["use_activation_honoured"] and check["raw_logits"]
+    assert "too large" in check["hf_check_skipped"]
+
+
+def test_the_server_logs_its_pooler_settings(classifier_server):
+    """What prb records as ``engine_pooler_config`` for a server it starts."""
+    found = classifier_server.logged_config("pooler_config")
+    assert found is not None and found.startswith("PoolerConfig(") and "use_activation=" in found

@@ -7,6 +7,7 @@ engine on the whole shipped sample in float32. Without ``.venv-vllm`` these test
 
 from __future__ import annotations
 
+import hashlib
 import json
 import signal
 import subprocess
@@ -386,3 +387,100 @@ def test_the_request_cache_is_named_by_everything_that_changes_a_response(tmp_pa
                 cache_path(requested="float32", pipeline_parallel_size=2)]
     assert len({base, *variants}) == 6
     assert cache_path(requested="float32") == base   # the same settings: the same cache
+
+
+# ------------------------------------------------------------------ unusable responses (#26 item 5)
+
+
+def _no_choices(path: str, body: bytes, data: bytes) -> bytes:
+    return json.dumps({**json.loads(data), "choices": []}).encode()
+
+
+def _no_logprobs(path: str, body: bytes, data: bytes) -> bytes:
+    found = json.loads(data)
+    for choice in found.get("choices") or []:
+        choice["logprobs"] = choice["prompt_logprobs"] = None
+    return json.dumps(found).encode()
+
+
+@pytest.mark.parametrize(("model", "spoil"), [("judge:smollm2", _no_choices), ("judge:smollm2", _no_logprobs),
+                                              ("implicit:smollm2", _no_logprobs)])
+def test_a_server_answering_unusably_stops_the_run_and_caches_nothing(capsys, tmp_path, vllm_server, model, spoil):
+    """Before: exit 0 with final invalid rows ("non-finite score") and the unusable responses cached."""
+    out = tmp_path / "store"
+    proxy = CountingProxy(vllm_server.url, edit_response=spoil)
+    try:
+        line = _one_sentence(capsys, _score_args(proxy.url, tmp_path, model=model))
+    finally:
+        proxy.close()
+    assert "unusable responses in a row" in line and proxy.url in line
+    assert _cache_keys(out) == set()   # nothing unusable is kept for a later run
+    rows = load_results(out)
+    assert not (rows["outcome"].eq("invalid") & ~rows["failed"]).any()   # no final invalid row
+    assert main(_score_args(vllm_server.url, tmp_path, model=model)) == 0, capsys.readouterr().err
+    rows = load_results(out, strict=True)
+    assert len(rows) == 3 and not rows["failed"].any() and rows["outcome"].ne("invalid").all()
+
+
+def test_one_unusable_request_is_a_failed_row_scored_by_the_next_run(capsys, tmp_path, vllm_server):
+    spoiled: list[bytes] = []
+
+    def spoil_the_first(path: str, body: bytes, data: bytes) -> bytes:
+        if not spoiled:
+            spoiled.append(body)   # always this request body, however often it is sent
+        return _no_logprobs(path, body, data) if body == spoiled[0] else data
+
+    out = tmp_path / "store"
+    proxy = CountingProxy(vllm_server.url, edit_response=spoil_the_first)
+    try:
+        assert main(_score_args(proxy.url, tmp_path)) == 0, capsys.readouterr().err
+    finally:
+        proxy.close()
+    rows = load_results(out)
+    assert len(rows) == 3 and rows["failed"].sum() == 1
+    failed = rows[rows["failed"]].iloc[0]
+    assert failed["outcome"] == "invalid" and "without the logprobs asked for" in failed["invalid_reason"]
+    spoiled_key = hashlib.sha256(spoiled[0]).hexdigest()
+    assert spoiled_key not in _cache_keys(out) and len(_cache_keys(out)) >= 1
+    proxy = CountingProxy(vllm_server.url)   # healthy now: only the failed pair's missing request is sent
+    try:
+        assert main(_score_args(proxy.url, tmp_path)) == 0, capsys.readouterr().err
+    finally:
+        proxy.close()
+    assert proxy.keys == [spoiled_key]
+    rows = load_results(out, strict=True)
+    assert len(rows) == 3 and not rows["failed"].any() and rows["outcome"].ne("invalid").all()
+
+
+# ------------------------------------------------------------------ Ctrl-C against a silent server (#26 item 17)
+
+
+def test_one_ctrl_c_stops_prb_waiting_on_a_silent_server(tmp_path, vllm_server):
+    """The proxy answers until the first chunk is stored, then accepts every request and never answers.
+    Before: worker threads stayed blocked in the HTTP call (600 s x 5 attempts) after the first Ctrl-C."""
+    out = tmp_path / "store"
+    proxy = CountingProxy(vllm_server.url)
+    try:
+        run = subprocess.Popen(_prb("score", "--data", "sample", "--model", "judge:smollm2", "--engine", "vllm",
+                                    "--engine-url", proxy.url, "--out", str(out), "--no-progress"),
+                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            _wait(lambda: list(out.glob("jobs/*/part-*.parquet")) or run.poll() is not None, 600, "a stored chunk")
+            proxy.answer_at_most = len(proxy.keys)   # silent from now on
+            _wait(lambda: len(proxy.keys) > (proxy.answer_at_most or 0) or run.poll() is not None, 120,
+                  "a request the server never answers")
+            assert run.poll() is None, run.stderr.read()
+            run.send_signal(signal.SIGINT)
+            code = run.wait(timeout=60)   # a hang detector, not a speed target
+            err = run.stderr.read().strip()
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.wait()
+    finally:
+        proxy.release()
+        proxy.close()
+    assert code == 130, err
+    assert len(err.splitlines()) == 1 and err.startswith("prb: interrupted") and "Traceback" not in err, err
+    rows = load_results(out)
+    assert len(rows) >= 8 and not rows["failed"].any()   # the chunks scored before Ctrl-C are kept

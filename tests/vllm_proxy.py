@@ -1,6 +1,7 @@
 """A real HTTP proxy in front of a vLLM server for the engine tests: it counts the completion requests
 (sha256 of each body, as :func:`prb_utils.models.vllm_client.request_key` computes it), can hold requests
-after a budget (so a test kills prb at a known point) and can die (a server that stops answering)."""
+after a budget (so a test kills prb at a known point), can die (a server that stops answering), and can edit
+what passes through (a server that answers unusably, or one that ignores a request field)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import hashlib
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 #: ``--engine-arg`` for the test servers: eager mode skips the torch.compile warm-up (about 100 s of a 2-core
@@ -21,10 +23,16 @@ class CountingProxy:
     ``answer_at_most``: answer that many completion requests, hold the rest until :meth:`release`.
     ``die_after``: answer completion requests one at a time and, after that many, drop every connection and
     stop listening (connections are refused from then on).
+    ``edit_request(path, body) -> body``: what the server receives for a POST (the real server answers it).
+    ``edit_response(path, body, data) -> data``: what prb receives for a POST the server answered with 200.
     """
 
-    def __init__(self, target: str, *, answer_at_most: int | None = None, die_after: int | None = None) -> None:
+    def __init__(self, target: str, *, answer_at_most: int | None = None, die_after: int | None = None,
+                 edit_request: Callable[[str, bytes], bytes] | None = None,
+                 edit_response: Callable[[str, bytes, bytes], bytes] | None = None) -> None:
         self.target = target.rstrip("/")
+        self.edit_request = edit_request
+        self.edit_response = edit_response
         self.answer_at_most = answer_at_most
         self.die_after = die_after
         self.keys: list[str] = []
@@ -69,13 +77,16 @@ class CountingProxy:
         return f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def _forward(self, handler: BaseHTTPRequestHandler, body: bytes | None) -> None:
-        request = urllib.request.Request(self.target + handler.path, data=body, method=handler.command,
+        sent = self.edit_request(handler.path, body) if body is not None and self.edit_request else body
+        request = urllib.request.Request(self.target + handler.path, data=sent, method=handler.command,
                                          headers={"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=600) as response:
                 status, data = response.status, response.read()
         except urllib.error.HTTPError as exc:
             status, data = exc.code, exc.read()
+        if body is not None and status == 200 and self.edit_response:
+            data = self.edit_response(handler.path, body, data)
         try:
             handler.send_response(status)
             handler.send_header("Content-Type", "application/json")

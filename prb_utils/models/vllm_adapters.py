@@ -14,13 +14,30 @@ model's context. The server receives token ids, so both engines see the same tok
 - judge, ``generate`` mode: greedy completion of ``max_new_tokens`` tokens, parsed as the HF judge parses.
 - implicit: the prompt logprobs of prompt + response; the score is the mean over the response's tokens (the
   same span as the HF adapter).
+
+- classifier: ``/classify`` with ``use_activation: false`` (a vLLM server applies a sigmoid to single-label
+  heads, a softmax to others, unless asked not to; older servers ignore the field). Before its first chunk,
+  the adapter checks that contract on ``CONTRACT_PAIRS`` pairs: against the HF engine's scores when the
+  model's local folder is small enough to load here (``HF_CHECK_MAX_BYTES``), otherwise by asking the same
+  inputs with the activation on: a server whose answers do not change and lie in [0, 1] applies the
+  activation regardless. A failed check ends the run in one sentence; the check, what was asked and the
+  server's logged pooler settings (for a server prb started) go into the run metadata. A model whose scores
+  tie at the extremes (``SATURATION_SHARE`` of them, from ``SATURATION_MIN_SCORES`` on) gets a one-line
+  warning.
+
+A response without what was asked for (no choices, no logprobs, no prompt logprobs, no classification data)
+raises :class:`~prb_utils.models.vllm_client.UnusableResponse`: it is never cached, the pair becomes a
+``failed`` row (scored again by the next run), and a server that keeps answering so stops the run.
 """
 
 from __future__ import annotations
 
+import gc
 import math
+import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from prb_utils.models.base import ModelSpec, PairInput, PairScore
@@ -29,11 +46,16 @@ from prb_utils.models.hf import load_tokenizer, model_max_length, nonfinite_reas
 from prb_utils.models.implicit import ImplicitRM
 from prb_utils.models.judge import MAX_NEW_TOKENS, MODES, JudgeRM, letter_ids
 from prb_utils.models.prompts import chat_template_hash, has_chat_template, load_judge_template
-from prb_utils.models.vllm_client import RequestCache, RequestError
+from prb_utils.models.vllm_client import Cancelled, EngineError, RequestCache, RequestError, UnusableResponse
 from prb_utils.models.vllm_engine import EngineOptions, completion_text, connect
 from prb_utils.schema import stable_hash
 
 TOP_LOGPROBS = 20
+CONTRACT_PAIRS = 3   # pairs whose classifier scores are checked before the first chunk
+CONTRACT_TOLERANCE = 0.05   # of max(1, |HF score|): a sigmoid or softmax is far outside it
+HF_CHECK_MAX_BYTES = 2 * 1024**3   # weights this small are loaded in process to check the server against
+SATURATION_SHARE = 0.25   # of the scores tied at the lowest or highest value: a saturated head
+SATURATION_MIN_SCORES = 20
 
 
 def logsumexp(values: Sequence[float]) -> float:
@@ -49,11 +71,24 @@ def logsumexp(values: Sequence[float]) -> float:
     return top + math.log(sum(math.exp(v - top) for v in finite))
 
 
+def first_choice(response: Any) -> dict[str, Any]:
+    """The first choice of a completions response; :class:`UnusableResponse` when there is none.
+
+    >>> first_choice({"choices": [{"text": "A"}]})
+    {'text': 'A'}
+    """
+    choices = response.get("choices") if isinstance(response, dict) else None
+    if not choices or not isinstance(choices[0], dict):
+        raise UnusableResponse("a completions response without choices")
+    return choices[0]
+
+
 def top_logprobs(response: dict[str, Any]) -> dict[int, float]:
     """``{token id: log-prob}`` of the first generated position of a completions response asked with
-    ``return_tokens_as_token_ids`` (keys ``"token_id:N"``)."""
-    choice = (response.get("choices") or [{}])[0]
-    tops = ((choice.get("logprobs") or {}).get("top_logprobs") or [None])[0] or {}
+    ``return_tokens_as_token_ids`` (keys ``"token_id:N"``); :class:`UnusableResponse` without logprobs."""
+    tops = ((first_choice(response).get("logprobs") or {}).get("top_logprobs") or [None])[0]
+    if not isinstance(tops, dict) or not tops:
+        raise UnusableResponse("a completions response without the logprobs asked for")
     out: dict[int, float] = {}
     for key, value in tops.items():
         token = str(key).removeprefix("token_id:")
@@ -73,6 +108,15 @@ def prompt_token_logprobs(choice: dict[str, Any], ids: Sequence[int]) -> list[fl
             found = found.get("logprob")
         out.append(None if found is None else float(found))
     return out
+
+
+def asked_prompt_logprobs(response: dict[str, Any], ids: Sequence[int]) -> list[float | None]:
+    """:func:`prompt_token_logprobs` of a response asked for ``prompt_logprobs``; :class:`UnusableResponse`
+    when a position after the first has no log-prob for its token."""
+    values = prompt_token_logprobs(first_choice(response), ids)
+    if len(ids) > 1 and any(v is None for v in values[1:]):
+        raise UnusableResponse("a completions response without the prompt logprobs asked for")
+    return values
 
 
 class NextTokenLogprobs:
@@ -105,8 +149,7 @@ class NextTokenLogprobs:
                        "prompt_logprobs": 0} for i, tok in missing]
 
             def last(response: dict[str, Any], body: dict[str, Any]) -> float | None:
-                values = prompt_token_logprobs((response.get("choices") or [{}])[0], body["prompt"])
-                return values[-1] if values else None
+                return asked_prompt_logprobs(response, body["prompt"])[-1]
 
             values = self.engine.client.map(forced, last, cache=self._cache(f"{self.purpose}-forced"))
             for (i, tok), value in zip(missing, values, strict=True):
@@ -314,7 +357,7 @@ class VLLMImplicitRM(_VLLMMixin, ImplicitRM):
         bodies = [{"model": self.engine.model, "prompt": list(s), "max_tokens": 1, "temperature": 0.0,
                    "prompt_logprobs": 0} for s, _ in flat]
         per_token = self.engine.client.map(
-            bodies, lambda r, body: prompt_token_logprobs((r.get("choices") or [{}])[0], body["prompt"]),
+            bodies, lambda r, body: asked_prompt_logprobs(r, body["prompt"]),
             cache=self._cache("implicit"))
         scores = []
         for k, (seqs, _, truncated) in enumerate(prepared.sequences):
@@ -335,7 +378,8 @@ class VLLMImplicitRM(_VLLMMixin, ImplicitRM):
 
 class VLLMClassifierRM(_VLLMMixin, ClassifierRM):
     """``classifier:`` through vLLM's pooling runner (``/classify`` without activation: the raw logits); the
-    score is the single logit, or the softmax probability of the last class, as :class:`ClassifierRM`."""
+    score is the single logit, or the softmax probability of the last class, as :class:`ClassifierRM`. The
+    server's contract is checked before the first chunk (see the module docstring)."""
 
     kind = "classifier"
 
@@ -344,10 +388,78 @@ class VLLMClassifierRM(_VLLMMixin, ClassifierRM):
         self.kv_reuse = False
         self._setup(spec, device=device, dtype=dtype, seed=seed, tokenization=tokenization,
                     engine_options=engine_options, runner="pooling")
+        self.contract: dict[str, Any] | None = None
+        self._contract_lock = threading.Lock()
+        self._contract_error: EngineError | None = None
+        self._scores: list[float] = []
+        self._warned = False
+
+    def prepare(self, pairs: Sequence[PairInput]) -> list[PairScore]:
+        with self._contract_lock:
+            if self._contract_error is not None:   # one check: a chunk prepared ahead does not repeat it
+                raise self._contract_error
+            if self.contract is None and pairs:
+                try:
+                    self.contract = self._check_contract(pairs[:CONTRACT_PAIRS])
+                except EngineError as exc:
+                    if not isinstance(exc, Cancelled):   # a stopped run checks again when it resumes
+                        self._contract_error = exc
+                    raise
+        return super().prepare(pairs)
+
+    def _bodies(self, seqs: Sequence[Sequence[int]], *, activation: bool = False) -> list[dict[str, Any]]:
+        return [{"model": self.engine.model, "input": list(s), "use_activation": activation} for s in seqs]
+
+    def _check_contract(self, pairs: Sequence[PairInput]) -> dict[str, Any]:
+        """Raw logits from the server for ``pairs`` (see the module docstring); EngineError otherwise."""
+        with self.tokenizer_lock:
+            seqs = [s for group, _ in self._prepare(pairs).sequences for s in group]
+        raw = self.engine.client.map(self._bodies(seqs), lambda r, _: class_values(r), path="/classify")
+        served = [class_score(v) for v in raw]
+        found: dict[str, Any] = {"n_inputs": len(seqs), "use_activation_sent": False}
+        hf, why = self._hf_scores(pairs)
+        if hf is not None:
+            worst = max(abs(a - b) for a, b in zip(served, hf, strict=True))
+            bound = CONTRACT_TOLERANCE * max(1.0, *(abs(h) for h in hf))
+            found.update(method="hf", max_abs_difference=worst, raw_logits=worst <= bound)
+            detail = f"they differ from the HF engine's by up to {worst:.3g} on {len(seqs)} inputs"
+        else:
+            activated = self.engine.client.map(self._bodies(seqs, activation=True), lambda r, _: class_values(r),
+                                               path="/classify")
+            honoured = activated != raw
+            bounded = all(confined(v) for v in raw)
+            found.update(method="activation", hf_check_skipped=why, use_activation_honoured=honoured,
+                         values_in_unit_interval=bounded, raw_logits=honoured or not bounded)
+            detail = (f"they stay in [0, 1] on {len(seqs)} inputs whether or not use_activation is set, on a head "
+                      "whose logits are unbounded")
+        if not found["raw_logits"]:
+            raise EngineError(f"The vLLM server at {self.engine.url} does not return raw logits for {self.spec} "
+                              f"({detail}): it applies an activation although the request says use_activation="
+                              "false; use a vLLM whose /classify accepts use_activation, or start it with "
+                              "--pooler-config '{\"use_activation\": false}'.")
+        return found
+
+    def _hf_scores(self, pairs: Sequence[PairInput]) -> tuple[list[float] | None, str | None]:
+        """The HF engine's scores (chosen, rejected per pair) when the local folder is small enough to load
+        here, or (None, why not)."""
+        folder = Path(self.source)
+        if not folder.is_dir():
+            return None, "the model has no local folder"
+        size = sum(f.stat().st_size for f in folder.iterdir() if f.suffix in (".safetensors", ".bin", ".pt"))
+        if size > HF_CHECK_MAX_BYTES:
+            return None, f"its weights ({size / 1024**3:.1f} GiB) are too large to load beside the server"
+        try:
+            model = ClassifierRM(self._spec, device="cpu", dtype="float32", seed=self.seed,
+                                 tokenization=self.tokenization)
+            scores = [v for s in model.score_pairs(pairs) for v in (float(s.score_chosen), float(s.score_rejected))]
+        except Exception as exc:  # the check falls back; the run is not the HF engine's to stop
+            return None, f"it does not load in process ({type(exc).__name__})"
+        del model
+        gc.collect()
+        return scores, None
 
     def run_remote(self, prepared: Any) -> list[PairScore]:
-        bodies = [{"model": self.engine.model, "input": list(s), "use_activation": False}
-                  for seqs, _ in prepared.sequences for s in seqs]
+        bodies = self._bodies([s for seqs, _ in prepared.sequences for s in seqs])
         values = self.engine.client.map(bodies, lambda r, _: _class_score(r), cache=self._cache("classifier"),
                                         path="/classify")
         scores = []
@@ -358,20 +470,77 @@ class VLLMClassifierRM(_VLLMMixin, ClassifierRM):
             scores.append(PairScore(chosen, rejected, nonfinite_reason(chosen, rejected),
                                     {"truncated": truncated, "n_tokens": sum(len(s) for s in seqs)}))
         self.n_pairs += len(prepared.sequences)
+        self._watch([v for v in values if v is not None])
         return scores
 
+    def _watch(self, values: Sequence[float]) -> None:
+        """One warning, the first time the scores seen so far saturate."""
+        self._scores.extend(values)
+        share = extreme_ties(self._scores)
+        if not self._warned and len(self._scores) >= SATURATION_MIN_SCORES and share >= SATURATION_SHARE:
+            self._warned = True
+            print(f"prb: warning: {self.spec} saturates on the vLLM engine: {share:.0%} of its first "
+                  f"{len(self._scores)} scores tie at the lowest or highest value, so its pairs end in ties there.",
+                  file=sys.stderr)
+
     def run_metadata(self) -> dict[str, Any]:
-        return {**self._engine_metadata(), "kv_reuse": False, "num_labels": getattr(self.config, "num_labels", None)}
+        return {**self._engine_metadata(), "kv_reuse": False, "num_labels": getattr(self.config, "num_labels", None),
+                "engine_classifier_check": self.contract,
+                "engine_pooler_config": self.engine.pooler_config,
+                "score_extreme_ties": extreme_ties(self._scores) if self._scores else None}
 
 
-def _class_score(response: dict[str, Any]) -> float | None:
-    """The single logit, or the softmax probability of the last class, from a ``/classify`` response."""
-    data = response.get("data") or []
-    logits = [float(x) for x in (data[0].get("probs") or [])] if data else []
-    if not logits:
-        return None
+def class_values(response: dict[str, Any]) -> list[float]:
+    """The class values of a ``/classify`` response (one input); :class:`UnusableResponse` without them.
+
+    >>> class_values({"data": [{"probs": [1.5, -2]}]})
+    [1.5, -2.0]
+    """
+    data = response.get("data") if isinstance(response, dict) else None
+    values = [float(x) for x in (data[0].get("probs") or [])] if data and isinstance(data[0], dict) else []
+    if not values:
+        raise UnusableResponse("a /classify response without class values")
+    return values
+
+
+def class_score(logits: Sequence[float]) -> float:
+    """The single logit, or the softmax probability of the last class (as :class:`ClassifierRM`).
+
+    >>> class_score([2.5]), round(class_score([0.0, math.log(3)]), 6)
+    (2.5, 0.75)
+    """
     if len(logits) == 1:
-        return logits[0]
+        return float(logits[0])
     top = max(logits)
     weights = [math.exp(x - top) for x in logits]
     return weights[-1] / sum(weights)
+
+
+def _class_score(response: dict[str, Any]) -> float:
+    return class_score(class_values(response))
+
+
+def confined(values: Sequence[float]) -> bool:
+    """Whether class values look activated: each in [0, 1] and, for several classes, summing to 1.
+
+    >>> confined([0.7]), confined([2.1]), confined([0.2, 0.8]), confined([0.2, 0.3])
+    (True, False, True, False)
+    """
+    inside = all(0.0 <= v <= 1.0 for v in values)
+    return inside and (len(values) == 1 or abs(sum(values) - 1.0) < 1e-3)
+
+
+def extreme_ties(scores: Sequence[float]) -> float:
+    """Share of ``scores`` tied at the lowest or the highest value (a value counts when it occurs twice or more).
+
+    >>> extreme_ties([0.0, 0.0, 0.3, 1.0, 1.0, 1.0]), extreme_ties([0.1, 0.2, 0.3, 0.3]), extreme_ties([])
+    (0.8333333333333334, 0.5, 0.0)
+    """
+    finite = [v for v in scores if math.isfinite(v)]
+    if not finite:
+        return 0.0
+    tied = 0
+    for extreme in {min(finite), max(finite)}:
+        count = finite.count(extreme)
+        tied += count if count > 1 else 0
+    return tied / len(finite)

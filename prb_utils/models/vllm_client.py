@@ -9,17 +9,24 @@
   refuses (HTTP 400, e.g. a prompt longer than its context) is an ordinary error for that pair only;
 - a request cache (:class:`RequestCache`): every finished request's (reduced) result is appended to a JSON
   Lines file at once, so a killed run resumes without sending it again. Its key is the sha256 of the exact
-  request body sent (canonical JSON bytes).
+  request body sent (canonical JSON bytes);
+- an unusable response (no choices, no logprobs where they were asked for: the reducer raises
+  :class:`UnusableResponse`) is never cached: that pair fails (a ``failed`` row, retried by the next run), and
+  ``UNUSABLE_LIMIT`` unusable responses in a row end the run with one sentence (:class:`EngineError`);
+- interruptible: :meth:`CompletionClient.cancel` (Ctrl-C) shuts down every open connection, so threads blocked
+  on a server that accepts but never answers return at once, and backoff waits end too.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import random
+import socket
 import threading
-import time
 import urllib.error
 import urllib.request
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
@@ -29,6 +36,7 @@ from prb_utils.errors import PRBError
 from prb_utils.schema import canonical_json, stable_hash
 
 RETRY_STATUS = (408, 429, 500, 502, 503, 504)
+UNUSABLE_LIMIT = 6   # unusable responses in a row after which the server, not the pairs, is at fault
 
 
 class EngineError(PRBError):
@@ -39,6 +47,37 @@ class EngineError(PRBError):
 
 class RequestError(RuntimeError):
     """The server refused one request (HTTP 4xx): that pair fails, the run goes on."""
+
+
+class UnusableResponse(RuntimeError):
+    """A response without what was asked for (no choices, no logprobs): raised by a reducer; never cached,
+    that pair fails (retried next run), and :data:`UNUSABLE_LIMIT` in a row stop the run."""
+
+
+class Cancelled(EngineError):
+    """The run was stopped (Ctrl-C) while this request waited or was in flight."""
+
+
+def _tracked(track: Callable[[http.client.HTTPConnection], None]) -> urllib.request.OpenerDirector:
+    """A urllib opener whose HTTP(S) connections are handed to ``track`` as they are made (so another thread
+    can shut them down); proxies and everything else as ``urllib.request.urlopen``."""
+
+    def made(http_class: Callable[..., http.client.HTTPConnection]) -> Callable[..., http.client.HTTPConnection]:
+        def connection(host: str, **kw: Any) -> http.client.HTTPConnection:
+            conn = http_class(host, **kw)
+            track(conn)
+            return conn
+        return connection
+
+    class HTTP(urllib.request.HTTPHandler):
+        def do_open(self, http_class: Any, req: Any, **kw: Any) -> Any:
+            return super().do_open(made(http_class), req, **kw)
+
+    class HTTPS(urllib.request.HTTPSHandler):
+        def do_open(self, http_class: Any, req: Any, **kw: Any) -> Any:
+            return super().do_open(made(http_class), req, **kw)
+
+    return urllib.request.build_opener(HTTP(), HTTPS())
 
 
 def body_bytes(body: dict[str, Any]) -> bytes:
@@ -117,11 +156,28 @@ class CompletionClient:
         self._count_lock = threading.Lock()
         self._ever_answered = False
         self._cancelled = threading.Event()
+        self._unusable_streak = 0
+        self._connections: weakref.WeakSet[http.client.HTTPConnection] = weakref.WeakSet()
+        self._opener = _tracked(self._track)
+
+    def _track(self, conn: http.client.HTTPConnection) -> None:
+        with self._count_lock:
+            self._connections.add(conn)
 
     def cancel(self) -> None:
-        """Send no more requests (the run was stopped): requests not yet sent end at once, in every thread
-        that maps through this client, until :meth:`resume`."""
+        """Send no more requests (the run was stopped): requests not yet sent end at once, requests in flight
+        end too (their connections are shut down), in every thread that maps through this client, until
+        :meth:`resume`."""
         self._cancelled.set()
+        with self._count_lock:
+            connections = list(self._connections)
+        for conn in connections:
+            sock = getattr(conn, "sock", None)
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)   # a recv blocked in another thread returns at once
+                except OSError:
+                    pass
 
     def resume(self) -> None:
         self._cancelled.clear()
@@ -132,7 +188,7 @@ class CompletionClient:
         data = body_bytes(body) if body is not None else None
         request = urllib.request.Request(self.url + path, data=data, method="POST" if data else "GET",
                                          headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with self._opener.open(request, timeout=timeout) as response:
             raw = response.read()
         self._ever_answered = True
         return json.loads(raw)
@@ -190,7 +246,9 @@ class CompletionClient:
             if attempt:
                 with self._count_lock:
                     self.retried += 1
-                time.sleep(self.backoff_s * 2 ** (attempt - 1) * (1 + 0.25 * random.random()))
+                self._cancelled.wait(self.backoff_s * 2 ** (attempt - 1) * (1 + 0.25 * random.random()))
+            if self._cancelled.is_set():
+                raise Cancelled("The run was stopped before this request was answered.")
             with self._count_lock:
                 self.requests_sent += 1
             try:
@@ -204,8 +262,10 @@ class CompletionClient:
                     raise EngineError(f"The server at {self.url} does not serve the model asked for ({detail}).") \
                         from None
                 raise RequestError(f"the server refused the request (HTTP {exc.code}: {detail})") from None
-            except (urllib.error.URLError, OSError, ValueError) as exc:   # refused, reset, timed out
-                last = exc
+            except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
+                if self._cancelled.is_set():   # its connection was shut down by cancel()
+                    raise Cancelled("The run was stopped before this request was answered.") from None
+                last = exc   # refused, reset, timed out
         why = self.describe() if self.describe else ""
         reason = getattr(last, "reason", None) or last
         raise EngineError(f"The server at {self.url} stopped answering after {self.retries + 1} attempts "
@@ -215,7 +275,8 @@ class CompletionClient:
             cache: RequestCache | None = None, path: str = "/v1/completions") -> list[Any]:
         """``reduce(response, body)`` for every body, at most ``concurrency`` in flight, in order; identical
         bodies are sent once, results found in ``cache`` are not sent again and new ones are added to it as
-        each request finishes."""
+        each request finishes. A reducer raising :class:`UnusableResponse` caches nothing and fails the map
+        (:class:`EngineError` once :data:`UNUSABLE_LIMIT` responses in a row were unusable)."""
         keys = [request_key(body) for body in bodies]
         values: dict[str, Any] = {}
         first: dict[str, int] = {}   # each distinct body once, at its first index
@@ -235,7 +296,14 @@ class CompletionClient:
                 return
             if self._cancelled.is_set():
                 raise EngineError("The run was stopped before this request was sent.")
-            value = reduce(self.post(path, bodies[i]), bodies[i])
+            response = self.post(path, bodies[i])
+            try:
+                value = reduce(response, bodies[i])
+            except UnusableResponse as exc:
+                self._unusable(exc)
+                raise
+            with self._count_lock:
+                self._unusable_streak = 0
             values[key] = value
             if cache is not None:
                 cache.put(key, value)
@@ -243,6 +311,14 @@ class CompletionClient:
         if todo:
             self._run(todo, one, stop)
         return [values[key] for key in keys]
+
+    def _unusable(self, exc: UnusableResponse) -> None:
+        with self._count_lock:
+            self._unusable_streak += 1
+            streak = self._unusable_streak
+        if streak >= UNUSABLE_LIMIT:
+            raise EngineError(f"The server at {self.url} gave {streak} unusable responses in a row ({exc}); "
+                              "is it a vLLM server serving this model (vllm serve)?") from None
 
     def _run(self, todo: list[tuple[int, str]], one: Callable[[int, str], None], stop: threading.Event) -> None:
         """``one(i, key)`` for every item in a bounded thread pool; the first error stops the rest."""
@@ -257,8 +333,10 @@ class CompletionClient:
                     f.cancel()
                 errors = [f.exception() for f in failed]
                 raise next((e for e in errors if isinstance(e, EngineError)), errors[0])
-        except BaseException:
+        except BaseException as exc:
             stop.set()
+            if not isinstance(exc, Exception):   # Ctrl-C in the thread that maps: end the requests in flight
+                self.cancel()
             pool.shutdown(wait=False, cancel_futures=True)
             raise
         pool.shutdown(wait=True)

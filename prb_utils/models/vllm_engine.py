@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from prb_utils.errors import PRBError
-from prb_utils.models.vllm_client import CompletionClient, RequestCache, RequestError
+from prb_utils.models.vllm_client import CompletionClient, RequestCache, RequestError, UnusableResponse
 from prb_utils.schema import stable_hash
 
 DEFAULT_CONCURRENCY = 16
@@ -62,6 +62,7 @@ class Engine:
     start_seconds: float | None = None
     dtype: str | None = None   # of the server prb started (a server at --engine-url: unknown here)
     requested_dtype: str | None = None   # what the user asked for (the job key's dtype for a server at a URL)
+    pooler_config: str | None = None   # as the server prb started logged it (a server at a URL does not say)
 
     def metadata(self) -> dict[str, Any]:
         return {"engine": "vllm", "engine_url": None if self.launched else self.url,
@@ -118,12 +119,15 @@ def connect(spec_name: str, source: str, *, device: str = "auto", dtype: str = "
     client = CompletionClient(server.url, concurrency=opts.concurrency, describe=describe)
     model = client.resolve_model([spec_name])
     return Engine(client, model, server.url, True, client.version(), opts, server.command(), server.started_s,
-                  launch.dtype, requested_dtype=dtype)
+                  launch.dtype, requested_dtype=dtype,
+                  pooler_config=server.logged_config("pooler_config") if runner == "pooling" else None)
 
 
 def completion_text(response: dict[str, Any]) -> list[str]:
-    """The texts of a completions response, in choice order."""
+    """The texts of a completions response, in choice order; :class:`UnusableResponse` without choices."""
     choices = sorted(response.get("choices") or [], key=lambda c: int(c.get("index", 0)))
+    if not choices:
+        raise UnusableResponse("a completions response without choices")
     return [str(c.get("text") or "") for c in choices]
 
 
@@ -181,6 +185,9 @@ class VLLMChatGenerator:
             texts = self.engine.client.map(bodies, lambda r, _: completion_text(r))
         except RequestError as exc:
             raise PRBError(f"The vLLM server refused a generation request: {exc}.") from None
+        except UnusableResponse as exc:
+            raise PRBError(f"The vLLM server at {self.engine.url} gave {exc}; run the same command again "
+                           "once it answers as a vLLM server does.") from None
         return [[t.strip() for t in group] for group in texts]
 
     def generate(self, users: Sequence[str], *, system: str | None = None, max_new_tokens: int = 128,

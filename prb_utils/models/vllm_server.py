@@ -206,6 +206,23 @@ class VLLMServer:
         shown = (errors or found)[-lines:]
         return " | ".join(shown)[-600:] + f" (log: {self.log_path})"
 
+    def logged_config(self, name: str) -> str | None:
+        """The ``name=...`` field of the engine configuration the server logged at start (vLLM prints its
+        whole config once; e.g. ``pooler_config=PoolerConfig(...)``), or None."""
+        try:
+            text = Path(self.log_path).read_text(encoding="utf-8", errors="replace") if self.log_path else ""
+        except OSError:
+            return None
+        start = text.find(f" {name}=")
+        if start < 0:
+            return None
+        start += len(name) + 2
+        depth, end = 0, start
+        while end < len(text) and text[end] != "\n" and (depth or text[end] != ","):
+            depth += {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}.get(text[end], 0)
+            end += 1
+        return text[start:end] or None
+
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
