@@ -249,3 +249,32 @@ def test_figures_draw_every_series():
     fig = plots.margin_histograms(score_margins(rows))
     assert len([ax for ax in fig.axes if ax.get_visible()]) == 2
     plt.close("all")
+
+
+# ------------------------------------------------------------------------------------- scored by real models
+def test_real_judge_and_classifier_scores_take_their_paths(tmp_path, tiny_lm_dir, tiny_classifier_dir):
+    """A tiny judge and a tiny classifier scored through the real store: the judge's probability is the mean of
+    its two orders, the classifier's goes through the cross-fitted temperature, and every statistic is either
+    defined (ECE in [0, 1], interval around it) or n/a with its reason."""
+    from prb_utils.data import load_benchmark
+    from prb_utils.scoring import score_benchmark
+    from prb_utils.store import load_results
+
+    data = load_benchmark("sample", limit=8)
+    specs = [f"judge:{tiny_lm_dir}", f"classifier:{tiny_classifier_dir}"]
+    score_benchmark(data, specs, ["none"], out=tmp_path, device="cpu", progress=False)
+    rows = load_results(tmp_path)
+    probs = cal.pair_probabilities(rows, data)
+    judge = probs[probs["kind"] == "judge"]
+    scored = rows[rows["kind"] == "judge"].set_index(["subset", "id"])
+    assert len(judge) == len(data) and (judge["source"] == "judge").all()
+    mean = ((scored["p_chosen_ab"] + scored["p_chosen_ba"]) / 2).loc[list(zip(judge["subset"], judge["id"], strict=True))]
+    assert judge["p_chosen"].to_numpy() == pytest.approx(mean.to_numpy())
+    classifier = probs[probs["kind"] == "classifier"]
+    assert (classifier["source"] == "temperature").all() and classifier["fold"].nunique() == cal.N_FOLDS
+    assert classifier.groupby("question")["fold"].nunique().max() == 1  # a question's two users share a fold
+    table = cal.calibration_table(probs, n_boot=N_BOOT)
+    ece = table[table["statistic"] == "ece"]
+    assert len(ece) == 2 and ece["note"].isna().all()
+    assert ((ece["value"] >= 0) & (ece["value"] <= 1) & (ece["ci_low"] <= ece["value"])
+            & (ece["value"] <= ece["ci_high"])).all()
