@@ -204,3 +204,18 @@ def test_curve_intervals_stay_within_the_quality_range():
         assert (c["ci_low"] >= lo).all() and (c["ci_high"] <= hi).all()
     with pytest.raises(PRBError, match="level"):
         bon_curves(frame, [1], level=95)
+
+
+def test_gain_is_taken_per_question_before_averaging():
+    # RM "a" has no valid score on question q2 (the easy one: both answers rated 1); on q1 it picks the good
+    # answer. Its gain is on q1 only: 1 - 0.5 = 0.5; the difference of the two means would be
+    # 1.0 - mean(0.5, 1.0) = 0.25, charging it for a question it never answered.
+    rows = [dict(model=m, subset="s", id=q, sample_idx=i, quality=qual[i],
+                 rm_score=float("nan") if (m == "a" and q == "q2") else float(i))
+            for m in ("a", "b") for q, qual in (("q1", [0.0, 1.0]), ("q2", [1.0, 1.0])) for i in range(2)]
+    curves = bon_curves(pd.DataFrame(rows), [2], methods=["exact"], n_boot=50)
+    metrics = bon_metrics(curves)
+    assert metrics.loc["a", "bon@2"] == 1.0 and metrics.loc["a", "bon_gain@2"] == pytest.approx(0.5)
+    assert metrics.loc["b", "bon_gain@2"] == pytest.approx(((1.0 - 0.5) + (1.0 - 1.0)) / 2)
+    gains = bon_curves(pd.DataFrame(rows), [2], methods=["exact"], n_boot=50, gain=True).set_index("model")
+    assert gains.loc["a", "mean"] == pytest.approx(metrics.loc["a", "bon_gain@2"])  # the gain curve agrees

@@ -342,3 +342,98 @@ def test_the_chance_level_of_the_centred_coefficients_is_exactly_zero():
     ci = rank_agreement_ci([0.61, 0.7, 0.55, 0.4, 0.66], [0.4, 0.52, 0.31, 0.2, 0.5], n_boot=100).set_index("metric")
     assert [ci.loc[m, "chance"] for m in CENTRED] == [0.0, 0.0, 0.0]
     assert ci.loc["rbo", "chance"] > 0   # the others keep their (positive) chance levels
+
+
+# ----------------------------------------------- classical tests beside the (conservative) paired bootstrap
+def test_williams_t_and_zou_interval_match_the_papers():
+    from prb_utils.downstream.correlation import overlapping_correlation_tests
+
+    # Williams' t by hand (Steiger 1980, eq. 7) for r_ya = .3, r_yb = .4, r_ab = .5, n = 100:
+    # |R| = 1 - .09 - .16 - .25 + 2(.3)(.4)(.5) = .62; r̄ = .35; df = 97
+    det, rbar = 1 - 0.09 - 0.16 - 0.25 + 2 * 0.3 * 0.4 * 0.5, 0.35
+    t_hand = -0.1 * math.sqrt(99 * 1.5 / (2 * det * 99 / 97 + rbar**2 * 0.5**3))
+    r = overlapping_correlation_tests(0.3, 0.4, 0.5, 100)
+    assert r["williams_t"] == pytest.approx(t_hand, rel=1e-12)
+    assert round(r["williams_t"], 4) == -1.0767 and round(r["williams_p"], 4) == 0.2843  # depcor (Silver et al. 2006)
+    # Zou (2007), overlapping correlations: Fisher-z limits of each r, then his eq. for L and U
+    z = 1.959963984540054
+    lims = [(math.tanh(math.atanh(x) - z / math.sqrt(63)), math.tanh(math.atanh(x) + z / math.sqrt(63)))
+            for x in (0.396, 0.179)]
+    c = ((0.088 - 0.396 * 0.179 / 2) * (1 - 0.396**2 - 0.179**2 - 0.088**2) + 0.088**3) / (
+        (1 - 0.396**2) * (1 - 0.179**2))
+    low = 0.217 - math.sqrt((0.396 - lims[0][0]) ** 2 + (lims[1][1] - 0.179) ** 2
+                            - 2 * c * (0.396 - lims[0][0]) * (lims[1][1] - 0.179))
+    zou = overlapping_correlation_tests(0.396, 0.179, 0.088, 66)
+    assert zou["zou_ci_low"] == pytest.approx(low, rel=1e-9)
+    assert (round(zou["zou_ci_low"], 3), round(zou["zou_ci_high"], 3)) == (-0.093, 0.517)  # the paper's example
+    assert math.isnan(overlapping_correlation_tests(0.3, 0.4, 0.5, 3)["williams_t"])  # df = n - 3 = 0
+
+
+def test_correlation_difference_shows_williams_and_zou_beside_the_bootstrap():
+    from scipy.stats import pearsonr, spearmanr
+
+    from prb_utils.downstream.correlation import overlapping_correlation_tests
+
+    rng = np.random.default_rng(8)
+    down = rng.random(12)
+    table = pd.DataFrame({"bon": down, "good": down + 0.3 * rng.random(12), "bad": rng.random(12)})
+    r = correlation_difference(table, "bon", "good", "bad", n_boot=500)
+    expected = overlapping_correlation_tests(spearmanr(table["good"], table["bon"])[0],
+                                             spearmanr(table["bad"], table["bon"])[0],
+                                             spearmanr(table["good"], table["bad"])[0], 12)
+    for key, value in expected.items():
+        assert r[key] == pytest.approx(value, rel=1e-9)
+    assert r["zou_ci_low"] < r["diff"] < r["zou_ci_high"]
+    p = correlation_difference(table, "bon", "good", "bad", metric="pearson", n_boot=200)
+    assert p["williams_t"] == pytest.approx(overlapping_correlation_tests(
+        pearsonr(table["good"], table["bon"])[0], pearsonr(table["bad"], table["bon"])[0],
+        pearsonr(table["good"], table["bad"])[0], 12)["williams_t"], rel=1e-9)
+    k = correlation_difference(table, "bon", "good", "bad", metric="kendall", n_boot=200)
+    assert math.isnan(k["williams_t"]) and math.isnan(k["zou_ci_low"])  # no classical test for Kendall here
+
+
+def test_chance_of_symmetric_coefficients_is_exactly_zero_beyond_enumeration():
+    from prb_utils.downstream.correlation import CENTRED, EXACT_PERMUTATIONS_MAX_N
+
+    n = EXACT_PERMUTATIONS_MAX_N + 2  # Monte Carlo permutations: their mean is only near 0
+    ci = rank_agreement_ci(np.arange(n), np.arange(n)[::-1] ** 2, n_boot=200, n_perm=300).set_index("metric")
+    assert (ci.loc[list(CENTRED), "chance"] == 0.0).all()
+    assert ci.loc["ndcg", "chance"] > 0.3  # the others keep their permutation mean
+
+
+def test_floored_permutation_p_is_shown_as_below_its_floor():
+    from prb_utils.downstream.correlation import p_display, p_text
+
+    n = 12
+    ci = rank_agreement_ci(np.arange(n), np.arange(n), n_boot=200, n_perm=10_000)
+    spearman = ci.set_index("metric").loc["spearman"]
+    assert spearman["p_perm"] == 1 / 10_001  # no permutation reached 1: the Monte Carlo floor
+    shown = p_display(ci).set_index("metric")
+    assert shown.loc["spearman", "p_perm"] == "< 1e-4"
+    assert p_display(rank_agreement_ci(np.arange(n), np.arange(n), n_boot=200, n_perm=500)).loc[0, "p_perm"] == "< 0.002"
+    exact = p_display(rank_agreement_ci(np.arange(5), np.arange(5), n_boot=200))  # 5! = 120: 1/120 is exact
+    assert exact.set_index("metric").loc["spearman", "p_perm"] == "0.00833"
+    assert p_text(float("nan")) == "n/a" and p_text(0.04321) == "0.0432"
+    diff = pd.DataFrame([correlation_difference(pd.DataFrame({"y": np.arange(10.0), "a": np.arange(10.0),
+                                                              "b": np.arange(10.0)[::-1]}), "y", "a", "b",
+                                                n_boot=999)])
+    assert p_display(diff)["p_value"].iloc[0] == "< 0.002"  # 2 / (1 + 999): no resample on the far side
+
+
+def test_join_by_spec_matches_job_labels_to_specs_and_names_what_it_leaves_out():
+    from prb_utils.downstream.correlation import join_by_spec
+
+    accuracy = pd.Series({"length": 0.4, "lexical": 0.6, "Judge:x [generate]": 0.7, "c [seed=1]": 0.5,
+                          "c [seed=2]": 0.55, "orphan": 0.3}, name="prb")
+    specs = {"Judge:x [generate]": "Judge:x", "c [seed=1]": "c", "c [seed=2]": "c"}
+    bon_table = pd.Series({"length": 0.2, "lexical": 0.3, "judge:x": 0.4, "c": 0.1, "ghost": 0.9}, name="bon@4")
+    joined, note = join_by_spec(accuracy, bon_table, specs=specs, benchmark_name="accuracy under top3",
+                                downstream_name="BoN results")
+    # a job label with options joins its spec (the kind's case and spaces do not matter)
+    assert joined.to_dict("index") == {"judge:x": {"prb": 0.7, "bon@4": 0.4}, "length": {"prb": 0.4, "bon@4": 0.2},
+                                       "lexical": {"prb": 0.6, "bon@4": 0.3}}
+    assert note == ("Left out: c (2 jobs: c [seed=1], c [seed=2]; name one with models=), ghost (no accuracy under "
+                    "top3), orphan (no BoN results).")
+    assert join_by_spec(accuracy[["length"]], bon_table[["length"]])[1] == ""
+    with pytest.raises(PRBError, match="twice"):
+        join_by_spec(accuracy, pd.Series([1.0, 2.0], index=["judge:x", "Judge:x"]))

@@ -259,7 +259,10 @@ def bon_curves(
 ) -> pd.DataFrame:
     """Best-of-k curves with CIs over questions, per RM (and per ``by`` columns, e.g. ``("subset",)``).
 
-    Returns columns model, *by, method, k, n (questions), mean, ci_low, ci_high. The interval is a
+    Returns columns model, *by, method, k, n (questions), mean, ci_low, ci_high, gain. ``gain`` is the mean
+    over the same questions of each question's value minus that question's mean quality (one random
+    answer), computed per question before averaging, so an RM that lost questions (invalid scores, fewer
+    than k samples) is compared with the random pick on its own questions. The interval is a
     percentile bootstrap over questions (:func:`bootstrap_mean_ci`: ``level``, ``n_boot``, ``seed``), so it
     stays within the range of the questions' values (a quality in [0, 1] keeps its interval in [0, 1]).
     ``gain=True`` reports each question's best-of-k quality minus its mean quality (one random sample),
@@ -273,14 +276,14 @@ def bon_curves(
     [{'k': 1, 'n': 2, 'mean': 0.5}, {'k': 3, 'n': 2, 'mean': 0.5}]
     """
     check_uncertainty(level, n_boot)
-    per_q = per_question_best_of_k(frame, ks, methods=methods, oracle=True if gain else oracle)
+    per_q = per_question_best_of_k(frame, ks, methods=methods, oracle=True)
+    base = per_q[per_q["model"] == "random"][["subset", "id", "k", "value"]].rename(columns={"value": "_base"})
+    per_q = per_q.merge(base, on=["subset", "id", "k"], how="left")
+    per_q["_gain"] = per_q["value"] - per_q["_base"]
     if gain:
-        base = per_q[per_q["model"] == "random"][["subset", "id", "k", "value"]].rename(columns={"value": "_base"})
-        per_q = per_q.merge(base, on=["subset", "id", "k"], how="inner")
-        per_q["value"] = per_q["value"] - per_q["_base"]
-        per_q = per_q.drop(columns="_base")
-        if not oracle:
-            per_q = per_q[~per_q["model"].isin(["oracle", "random"])]
+        per_q["value"] = per_q["_gain"]
+    if not oracle:
+        per_q = per_q[~per_q["model"].isin(["oracle", "random"])]
     by = list(by)
     for col in by:
         if col not in per_q.columns:
@@ -290,16 +293,17 @@ def bon_curves(
     for key, grp in per_q.groupby(keys, sort=True):
         values = grp["value"].to_numpy(dtype=float)
         lo, hi = bootstrap_mean_ci(values, level=level, n_boot=n_boot, seed=seed)
-        rows.append((*key, values.size, float(values.mean()), lo, hi))
-    return pd.DataFrame(rows, columns=[*keys, "n", "mean", "ci_low", "ci_high"])
+        rows.append((*key, values.size, float(values.mean()), lo, hi, float(grp["_gain"].mean())))
+    return pd.DataFrame(rows, columns=[*keys, "n", "mean", "ci_low", "ci_high", "gain"])
 
 
 def bon_metrics(curves: pd.DataFrame, *, method: str = "exact") -> pd.DataFrame:
     """Per-RM downstream metrics from :func:`bon_curves` (one row per RM, index ``model``).
 
-    Columns ``bon@{k}`` (mean best-of-k quality) and, when the ``random`` baseline is present,
-    ``bon_gain@{k}`` (best-of-k minus the mean quality of one random sample). The ``oracle`` and
-    ``random`` reference rows are left out.
+    Columns ``bon@{k}`` (mean best-of-k quality) and ``bon_gain@{k}``: best-of-k minus the mean quality of
+    one random sample, per question, then averaged over the RM's questions (the curves' ``gain``; for curves
+    without it, such as older files, the difference of the two means when the ``random`` rows are there).
+    The ``oracle`` and ``random`` reference rows are left out.
     """
     sub = curves[(curves["method"] == method) & ~curves["model"].isin(["oracle", "random"])]
     if "subset" in curves.columns:
@@ -307,7 +311,11 @@ def bon_metrics(curves: pd.DataFrame, *, method: str = "exact") -> pd.DataFrame:
     table = sub.pivot_table(index="model", columns="k", values="mean")
     table.columns = [f"bon@{k}" for k in table.columns]
     rand = curves[curves["model"] == "random"].set_index("k")["mean"]
-    if not rand.empty:
+    if "gain" in sub.columns:
+        gains = sub.pivot_table(index="model", columns="k", values="gain", dropna=False)
+        for k in gains.columns:
+            table[f"bon_gain@{k}"] = gains[k]
+    elif not rand.empty:
         for col in list(table.columns):
             k = int(col.split("@")[1])
             if k in rand.index:

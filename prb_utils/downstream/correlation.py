@@ -35,12 +35,14 @@ from prb_utils.analysis.metrics import (
     resample_indices,
 )
 from prb_utils.errors import PRBError
+from prb_utils.schema import canonical_spec
 
 METRICS = ("spearman", "kendall", "weighted_tau", "pearson", "ndcg", "rbo")
 #: Coefficients whose mean over every permutation of one ranking is exactly 0 (each term has a mirror image).
 CENTRED = ("spearman", "kendall", "pearson")
 RBO_P = 0.9
 EXACT_PERMUTATIONS_MAX_N = 8   # up to 8! = 40,320 permutations are enumerated; larger n is Monte Carlo
+N_PERM = 10_000                # Monte Carlo permutations beyond that
 _TOL = 1e-9                    # ties between a permuted and the observed coefficient count as "as large"
 _CELLS = 2**20                 # rows x n x n cells per vectorized chunk (memory bound)
 
@@ -158,6 +160,53 @@ def no_ranking(benchmark_scores: Sequence[float], downstream_scores: Sequence[fl
             return (f"Every RM has the same {name} ({float(v[0]):.3g}): there is no ranking to agree with, so every "
                     "coefficient is n/a.")
     return None
+
+
+def join_by_spec(benchmark: pd.Series, downstream: pd.Series, *, specs: Mapping[str, str] | None = None,
+                 benchmark_name: str = "benchmark score", downstream_name: str = "downstream score",
+                 ) -> tuple[pd.DataFrame, str]:
+    """The RMs of both sides, matched by model spec, and one sentence naming each RM left out and why.
+
+    ``benchmark`` and ``downstream``: one value per RM, indexed by name; ``specs`` maps a benchmark index
+    label (e.g. a job label such as ``length [seed=1]``) to its model spec. Both sides are matched on the
+    canonical spec (:func:`prb_utils.schema.canonical_spec`). A spec with several benchmark rows (several
+    jobs under one condition) is left out, as is a spec on one side only or without a value. Returns a frame
+    indexed by spec with the columns ``benchmark.name`` and ``downstream.name`` (RMs sorted), and the
+    sentence ("" when nothing was left out).
+
+    >>> joined, note = join_by_spec(pd.Series({"a": 0.6, "b": 0.7, "c [seed=1]": 0.5, "c [seed=2]": 0.4},
+    ...     name="prb"), pd.Series({"a": 1.0, "B": 2.0, "d": 3.0}, name="bon"),
+    ...     specs={"c [seed=1]": "c", "c [seed=2]": "c"}, downstream_name="BoN results")
+    >>> joined.index.tolist()
+    ['a', 'b']
+    >>> note
+    'Left out: c (2 jobs: c [seed=1], c [seed=2]; name one with models=), d (no benchmark score).'
+    """
+    specs = {} if specs is None else dict(specs)
+    labels = pd.Series([canonical_spec(str(specs.get(str(m), m))) for m in benchmark.index], index=benchmark.index)
+    reasons: dict[str, str] = {}
+    for spec, group in labels.groupby(labels, sort=True):
+        if len(group) > 1:
+            reasons[spec] = f"{len(group)} jobs: {', '.join(map(str, group.index))}; name one with models="
+    bench = pd.Series(benchmark.to_numpy(dtype=float), index=labels.to_numpy()).loc[lambda x: ~x.index.isin(reasons)]
+    down_index = [canonical_spec(str(m)) for m in downstream.index]
+    if len(set(down_index)) < len(down_index):
+        dup = pd.Index(down_index)[pd.Index(down_index).duplicated()][0]
+        raise PRBError(f"The {downstream_name} table names the RM {dup!r} twice.")
+    down = pd.Series(downstream.to_numpy(dtype=float), index=down_index)
+    for spec in bench.index.difference(down.index):
+        reasons[spec] = f"no {downstream_name}"
+    for spec in down.index.difference(bench.index).difference(list(reasons)):
+        reasons[spec] = f"no {benchmark_name}"
+    common = sorted(bench.index.intersection(down.index))
+    for spec in common:
+        if not (math.isfinite(bench[spec]) and math.isfinite(down[spec])):
+            reasons[spec] = "no value"
+    keep = [spec for spec in common if spec not in reasons]
+    joined = pd.DataFrame({benchmark.name or "benchmark": bench.loc[keep], downstream.name or "downstream":
+                           down.loc[keep]}, index=pd.Index(keep, name="model"))
+    note = ("Left out: " + ", ".join(f"{spec} ({why})" for spec, why in sorted(reasons.items())) + ".") if reasons else ""
+    return joined, note
 
 
 def rank_agreement(benchmark_scores: Sequence[float], downstream_scores: Sequence[float], *,
@@ -357,7 +406,7 @@ def rank_agreement_ci(
     level: float = LEVEL,
     n_boot: int | None = None,
     seed: int = SEED,
-    n_perm: int = 10000,
+    n_perm: int = N_PERM,
 ) -> pd.DataFrame:
     """Each coefficient of :func:`rank_agreement` with a bootstrap CI, its chance value and a permutation p.
 
@@ -368,7 +417,9 @@ def rank_agreement_ci(
     permutation of the RMs; ``p_perm``, the one-sided permutation p-value P(coefficient under a random
     permutation >= estimate); ``n`` (RMs) and ``n_perm`` (permutations used). For n <= 8 RMs both
     ``chance`` and ``p_perm`` are exact (all n! permutations); beyond that they are Monte Carlo over
-    ``n_perm`` seeded permutations, with p = (1 + hits) / (1 + n_perm). Compare each estimate with its
+    ``n_perm`` seeded permutations, with p = (1 + hits) / (1 + n_perm), so it is never below 1 / (1 + n_perm)
+    (:func:`p_text` shows that floor as "< 1e-4"); the chance level of the symmetric coefficients
+    (:data:`CENTRED`) is 0 exactly for any n. Compare each estimate with its
     ``chance``, not with 0: NDCG and RBO of a random ranking are far above 0. NDCG uses the downstream
     scores as gains, min-shifted to be non-negative (the worst RM has gain 0).
 
@@ -391,11 +442,59 @@ def rank_agreement_ci(
     for m in METRICS:
         lo, hi = percentile_interval(boots[m], level)
         chance, p = _chance_and_p(null[m], est[m], exact)
-        if exact and m in CENTRED and math.isfinite(chance):
-            chance = 0.0   # their mean over all permutations is 0 exactly; the float sum leaves 1e-17 residue
+        if m in CENTRED and math.isfinite(chance):
+            chance = 0.0   # their mean over all n! permutations is 0 exactly, for any n (Monte Carlo or not)
         rows.append((m, est[m], lo, hi, chance, p, x.size, int(np.isfinite(boots[m]).sum()), len(perms)))
     return pd.DataFrame(rows, columns=["metric", "estimate", "ci_low", "ci_high", "chance", "p_perm", "n",
                                        "n_boot_valid", "n_perm"])
+
+
+def _ceil_power(x: float) -> str:
+    """``x`` rounded up to one significant digit, in short scientific form: 1/10001 -> "1e-4"."""
+    exp = math.floor(math.log10(x))
+    mant = math.ceil(x / 10**exp - 1e-9)
+    if mant == 10:
+        mant, exp = 1, exp + 1
+    return f"{mant}e{exp}" if exp < -3 else f"{mant * 10.0**exp:.{max(0, -exp)}f}"
+
+
+def p_text(p: float, floor: float | None = None) -> str:
+    """A p-value as shown on a page: "n/a" when undefined, "< FLOOR" when it sits at the smallest value its
+    method can give (a Monte Carlo permutation p with no hit is 1 / (1 + n_perm): the true p is below
+    that), else three significant digits.
+
+    >>> p_text(1 / 10001, floor=1 / 10001), p_text(0.0312, floor=1 / 10001), p_text(float("nan"))
+    ('< 1e-4', '0.0312', 'n/a')
+    """
+    if p is None or not math.isfinite(p):
+        return "n/a"
+    if floor is not None and p <= floor * (1 + 1e-9):
+        return f"< {_ceil_power(floor)}"
+    return f"{p:.3g}"
+
+
+def p_display(table: pd.DataFrame) -> pd.DataFrame:
+    """A copy of an agreement table for display, its p-values as :func:`p_text`: ``p_perm`` (floor
+    1 / (1 + n_perm) when Monte Carlo, i.e. more than :data:`EXACT_PERMUTATIONS_MAX_N` RMs), ``p_value`` of
+    :func:`correlation_difference` (floor 2 / (1 + n_boot_valid)), ``williams_p`` and ``diff_p`` (text).
+
+    >>> t = pd.DataFrame({"metric": ["spearman"], "p_perm": [1 / 10001], "n": [17], "n_perm": [10000]})
+    >>> p_display(t)["p_perm"].tolist()
+    ['< 1e-4']
+    """
+    out = table.copy()
+    if "p_perm" in out.columns:
+        floors = [1 / (1 + k) if n > EXACT_PERMUTATIONS_MAX_N else None
+                  for n, k in zip(out.get("n", pd.Series(np.inf, index=out.index)),
+                                  out.get("n_perm", pd.Series(N_PERM, index=out.index)), strict=True)]
+        out["p_perm"] = [p_text(p, f) for p, f in zip(out["p_perm"], floors, strict=True)]
+    if "p_value" in out.columns and "n_boot_valid" in out.columns:
+        out["p_value"] = [p_text(p, 2 / (1 + k) if k else None)
+                          for p, k in zip(out["p_value"], out["n_boot_valid"], strict=True)]
+    for col in ("williams_p", "diff_p"):
+        if col in out.columns:
+            out[col] = [p_text(p) for p in out[col]]
+    return out
 
 
 def _difference_columns(table: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
@@ -414,6 +513,46 @@ def _bootstrap_p(diffs: np.ndarray) -> float:
         return math.nan
     below, above = int((diffs <= 0).sum()), int((diffs >= 0).sum())
     return float(min(1.0, 2 * (min(below, above) + 1) / (diffs.size + 1)))
+
+
+def overlapping_correlation_tests(r_ya: float, r_yb: float, r_ab: float, n: int, *,
+                                  level: float = LEVEL) -> dict[str, float]:
+    """Williams' t and Zou's interval for ``r_ya - r_yb``, two correlations that share the variable y.
+
+    Williams' t (Williams 1959, as recommended by Steiger 1980, Psychological Bulletin 87:245, eq. 7), with
+    |R| = 1 - r_ya² - r_yb² - r_ab² + 2 r_ya r_yb r_ab and r̄ = (r_ya + r_yb) / 2:
+    t = (r_ya - r_yb) √[(n - 1)(1 + r_ab) / (2 |R| (n - 1)/(n - 3) + r̄² (1 - r_ab)³)], df = n - 3,
+    two-sided ``williams_p``. Zou's (2007, Psychological Methods 12:399, "overlapping correlations") interval
+    at ``level``: with (l_i, u_i) each correlation's Fisher-z interval and c the correlation of the two
+    estimates, c = [(r_ab - r_ya r_yb / 2)(1 - r_ya² - r_yb² - r_ab²) + r_ab³] / [(1 - r_ya²)(1 - r_yb²)],
+    L = d - √[(r_ya - l_a)² + (u_b - r_yb)² - 2c (r_ya - l_a)(u_b - r_yb)] and
+    U = d + √[(u_a - r_ya)² + (r_yb - l_b)² - 2c (u_a - r_ya)(r_yb - l_b)], d = r_ya - r_yb. Both assume
+    bivariate normality; NaN when n < 4 or a correlation is ±1.
+
+    Zou's worked example (r = .396, .179, r_ab = .088, n = 66) gives (-0.093, 0.517):
+
+    >>> r = overlapping_correlation_tests(0.396, 0.179, 0.088, 66)
+    >>> round(r["zou_ci_low"], 3), round(r["zou_ci_high"], 3)
+    (-0.093, 0.517)
+    """
+    nan = {"williams_t": math.nan, "williams_p": math.nan, "zou_ci_low": math.nan, "zou_ci_high": math.nan}
+    if n < 4 or not all(map(math.isfinite, (r_ya, r_yb, r_ab))) or max(abs(r_ya), abs(r_yb), abs(r_ab)) > 1 - 1e-9:
+        return nan
+    det = 1 - r_ya**2 - r_yb**2 - r_ab**2 + 2 * r_ya * r_yb * r_ab
+    mean = (r_ya + r_yb) / 2
+    denominator = 2 * det * (n - 1) / (n - 3) + mean**2 * (1 - r_ab) ** 3
+    if denominator <= 0:
+        return nan
+    t = (r_ya - r_yb) * math.sqrt((n - 1) * (1 + r_ab) / denominator)
+    z = float(stats.norm.ppf(0.5 + level / 2))
+    (l_a, u_a), (l_b, u_b) = ((math.tanh(math.atanh(r) - z / math.sqrt(n - 3)),
+                               math.tanh(math.atanh(r) + z / math.sqrt(n - 3))) for r in (r_ya, r_yb))
+    c = ((r_ab - r_ya * r_yb / 2) * (1 - r_ya**2 - r_yb**2 - r_ab**2) + r_ab**3) / ((1 - r_ya**2) * (1 - r_yb**2))
+    d = r_ya - r_yb
+    low = d - math.sqrt(max(0.0, (r_ya - l_a) ** 2 + (u_b - r_yb) ** 2 - 2 * c * (r_ya - l_a) * (u_b - r_yb)))
+    high = d + math.sqrt(max(0.0, (u_a - r_ya) ** 2 + (r_yb - l_b) ** 2 - 2 * c * (u_a - r_ya) * (r_yb - l_b)))
+    return {"williams_t": t, "williams_p": float(2 * stats.t.sf(abs(t), n - 3)), "zou_ci_low": low,
+            "zou_ci_high": high}
 
 
 def correlation_difference(
@@ -439,6 +578,14 @@ def correlation_difference(
     capped at 1; two identical benchmarks give diff 0 and p 1. Also returned: ``estimate_a``,
     ``estimate_b``, ``n`` (RMs) and ``n_boot_valid``.
 
+    With a handful of RMs this bootstrap is **conservative**: a resample of n RMs holds about 63% of them,
+    the percentile interval is wide and the add-one p-value cannot go below 2 / (1 + n_boot_valid), so it
+    rejects a true null less often than ``level`` promises and misses real differences that Williams' t
+    finds. Beside it, for ``spearman`` and ``pearson`` (Spearman as the Pearson correlation of the ranks),
+    the classical tests for two correlations that share the downstream variable
+    (:func:`overlapping_correlation_tests`): ``williams_t``, ``williams_p`` (Williams' t, Steiger 1980) and
+    ``zou_ci_low``/``zou_ci_high`` (Zou 2007); NaN for the other metrics.
+
     >>> t = pd.DataFrame({"prb": [1, 2, 3, 4, 5, 6], "rb": [2, 1, 4, 3, 6, 5], "bon": [1, 2, 3, 4, 5, 6]})
     >>> r = correlation_difference(t, "bon", "prb", "rb", n_boot=500)
     >>> round(r["diff"], 4), r["estimate_a"], round(r["estimate_b"], 4)
@@ -457,8 +604,16 @@ def correlation_difference(
     diffs = _agreement_rows(xa[idx], y[idx], top)[metric] - _agreement_rows(xb[idx], y[idx], top)[metric]
     diffs = diffs[np.isfinite(diffs)]
     lo, hi = percentile_interval(diffs, level)
+    classical = dict.fromkeys(("williams_t", "williams_p", "zou_ci_low", "zou_ci_high"), math.nan)
+    if metric in ("spearman", "pearson"):
+        cols = [stats.rankdata(v) if metric == "spearman" else v for v in (xa, xb, y)]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            r = np.corrcoef(np.vstack(cols))
+        classical = overlapping_correlation_tests(float(r[0, 2]), float(r[1, 2]), float(r[0, 1]), len(frame),
+                                                  level=level)
     return {"metric": metric, "diff": est_a - est_b, "ci_low": lo, "ci_high": hi, "p_value": _bootstrap_p(diffs),
-            "estimate_a": est_a, "estimate_b": est_b, "n": len(frame), "n_boot_valid": int(diffs.size)}
+            "estimate_a": est_a, "estimate_b": est_b, "n": len(frame), "n_boot_valid": int(diffs.size),
+            **classical}
 
 
 def _names(benchmark_scores, downstream_scores, names) -> list[str]:
@@ -526,7 +681,7 @@ def compare_benchmarks(
     level: float = LEVEL,
     n_boot: int | None = None,
     seed: int = SEED,
-    n_perm: int = 10000,
+    n_perm: int = N_PERM,
 ) -> pd.DataFrame:
     """How well each benchmark's RM ranking agrees with each downstream metric, side by side.
 

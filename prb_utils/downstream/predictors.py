@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from prb_utils.analysis.metrics import LEVEL, SEED
-from prb_utils.downstream.correlation import correlation_difference, rank_agreement_ci
+from prb_utils.downstream.correlation import N_PERM, correlation_difference, rank_agreement_ci
 from prb_utils.errors import PRBError
 
 STATISTICS = ("mean_accuracy", "worst_subset", "category_q25", "margin_effect")
@@ -71,9 +71,9 @@ def benchmark_statistics(results: pd.DataFrame, *, model: str = "model", min_pai
 def predictor_table(statistics: pd.DataFrame, downstream: pd.Series, *, metric: str = "spearman",
                     baseline: str = "mean_accuracy", level: float = LEVEL, n_boot: int | None = None,
                     seed: int = SEED,
-                    n_perm: int = 10000) -> pd.DataFrame:
+                    n_perm: int = N_PERM) -> pd.DataFrame:
     """Each statistic's ``metric`` agreement with ``downstream`` (a Series indexed like ``statistics``), best
-    first: columns predictor, estimate, ci_low, ci_high, chance, p_perm, n, and the paired test against
+    first: columns predictor, estimate, ci_low, ci_high, chance, p_perm, n, n_perm, and the paired test against
     ``baseline``: diff, diff_ci_low, diff_ci_high, diff_p (NaN for the baseline itself)."""
     joined = statistics.join(downstream.rename("_downstream"), how="inner")
     if len(joined) < 3:
@@ -86,7 +86,8 @@ def predictor_table(statistics: pd.DataFrame, downstream: pd.Series, *, metric: 
             continue
         ci = rank_agreement_ci(pair[name], pair["_downstream"], level=level, n_boot=n_boot, seed=seed,
                                n_perm=n_perm).set_index("metric").loc[metric]
-        row = {"predictor": name, **{k: ci[k] for k in ("estimate", "ci_low", "ci_high", "chance", "p_perm", "n")}}
+        row = {"predictor": name, **{k: ci[k] for k in ("estimate", "ci_low", "ci_high", "chance", "p_perm", "n",
+                                                          "n_perm")}}
         if name != baseline and baseline in joined.columns:
             d = correlation_difference(joined, "_downstream", name, baseline, metric=metric, level=level,
                                        n_boot=n_boot, seed=seed)
@@ -94,6 +95,6 @@ def predictor_table(statistics: pd.DataFrame, downstream: pd.Series, *, metric: 
         rows.append(row)
     if not rows:
         raise PRBError("No benchmark statistic has values for at least 3 RMs.")
-    columns = ["predictor", "estimate", "ci_low", "ci_high", "chance", "p_perm", "n", "diff", "diff_ci_low",
+    columns = ["predictor", "estimate", "ci_low", "ci_high", "chance", "p_perm", "n", "n_perm", "diff", "diff_ci_low",
                "diff_ci_high", "diff_p"]
     return pd.DataFrame(rows).reindex(columns=columns).sort_values("estimate", ascending=False, ignore_index=True)
