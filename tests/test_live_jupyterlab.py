@@ -5,8 +5,9 @@ A small store is scored first (``length`` and ``lexical`` on the sample, profile
 ``interactive = True``, are opened in a real JupyterLab server started from this environment. In each
 notebook the test runs every cell from the Run menu, waits until every code cell has its execution count
 and the kernel is idle, checks that the widgets rendered and that no cell failed (in the page and in the
-saved notebook), then uses the widgets: in 00 it answers the first quiz question with the "A" button and
-waits for the reveal; in 01 it picks another pair in the pair dropdown and waits for the shown pair to
+saved notebook), then uses the widgets: in 00 it answers the first quiz pair, its twin (the unscored second
+step) and the second pair, checking each picked button is marked and each next step appears only after the
+guess; in 01 it picks another pair in the pair dropdown and waits for the shown pair to
 change. Screenshots go under the test's tmp folder; with ``PRB_SCREENSHOTS=1`` they are also written to
 ``docs/00_workshop_live.png`` and ``docs/01_pair_inspection_live.png``. The server, the kernels and the
 browser are started and stopped by their PIDs (see ``live_lab.py``), also when a check fails.
@@ -206,22 +207,46 @@ def widget_cell(page, selector: str):
 # ------------------------------------------------------------------ the tests
 
 
+def _shows(area, text: str):
+    """A condition for :func:`wait_for`: the area's text once it holds ``text``."""
+    return lambda: (shown := area.inner_text()) and text in shown and shown
+
+
+def _guess(area, side: str) -> str:
+    """Click the one enabled "Response <side>" button of the quiz, wait until it is marked right or wrong, and
+    return its mark (``success`` or ``danger``)."""
+    open_buttons = area.locator("button.widget-button:not([disabled])").filter(has_text=re.compile(rf"Response {side}$"))
+    assert open_buttons.count() == 1, f"expected one open 'Response {side}' button, saw {open_buttons.count()}"
+    handle = open_buttons.first.element_handle()
+    open_buttons.first.click()
+    mark = wait_for(lambda: next((m for m in ("success", "danger") if f"mod-{m}" in (handle.get_attribute("class") or "")),
+                                 None), 60, f"the picked 'Response {side}' button to be marked right or wrong")
+    assert handle.is_disabled()
+    return mark
+
+
 def test_workshop_quiz_in_live_jupyterlab(live, browser):
+    """One quiz pair at a time: a guess marks the picked button and reveals the key; the first pair's twin comes
+    as an unscored second step; the next pair appears only after the guess, and so on for two pairs."""
+    from prb_utils.notebook.widgets import TWIN_QUESTION
+
     page = open_and_run(live, browser, "00")
     try:
         assert page.locator(".jp-OutputArea .jupyter-widgets").count() > 0, "no widget rendered"
-        buttons = page.locator(".jp-OutputArea .widget-button, .jp-OutputArea button.jupyter-button")
-        assert buttons.count() >= 2, "the quiz shows no A/B buttons"
         area = widget_cell(page, ".widget-button")
-        a_buttons = area.locator("button").filter(has_text=re.compile(r"(^|\s)A$"))
-        assert a_buttons.count() >= 1, f"no 'A' button among {area.locator('button').all_inner_texts()}"
-        before = area.evaluate(TEXT_WITHOUT_SELECTS)
-        a_buttons.first.click()
-        after = wait_for(lambda: (t := area.evaluate(TEXT_WITHOUT_SELECTS)) != before and t, 60,
-                         "the quiz to reveal the answer after clicking A")
-        assert len(after) > len(before), "clicking A changed the quiz but revealed nothing"
-        revealed = after.replace(before, "") if before in after else after
-        assert revealed.strip(), "the reveal is empty"
+        text = area.inner_text()
+        assert "Pair 1:" in text and "Pair 2:" not in text and TWIN_QUESTION not in text  # one pair only
+        assert area.locator("button").filter(has_text=re.compile(r"Response [AB]$")).count() == 2
+        marks = [_guess(area, "A")]
+        text = wait_for(_shows(area, TWIN_QUESTION), 60, "the twin step")
+        assert "The user wanted Response" in text and "Pair 2:" not in text  # the next pair waits for the twin
+        _guess(area, "B")
+        text = wait_for(_shows(area, "Pair 2:"), 60, "the second pair")
+        assert "Pair 3:" not in text
+        marks.append(_guess(area, "A"))
+        text = wait_for(_shows(area, "Pair 3:"), 60, "the third pair")
+        assert re.search(r"You so far: \d of 2 right", text), text[-400:]  # the twin is not scored
+        assert f"You so far: {marks.count('success')} of 2 right" in text
         check_saved(live, page, "00")
         screenshot(live, page, "00", area.locator(".jupyter-widgets").first)
     finally:

@@ -477,7 +477,8 @@ def test_pair_html_highlights_selected_posts_and_lists_scores():
 def test_quiz_items_and_comparison():
     data, results = _frames()
     items = quiz_items(data, 2, seed=0)
-    assert [i.id for i in items] == ["a", "b"]  # the shared question comes first
+    assert [i.id for i in items] == ["a", "c"]  # the shared question comes first; b is a's twin, never asked
+    assert items[0].twin.id == "b" and items[0].twin.chosen_side != items[0].chosen_side and items[1].twin is None
     assert items == quiz_items(data, 2, seed=0)
     fixed = [QuizItem("S", "a", "A"), QuizItem("S", "b", "B")]
     table = quiz_comparison(fixed, ["A", "A"], results).set_index(["who", "profile"])
@@ -513,14 +514,18 @@ def test_widgets_when_a_frontend_is_there(monkeypatch):
     assert "<b>1</b> of 3" in count.value
 
     session = widgets.quiz(data, results, n=2, interactive=True)
-    buttons = [w for w in _walk(shown[-1]) if isinstance(w, ipywidgets.Button)]
-    assert len(buttons) == 4 and session.answers == [None, None]
-    buttons[0].click()  # "Response A" of the first pair
-    buttons[3].click()  # "Response B" of the second pair
-    assert session.answers == ["A", "B"] and buttons[1].disabled
+
+    def buttons():
+        return [w for w in _walk(shown[-1]) if isinstance(w, ipywidgets.Button) and w.description != "Try again"]
+
+    assert len(buttons()) == 2 and session.answers == [None, None]  # one pair at a time
+    buttons()[0].click()  # "Response A" of the first pair; its twin (b) follows, then the second pair
+    buttons()[2].click()  # "Response A" of the twin step
+    buttons()[5].click()  # "Response B" of the second pair
+    assert session.answers == ["A", "B"] and session.twin_answers == ["A", None] and buttons()[1].disabled
     reveals = [w.value for w in _walk(shown[-1]) if isinstance(w, ipywidgets.HTML) and "The user wanted" in w.value]
-    assert len(reveals) == 2
-    assert session.comparison().iloc[0]["n"] == 2
+    assert len(reveals) == 3
+    assert session.comparison().iloc[0]["n"] == 2  # the twin is not scored
 
 
 def test_no_frontend_means_static(monkeypatch):

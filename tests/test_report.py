@@ -749,11 +749,12 @@ def test_the_workshop_page_hides_each_answer_key_until_opened(report):
     facts = _open_offline([report / f"{name}.html"], probe=_answers_probe)[f"{name}.html"]
     assert facts["console"] == [] and facts["errors"] == [] and facts["blocked"] == [], facts
     probe = facts["probe"]
-    quiz = json.loads((report / f"{name}.numbers.json").read_text(encoding="utf-8"))["numbers"]["quiz_pairs"]
-    assert probe["n"] == len(quiz) > 1
-    assert probe["summaries"] == ["Show the answer"] * len(quiz)
-    assert probe["visible_before"] == [False] * len(quiz)
+    numbers = json.loads((report / f"{name}.numbers.json").read_text(encoding="utf-8"))["numbers"]
+    steps = len(numbers["quiz_pairs"]) + len(numbers["quiz_twins"])  # each pair's key, and each twin's
+    assert steps > len(numbers["quiz_pairs"]) > 1
+    assert probe["n"] == steps and probe["summaries"] == ["Show the answer"] * steps
+    assert probe["visible_before"] == [False] * steps
     assert "The user wanted" not in probe["text_before"] and "You picked" not in probe["text_before"]
-    assert probe["visible_after"] == [True] + [False] * (len(quiz) - 1)
+    assert probe["visible_after"] == [True] + [False] * (steps - 1)
     assert "The user wanted Response" in probe["opened"] and "You picked A." in probe["opened"]
     assert "What the models said on this pair" in probe["opened"]

@@ -65,7 +65,8 @@ def shown(monkeypatch) -> list:
 def test_quiz_items_never_ask_the_avoided_pairs():
     data = _data()
     plain = quiz_items(data, 6, seed=0)
-    assert [i.id for i in plain[:2]] == ["a", "b"]  # the shared question first, as before
+    assert plain[0].id == "a" and plain[0].twin.key == ("S", "b")  # the shared question first, its twin after it
+    assert "b" not in [i.id for i in plain] and len(plain) == 5  # the twin is never asked (nor scored) again
     avoided = quiz_items(data, 6, seed=0, avoid=[("S", "a"), {"subset": "S", "id": "b"}])
     assert {i.id for i in avoided} == {"c", "d", "e", "f"}  # fewer pairs left: all of them, none avoided
     assert quiz_items(data, 3, seed=1, avoid=[("T", "nope")]) == quiz_items(data, 3, seed=1)
@@ -110,7 +111,8 @@ def test_static_quiz_shows_the_key_and_no_comparison(shown):
     texts = _texts(shown)
     assert len(texts) == 3  # one per pair; the comparison is comparison_view's, once
     assert all("Answer key." in t and "No guess recorded" not in t for t in texts)
-    assert all(t.count("<summary") == 1 and t.index("Show the answer") < t.index("Answer key.") for t in texts)
+    assert all(t.count("<summary") == 1 + (i.twin is not None) and t.index("Show the answer") < t.index("Answer key.")
+               for t, i in zip(texts, session.items, strict=True))
     assert session.answered == 0
     shown.clear()
     widgets.quiz(_data(), _results(), n=3, answers=["A"], interactive=False)
@@ -125,11 +127,57 @@ def test_quiz_widgets_keep_a_running_score(monkeypatch, shown):
     session = widgets.quiz(_data(), _results(), n=2, interactive=True)
     box = shown[-1]
     buttons = [w for w in _walk(box) if isinstance(w, ipywidgets.Button)]
-    progress = box.children[-1]
+    progress = box.children[-1].children[0]
     assert "No guesses yet" in progress.value
     buttons[0].click()
     assert re.search(r"You so far: \d of 1 right", progress.value)
     assert session.answered == 1 and "<table" not in progress.value
+
+
+def _step_buttons(box) -> list:
+    """The A/B buttons of each step shown so far, step by step."""
+    import ipywidgets
+
+    stage = box.children[0]
+    return [[w for w in _walk(step) if isinstance(w, ipywidgets.Button)] for step in stage.children]
+
+
+def test_quiz_widgets_ask_one_pair_at_a_time_mark_the_guess_and_show_the_twin_unscored(monkeypatch, shown):
+    monkeypatch.setattr(widgets, "use_widgets", lambda interactive: interactive)
+    session = widgets.quiz(_data(), _results(), n=3, interactive=True)
+    box = shown[-1]
+    first, second = session.items[0], session.items[1]
+    assert first.key == ("S", "a") and first.twin.key == ("S", "b")
+    assert [len(b) for b in _step_buttons(box)] == [2]  # only the first pair, until a guess
+    wrong = "B" if first.chosen_side == "A" else "A"
+    _step_buttons(box)[0]["AB".index(wrong)].click()
+    picked, other = _step_buttons(box)[0]["AB".index(wrong)], _step_buttons(box)[0]["AB".index(first.chosen_side)]
+    assert picked.button_style == "danger" and picked.icon == "times" and picked.description.endswith("wrong")
+    assert other.button_style == "" and picked.disabled and other.disabled
+    steps = box.children[0].children
+    assert len(steps) == 2 and widgets.TWIN_QUESTION in steps[1].children[0].value  # the twin, a second step
+    assert "not scored" in steps[1].children[0].value
+    _step_buttons(box)[1]["AB".index(first.twin.chosen_side)].click()
+    twin_pick = _step_buttons(box)[1]["AB".index(first.twin.chosen_side)]
+    assert twin_pick.button_style == "success" and twin_pick.icon == "check"
+    assert "Your answer stayed the same for both users" in box.children[0].children[1].children[2].value
+    assert session.answers == [wrong, None, None] and session.twin_answers == [first.twin.chosen_side, None, None]
+    assert session.answered == 1 and session.comparison().iloc[0]["n"] == 1  # the twin is not scored
+    assert len(box.children[0].children) == 3 and f"{second.subset}/{second.id}" in \
+        box.children[0].children[2].children[0].value  # the next pair, only now
+    again = [w for w in _walk(box) if getattr(w, "description", "") == "Try again"]
+    again[0].click()
+    assert session.answers == [None, None, None] and len(box.children[0].children) == 1
+    assert "No guesses yet" in box.children[-1].children[0].value
+
+
+def test_static_quiz_shows_each_twin_once_as_an_unscored_step_with_its_key_folded(shown):
+    session = widgets.quiz(_data(), _results(), n=3, answers=["B"], interactive=False)
+    texts = _texts(shown)
+    assert len(texts) == 3 and session.items[0].twin is not None
+    assert texts[0].count(widgets.TWIN_QUESTION) == 1 and widgets.TWIN_QUESTION not in texts[1] + texts[2]
+    assert texts[0].count('<details class="prb-answer">') == 2  # the pair's key and the twin's, both folded
+    assert sum(t.count("What the RM sees") for t in texts) == 3  # the scored pairs only
 
 
 # ------------------------------------------------------------------------------------ the pair browser

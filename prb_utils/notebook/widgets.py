@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,7 @@ from prb_utils.notebook.pair_view import (
     pair_keys,
     pair_list_html,
     pair_summary,
+    twin_pairs,
     view,
 )
 from prb_utils.notebook.params import headless
@@ -204,18 +205,29 @@ def _static_browser(summary: pd.DataFrame, records: dict, results: pd.DataFrame,
 
 @dataclass(frozen=True)
 class QuizItem:
-    """One quiz pair: which record, and which side (A or B) holds the chosen answer."""
+    """One quiz pair: which record, which side (A or B) holds the chosen answer, and its ``twin`` (the other
+    user's pair of the same question and answers, shown as an unscored second step; None when it has none).
+    """
 
     subset: str
     id: str
     chosen_side: str  # "A" or "B"
+    twin: QuizItem | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """``(subset, id)``."""
+        return self.subset, self.id
 
 
 def quiz_items(data: pd.DataFrame, n: int, *, seed: int = 0, avoid: Sequence[Any] = ()) -> list[QuizItem]:
-    """``n`` pairs for the quiz (seeded), each with a random side for the chosen answer. Pairs that share
-    their question with another user's pair come first, so the quiz starts with the idea of the workshop.
+    """``n`` pairs for the quiz (seeded), each with a random side for the chosen answer. A pair that shares
+    its question with another user's pair comes first, so the quiz starts with the idea of the workshop.
+    A pair whose twin is in the data (:func:`prb_utils.notebook.pair_view.twin_pairs`: the same question and
+    answers, the other user) carries it as ``twin``, the same two answers on the same sides (so its chosen
+    side is the other one); a twin is never also asked as a pair of its own, so no pair is scored twice.
     The pairs of ``avoid`` (records or ``(subset, id)``, see :func:`prb_utils.notebook.pair_view.pair_keys`:
-    the pairs a page already explained) are never asked."""
+    the pairs a page already explained) are never asked, nor shown as a twin."""
     rng = np.random.default_rng(seed)
     if avoid:
         avoided = pair_keys(avoid)
@@ -223,10 +235,19 @@ def quiz_items(data: pd.DataFrame, n: int, *, seed: int = 0, avoid: Sequence[Any
     shared = data.groupby("question")["id"].transform("size") > 1
     first = data[shared].sort_values(["subset", "id"])
     rest = data[~shared].iloc[rng.permutation(int((~shared).sum()))]
-    picked = pd.concat([first.head(2), rest, first.iloc[2:]]).head(n)
-    sides = rng.integers(0, 2, size=len(picked))
-    return [QuizItem(str(r.subset), str(r.id), "A" if s == 0 else "B")
-            for r, s in zip(picked.itertuples(), sides, strict=True)]
+    twins = twin_pairs(data)
+    picked: list[tuple[tuple[str, str], tuple[str, str] | None]] = []
+    taken: set[tuple[str, str]] = set()
+    for row in pd.concat([first.head(1), rest, first.iloc[1:]]).itertuples():
+        key = (str(row.subset), str(row.id))
+        if len(picked) == n or key in taken:
+            continue
+        picked.append((key, twins.get(key)))
+        taken.update(k for k in (key, twins.get(key)) if k is not None)
+    sides = ["A" if s == 0 else "B" for s in rng.integers(0, 2, size=len(picked))]
+    other = {"A": "B", "B": "A"}
+    return [QuizItem(*key, side, None if twin is None else QuizItem(*twin, other[side]))
+            for (key, twin), side in zip(picked, sides, strict=True)]
 
 
 def answered_items(items: Sequence[QuizItem], answers: Sequence[str | None]) -> list[QuizItem]:
@@ -268,6 +289,7 @@ class QuizSession:
     items: list[QuizItem]
     answers: list[str | None]
     results: pd.DataFrame
+    twin_answers: list[str | None] = field(default_factory=list)  # the unscored second steps, by item
 
     def comparison(self, pairs: str = "answered") -> pd.DataFrame:
         """Your accuracy beside the models' on the pairs you answered (``pairs="all"``: the models on every
@@ -280,15 +302,25 @@ class QuizSession:
         return len(answered_items(self.items, self.answers))
 
 
-def _quiz_question_html(record: dict, item: QuizItem, number: int, condition: str) -> str:
+TWIN_QUESTION = "Same question, other user: does your answer change?"
+
+
+def _quiz_question_html(record: dict, item: QuizItem, number: int, condition: str, *, twin: bool = False) -> str:
+    """The RM's input for one quiz pair and the two responses; ``twin``: the unscored second step, the other
+    user's input beside the same two responses."""
     from prb_utils.notebook.pair_view import esc
     from prb_utils.profile import rm_user_message
 
     a, b = (record["chosen"], record["rejected"]) if item.chosen_side == "A" else (record["rejected"], record["chosen"])
     box = "border:1px solid #ccc;border-radius:6px;padding:8px;vertical-align:top"
+    head = (f'<h4 class="prb-twin-step">{TWIN_QUESTION} <small>({esc(record["subset"])}/{esc(record["id"])}, '
+            f"pair {number} again: not scored)</small></h4><p>Another user asked the very same question and got "
+            f"the very same two responses. <b>Their input to the RM</b> (profile condition <code>{esc(condition)}"
+            "</code>):</p>" if twin else
+            f"<h4>Pair {number}: {esc(record['subset'])}/{esc(record['id'])}</h4>"
+            f"<p><b>What the RM sees</b> (profile condition <code>{esc(condition)}</code>):</p>")
     return view(
-        f"<h4>Pair {number}: {esc(record['subset'])}/{esc(record['id'])}</h4>"
-        f"<p><b>What the RM sees</b> (profile condition <code>{esc(condition)}</code>):</p>"
+        head +
         f'<pre style="{PRE_WRAP};background:#f4f8ff;padding:8px">{esc(rm_user_message(record, condition))}</pre>'
         '<table style="width:100%;table-layout:fixed"><tr><th>Response A</th><th>Response B</th></tr>'
         f'<tr><td style="{box}">{esc(a)}</td><td style="{box}">{esc(b)}</td></tr></table>'
@@ -296,7 +328,7 @@ def _quiz_question_html(record: dict, item: QuizItem, number: int, condition: st
 
 
 def _quiz_reveal_html(record: dict, item: QuizItem, answer: str | None, results: pd.DataFrame, *,
-                      any_answers: bool = True) -> str:
+                      any_answers: bool = True, first: str | None = None) -> str:
     from prb_utils.notebook.pair_view import aspects_html, esc, scores_html, scores_table
 
     if answer in ("A", "B"):
@@ -307,6 +339,9 @@ def _quiz_reveal_html(record: dict, item: QuizItem, answer: str | None, results:
         verdict = "No guess recorded. "
     else:  # a run without any answer (a report): the key, with no verdict on every pair
         verdict = "<b>Answer key.</b> "
+    if first in ("A", "B") and answer in ("A", "B"):  # the twin step: compare with the guess on the first user
+        verdict += ("Your answer changed with the user. " if answer != first else
+                    "Your answer stayed the same for both users: it can be right for one of them only. ")
     return view(
         f'<div class="prb-reveal" style="border-left:4px solid #888;padding-left:8px">'
         f"<p>{verdict}The user wanted <b>Response {item.chosen_side}</b>. Their rubric:</p>"
@@ -397,43 +432,88 @@ def quiz(
 ) -> QuizSession:
     """"You are the reward model": guess which response this user wants, then see their rubric.
 
-    With widgets: one pair at a time with buttons A and B; each guess reveals the rubric and the models'
-    verdicts; a line under the quiz keeps your score as you go. Static: every pair with its answer key and
-    the models' verdicts folded behind "Show the answer" (:func:`answer_details`), ``answers`` (given in
-    order, "A"/"B") marked there. The comparison with the models is
-    :func:`comparison_view`'s, shown once in its own cell. ``avoid``: pairs never asked (those the page
-    showed with their answers, see :func:`quiz_items`). Returns the :class:`QuizSession`, whose ``answers``
-    fill in as you click.
+    With widgets: one pair at a time with buttons A and B; a guess marks the picked button right (green) or
+    wrong (red) and reveals the rubric and the models' verdicts; only then does the next step appear. A pair
+    with a twin (:func:`quiz_items`) is followed by :data:`TWIN_QUESTION`: the other user's input beside the
+    same two responses, answered and revealed the same way but not scored. A line under the quiz keeps your
+    score as you go; "Try again" clears the guesses and starts again from the first pair. Static: every pair
+    (and twin) with its answer key and the models' verdicts folded behind "Show the answer"
+    (:func:`answer_details`), ``answers`` (given in order, "A"/"B", for the scored pairs) marked there. The
+    comparison with the models is :func:`comparison_view`'s, shown once in its own cell. ``avoid``: pairs
+    never asked (those the page showed with their answers, see :func:`quiz_items`). Returns the
+    :class:`QuizSession`, whose ``answers`` fill in as you click.
     """
     items = quiz_items(data, n, seed=seed, avoid=avoid)
     records = {(str(r["subset"]), str(r["id"])): r for r in data.to_dict("records")}
     given: list[str | None] = list(answers) + [None] * (len(items) - len(answers))
+    twin_given: list[str | None] = [None] * len(items)
     if not use_widgets(interactive):
         any_answers = bool(answered_items(items, given))
         for number, item in enumerate(items, start=1):
-            record = records[(item.subset, item.id)]
-            _display(_html(_quiz_question_html(record, item, number, condition) + answer_details(
-                _quiz_reveal_html(record, item, given[number - 1], results, any_answers=any_answers))))
-        return QuizSession(items, given, results)
+            record = records[item.key]
+            shown = _quiz_question_html(record, item, number, condition) + answer_details(
+                _quiz_reveal_html(record, item, given[number - 1], results, any_answers=any_answers))
+            if item.twin is not None:
+                twin = records[item.twin.key]
+                shown += _quiz_question_html(twin, item.twin, number, condition, twin=True) + answer_details(
+                    _quiz_reveal_html(twin, item.twin, None, results, any_answers=False))
+            _display(_html(shown))
+        return QuizSession(items, given, results, twin_given)
     import ipywidgets as w
 
     final = w.HTML(_progress_html(items, given))
-    boxes = []
-    for number, item in enumerate(items, start=1):
-        record = records[(item.subset, item.id)]
+    stage = w.VBox([])
+    again = w.Button(description="Try again", icon="refresh",
+                     tooltip="Clear your guesses and start again from the first pair")
+
+    def step(number: int, item: QuizItem, *, twin: bool = False) -> Any:
+        """The box of one step: the RM's input and the responses, buttons A and B, the reveal after a guess."""
+        record = records[item.key]
         reveal = w.HTML()
         buttons = [w.Button(description=f"Response {side}", button_style="info") for side in ("A", "B")]
 
-        def guess(button: Any, side: str, index: int = number - 1, item: QuizItem = item, record: dict = record,
-                  reveal: Any = reveal, buttons: list = buttons) -> None:
-            given[index] = side
-            for b in buttons:
-                b.disabled = True
-            reveal.value = _quiz_reveal_html(record, item, side, results)
+        def guess(side: str) -> None:
+            (twin_given if twin else given)[number - 1] = side
+            mark_guess(buttons, side, item.chosen_side)
+            reveal.value = _quiz_reveal_html(record, item, side, results, first=given[number - 1] if twin else None)
             final.value = _progress_html(items, given)
+            stage.children = (*stage.children, following(number, twin))
 
-        buttons[0].on_click(lambda b, g=guess: g(b, "A"))
-        buttons[1].on_click(lambda b, g=guess: g(b, "B"))
-        boxes.append(w.VBox([w.HTML(_quiz_question_html(record, item, number, condition)), w.HBox(buttons), reveal]))
-    _display(w.VBox([*boxes, final]))
-    return QuizSession(items, given, results)
+        for button, side in zip(buttons, ("A", "B"), strict=True):
+            button.on_click(lambda _button, side=side: guess(side))
+        return w.VBox([w.HTML(_quiz_question_html(record, item, number, condition, twin=twin)), w.HBox(buttons),
+                       reveal])
+
+    def following(number: int, twin: bool) -> Any:
+        item = items[number - 1]
+        if not twin and item.twin is not None:
+            return step(number, item.twin, twin=True)
+        if number < len(items):
+            return step(number + 1, items[number])
+        return w.HTML(view("<p><b>That was the last pair.</b> Section 5 sets your guesses beside the models "
+                           "(re-run its cell), or press <i>Try again</i>.</p>"))
+
+    def restart(*_: Any) -> None:
+        given[:] = [None] * len(items)
+        twin_given[:] = [None] * len(items)
+        final.value = _progress_html(items, given)
+        stage.children = (step(1, items[0]),) if items else ()
+
+    again.on_click(restart)
+    stage.children = (step(1, items[0]),) if items else ()
+    _display(w.VBox([stage, w.HBox([final, again])]))
+    return QuizSession(items, given, results, twin_given)
+
+
+def mark_guess(buttons: Sequence[Any], side: str, chosen_side: str) -> None:
+    """After a guess: the picked one of ``buttons`` (A, B) green with a tick when ``side`` is
+    ``chosen_side``, red with a cross otherwise; the other one plain; both disabled."""
+    for button, label in zip(buttons, ("A", "B"), strict=True):
+        button.disabled = True
+        if label != side:
+            button.button_style = ""
+            continue
+        right = side == chosen_side
+        button.button_style = "success" if right else "danger"
+        button.icon = "check" if right else "times"
+        button.description = f"Response {side}: {'right' if right else 'wrong'}"
