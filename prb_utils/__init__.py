@@ -26,6 +26,7 @@ _PUBLIC = {
     "load_model": "prb_utils.models",
     "list_models": "prb_utils.models",
     "score_benchmark": "prb_utils.scoring",
+    "plan_frame": "prb_utils.plan",
     "load_results": "prb_utils.store",
     "load_run_metadata": "prb_utils.store",
     # analysis

@@ -66,27 +66,29 @@ def plan_frame(
     find_posts = None
     if any(c.startswith("top") for c in conditions):
         find_posts = retriever_from_label(retriever_label(retriever or "bm25", seed))
-    pairs = {c: [PairInput(f"{r['subset']}/{r['id']}", rm_user_message(r, c, retriever=find_posts), r["chosen"],
-                           r["rejected"]) for r in records] for c in conditions}
+    counters = {spec: token_counter(spec, judge_mode=judge_mode, judge_template=judge_template,
+                                    tokenization=tokenization) for spec in specs}   # a bad folder fails first
     rows: list[dict[str, Any]] = []
-    warnings: list[str] = []
-    for spec in specs:
-        counter = token_counter(spec, judge_mode=judge_mode, judge_template=judge_template,
-                                tokenization=tokenization)
-        for condition in conditions:
+    warnings: list[tuple[int, str]] = []
+    order = {spec: i for i, spec in enumerate(specs)}
+    for condition in conditions:   # one condition's RM inputs at a time: `full` is large at the benchmark's size
+        pairs = [PairInput(f"{r['subset']}/{r['id']}", rm_user_message(r, condition, retriever=find_posts),
+                           r["chosen"], r["rejected"]) for r in records]
+        for spec, counter in counters.items():
             row: dict[str, Any] = {"model": spec, "kind": parse_spec(spec).kind, "profile": condition,
-                                   "pairs": len(pairs[condition]), "truncated": 0}
+                                   "pairs": len(pairs), "truncated": 0}
             if counter is not None:
-                counts = [c for start in range(0, len(pairs[condition]), COUNT_CHUNK)
-                          for c in counter.count(pairs[condition][start:start + COUNT_CHUNK])]
+                counts = [c for start in range(0, len(pairs), COUNT_CHUNK)
+                          for c in counter.count(pairs[start:start + COUNT_CHUNK])]
                 row.update(_token_columns(counter, counts, rate))
-                warnings.extend(_warnings(spec, condition, counter, counts))
+                warnings.extend((order[spec], line) for line in _warnings(spec, condition, counter, counts))
             rows.append(row)
+    rows.sort(key=lambda row: order[row["model"]])   # model by model, conditions in the order given (stable)
     frame = pd.DataFrame(rows, columns=PLAN_COLUMNS)
     for column in ("input_tokens", "tokens", "truncated", "longest", "context"):
         frame[column] = frame[column].astype("Int64")
     frame["device_s"] = frame["device_s"].astype(float)
-    frame.attrs["warnings"] = warnings
+    frame.attrs["warnings"] = [line for _, line in sorted(warnings, key=lambda w: w[0])]
     return frame
 
 
