@@ -2,9 +2,11 @@
 and each rank's share of a job's pairs.
 
 ``torchrun --nproc-per-node N -m prb_utils score ...`` starts N processes with ``WORLD_SIZE``, ``RANK`` and
-``LOCAL_RANK`` set; :func:`setup` joins them into one process group (``nccl`` on CUDA, each rank on
-``cuda:LOCAL_RANK``; ``gloo`` on the CPU). Without those variables :func:`world` is the single process
-(rank 0 of 1) and nothing here touches torch.distributed.
+``LOCAL_RANK`` set; :func:`setup` puts each rank on its own device (``cuda:LOCAL_RANK`` when CUDA is there,
+else the CPU) and joins them into one process group on the ``gloo`` backend: the ranks only exchange pair keys
+and meet at barriers (no tensor ever crosses), which gloo carries on CPUs and GPU machines alike, with no
+communicator memory on the GPUs. Without those variables :func:`world` is the single process (rank 0 of 1) and
+nothing here touches torch.distributed.
 
 >>> World(rank=1, size=2, local_rank=1).share(["a", "b", "c"])
 ['b']
@@ -101,8 +103,8 @@ def cuda_device(current: World) -> str:
 
 
 def setup() -> World:
-    """The world of this process; under ``torchrun``, the process group joined (once per process, left at
-    exit): ``nccl`` with this rank on ``cuda:LOCAL_RANK`` when CUDA is there, ``gloo`` otherwise."""
+    """The world of this process; under ``torchrun``, this rank's GPU made current (``cuda:LOCAL_RANK``, when
+    CUDA is there) and the ``gloo`` process group joined (once per process, left at exit)."""
     current = world()
     if not current.distributed:
         return current
@@ -112,10 +114,7 @@ def setup() -> World:
     if not dist.is_initialized():
         if torch.cuda.is_available():
             torch.cuda.set_device(cuda_device(current))
-            backend = "nccl"
-        else:
-            backend = "gloo"
-        dist.init_process_group(backend, timeout=WAIT_FOR_RANKS)
+        dist.init_process_group("gloo", timeout=WAIT_FOR_RANKS)
         atexit.register(_leave)
     return current
 
@@ -133,10 +132,7 @@ def barrier(current: World) -> None:
         return
     import torch.distributed as dist
 
-    if dist.get_backend() == "nccl":
-        dist.barrier(device_ids=[current.local_rank])
-    else:
-        dist.barrier()
+    dist.barrier()
 
 
 def broadcast(current: World, value: Any) -> Any:

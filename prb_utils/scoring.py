@@ -643,8 +643,9 @@ def score_benchmark(
     progress = progress and current.is_main
     records = data.to_dict("records")
     # hashing every record takes seconds at full size: it runs beside the scoring, and is kept at the job's end
+    # (by rank 0 alone under torchrun: the rank that finishes jobs)
     hashing = ThreadPoolExecutor(1, thread_name_prefix="prb-fingerprint")
-    fingerprint = hashing.submit(data_fingerprint, data) if len(data) else _done(None)
+    fingerprint = hashing.submit(data_fingerprint, data) if len(data) and current.is_main else _done(None)
     hashing.shutdown(wait=False)
     conditions = list(dict.fromkeys(_condition_name(c) for c in profiles))
     retriever_name = retriever or "bm25"
