@@ -266,3 +266,15 @@ def test_the_quiz_comparison_flags_a_position_locked_judge():
     assert text.count("<p") == 1 and "judge:x" in text and "judge:y" not in text
     assert _locked_judges_html(fair) == "" and _locked_judges_html(None) == ""
     assert _locked_judges_html(pd.DataFrame({"model": ["length"], "profile": ["none"]})) == ""
+
+
+def test_frame_html_picks_one_number_format_per_column_by_default():
+    """3 significant digits for a column's smallest value, the same decimals down the column, e-notation only
+    for a column with a magnitude outside [1e-3, 1e3) (then all of it)."""
+    frame = pd.DataFrame({"share": [0.5, 0.0123, 0.25], "margin": [12.5, -340.0, 1.25], "p": [0.5, 0.00002, 1.0],
+                          "n": [1, 2, 3]})
+    cells = re.findall(r"<td>([^<]*)</td>", frame_html(frame, max_rows=None))
+    assert cells[0::4] == ["0.5000", "0.0123", "0.2500"]
+    assert cells[1::4] == ["12.50", "-340.00", "1.25"]
+    assert cells[2::4] == ["5.00e-01", "2.00e-05", "1.00e+00"]
+    assert cells[3::4] == ["1", "2", "3"]

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from prb_utils.errors import PRBError
+from prb_utils.notebook.markup import column_format
 from prb_utils.schema import FILTERS
 
 _TOKEN = re.compile(r"\S+")
@@ -157,24 +158,39 @@ def scores_table(results: pd.DataFrame, subset: str, pair_id: str) -> pd.DataFra
     return table.sort_values(["model", "profile"]).reset_index(drop=True)
 
 
+#: What a judge's per-order columns mean, said under every table that shows them.
+P_CHOSEN_NOTE = ("<code>p_chosen_ab</code>: the judge's probability that the chosen answer is the better one when "
+                 "it is shown first (as A); <code>p_chosen_ba</code>: the same when it is shown second (as B). "
+                 "Above 0.5 the judge picks the chosen answer in that order; a judge that answers by position "
+                 "gives one near 1 and the other near 0. Its <code>score_chosen</code> is their mean.")
+
+
 def scores_html(table: pd.DataFrame) -> str:
+    """:func:`scores_table` as HTML, outcomes coloured, floats in one format; a judge's ``p_chosen_ab`` and
+    ``p_chosen_ba`` explained under it (:data:`P_CHOSEN_NOTE`) when they are shown.
+
+    >>> "p_chosen_ab</code>: the judge" in scores_html(pd.DataFrame({"p_chosen_ab": [0.9], "p_chosen_ba": [0.2]}))
+    True
+    """
     if table.empty:
         return "<p><i>No model has scored this pair yet (run <code>prb score</code>).</i></p>"
     head = "".join(f"<th>{esc(c)}</th>" for c in table.columns)
+    formats = {c: column_format(table[c]) for c in table.columns if pd.api.types.is_float_dtype(table[c])}
     body = []
     for _, row in table.iterrows():
         cells = []
         for column in table.columns:
             value = row[column]
             if isinstance(value, (float, np.floating)):
-                text = "" if np.isnan(value) else f"{value:.4g}"
+                text = "" if np.isnan(value) else formats.get(column, "{:.3g}").format(value)
             else:
                 text = "" if value is None else str(value)
             style = f' style="background:{_OUTCOME_COLOURS[value]}"' if column == "outcome" and value in \
                 _OUTCOME_COLOURS else ""
             cells.append(f"<td{style}>{esc(text)}</td>")
         body.append(f"<tr>{''.join(cells)}</tr>")
-    return f'<table class="prb-scores"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    note = f'<p class="prb-note"><small>{P_CHOSEN_NOTE}</small></p>' if "p_chosen_ab" in table.columns else ""
+    return f'<table class="prb-scores"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>{note}'
 
 
 def pair_html(

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from prb_utils.errors import PRBError
+from prb_utils.notebook.markup import column_format
 from prb_utils.notebook.pair_view import (
     PRE_WRAP,
     categories,
@@ -49,15 +50,19 @@ def use_widgets(interactive: bool) -> bool:
     return bool(interactive) and not headless()
 
 
-def frame_html(frame: pd.DataFrame, *, float_format: str = "{:.3f}", max_rows: int | None = 60,
+def frame_html(frame: pd.DataFrame, *, float_format: str | None = None, max_rows: int | None = 60,
                formats: dict[str, str] | None = None) -> str:
-    """A frame as a compact HTML table: floats in ``float_format`` (or ``formats[column]``: one format per
-    column), index dropped; the first ``max_rows`` rows (all when None), and a line saying how many more."""
+    """A frame as a compact HTML table, one number format per column: ``formats[column]``, else
+    ``float_format`` for every float column, else each float column's own
+    :func:`prb_utils.notebook.markup.column_format` (3 significant digits, no e-notation between 1e-3 and
+    1e3); index dropped; the first ``max_rows`` rows (all when None), and a line saying how many more."""
     shown = frame if max_rows is None else frame.head(max_rows)
-    formatters = {c: (lambda x, f=f: "" if pd.isna(x) else f.format(x)) for c, f in (formats or {}).items()
+    chosen = {c: float_format or column_format(frame[c]) for c in frame.columns
+              if pd.api.types.is_float_dtype(frame[c])}
+    chosen.update(formats or {})
+    formatters = {c: (lambda x, f=f: "" if pd.isna(x) else f.format(x)) for c, f in chosen.items()
                   if c in shown.columns}
-    table = shown.to_html(index=False, border=0, classes="prb-table", formatters=formatters,
-                          float_format=lambda x: float_format.format(x), na_rep="")
+    table = shown.to_html(index=False, border=0, classes="prb-table", formatters=formatters, na_rep="")
     more = len(frame) - len(shown)
     return table + (f"<p><i>… and {more} more rows.</i></p>" if more > 0 else "")
 
