@@ -350,3 +350,25 @@ def test_a_seeded_random_retriever_job_is_rebuilt_with_its_own_seed(tmp_path):
     assert {p.key: p.hash for p in pairs} == seen
     formatted = sorted(line["input"]["formatted"] for line in lines)
     assert formatted == sorted(expected.values())
+
+
+def test_curve_labels_name_the_retriever_and_each_option():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from prb_utils.analysis.profile_curves import job_series, profile_size_plot
+
+    meta = pd.DataFrame({"job": ["a", "b"], "model": "length", "fingerprint": "f", "option_seed": [0, 3.0],
+                         "option_dtype": "float32"})
+    rows = pd.DataFrame({"model": "length", "job": ["a", "b"], "profile": "none"})
+    assert job_series(rows, meta).tolist() == ["length [seed=0]", "length [seed=3]"]  # never "length [3.0]"
+    curve = pd.DataFrame({"model": "length", "retriever": [None, "random, retriever_seed=3", None],
+                          "profile": ["none", "top2", "full"], "k": [0.0, 2.0, 4.0], "oracle": False,
+                          "accuracy": [0.5, 0.6, 0.7], "ci_low": [0.4, 0.5, 0.6], "ci_high": [0.6, 0.7, 0.8],
+                          "input_size": [10.0, 30.0, 50.0], "input_unit": "characters"})
+    ax = profile_size_plot(curve, retriever="random, retriever_seed=3")
+    labels = ax.get_legend_handles_labels()[1]
+    assert "length [random, retriever_seed=3]" in labels
+    plt.close("all")

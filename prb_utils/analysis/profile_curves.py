@@ -39,7 +39,7 @@ from prb_utils.errors import PRBError
 from prb_utils.profile import parse_condition, rm_user_message
 from prb_utils.schema import is_oracle
 from prb_utils.scoring import retriever_from_label, retriever_label
-from prb_utils.store import pair_hash
+from prb_utils.store import BARE_OPTIONS, pair_hash
 
 RETRIEVER_OPTIONS = ("retriever", "retriever_fingerprint", "retriever_seed")
 CURVE_COLUMNS = ["model", "retriever", "profile", "k", "oracle", "n", "n_questions", "correct", "ties", "invalid",
@@ -98,6 +98,8 @@ def job_series(results: pd.DataFrame, run_metadata: pd.DataFrame | None = None) 
     >>> rows = pd.DataFrame({"model": "m", "job": ["a", "b", "c"], "profile": ["none", "top3", "none"]})
     >>> job_series(rows, meta).tolist()
     ['m [float32]', 'm [float32]', 'm [bfloat16]']
+
+    An option that is not a bare word is named (``seed=3``, never ``3.0``).
     """
     spec = results[_spec_column(results)].astype(str)
     if run_metadata is None or run_metadata.empty or "job" not in results.columns:
@@ -113,11 +115,34 @@ def job_series(results: pd.DataFrame, run_metadata: pd.DataFrame | None = None) 
         varying = sorted({name for key in distinct for name, _ in key
                           if len({dict(k).get(name) for k in distinct}) > 1})
         for job in jobs["job"]:
-            shown = [str(dict(keys.get(job, ())).get(n)) for n in varying if n != "fingerprint"]
+            shown = [_option_text(n, dict(keys.get(job, ())).get(n)) for n in varying if n != "fingerprint"]
             if "fingerprint" in varying:
                 shown.append(f"fingerprint={dict(keys.get(job, ())).get('fingerprint')}")
             labels[job] = f"{model} [{', '.join(shown)}]" if shown else str(model)
     return results["job"].map(labels)
+
+
+def _option_text(column: str, value: Any) -> str:
+    """An ``option_*`` value as a label shows it: a bare word for the options named by value (dtype, device,
+    ...), else ``name=value``; whole numbers without a decimal point (a pandas column turns 3 into 3.0)."""
+    name = column.removeprefix("option_")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value) if name in BARE_OPTIONS else f"{name}={value}"
+
+
+def curve_label(series: str, retriever: str | None) -> str:
+    """A curve's legend label: the job series and, for a ``top{K}`` curve of another retriever than the
+    benchmark's ``bm25``, that retriever (:func:`prb_utils.scoring.retriever_label`), inside the brackets.
+
+    >>> curve_label("length", "random, retriever_seed=3"), curve_label("m [float32]", "least"), curve_label("m", "bm25")
+    ('length [random, retriever_seed=3]', 'm [float32, least]', 'm')
+    """
+    if not retriever or retriever == "bm25":
+        return str(series)
+    if str(series).endswith("]") and " [" in str(series):
+        return f"{str(series)[:-1]}, {retriever}]"
+    return f"{series} [{retriever}]"
 
 
 # ------------------------------------------------------------------------------------------- RM inputs
@@ -296,7 +321,8 @@ def profile_size_plot(curve: pd.DataFrame, *, retriever: str = "bm25", ax: Any =
     for model, group in points.groupby("model", sort=False):
         colour = colours[model]
         err = np.vstack([group["accuracy"] - group["ci_low"], group["ci_high"] - group["accuracy"]]).clip(min=0)
-        ax.errorbar(group["k"], group["accuracy"], yerr=err, marker="o", capsize=3, color=colour, label=model)
+        ax.errorbar(group["k"], group["accuracy"], yerr=err, marker="o", capsize=3, color=colour,
+                    label=curve_label(model, retriever))
         right.plot(group["k"], group["input_size"], linestyle="--", marker=".", color=colour, alpha=0.45)
     for _, row in oracle.iterrows():
         ax.axhline(row["accuracy"], linestyle=":", color=colours[row["model"]],
