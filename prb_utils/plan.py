@@ -31,7 +31,7 @@ PLAN_COLUMNS = ["model", "kind", "profile", "pairs", "input_tokens", "tokens", "
 COUNT_CHUNK = 256   # pairs tokenized per call: memory stays small at the benchmark's full size
 NO_RATE = ("device time: n/a, no rate given: pass --rate TOKENS_PER_S, the tokens a forward pass computes per "
            "second on your device (bench/gpu_throughput.py prints it as 'plain forward pass ... k tok/s').")
-NO_MODEL = "tokens: n/a for {names}: they run no model."
+NO_MODEL = "tokens and device time: n/a for {names}: they run no model."
 
 
 def plan_frame(
@@ -107,8 +107,10 @@ def _warnings(spec: str, condition: str, counter: TokenCounting, counts: Sequenc
     declared = counter.declared
     if truncated:
         over = [f"{name} {value}" for name, value in declared.items() if name != TRAINED_LENGTH and value < longest]
+        if counter.context < counter.max_length:   # a generating judge keeps room for its answer
+            over.append(f"less {counter.max_length - counter.context} tokens kept for the generated answer")
         found.append(f"{spec} [{condition}]: {truncated} of {len(counts)} pairs exceed the model's context of "
-                     f"{counter.context} tokens ({', '.join(over) or 'room kept for the generated answer'}; longest "
+                     f"{counter.context} tokens ({', '.join(over)}; longest "
                      f"input {longest} tokens): scoring cuts their user message from the left.")
     trained = declared.get(TRAINED_LENGTH)
     beyond = sum(min(c.longest, counter.context) > trained for c in counts) if trained else 0
@@ -122,11 +124,15 @@ def _warnings(spec: str, condition: str, counter: TokenCounting, counts: Sequenc
 def format_duration(seconds: float) -> str:
     """A device time for people: seconds, minutes or hours; ``n/a`` for NaN.
 
-    >>> format_duration(42.4), format_duration(754), format_duration(4 * 3600 + 90), format_duration(float("nan"))
-    ('42 s', '12.6 min', '4.0 h', 'n/a')
+    >>> format_duration(0.14), format_duration(42.4), format_duration(754), format_duration(4 * 3600 + 90)
+    ('0.1 s', '42 s', '12.6 min', '4.0 h')
+    >>> format_duration(float("nan"))
+    'n/a'
     """
     if not math.isfinite(seconds):
         return "n/a"
+    if seconds < 10:
+        return f"{seconds:.1f} s"
     if seconds < 60:
         return f"{seconds:.0f} s"
     if seconds < 3600:

@@ -10,12 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import tiny_models
 from transformers import AutoTokenizer
 
-import tiny_models
 from prb_utils.cli import main
 from prb_utils.data import SAMPLE_DIR, load_benchmark
 from prb_utils.models import PairInput, load_model
+from prb_utils.models.judge import MAX_NEW_TOKENS
 from prb_utils.models.lm import CostModel
 from prb_utils.plan import format_duration, plan_frame
 from prb_utils.profile import rm_user_message
@@ -34,7 +35,7 @@ def _specs(request) -> dict[str, str]:
     lm, cls = request.getfixturevalue("tiny_lm_dir"), request.getfixturevalue("tiny_classifier_dir")
     return {"judge": f"judge:{lm}", "implicit": f"implicit:{lm}", "classifier": f"classifier:{cls}",
             "encoder classifier": f"classifier:{request.getfixturevalue('tiny_bert_classifier_dir')}",
-            "embedding": f"embedding:{request.getfixturevalue('tiny_bert_dir')}"}
+            "embedding": f"embedding:{request.getfixturevalue('tiny_bert_dir')}", "judge generate": f"judge:{lm}"}
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:
@@ -85,16 +86,19 @@ def test_classifier_tokens_equal_the_tokenizer_on_the_rm_inputs(tiny_classifier_
     assert shared < whole
 
 
-@pytest.mark.parametrize("kind", ["judge", "implicit", "classifier", "encoder classifier", "embedding"])
+@pytest.mark.parametrize("kind", ["judge", "implicit", "classifier", "encoder classifier", "embedding",
+                                  "judge generate"])
 def test_plan_counts_the_sequences_the_adapter_builds(kind, request):
     """Against the loaded adapter's own prepared token ids (the scorer's inputs, truncation included): input
-    tokens, truncated pairs, and the shared prefix counted once where a decoder shares it."""
+    tokens, truncated pairs, and the shared prefix counted once where a decoder shares it (a generating judge
+    runs its prompts whole, in a context that keeps room for its answer)."""
     spec = _specs(request)[kind]
+    mode = "generate" if kind == "judge generate" else "logprob"
     data = load_benchmark("sample")
-    rm = load_model(spec, device="cpu")
+    rm = load_model(spec, device="cpu", judge_mode=mode)
     pairs = [PairInput(f"{r['subset']}/{r['id']}", rm_user_message(r, "full"), r["chosen"], r["rejected"])
              for r in data.to_dict("records")]
-    row = plan_frame(data, [spec], ["full"]).iloc[0]
+    row = plan_frame(data, [spec], ["full"], judge_mode=mode).iloc[0]
     if kind == "embedding":
         found = [[len(rm._encode(t, keep=side)[0]) for t, side in dict.fromkeys(
             [(p.prompt, "left"), (p.chosen, "right"), (p.rejected, "right")])] for p in pairs]
@@ -109,10 +113,13 @@ def test_plan_counts_the_sequences_the_adapter_builds(kind, request):
         seqs = built[0]
         firsts = built[1] if kind == "implicit" else [len(s) for s in seqs]   # wanted from the last position on
         n = min(_common_prefix(*seqs), min(map(len, seqs)) - 1, min(firsts))
-        computed += sum(map(len, seqs)) if kind == "encoder classifier" else n + sum(len(s) - n for s in seqs)
+        whole_only = kind in ("encoder classifier", "judge generate")
+        computed += sum(map(len, seqs)) if whole_only else n + sum(len(s) - n for s in seqs)
     assert (row["input_tokens"], row["tokens"]) == (whole, computed)
     assert row["truncated"] == sum(bool(built[-1]) for built in sequences) > 0   # the tiny contexts cut `full`
-    assert row["sharing"] == ("none" if kind == "encoder classifier" else "prompt cache")
+    assert row["sharing"] == ("none" if whole_only else "prompt cache")
+    assert row["context"] == rm.max_length - (MAX_NEW_TOKENS if mode == "generate" else 0) >= max(
+        len(s) for built in sequences for s in built[0])
 
 
 @pytest.mark.parametrize("kind", ["judge", "implicit", "classifier", "encoder classifier", "embedding"])
@@ -202,7 +209,7 @@ def test_rate_gives_device_time_and_baselines_show_pairs_only(tiny_lm_dir, capsy
     lines = out.splitlines()
     assert sum(line.split()[0] in (spec, "length") for line in lines) == 4   # one table, a row per job
     assert all(line.split()[-1] != "n/a" for line in lines if line.startswith(spec))
-    assert "tokens: n/a for length: they run no model." in out
+    assert "tokens and device time: n/a for length: they run no model." in out
     assert f"device time, all jobs: {format_duration(judge['device_s'].sum())} (tokens / rate" in out
 
 
