@@ -276,3 +276,21 @@ def test_a_questions_answers_do_not_depend_on_what_was_sampled_before_or_beside_
     columns = ["subset", "id", "sample_idx", "response"]
     pd.testing.assert_frame_equal(grown[columns], fresh[columns])
     pd.testing.assert_frame_equal(alone[columns], fresh[columns])
+
+
+@pytest.mark.parametrize("command", ["bon", "ppo"])
+@pytest.mark.parametrize("option, given, never", [
+    ("--policy", "org/x", "judge:org/x"),
+    ("--judge", "proxy:foo", "embedding:foo"),
+    ("--judge", "llm:./no/such/judge", "judge:./no/such/judge"),
+])
+def test_a_model_the_user_named_is_named_as_written(tmp_path, capsys, command, option, given, never):
+    """`--policy org/x` is 'org/x' in the message, never 'judge:org/x'; `--judge proxy:foo` is 'proxy:foo', never
+    'embedding:foo'; and prb ppo refuses an unfindable judge before any training, as prb bon does."""
+    from prb_utils.cli import main
+
+    code = main([command, "--results", str(tmp_path / "r"), "--model", "length", "--no-progress", option, given])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert f"'{given}'" in err and never not in err
+    assert not (tmp_path / "r" / "bon" / "samples").exists() and not (tmp_path / "r" / "ppo").exists()

@@ -8,6 +8,7 @@ the same machine and library versions.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from prb_utils.errors import PRBError
@@ -19,20 +20,38 @@ from prb_utils.schema import stable_hash
 GENERATIVE_ARCHITECTURES = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
 
 
-def check_causal_lm(name: str) -> None:
+@dataclass(frozen=True)
+class GivenSpec(ModelSpec):
+    """A policy or a rubric judge: resolved as its ``kind`` is (``judge`` for a causal LM, ``embedding`` for
+    the proxy), but named in messages as the user wrote it (``given``, e.g. ``org/x`` for ``--policy org/x``,
+    ``llm:org/x`` or ``proxy:foo`` for ``--judge``), never as ``judge:org/x`` or ``embedding:foo``.
+
+    >>> GivenSpec("judge", "org/x", "llm:org/x").canonical, GivenSpec("judge", "org/x").canonical
+    ('llm:org/x', 'org/x')
+    """
+
+    given: str = ""
+
+    @property
+    def canonical(self) -> str:
+        return self.given or self.name
+
+
+def check_causal_lm(name: str, *, given: str | None = None) -> None:
     """PRBError, in one sentence and before anything is loaded, when the model ``name`` names (alias, folder
     or hub id) is declared in its config as something other than a generative LM: a reward model
     (``...ForSequenceClassification``) or a bare encoder would sample or judge from a random head. A config
-    that declares no architecture is let through (the weights are checked when they load)."""
+    that declares no architecture is let through (the weights are checked when they load). Messages name
+    the model as ``given`` (what the user wrote; default ``name``)."""
     from transformers import AutoConfig
 
 
-    spec = ModelSpec("judge", name)
+    spec = GivenSpec("judge", name, given or name)
     config = load_pretrained(spec, resolve_source(spec), AutoConfig.from_pretrained)
     declared = list(getattr(config, "architectures", None) or [])
     if declared and not any(a.endswith(GENERATIVE_ARCHITECTURES) for a in declared):
-        raise PRBError(f"Model '{name}' is a {declared[0]}, not a causal language model: it cannot sample answers "
-                       "or judge them; give a chat (instruct) model.")
+        raise PRBError(f"Model '{spec.canonical}' is a {declared[0]}, not a causal language model: it cannot "
+                       "sample answers or judge them; give a chat (instruct) model.")
 
 
 class ChatGenerator:
@@ -46,7 +65,7 @@ class ChatGenerator:
         from transformers import AutoModelForCausalLM
 
 
-        spec = ModelSpec("judge", name)  # the causal-LM kinds share one alias resolution
+        spec = GivenSpec("judge", name)  # the causal-LM kinds share one alias resolution
         self.name = name
         self.source = resolve_source(spec)
         self.placement = resolve_placement(device, dtype)

@@ -410,7 +410,7 @@ def run_bon_pipeline(
         judge_cache_key(judge, device=device)   # a judge that cannot be found fails here, before any sampling
         kind, name = check_judge_spec(judge)
         if kind != "proxy":
-            check_causal_lm(name)   # a reward model or an encoder as judge: refused before any sampling
+            check_causal_lm(name, given=judge)   # a reward model or an encoder as judge: refused before sampling
     check_causal_lm(policy)
     choose_quality_rule(pd.DataFrame({"quality": [0.0]}), quality_rule)   # an unknown rule fails before any work
     on_engine = {"engine": engine, "engine_options": make_engine_options(

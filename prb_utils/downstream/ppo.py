@@ -597,11 +597,12 @@ def run_ppo(
     if parse_condition(options.rm_profile).oracle:
         raise PRBError(f"The RM profile '{options.rm_profile}' shows the answer key; a reward may not see it.")
     if isinstance(judge, str):
-        from prb_utils.downstream.rubric_judge import check_judge_spec
+        from prb_utils.downstream.rubric_judge import check_judge_spec, judge_cache_key
 
+        judge_cache_key(judge, device=device)   # a judge that cannot be found fails here, before any training
         kind, name = check_judge_spec(judge)
         if kind != "proxy":
-            check_causal_lm(name)   # a reward model or an encoder as judge: refused before any training
+            check_causal_lm(name, given=judge)   # a reward model or an encoder as judge: refused before training
     check_causal_lm(policy)
     specs = list(dict.fromkeys(parse_spec(s).canonical for s in models))
     if not specs:

@@ -46,7 +46,7 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
-from prb_utils.downstream.generation import ChatGenerator
+from prb_utils.downstream.generation import ChatGenerator, GivenSpec
 from prb_utils.errors import PRBError
 from prb_utils.models.base import ModelSpec
 from prb_utils.models.fingerprint import model_fingerprint
@@ -582,8 +582,12 @@ def judge_cache_key(judge: Any, *, device: str = "auto", dtype: str = "auto", en
         return [str(judge.name)]
 
     kind, name = check_judge_spec(judge)
-    spec = f"embedding:{name}" if kind == "proxy" else f"judge:{name}"
-    key: list[Any] = [judge, judge_protocol(judge), model_fingerprint(spec)]
+    spec = GivenSpec("embedding" if kind == "proxy" else "judge", name, judge)
+    try:
+        fingerprint = model_fingerprint(spec)
+    except PRBError as exc:   # named as the user wrote it (``proxy:foo``), never as the spec used inside
+        raise PRBError(f"The rubric judge '{judge}' cannot be used: {str(exc)[:1].lower()}{str(exc)[1:]}") from None
+    key: list[Any] = [judge, judge_protocol(judge), fingerprint]
     if kind != "proxy":
         key += [resolved_placement("judge", device, dtype), engine]
     return key
