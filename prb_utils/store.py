@@ -250,6 +250,36 @@ class JobStore:
                 part.unlink(missing_ok=True)
 
 
+@contextmanager
+def folder_lock(folder: str | os.PathLike, *, on_wait: Any = None) -> Iterator[Path]:
+    """Hold ``folder/.lock`` (a ``filelock.FileLock``, as a job's lock: the OS releases it when its holder
+    dies, so a killed run never blocks the next), waiting for another process that holds it; ``on_wait(path)``
+    is called once before waiting. Yields the lock file's path.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp, folder_lock(Path(tmp) / "ppo") as path:
+    ...     path.name
+    '.lock'
+    """
+    folder = Path(folder)
+    _make_folder(folder)
+    path = folder / ".lock"
+    lock = FileLock(str(path))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        if on_wait is not None:
+            on_wait(path)
+        lock.acquire()
+    except OSError as exc:  # a read-only folder, say
+        raise PRBError(f"Cannot create the lock file {path} ({exc.strerror or exc}); fix the folder's permissions "
+                       "or give another results folder.") from None
+    try:
+        yield path
+    finally:
+        lock.release()
+
+
 # ---------------------------------------------------------------------------------------- helpers
 
 

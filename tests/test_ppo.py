@@ -175,3 +175,47 @@ def test_the_kl_coefficient_option_defaults_to_no_penalty():
     args = build_parser().parse_args(["ppo", "--kl-coef", "0.04"])
     assert args.kl_coef == 0.04
     assert build_parser().parse_args(["ppo"]).kl_coef == 0.0
+
+
+def _ppo_process(policy, out, log):
+    """A real ``prb ppo`` child process (tiny options), its stderr in ``log``."""
+    import os
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "prb_utils.cli", "ppo", "--policy", str(policy), "--model", "length", "--steps", "2",
+            "--judge", "proxy", "--results", str(out), "--eval-questions", "3", "--policy-posts", "1",
+            "--max-new-tokens", "8", "--num-generations", "2", "--learning-rate", "1e-3", "--save-steps", "1",
+            "--device", "cpu", "--no-progress"]
+    with open(log, "w", encoding="utf-8") as err:
+        return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+
+
+@pytest.mark.slow
+def test_two_prb_ppo_on_one_results_folder_take_turns(tiny_lm_dir, tmp_path):
+    """While `<results>/ppo/.lock` is held (by another prb ppo, or here by this test), prb ppo waits, says so in
+    one line and writes nothing; two prb ppo started together each finish, and every step is trained and
+    logged once."""
+    import time
+
+    from prb_utils.store import folder_lock
+
+    out = tmp_path / "held"
+    with folder_lock(out / "ppo"):
+        waiting = _ppo_process(tiny_lm_dir, out, tmp_path / "held.err")
+        while waiting.poll() is None and "waiting for another prb ppo" not in (tmp_path / "held.err").read_text():
+            time.sleep(0.05)
+        said = (tmp_path / "held.err").read_text()
+        assert "prb: waiting for another prb ppo on the results folder" in said, said
+        assert waiting.poll() is None and not (out / "ppo" / "runs").exists()   # nothing trained while it waits
+    assert waiting.wait(timeout=600) == 0
+    assert read_reward_log(next((out / "ppo" / "runs").iterdir()))["step"].tolist() == [0, 1]
+
+    out = tmp_path / "together"
+    both = [_ppo_process(tiny_lm_dir, out, tmp_path / f"together-{i}.err") for i in range(2)]
+    assert [p.wait(timeout=600) for p in both] == [0, 0]
+    (run_dir,) = (out / "ppo" / "runs").iterdir()
+    assert read_reward_log(run_dir)["step"].tolist() == [0, 1]   # each step logged once, not twice
+    lines = (run_dir / "rewards.jsonl").read_text().splitlines()
+    assert len(lines) == 2
+    pd.testing.assert_frame_equal(read_ppo_csv(out / "ppo" / "ppo.csv"), read_ppo_csv(tmp_path / "held" / "ppo" / "ppo.csv"))

@@ -33,6 +33,9 @@ group of ``num_generations`` completions).
    (cached in ``<out>/ppo/judge/``). ``<out>/ppo/ppo.csv`` holds ``rm,subset,score,n,trainer`` (mean
    quality per subset over the answers the judge could rate, ``n`` of them; ``trainer`` is ``GRPO``), the format of
    :func:`prb_utils.downstream.reference_files.read_ppo_csv`; ``answers.parquet`` the judged answers.
+5. ``<out>/ppo/.lock`` (:func:`prb_utils.store.folder_lock`) is held from the first file written to the last:
+   a second ``prb ppo`` on the same results folder waits (one line on stderr), then reuses what the first
+   trained, so no run is trained twice at once and no step is logged twice.
 
 >>> frame = pd.DataFrame({"subset": ["A"] * 4, "id": ["1", "2", "3", "4"], "question": ["q1", "q2", "q2", "q3"]})
 >>> train, held_out = split_questions(frame, eval_questions=1, seed=0)
@@ -59,7 +62,7 @@ import pandas as pd
 from prb_utils.downstream.generation import check_causal_lm
 from prb_utils.errors import PRBError
 from prb_utils.schema import DEFAULT_ZOO, stable_hash
-from prb_utils.store import read_json_cache, read_parquet_cache, write_parquet, write_text
+from prb_utils.store import folder_lock, read_json_cache, read_parquet_cache, write_parquet, write_text
 
 PPO_VERSION = 1
 TRAINER = "GRPO"
@@ -615,73 +618,79 @@ def run_ppo(
         raise PRBError("The benchmark data is empty.")
     train, held_out = split_questions(data, eval_questions=eval_questions, seed=seed)
     root = Path(out) / "ppo"
-    max_new = int(eval_max_new_tokens or options.max_new_tokens)
-    from prb_utils.models.fingerprint import model_fingerprint
+    with folder_lock(root, on_wait=_say_waiting):   # one prb ppo per results folder at a time
+        max_new = int(eval_max_new_tokens or options.max_new_tokens)
+        from prb_utils.models.fingerprint import model_fingerprint
 
-    policy_fp = model_fingerprint(f"implicit:{policy}")
-    split_id = stable_hash([[str(s), str(i)] for s, i in zip(train["subset"], train["id"], strict=True)]
-                           + [stable_hash(_train_rows(train, options))])
-    eval_id = stable_hash([[r["subset"], r["id"], r["question"]] for r in held_out.to_dict("records")])
-    timings: dict[str, float] = {}
+        policy_fp = model_fingerprint(f"implicit:{policy}")
+        split_id = stable_hash([[str(s), str(i)] for s, i in zip(train["subset"], train["id"], strict=True)]
+                               + [stable_hash(_train_rows(train, options))])
+        eval_id = stable_hash([[r["subset"], r["id"], r["question"]] for r in held_out.to_dict("records")])
+        timings: dict[str, float] = {}
 
-    t = time.time()
-    base_key = stable_hash({"v": PPO_VERSION, "policy": policy, "fp": policy_fp, "eval": eval_id,
-                            "posts": options.policy_posts, "max_new_tokens": max_new})
-    answers = [_cached_answers(root / "baseline" / f"{base_key}.parquet", policy, held_out,
-                               posts=options.policy_posts, max_new_tokens=max_new, device=device)
-               .assign(rm=BASELINE_RM, steps=0)]
-    timings["baseline"] = time.time() - t
+        t = time.time()
+        base_key = stable_hash({"v": PPO_VERSION, "policy": policy, "fp": policy_fp, "eval": eval_id,
+                                "posts": options.policy_posts, "max_new_tokens": max_new})
+        answers = [_cached_answers(root / "baseline" / f"{base_key}.parquet", policy, held_out,
+                                   posts=options.policy_posts, max_new_tokens=max_new, device=device)
+                   .assign(rm=BASELINE_RM, steps=0)]
+        timings["baseline"] = time.time() - t
 
-    trained: list[str] = []
-    t = time.time()
-    bar = tqdm(specs, unit="RM", desc="PPO: one policy per RM", disable=not progress, file=sys.stderr,
-               dynamic_ncols=True)
-    for spec in bar:
-        bar.set_postfix_str(spec)
-        key = stable_hash({"v": PPO_VERSION, "trainer": TRAINER, "rm": spec, "rm_fp": model_fingerprint(spec),
-                           "policy": policy, "policy_fp": policy_fp, "split": split_id, "seed": int(seed),
-                           "options": options.__dict__})
-        run_dir = run_dir_for(out, spec, key)
-        info = train_policy(spec, train, run_dir, policy=policy, steps=steps, options=options, seed=seed,
-                            device=device, save_steps=save_steps, progress=progress, **on_engine)
-        if info["steps_before"] < info["steps"]:
-            trained.append(spec)
-        meta = {"rm": spec, "key": key, "trainer": TRAINER, "policy": policy, "policy_fingerprint": policy_fp,
-                "seed": int(seed), "options": options.__dict__, "steps": info["steps"],
-                "checkpoint": Path(info["checkpoint"]).name, "train_questions": int(train["question"].nunique()),
-                "versions": _versions()}
-        write_text(run_dir / "run.json", json.dumps(meta, indent=1))
-        answers.append(_cached_answers(run_dir / f"answers-{eval_id}-{max_new}-step{info['steps']}.parquet",
-                                       info["checkpoint"], held_out, posts=options.policy_posts,
-                                       max_new_tokens=max_new, device=device).assign(rm=spec, steps=info["steps"]))
-    bar.close()
-    timings["train"] = time.time() - t
+        trained: list[str] = []
+        t = time.time()
+        bar = tqdm(specs, unit="RM", desc="PPO: one policy per RM", disable=not progress, file=sys.stderr,
+                   dynamic_ncols=True)
+        for spec in bar:
+            bar.set_postfix_str(spec)
+            key = stable_hash({"v": PPO_VERSION, "trainer": TRAINER, "rm": spec, "rm_fp": model_fingerprint(spec),
+                               "policy": policy, "policy_fp": policy_fp, "split": split_id, "seed": int(seed),
+                               "options": options.__dict__})
+            run_dir = run_dir_for(out, spec, key)
+            info = train_policy(spec, train, run_dir, policy=policy, steps=steps, options=options, seed=seed,
+                                device=device, save_steps=save_steps, progress=progress, **on_engine)
+            if info["steps_before"] < info["steps"]:
+                trained.append(spec)
+            meta = {"rm": spec, "key": key, "trainer": TRAINER, "policy": policy, "policy_fingerprint": policy_fp,
+                    "seed": int(seed), "options": options.__dict__, "steps": info["steps"],
+                    "checkpoint": Path(info["checkpoint"]).name, "train_questions": int(train["question"].nunique()),
+                    "versions": _versions()}
+            write_text(run_dir / "run.json", json.dumps(meta, indent=1))
+            answers.append(_cached_answers(run_dir / f"answers-{eval_id}-{max_new}-step{info['steps']}.parquet",
+                                           info["checkpoint"], held_out, posts=options.policy_posts,
+                                           max_new_tokens=max_new, device=device).assign(rm=spec, steps=info["steps"]))
+        bar.close()
+        timings["train"] = time.time() - t
 
-    t = time.time()
-    from prb_utils.downstream.rubric_judge import choose_quality_rule, judge_cache_key, judge_engine
+        t = time.time()
+        from prb_utils.downstream.rubric_judge import choose_quality_rule, judge_cache_key, judge_engine
 
-    judge_id = judge if isinstance(judge, str) else str(judge.name)
-    on_server = bool(judge_engine(judge, engine, on_engine["engine_options"]))
-    key = judge_cache_key(judge, device=device, engine=engine if on_server else "hf")
-    cache = root / "judge" / f"{stable_hash(key)}.parquet"
-    judged = judge_answers(pd.concat(answers, ignore_index=True), held_out, cache=cache, judge=judge,
-                           progress=progress, **on_engine)
-    timings["judge"] = time.time() - t
-    rule = choose_quality_rule(judged)   # a judge that rates every answer alike is read by its expected verdicts
-    if rule == "expected":
-        judged = judged.assign(quality_argmax=judged["quality"], quality=judged["quality_expected"])
-    judged["quality_rule"] = rule
-    table = ppo_table(judged)
-    judge_name = str(judged["judge"].dropna().iloc[0]) if judged["judge"].notna().any() else str(judge_id)
-    proxy = bool(judged["judge_proxy"].fillna(False).astype(bool).any())
-    setting = {"policy": policy, "policy_fingerprint": policy_fp, "judge": judge_name, "eval": eval_id,
-               "steps": int(steps), "seed": int(seed), "options": options.__dict__, "max_new_tokens": max_new}
-    table = _merge_previous(root, table, setting)
-    write_text(root / "ppo.csv", table.to_csv(index=False))
-    write_parquet(judged, root / "answers.parquet")
-    write_text(root / "run.json", json.dumps({**setting, "judge_proxy": proxy, "trainer": TRAINER, "quality_rule": rule,
-                                              "models": specs, "timings_s": timings}, indent=1))
-    return PPORun(table, judged, trained, timings, judge_name, proxy)
+        judge_id = judge if isinstance(judge, str) else str(judge.name)
+        on_server = bool(judge_engine(judge, engine, on_engine["engine_options"]))
+        key = judge_cache_key(judge, device=device, engine=engine if on_server else "hf")
+        cache = root / "judge" / f"{stable_hash(key)}.parquet"
+        judged = judge_answers(pd.concat(answers, ignore_index=True), held_out, cache=cache, judge=judge,
+                               progress=progress, **on_engine)
+        timings["judge"] = time.time() - t
+        rule = choose_quality_rule(judged)   # a judge that rates every answer alike is read by its expected verdicts
+        if rule == "expected":
+            judged = judged.assign(quality_argmax=judged["quality"], quality=judged["quality_expected"])
+        judged["quality_rule"] = rule
+        table = ppo_table(judged)
+        judge_name = str(judged["judge"].dropna().iloc[0]) if judged["judge"].notna().any() else str(judge_id)
+        proxy = bool(judged["judge_proxy"].fillna(False).astype(bool).any())
+        setting = {"policy": policy, "policy_fingerprint": policy_fp, "judge": judge_name, "eval": eval_id,
+                   "steps": int(steps), "seed": int(seed), "options": options.__dict__, "max_new_tokens": max_new}
+        table = _merge_previous(root, table, setting)
+        write_text(root / "ppo.csv", table.to_csv(index=False))
+        write_parquet(judged, root / "answers.parquet")
+        write_text(root / "run.json", json.dumps({**setting, "judge_proxy": proxy, "trainer": TRAINER, "quality_rule": rule,
+                                                  "models": specs, "timings_s": timings}, indent=1))
+        return PPORun(table, judged, trained, timings, judge_name, proxy)
+
+
+def _say_waiting(lock: Path) -> None:
+    print(f"prb: waiting for another prb ppo on the results folder {lock.parent.parent} to finish (it holds "
+          f"{lock}); this run then reuses what it trained.", file=sys.stderr, flush=True)
 
 
 def _merge_previous(root: Path, table: pd.DataFrame, setting: dict[str, Any]) -> pd.DataFrame:
