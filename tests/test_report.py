@@ -361,17 +361,19 @@ BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networkin
 LOCAL_SCHEMES = ("file:", "data:", "about:", "blob:")
 
 
-def _open_offline(pages: list[Path], *, width: int = 1280, probe=None) -> dict[str, dict]:
+def _open_offline(pages: list[Path], *, width: int = 1280, probe=None, color_scheme: str = "light") -> dict[str, dict]:
     """Load each page in headless Chromium with every request that is not a local file aborted; per page:
     the requests that tried to leave, console errors, page errors, title, width, the first link, and what
-    ``probe(page)`` returns (``probe``, when given, acts on the loaded page)."""
+    ``probe(page)`` returns (``probe``, when given, acts on the loaded page). ``color_scheme``: the screen's
+    preferred scheme (``light`` or ``dark``)."""
     from playwright.sync_api import sync_playwright
 
     seen: dict[str, dict] = {}
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=BROWSER_ARGS)
         try:
-            context = browser.new_context(viewport={"width": width, "height": 900}, service_workers="block")
+            context = browser.new_context(viewport={"width": width, "height": 900}, service_workers="block",
+                                          color_scheme=color_scheme)
             current: dict = {}
 
             def route(route) -> None:
@@ -758,3 +760,87 @@ def test_the_workshop_page_hides_each_answer_key_until_opened(report):
     assert probe["visible_after"] == [True] + [False] * (steps - 1)
     assert "The user wanted Response" in probe["opened"] and "You picked A." in probe["opened"]
     assert "What the models said on this pair" in probe["opened"]
+
+
+# ------------------------------------------------------------------ print, dark palette, alt text
+
+
+def _print_probe(page, rows: int) -> dict:
+    """01's page: the pair list's rows on screen, then with print media (every row, no inputs or paging),
+    then on screen again."""
+    selector = "#prb-pair-list tbody tr"
+    page.wait_for_selector("#prb-pair-list.dataTable")
+    facts = {"screen": page.locator(selector).count()}
+    page.emulate_media(media="print")
+    page.wait_for_function(f"document.querySelectorAll({selector!r}).length === {rows}")
+    facts["print"] = page.locator(selector).count()
+    facts["hidden"] = page.evaluate("""() => ['.dt-search', '.dt-paging', '.dt-length', 'label.prb-code-toggle',
+        '#prb-show-code', 'nav.prb-nav', '.jp-CodeCell .jp-Cell-inputWrapper']
+        .map(s => [s, getComputedStyle(document.querySelector(s)).display])""")
+    page.emulate_media(media="screen")
+    page.wait_for_function(f"document.querySelectorAll({selector!r}).length === {facts['screen']}")
+    facts["back"] = page.locator(selector).count()
+    return facts
+
+
+def test_printing_a_page_prints_every_row_without_inputs_or_paging(report):
+    facts = _open_offline([report / "01_pair_inspection.html"], probe=lambda p: _print_probe(p, 42))
+    probe = facts["01_pair_inspection.html"]["probe"]
+    assert probe["screen"] == 25 and probe["print"] == 42 and probe["back"] == 25  # the 42 sample pairs
+    assert [display for _, display in probe["hidden"]] == ["none"] * len(probe["hidden"]), probe["hidden"]
+
+
+def _luminance(colour: str) -> float:
+    """WCAG relative luminance of a CSS ``rgb()``/``rgba()`` colour (alpha ignored)."""
+    channels = [float(c) / 255 for c in re.findall(r"[\d.]+", colour)[:3]]
+    linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def _contrast(a: str, b: str) -> float:
+    high, low = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+DARK_PROBE = """() => {
+  const background = el => { for (; el; el = el.parentElement) { const c = getComputedStyle(el).backgroundColor;
+      if (c !== 'rgba(0, 0, 0, 0)' && c !== 'transparent') return c; } return 'rgb(255, 255, 255)'; };
+  const pick = sel => [...document.querySelectorAll(sel)].filter(el => el.innerText.trim()).slice(0, 20)
+      .map(el => [getComputedStyle(el).color, background(el)]);
+  return {body: [getComputedStyle(document.body).color, background(document.body)],
+          dark_class: document.documentElement.classList.contains('dark'),
+          text: pick('.jp-RenderedHTMLCommon p'), boxes: pick('.prb-view div[style*="background"]'),
+          tables: pick('table.dataTable td')};
+}"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_pages_follow_the_preferred_colour_scheme_with_readable_text(report, scheme):
+    """Every text sample (paragraphs, the pair views' coloured boxes, the interactive tables) keeps a WCAG AA
+    contrast of 4.5 against what is behind it; under a dark preference the page is dark."""
+    name = "01_pair_inspection.html"
+    facts = _open_offline([report / name], probe=lambda p: p.evaluate(DARK_PROBE), color_scheme=scheme)[name]
+    probe = facts["probe"]
+    assert facts["console"] == [] and facts["errors"] == [], facts
+    text, behind = probe["body"]
+    assert (_luminance(behind) < 0.05) == (scheme == "dark") and probe["dark_class"] == (scheme == "dark")
+    for kind in ("text", "boxes", "tables"):
+        assert probe[kind], f"no {kind} sampled"
+        low = [(fg, bg) for fg, bg in probe[kind] if _contrast(fg, bg) < 4.5]
+        assert not low, f"{scheme}: {kind} hard to read: {low[:3]}"
+    index = _open_offline([report / "index.html"], probe=lambda p: p.evaluate(DARK_PROBE.replace(
+        "'.jp-RenderedHTMLCommon p'", "'td, p, a'")), color_scheme=scheme)["index.html"]["probe"]
+    assert (_luminance(index["body"][1]) < 0.05) == (scheme == "dark")
+    low = [(fg, bg) for fg, bg in index["text"] if _contrast(fg, bg) < 4.5]
+    assert index["text"] and not low, f"{scheme}: the index is hard to read: {low[:3]}"
+
+
+def test_every_figure_has_its_title_as_alt_text(report):
+    for name in NAMES:
+        page = (report / f"{name}.html").read_text(encoding="utf-8")
+        alts = re.findall(r'<img [^>]*?alt="([^"]*)"', page)
+        assert len(alts) == page.count("<img ") >= 1, name
+        assert all(alt.strip() and "No description" not in alt for alt in alts), (name, alts)
+    workshop = (report / "00_workshop_personalization.html").read_text(encoding="utf-8")
+    assert 'alt="One question, two users: each model&#x27;s margin per user and profile condition' in workshop \
+        or "alt=\"One question, two users: each model's margin per user and profile condition" in workshop

@@ -177,15 +177,68 @@ nav.prb-nav a:hover { text-decoration: underline; }
 label.prb-code-toggle { font-family: var(--jp-ui-font-family, sans-serif); font-size: 0.9em; color: #555; }
 details.prb-params { font-family: var(--jp-ui-font-family, sans-serif); font-size: 0.9em; margin: 0 0 8px; }
 details.prb-params td { padding: 1px 10px 1px 0; vertical-align: top; }
+{{ resources.prb_page_css }}
 </style>
 {%- endblock html_head_css -%}
 {%- block body_header -%}
 {{ super() }}
+<script>{{ resources.prb_page_js }}</script>
 <nav class="prb-nav"><a class="prb-index-link" href="index.html">&larr; All report pages (index)</a></nav>
 {{ resources.prb_parameters }}
 <input type="checkbox" id="prb-show-code"><label class="prb-code-toggle" for="prb-show-code"> show the code</label>
 {%- endblock body_header -%}
+{% block data_png scoped %}
+<div class="jp-RenderedImage jp-OutputArea-output {{ extra_class }}">
+<img src="data:image/png;base64,{{ output.data['image/png'] | escape_html }}"
+{%- set alt = output | get_metadata('alt', 'image/png') -%}
+{%- if alt %} alt="{{ alt | escape_html }}"{%- endif %}
+{%- set width = output | get_metadata('width', 'image/png') -%}
+{%- if width is not none %} width={{ width | escape_html }}{%- endif %}
+{%- set height = output | get_metadata('height', 'image/png') -%}
+{%- if height is not none %} height={{ height | escape_html }}{%- endif %}
+class="
+{%- if output | get_metadata('unconfined', 'image/png') %}unconfined{%- endif %}
+{%- if output | get_metadata('needs_background', 'image/png') == 'light' %} jp-needs-light-background{%- endif %}
+{%- if output | get_metadata('needs_background', 'image/png') == 'dark' %} jp-needs-dark-background{%- endif %}"
+>
+</div>
+{% endblock data_png %}
 """
+#: Print: no code, no inputs, no navigation or pagination (every row is printed: :data:`PAGE_SCRIPT`). Dark
+#: palette on screens that prefer it: JupyterLab's dark theme variables (added by :func:`export_html`), and
+#: the light boxes of the pair views keep dark text.
+PAGE_CSS = """
+@media print {
+  nav.prb-nav, #prb-show-code, label.prb-code-toggle, .jp-CodeCell .jp-Cell-inputWrapper, .dt-length,
+  .dt-search, .dt-paging, .dt-info, input, select, button { display: none !important; }
+}
+@media screen and (prefers-color-scheme: dark) {
+  body { background: var(--jp-layout-color0); color: var(--jp-content-font-color1); }
+  nav.prb-nav { border-bottom-color: #444; }
+  nav.prb-nav a, .jp-RenderedHTMLCommon a { color: #8ab4f8; }
+  label.prb-code-toggle { color: #bbb; }
+  .prb-view [style*="background"], .prb-view pre { color: #111 !important; }
+  .prb-view [style*="background"] a { color: #0b4f9c !important; }
+  .prb-view [style*="color:#555"] { color: #bbb !important; }
+  .prb-view summary[style*="color:#1565c0"] { color: #8ab4f8 !important; }
+  .jp-RenderedImage img { background: #fff; }
+}
+"""
+#: Before printing, every interactive table shows all its rows (its page length set to "All"), and after,
+#: the length it had; on a screen that prefers dark, the page tells itables so (its tables follow the
+#: ``data-jp-theme-light`` flag of the page).
+PAGE_SCRIPT = """(() => {
+  const every = () => document.querySelectorAll('.dt-length select').forEach(s => {
+    if (s.value === '-1') return;
+    s.dataset.prbBefore = s.value; s.value = '-1'; s.dispatchEvent(new Event('change', {bubbles: true})); });
+  const back = () => document.querySelectorAll('.dt-length select[data-prb-before]').forEach(s => {
+    s.value = s.dataset.prbBefore; delete s.dataset.prbBefore; s.dispatchEvent(new Event('change', {bubbles: true})); });
+  addEventListener('beforeprint', every); addEventListener('afterprint', back);
+  matchMedia('print').addEventListener('change', e => (e.matches ? every() : back()));
+  const dark = matchMedia('(prefers-color-scheme: dark)');
+  const theme = () => { document.body.dataset.jpThemeLight = dark.matches ? 'false' : 'true'; };
+  theme(); dark.addEventListener('change', theme);
+})();"""
 _HEADING = re.compile(r"^\s*#\s+(.+?)\s*#*\s*$", re.MULTILINE)
 
 
@@ -207,8 +260,9 @@ def export_html(ipynb: Path, target: Path) -> Path:
     the template's CDN scripts (require.js, widgets, MathJax, mermaid) left out, the browser title set to
     :func:`page_title`, a link back to ``index.html`` at the top, the parameters the page ran with under it
     (:func:`parameters_html`; papermill's injected-parameters cell itself is left out, its values are absolute
-    local paths), and the code hidden until "show the code" is ticked (the nbconvert ``--no-input`` reading,
-    kept reversible, with no script)."""
+    local paths), the code hidden until "show the code" is ticked (the nbconvert ``--no-input`` reading,
+    kept reversible, with no script), each figure's title as its alt text (:func:`prb_utils.notebook.widgets.
+    figures_with_alt_text`), a print stylesheet and a dark palette (:data:`PAGE_CSS`, :data:`PAGE_SCRIPT`)."""
     import jinja2
     import nbformat
     from nbconvert import HTMLExporter
@@ -221,9 +275,20 @@ def export_html(ipynb: Path, target: Path) -> Path:
     exporter = HTMLExporter(embed_images=True, exclude_input_prompt=True, exclude_output_prompt=True,
                             extra_loaders=[jinja2.DictLoader({PAGE_TEMPLATE: _PAGE_TEMPLATE_SOURCE})],
                             template_file=PAGE_TEMPLATE)
-    body, _ = exporter.from_notebook_node(nb, resources={"prb_parameters": parameters_html(ran_with)})
+    page_css = PAGE_CSS + "@media screen and (prefers-color-scheme: dark) {\n" + _dark_theme_css(exporter) + "\n}\n"
+    body, _ = exporter.from_notebook_node(nb, resources={"prb_parameters": parameters_html(ran_with),
+                                                         "prb_page_css": page_css, "prb_page_js": PAGE_SCRIPT})
     target.write_text(body, encoding="utf-8")
     return target
+
+
+def _dark_theme_css(exporter: Any) -> str:
+    """JupyterLab's dark theme variables (the lab template's ``static/theme-dark.css``), "" when not found."""
+    for folder in exporter.template_paths:
+        path = Path(folder) / "static" / "theme-dark.css"
+        if path.is_file():
+            return path.read_text(encoding="utf-8")
+    return ""
 
 
 def parameters_html(parameters: Mapping[str, Any]) -> str:
@@ -518,6 +583,14 @@ tr.locked td {{ color: #777; }}
 .warn {{ color: #a04000; font-size: 0.9em; }}
 .scroll {{ max-width: 100%; overflow-x: auto; }}
 .scroll td, .scroll th {{ white-space: nowrap; }}
+@media screen and (prefers-color-scheme: dark) {{
+  body {{ background: #111; color: #e6e6e6; }}
+  th, td {{ border-bottom-color: #444; }}
+  a {{ color: #8ab4f8; }}
+  tr.locked td {{ color: #9a9a9a; }}
+  .note {{ color: #b0b0b0; }}
+  .warn {{ color: #f0a060; }}
+}}
 </style></head><body>
 <h1>Personalized RewardBench report</h1>
 <section id="headline"><h2>Headline</h2>{headline}</section>

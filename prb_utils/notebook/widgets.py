@@ -70,13 +70,64 @@ def frame_html(frame: pd.DataFrame, *, float_format: str | None = None, max_rows
 def init_tables(*, all_interactive: bool = True) -> None:
     """Embed the DataTables bundle in the cell's output (``itables.init_notebook_mode(connected=False)``)
     and, with ``all_interactive``, show every DataFrame displayed afterwards as a sortable, searchable
-    table: the pages then work offline, in a saved page or a report, with no kernel. The bundle loads once
-    per page, however many cells embed it."""
+    table (a click anywhere on a header sorts): the pages then work offline, in a saved page or a report,
+    with no kernel. The bundle loads once per page, however many cells embed it. Figures shown afterwards
+    carry their titles as alt text (:func:`figures_with_alt_text`)."""
     import itables
 
     itables.options.maxBytes = 0  # never downsample a table: every row stays in the page
     itables.options.text_in_header_can_be_selected = False  # a click anywhere on a header sorts, not only its icon
     itables.init_notebook_mode(all_interactive=all_interactive, connected=False)
+    figures_with_alt_text()
+
+
+def figure_title(fig: Any) -> str:
+    """A figure's text for a reader who cannot see it: its suptitle and its axes' titles (``; ``-joined), else
+    its axes' labels; "" when it has none.
+
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = plt.subplots(); _ = ax.set_title("Accuracy"); _ = fig.suptitle("Per model")
+    >>> figure_title(fig)
+    'Per model; Accuracy'
+    >>> plt.close(fig)
+    """
+    parts = [fig._suptitle.get_text()] if getattr(fig, "_suptitle", None) is not None else []
+    parts += [ax.get_title() for ax in fig.axes if ax.get_title()]
+    if not parts:
+        parts = [f"{ax.get_ylabel()} by {ax.get_xlabel()}" for ax in fig.axes if ax.get_xlabel() and ax.get_ylabel()]
+    return "; ".join(dict.fromkeys(p.strip() for p in parts if p.strip()))
+
+
+def figures_with_alt_text() -> None:
+    """In an IPython kernel with the inline backend: every figure shown afterwards carries
+    :func:`figure_title` as the ``alt`` of its PNG (output metadata, which the report pages write on the
+    image). Elsewhere nothing changes."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython comes with the notebook extras
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    plt.close(plt.figure())  # the inline backend registers its PNG printer on first use
+    formatter = shell.display_formatter.formatters["image/png"]
+    try:
+        printer = formatter.lookup_by_type(Figure)
+    except KeyError:  # not the inline backend: no PNG output to describe
+        return
+    if getattr(printer, "prb_alt_text", False):
+        return
+
+    def with_alt(fig: Any) -> Any:
+        data = printer(fig)
+        title = figure_title(fig)
+        return (data, {"alt": title}) if title and data is not None else data
+
+    with_alt.prb_alt_text = True  # type: ignore[attr-defined]
+    formatter.for_type(Figure, with_alt)
 
 
 def pair_list(summary: pd.DataFrame, *, links: bool = True, title: str = "") -> None:
