@@ -23,6 +23,9 @@ Every Eval Ever metric, source and per-sample metadata, and ``(oracle)`` in the 
 With ``data`` (the benchmark the store was scored on) the per-item records carry the question, the RM's user
 message and both responses; without it they carry the pair ids only.
 
+``<out>/manifest.txt`` lists the files the latest export wrote. Files of an earlier export into the same
+folder are never removed: :func:`export_results` names them (how many, and one of them) in a note.
+
 >>> model_identity("judge:smollm2")
 ('HuggingFaceTB/SmolLM2-135M-Instruct', 'HuggingFaceTB', 'open_weights')
 >>> model_identity("length")
@@ -64,6 +67,9 @@ MODEL_TYPES = {"classifier": "Seq. Classifier", "judge": "Generative", "implicit
                "embedding": "Embedding similarity", "length": "Baseline", "lexical": "Baseline"}
 ORACLE_NOTE = ("diagnostic oracle: the RM saw the user's rubric aspects (the answer key); not a benchmark result")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
+#: The file in an export folder that lists the files the latest export wrote (plain text: no tool that reads
+#: every ``*.json`` of a results folder mistakes it for a result).
+MANIFEST = "manifest.txt"
 
 
 # ------------------------------------------------------------------------------------------- identities
@@ -443,5 +449,33 @@ def export_results(results: str | os.PathLike, out: str | os.PathLike, *, format
     rows, metas = _load(results)
     target = check_out(out)
     if format == "rewardbench":
-        return export_rewardbench(rows, metas, target)
-    return export_every_eval_ever(rows, metas, target, data=data, data_source=data_source, notes=notes)
+        written = export_rewardbench(rows, metas, target)
+    else:
+        written = export_every_eval_ever(rows, metas, target, data=data, data_source=data_source, notes=notes)
+    older = write_manifest(target, written, format=format, results=results)
+    if older and notes is not None:
+        notes.append(f"{len(older)} older file(s) in {out} were not written by this export and are left in place "
+                     f"(e.g. {older[0]}); {MANIFEST} lists the {len(written)} file(s) this export wrote.")
+    return written
+
+
+def write_manifest(out: Path, written: list[Path], *, format: str, results: str | os.PathLike) -> list[str]:
+    """Write ``out/MANIFEST``: a comment line (format, store, time), then the path (relative to ``out``) of every
+    file this export wrote, one per line. Returns the other files found under ``out`` (an earlier export's,
+    say), relative and sorted: they are left in place, never removed.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     (Path(tmp) / "old.json").write_text("{}")
+    ...     write_manifest(Path(tmp), [Path(tmp) / "new.json"], format="rewardbench", results="results")
+    ...     (Path(tmp) / MANIFEST).read_text().splitlines()[1:]
+    2
+    ['old.json']
+    ['new.json']
+    """
+    names = sorted(str(Path(p).relative_to(out)) for p in written)
+    header = f"# prb export --format {format} --results {results} at {time.strftime('%Y-%m-%dT%H:%M:%S%z')}: " \
+             f"the {len(names)} file(s) it wrote"
+    _write(out / MANIFEST, "\n".join([header, *names]) + "\n")
+    skip = {*names, MANIFEST}
+    return sorted(name for p in out.rglob("*") if p.is_file() and (name := str(p.relative_to(out))) not in skip)

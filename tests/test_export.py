@@ -327,3 +327,30 @@ def test_export_reads_a_damaged_store_as_one_line_and_never_exports_true_as_a_ti
     (aggregate,) = [f for f in (tmp_path / "o").rglob("*.json")]
     stamp = json.loads(aggregate.read_text()).get("evaluation_timestamp")
     assert stamp != "True" and stamp == meta["updated"]
+
+
+@pytest.mark.parametrize("fmt", ["rewardbench", "every_eval_ever"])
+def test_an_export_into_an_older_exports_folder_lists_what_it_wrote_and_names_what_it_left(tmp_path, capsys, fmt):
+    """The second export writes manifest.txt (the files it wrote, nothing else) and one line naming the older
+    files it left in place; none is removed."""
+    from prb_utils.cli import main
+    from prb_utils.data import load_benchmark
+    from prb_utils.scoring import score_benchmark
+
+    data = load_benchmark("sample", limit=1)
+    score_benchmark(data, ["length", "lexical"], ["none"], out=tmp_path / "both", progress=False)
+    score_benchmark(data, ["length"], ["none"], out=tmp_path / "one", progress=False)
+    out = tmp_path / "export"
+    assert main(["export", "--format", fmt, "--results", str(tmp_path / "both"), "--out", str(out)]) == 0
+    first = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()} - {"manifest.txt"}
+    capsys.readouterr()
+    assert main(["export", "--format", fmt, "--results", str(tmp_path / "one"), "--out", str(out)]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    listed = (out / "manifest.txt").read_text().splitlines()
+    assert listed[0].startswith(f"# prb export --format {fmt} --results {tmp_path / 'one'}")
+    wrote = set(listed[1:])
+    assert wrote < first and all((out / name).is_file() for name in first)   # nothing removed
+    older = sorted(first - wrote)
+    assert older and all("lexical" in name or "prb/lexical" in (out / name).read_text() for name in older)
+    assert err == [f"prb: {len(older)} older file(s) in {out} were not written by this export and are left in place "
+                   f"(e.g. {older[0]}); manifest.txt lists the {len(wrote)} file(s) this export wrote."]
