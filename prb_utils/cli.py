@@ -30,7 +30,7 @@ from prb_utils.plan import plan_frame, plan_text
 from prb_utils.profile import parse_condition
 from prb_utils.schema import DEFAULT_ZOO
 from prb_utils.scoring import score_benchmark
-from prb_utils.store import StoreShortfallWarning, add_job_labels, load_results, read_json_cache
+from prb_utils.store import StoreShortfallWarning, load_results, read_json_cache
 
 DEFAULT_REPORT_PROFILES = ("none", "top3")
 #: Without ``--profile``, ``prb report`` also scores these profile sizes for its models that need no LLM
@@ -431,7 +431,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     if results.empty:
         raise PRBError("No pairs were scored.")
     if world().is_main:   # under torchrun, rank 0 alone prints the table
-        _print_frame(summarize(add_job_labels(results, out=args.out), by=("model", "job_label", "profile")))
+        labels = results["job"].map(_store_job_labels(args.out))   # as prb summarize labels them
+        _print_frame(summarize(results.assign(job_label=labels), by=("model", "job_label", "profile")))
     return 0
 
 
@@ -479,6 +480,15 @@ def _load_store(folder: str) -> pd.DataFrame:
     for problem in results.attrs.get("shortfalls", []):
         print(f"prb: warning: {problem}", file=sys.stderr)
     return results
+
+
+def _store_job_labels(folder: str) -> dict[str, str]:
+    """``{job: job_label}`` of every job in the store, as ``prb summarize`` labels them: a job's label depends on
+    the other jobs of its model, so the jobs one ``prb score`` wrote are labelled against the whole store."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StoreShortfallWarning)
+        stored = load_results(folder)
+    return dict(zip(stored["job"], stored["job_label"], strict=True))
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:

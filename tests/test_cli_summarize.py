@@ -118,3 +118,23 @@ def test_score_dedupes_a_repeated_model_and_prints_one_row_per_job(tmp_path, cap
     assert main(args) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("length")]
     assert len(lines) == 1 and " 6 " in lines[0]  # 2 pairs in each of 3 subsets, counted once
+
+
+def test_prb_score_and_prb_summarize_label_a_job_alike(tmp_path, capsys):
+    """A `--retriever random --seed 3` job scored beside an earlier BM25 job of the same model: `prb score` prints
+    it with the label `prb summarize` gives it (`lexical [random, retriever_seed=3]`), not a bare `lexical`."""
+
+    def rows(printed: str) -> list[list[str]]:
+        return [line.split() for line in printed.strip().splitlines()[1:]]
+
+    out = str(tmp_path / "r")
+    common = ["--data", "sample", "--limit", "1", "--profile", "top2", "--out", out, "--no-progress"]
+    assert main(["score", "--model", "lexical", *common]) == 0
+    capsys.readouterr()
+    assert main(["score", "--model", "lexical", "--retriever", "random", "--seed", "3", *common]) == 0
+    scored = rows(capsys.readouterr().out)
+    assert main(["summarize", "--results", out]) == 0
+    summary = rows(capsys.readouterr().out)
+    assert len(scored) == 1 and len(summary) == 2
+    assert scored[0][:4] == ["lexical", "lexical", "[random,", "retriever_seed=3]"]
+    assert scored[0] in summary
