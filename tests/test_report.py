@@ -844,3 +844,50 @@ def test_every_figure_has_its_title_as_alt_text(report):
     workshop = (report / "00_workshop_personalization.html").read_text(encoding="utf-8")
     assert 'alt="One question, two users: each model&#x27;s margin per user and profile condition' in workshop \
         or "alt=\"One question, two users: each model's margin per user and profile condition" in workshop
+
+
+# ------------------------------------------------------------------------------- 01's verdict flips
+
+
+def _flip_probe(page) -> dict:
+    """01's page: the flip table's rows (every row shown), a click on the first linked id, and then on the
+    back link of the card it lands on."""
+    _show_all_rows(page, "prb-flip-list")
+    facts = {"rows": page.locator("#prb-flip-list tbody tr").count(),
+             "links": page.eval_on_selector_all("#prb-flip-list tbody a", "as => as.map(a => a.getAttribute('href'))")}
+    in_view = """(() => { const el = document.getElementById(location.hash.slice(1));
+        return el ? el.getBoundingClientRect().top < window.innerHeight && el.getBoundingClientRect().bottom > 0 : null; })()"""
+    page.click("#prb-flip-list tbody a")
+    facts["card"] = (page.evaluate("location.hash"), page.evaluate(in_view))
+    page.click(f"[id='{facts['card'][0][1:]}'] a.prb-back")
+    facts["back"] = (page.evaluate("location.hash"), page.evaluate(in_view))
+    return facts
+
+
+def test_the_flip_table_counts_each_direction_and_links_to_cards_and_back(report, sample_report):
+    """01: per model, wrong -> correct and correct -> wrong between none and top3 (recomputed from the store);
+    every flip in an interactive table whose ids jump to the cards, and each card links back to the pair list."""
+    from conftest import REPORT_MODELS, REPORT_PROFILES
+
+    from prb_utils.notebook.pair_view import pair_anchor
+    from prb_utils.store import load_results
+
+    rows = load_results(sample_report.results)
+    rows = rows[rows["model"].isin(REPORT_MODELS) & rows["profile"].isin(REPORT_PROFILES)]
+    ok = rows.assign(ok=rows["outcome"] == "correct").pivot_table(index=["model", "subset", "id"], columns="profile",
+                                                                   values="ok", aggfunc="first")
+    expected = {model: [int((~g["none"] & g["top3"]).sum()), int((g["none"] & ~g["top3"]).sum())]
+                for model, g in ok.groupby(level="model")}
+    recorded = json.loads((report / "01_pair_inspection.numbers.json").read_text(encoding="utf-8"))["numbers"]
+    counts = {r["model"]: [r["wrong → correct"], r["correct → wrong"]] for r in recorded["flip_counts"]}
+    assert counts == {m: c for m, c in expected.items() if sum(c)} and sum(map(sum, counts.values())) == recorded["flips"]
+
+    facts = _open_offline([report / "01_pair_inspection.html"], probe=_flip_probe)["01_pair_inspection.html"]
+    assert facts["console"] == [] and facts["errors"] == [] and facts["blocked"] == [], facts
+    probe = facts["probe"]
+    assert probe["rows"] == recorded["flips"] > 0 and len(probe["links"]) == probe["rows"]
+    flipped = ok[ok["none"] != ok["top3"]].reset_index()
+    assert sorted(probe["links"]) == sorted(f"#{pair_anchor(s, i)}" for s, i in zip(flipped["subset"], flipped["id"],
+                                                                                       strict=True))
+    assert probe["card"][0] == probe["links"][0] and probe["card"][1] is True
+    assert probe["back"] == ("#prb-pair-list", True)

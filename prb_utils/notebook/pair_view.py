@@ -44,6 +44,7 @@ VIEW_STYLE = ("<style>.prb-view td, .prb-view th { text-align: left !important; 
 #: Inline style of a box that shows an RM input (pre-formatted text that wraps between words).
 PRE_WRAP = "white-space:pre-wrap;word-break:normal;overflow-wrap:anywhere"
 _ANCHOR_UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]+")
+PAIR_LIST_ID = "prb-pair-list"  # the HTML id of a page's list of pairs, which the cards link back to
 #: DataTables render function of the pair list's ``correct`` column: shown as ``k/n``, sorted (and typed) as
 #: the number k/n (as text "10/10" came before "2/10"); a pair no model scored (``0/0``) sorts first.
 SORT_AS_SHARE = ("function (data, type) { if (type !== 'sort' && type !== 'type') { return data; }"
@@ -200,15 +201,17 @@ def pair_html(
     condition: str = "top3",
     retriever: Any = None,
     show_key: bool = True,
+    back_to: str | None = None,
 ) -> str:
     """HTML of one pair: question, profile posts (those ``condition`` selects highlighted), rubric aspects
-    and narrative (when ``show_key``), chosen vs rejected with a word diff, and every model's scores."""
+    and narrative (when ``show_key``), chosen vs rejected with a word diff, and every model's scores;
+    ``back_to``: the id of the list to link back to (:func:`back_link`)."""
     chosen_html, rejected_html = word_diff(str(record["chosen"]), str(record["rejected"]))
     anchor = pair_anchor(record.get("subset", ""), record["id"])
     parts = [
         f'<div class="prb-pair" id="{anchor}" style="font-family:sans-serif;max-width:1100px">',
         f"<h3>{esc(record.get('subset', ''))} / {esc(record['id'])}"
-        f" <small>({esc(record.get('category') or 'no category')})</small></h3>",
+        f" <small>({esc(record.get('category') or 'no category')})</small>{back_link(back_to)}</h3>",
         f'<div style="{_BOX};background:#f4f8ff"><b>Question.</b> {esc(record["question"])}</div>',
         "<details open><summary><b>Profile posts</b> (what the user asked before)</summary>",
         _posts_html(record, condition, retriever),
@@ -331,7 +334,7 @@ def pair_list_frame(summary: pd.DataFrame, *, links: bool = True, question_chars
     })
 
 
-def pair_list_html(summary: pd.DataFrame, *, links: bool = True, table_id: str = "prb-pair-list",
+def pair_list_html(summary: pd.DataFrame, *, links: bool = True, table_id: str = PAIR_LIST_ID,
                    page_length: int = 25) -> str:
     """The pairs of ``summary`` as an interactive table (search box, sortable columns, pages of
     ``page_length`` rows) from itables with ``connected=False``: it needs the DataTables bundle that
@@ -353,9 +356,23 @@ def pair_list_html(summary: pd.DataFrame, *, links: bool = True, table_id: str =
     return view(style + table)
 
 
-def pair_brief_html(record: Mapping[str, Any], results: pd.DataFrame | None = None) -> str:
+def back_link(target: str | None) -> str:
+    """A small link up to the element ``target`` (the list a card was reached from); "" without one.
+
+    >>> back_link("prb-pair-list")
+    ' <a class="prb-back" href="#prb-pair-list" style="font-size:0.7em;font-weight:normal">&uarr; back to the list</a>'
+    """
+    if not target:
+        return ""
+    return (f' <a class="prb-back" href="#{esc(target)}" style="font-size:0.7em;font-weight:normal">'
+            "&uarr; back to the list</a>")
+
+
+def pair_brief_html(record: Mapping[str, Any], results: pd.DataFrame | None = None, *,
+                    back_to: str | None = None) -> str:
     """A short card of one pair, collapsed (question, then on opening the word diff and the scores), with
-    the pair's anchor: the pairs a page does not show in full stay reachable from the pair list."""
+    the pair's anchor: the pairs a page does not show in full stay reachable from the pair list; ``back_to``
+    as in :func:`pair_html`."""
     chosen_html, rejected_html = word_diff(str(record["chosen"]), str(record["rejected"]))
     anchor = pair_anchor(record.get("subset", ""), record["id"])
     scores = (scores_table(results, record.get("subset", ""), record["id"]) if results is not None
@@ -363,7 +380,8 @@ def pair_brief_html(record: Mapping[str, Any], results: pd.DataFrame | None = No
     return view(
         f'<details class="prb-pair-brief" id="{anchor}" style="margin:4px 0">'
         f"<summary><b>{esc(record.get('subset', ''))} / {esc(record['id'])}</b>"
-        f" <small>({esc(record.get('category') or 'no category')})</small>: {esc(record['question'])}</summary>"
+        f" <small>({esc(record.get('category') or 'no category')})</small>: {esc(record['question'])}"
+        f"{back_link(back_to)}</summary>"
         '<table style="width:100%;table-layout:fixed"><tr>'
         '<th style="background:#d7f2d7;padding:4px">chosen</th><th style="background:#f8d4d4;padding:4px">'
         f'rejected</th></tr><tr><td style="{_BOX}">{chosen_html}</td><td style="{_BOX}">{rejected_html}</td>'
@@ -392,6 +410,47 @@ def flip_table(results: pd.DataFrame, *, baseline: str = "none") -> pd.DataFrame
     both = other.merge(base, on=["model", "subset", "id"], suffixes=("", f"_{baseline}"))
     flipped = both[both["_ok"] != both[f"_ok_{baseline}"]]
     return flipped[columns].sort_values(["model", "profile", "subset", "id"]).reset_index(drop=True)
+
+
+FLIP_COLUMNS = ("wrong → correct", "correct → wrong")
+
+
+def flip_counts(flips: pd.DataFrame, *, baseline: str = "none") -> pd.DataFrame:
+    """Per model and profile condition of :func:`flip_table`'s rows: how many verdicts the profile turns from
+    wrong to correct (what it is for) and from correct to wrong (the profile distracting the model), against
+    ``baseline`` (a tie or invalid verdict counts as wrong). Columns model, profile, and :data:`FLIP_COLUMNS`.
+
+    >>> flips = pd.DataFrame({"model": ["m", "m", "m"], "profile": "top3", "outcome_none": ["wrong", "tie", "correct"],
+    ...                       "outcome": ["correct", "correct", "wrong"]})
+    >>> flip_counts(flips).values.tolist()
+    [['m', 'top3', 2, 1]]
+    """
+    columns = ["model", "profile", *FLIP_COLUMNS]
+    if flips.empty:
+        return pd.DataFrame(columns=columns)
+    up = flips["outcome"] == "correct"
+    counted = flips.assign(**{FLIP_COLUMNS[0]: up.astype(int), FLIP_COLUMNS[1]: (~up).astype(int)})
+    return counted.groupby(["model", "profile"], sort=True)[list(FLIP_COLUMNS)].sum().reset_index()[columns]
+
+
+def flip_list_html(flips: pd.DataFrame, *, cards: Sequence[Any] = (), table_id: str = "prb-flip-list",
+                   baseline: str = "none") -> str:
+    """:func:`flip_table`'s rows as an interactive table (search, sort on a header click, every row in the
+    page) whose ids link to the pairs' cards when the page shows them (``cards``: see :func:`pair_keys`);
+    margins stay numbers (they sort as numbers)."""
+    import itables
+
+    shown = set(pair_keys(cards))
+    frame = flips.astype({"subset": str, "id": str}).copy()
+    frame["id"] = [f'<a href="#{pair_anchor(s, i)}">{esc(i)}</a>' if (s, i) in shown else esc(i)
+                   for s, i in zip(frame["subset"], frame["id"], strict=True)]
+    for column in ("model", "profile", "subset", f"outcome_{baseline}", "outcome"):
+        frame[column] = frame[column].map(esc)
+    table = itables.to_html_datatable(
+        frame, connected=False, allow_html=True, table_id=table_id, showIndex=False, maxBytes=0,
+        classes="display compact", style="width:100%", pageLength=25, lengthMenu=[10, 25, 50, 100, -1],
+        order=[], autoWidth=False, text_in_header_can_be_selected=False)
+    return view(table)
 
 
 def pair_keys(pairs: Sequence[Any]) -> set[tuple[str, str]]:

@@ -18,9 +18,13 @@ import pandas as pd
 from prb_utils.errors import PRBError
 from prb_utils.notebook.markup import column_format
 from prb_utils.notebook.pair_view import (
+    FLIP_COLUMNS,
+    PAIR_LIST_ID,
     PRE_WRAP,
     categories,
     filter_pairs,
+    flip_counts,
+    flip_list_html,
     pair_brief_html,
     pair_html,
     pair_keys,
@@ -251,9 +255,33 @@ def _static_browser(summary: pd.DataFrame, records: dict, results: pd.DataFrame,
                                        f"list; a pair's name jumps to its card below ({note}).</p>")
     for number, row in enumerate(ordered.itertuples()):
         record = records[(row.subset, row.id)]
-        _display(_html(pair_html(record, results, condition=condition) if number < full
-                       else pair_brief_html(record, results)))
+        _display(_html(pair_html(record, results, condition=condition, back_to=PAIR_LIST_ID) if number < full
+                       else pair_brief_html(record, results, back_to=PAIR_LIST_ID)))
     return found
+
+
+def flip_view(flips: pd.DataFrame, *, cards: Any = None, baseline: str = "none") -> pd.DataFrame:
+    """Display the verdicts the profile flips (:func:`prb_utils.notebook.pair_view.flip_table`'s rows): per
+    model and condition, how many go wrong → correct and correct → wrong, then every flip in an interactive
+    table whose ids link to the pairs' cards when ``cards`` (the static browser's frame of shown pairs) is
+    given; one sentence when there is no flip. Returns the counts."""
+    from prb_utils.notebook.pair_view import esc
+
+    counts = flip_counts(flips, baseline=baseline)
+    if flips.empty:
+        _display(_html(view(f"<p><i>No verdict flips: score a model under <code>{esc(baseline)}</code> and a "
+                            "profile condition to see them.</i></p>")))
+        return counts
+    up, down = (int(counts[c].sum()) for c in FLIP_COLUMNS)
+    shown = cards if isinstance(cards, pd.DataFrame) else pd.DataFrame(columns=["subset", "id"])
+    init_tables()
+    _display(_html(view(f"<p><b>{up + down} verdicts flip</b> between <code>{esc(baseline)}</code> and a profile "
+                        f"condition: {up} from wrong to correct, {down} from correct to wrong (a tie counts as "
+                        "wrong).</p>")))
+    _display(counts)
+    _display(_html(flip_list_html(flips, cards=list(zip(shown["subset"], shown["id"], strict=True)),
+                                  baseline=baseline)))
+    return counts
 
 
 # --------------------------------------------------------------------------------------------- the quiz
