@@ -116,9 +116,53 @@ def test_without_the_hf_check_the_activation_probe_passes_a_raw_server(classifie
     check = json.loads(job.read_text())["run"]["engine_classifier_check"]
     assert check["method"] == "activation" and check["use_activation_honoured"] and check["raw_logits"]
     assert "too large" in check["hf_check_skipped"]
+    assert "saturates" not in err   # 6 raw logits: no ties at the extremes, no warning
+    assert json.loads(job.read_text())["run"]["score_extreme_ties"] == 0.0
 
 
 def test_the_server_logs_its_pooler_settings(classifier_server):
     """What prb records as ``engine_pooler_config`` for a server it starts."""
     found = classifier_server.logged_config("pooler_config")
     assert found is not None and found.startswith("PoolerConfig(") and "use_activation=" in found
+
+
+@pytest.fixture(scope="module")
+def saturating_dir(tmp_path_factory):
+    """A two-class head so steep that the last class's softmax probability is exactly 1.0 on most inputs."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    folder = tmp_path_factory.mktemp("smollm2_saturating")
+    tokenizer = AutoTokenizer.from_pretrained(str(smollm2_dir()))
+    torch.manual_seed(0)
+    model = AutoModelForSequenceClassification.from_pretrained(str(smollm2_dir()), num_labels=2, dtype=torch.float32)
+    model.config.pad_token_id = model.config.pad_token_id or 2
+    with torch.no_grad():
+        row = torch.randn(model.score.weight.shape[1]) * 10
+        model.score.weight.copy_(torch.stack([-row, row]))
+        logits = model(**tokenizer("Which answer is better?", return_tensors="pt")).logits[0]
+        if logits[1] < logits[0]:
+            model.score.weight.mul_(-1)
+    model.save_pretrained(str(folder))
+    tokenizer.save_pretrained(str(folder))
+    return folder
+
+
+def test_a_saturating_classifier_is_flagged_in_one_line(saturating_dir, tmp_path, capsys):
+    """Its scores tie at 1.0: a one-line warning and the share in the run metadata (before: nothing said)."""
+    server = VLLMServer(str(saturating_dir), str(saturating_dir),
+                        LaunchOptions(dtype="float32", device="cpu", runner="pooling", engine_args=EAGER),
+                        python=find_python())
+    server.start(progress=False)
+    try:
+        code = main(["score", "--data", "sample", "--limit", "4", "--model", f"classifier:{saturating_dir}",
+                     "--engine", "vllm", "--engine-url", server.url, "--device", "cpu", "--dtype", "float32",
+                     "--out", str(tmp_path / "store"), "--no-progress"])
+    finally:
+        server.stop()
+    err = capsys.readouterr().err
+    assert code == 0, err
+    warnings = [line for line in err.splitlines() if "saturates" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("prb: warning: "), err
+    (job,) = (tmp_path / "store" / "jobs").glob("*/job.json")
+    assert json.loads(job.read_text())["run"]["score_extreme_ties"] >= vllm_adapters.SATURATION_SHARE

@@ -393,6 +393,7 @@ class VLLMClassifierRM(_VLLMMixin, ClassifierRM):
         self._contract_error: EngineError | None = None
         self._scores: list[float] = []
         self._warned = False
+        self._watch_lock = threading.Lock()   # chunks prepared ahead run in threads
 
     def prepare(self, pairs: Sequence[PairInput]) -> list[PairScore]:
         with self._contract_lock:
@@ -475,12 +476,14 @@ class VLLMClassifierRM(_VLLMMixin, ClassifierRM):
 
     def _watch(self, values: Sequence[float]) -> None:
         """One warning, the first time the scores seen so far saturate."""
-        self._scores.extend(values)
-        share = extreme_ties(self._scores)
-        if not self._warned and len(self._scores) >= SATURATION_MIN_SCORES and share >= SATURATION_SHARE:
-            self._warned = True
+        with self._watch_lock:
+            self._scores.extend(values)
+            share, n = extreme_ties(self._scores), len(self._scores)
+            warn = not self._warned and n >= SATURATION_MIN_SCORES and share >= SATURATION_SHARE
+            self._warned = self._warned or warn
+        if warn:
             print(f"prb: warning: {self.spec} saturates on the vLLM engine: {share:.0%} of its first "
-                  f"{len(self._scores)} scores tie at the lowest or highest value, so its pairs end in ties there.",
+                  f"{n} scores tie at the lowest or highest value, so its pairs end in ties there.",
                   file=sys.stderr)
 
     def run_metadata(self) -> dict[str, Any]:

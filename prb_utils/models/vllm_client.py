@@ -59,13 +59,20 @@ class Cancelled(EngineError):
 
 
 def _tracked(track: Callable[[http.client.HTTPConnection], None]) -> urllib.request.OpenerDirector:
-    """A urllib opener whose HTTP(S) connections are handed to ``track`` as they are made (so another thread
-    can shut them down); proxies and everything else as ``urllib.request.urlopen``."""
+    """A urllib opener whose HTTP(S) connections are handed to ``track`` once connected (so another thread
+    can shut them down; ``track`` may refuse one by raising OSError); proxies and everything else as
+    ``urllib.request.urlopen``."""
 
     def made(http_class: Callable[..., http.client.HTTPConnection]) -> Callable[..., http.client.HTTPConnection]:
         def connection(host: str, **kw: Any) -> http.client.HTTPConnection:
             conn = http_class(host, **kw)
-            track(conn)
+            opened = conn.connect
+
+            def connect() -> None:
+                opened()
+                track(conn)
+
+            conn.connect = connect  # type: ignore[method-assign]
             return conn
         return connection
 
@@ -163,6 +170,9 @@ class CompletionClient:
     def _track(self, conn: http.client.HTTPConnection) -> None:
         with self._count_lock:
             self._connections.add(conn)
+        if self._cancelled.is_set():   # cancel() ran while this one connected: it never sends
+            conn.close()
+            raise OSError("the run was stopped")
 
     def cancel(self) -> None:
         """Send no more requests (the run was stopped): requests not yet sent end at once, requests in flight

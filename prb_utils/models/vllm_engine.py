@@ -181,6 +181,7 @@ class VLLMChatGenerator:
         return bodies
 
     def _run(self, bodies: list[dict[str, Any]]) -> list[list[str]]:
+        self.engine.client.resume()   # a call after a Ctrl-C (in a notebook) sends again
         try:
             texts = self.engine.client.map(bodies, lambda r, _: completion_text(r))
         except RequestError as exc:
