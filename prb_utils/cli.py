@@ -28,7 +28,7 @@ from prb_utils.models import list_models, parse_spec
 from prb_utils.models.registry import VLLM_KINDS
 from prb_utils.plan import plan_frame, plan_text
 from prb_utils.profile import parse_condition
-from prb_utils.schema import DEFAULT_ZOO
+from prb_utils.schema import DEFAULT_ZOO, ORACLE_CONDITIONS
 from prb_utils.scoring import score_benchmark
 from prb_utils.store import StoreShortfallWarning, load_results, read_json_cache
 
@@ -37,6 +37,11 @@ DEFAULT_REPORT_PROFILES = ("none", "top3")
 #: (``CURVE_KINDS``: seconds on a CPU), so that notebook 04 draws a profile-size curve (k = 0, 1, 2, 3, all).
 CURVE_PROFILES = ("top1", "top2", "full")
 CURVE_KINDS = ("length", "lexical", "embedding")
+#: Without ``--profile``, ``prb report`` also scores its model-free models (``DIAGNOSTIC_KINDS``) under the
+#: ``rubric`` oracle and, with random posts, under ``ABLATION_PROFILE`` (BM25's is a curve point), so that
+#: 04's oracle gap and retrieval ablation are filled on a default run (seconds); only page 04 shows them.
+DIAGNOSTIC_KINDS = ("length", "lexical")
+ABLATION_PROFILE = "top2"
 #: The Best-of-N run inside ``prb report``: small enough for the report's few minutes on a CPU (N answers for
 #: the first ``limit`` questions of each subset); ``prb bon`` runs the pipeline at any size.
 REPORT_BON = {"n": 4, "limit": 1}
@@ -534,11 +539,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     models = args.model or list(DEFAULT_ZOO)
     profiles = args.profile or list(DEFAULT_REPORT_PROFILES)
     curve_models = [] if args.profile else [m for m in models if parse_spec(m).kind in CURVE_KINDS]
+    diagnostic = [] if args.profile else [m for m in models if parse_spec(m).kind in DIAGNOSTIC_KINDS]
     check_out_folder(args.out)  # before scoring: never overwrite the source notebooks
     if args.bon_n > 0:
         check_judge_spec(args.bon_judge)
         judge_cache_key(args.bon_judge, device=args.device)   # a judge that cannot be found fails before scoring
-    _score(args, models, profiles, args.results, also=[(curve_models, CURVE_PROFILES)] if curve_models else [])
+    also = [(curve_models, CURVE_PROFILES)] if curve_models else []
+    _score(args, models, profiles, args.results, also=[*also, (diagnostic, ORACLE_CONDITIONS)] if diagnostic else also)
+    if diagnostic and args.retriever in (None, "bm25"):   # the ablation's other retriever, on the same pairs
+        _score(argparse.Namespace(**{**vars(args), "retriever": "random"}), diagnostic, [ABLATION_PROFILE], args.results)
     pages: dict[str, dict[str, Any]] = {}
     if args.bon_n > 0:
         plain = [p for p in profiles if not parse_condition(p).oracle] or ["none"]   # never the rubric oracle
@@ -546,7 +555,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         pages["03_downstream_correlation"] = {"bon_dir": str(bon_dir.resolve())}
     _check_writable(args.out)
     if curve_models:
-        pages["04_personalization_diagnostics"] = {"profiles": [*profiles, *CURVE_PROFILES]}
+        extra = [*CURVE_PROFILES, *(ORACLE_CONDITIONS if diagnostic else ())]
+        pages["04_personalization_diagnostics"] = {"profiles": list(dict.fromkeys([*profiles, *extra]))}
     index = build_report(data=args.data, results=args.results, out=args.out, models=models, profiles=profiles,
                          progress=not args.no_progress, parameters=pages or None, subsets=args.subset or (),
                          limit=args.limit)

@@ -484,12 +484,15 @@ def query_results(out: str | os.PathLike, *, models: Sequence[str] = (), profile
                   data: pd.DataFrame | None = None) -> pd.DataFrame:
     """The store's rows of these model specs and profile conditions (all when a list is empty), restricted to
     the pairs (``subset``, ``id``) of ``data`` when given: the one query behind every page, table and file of
-    a report, so that no number pools rows of another data set. Jobs stay apart (``job``, ``job_label``)."""
+    a report, so that no number pools rows of another data set. Jobs stay apart (``job``, ``job_label``);
+    the labels tell apart the jobs the query returns (a job under a condition left out, such as another
+    retriever's ``top2`` for page 04, does not rename the others)."""
     rows = load_results(out)
     if models and not rows.empty:
         rows = rows[rows["model"].isin([canonical_spec(m) for m in models])]
     if profiles and not rows.empty:
         rows = rows[rows["profile"].isin([parse_condition(p).name for p in profiles])]
+        rows = add_job_labels(rows, out=out)
     if data is not None and not rows.empty:
         keys = pd.MultiIndex.from_frame(data[["subset", "id"]].astype(str))
         rows = rows[pd.MultiIndex.from_frame(rows[["subset", "id"]].astype(str)).isin(keys)]

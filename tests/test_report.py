@@ -516,8 +516,9 @@ def test_no_page_shows_the_absolute_store_path(report, sample_report):
 def test_a_default_report_scores_profile_sizes_for_the_curve_with_the_cheap_models_only(tmp_path, monkeypatch,
                                                                                          notebook_calls, given,
                                                                                          tiny_lm_dir):
+    from prb_utils.analysis import profile_curves as pc
     from prb_utils.cli import CURVE_PROFILES
-    from prb_utils.store import load_results
+    from prb_utils.store import load_results, load_run_metadata, query_results
 
     seen = notebook_calls
     monkeypatch.chdir(tmp_path)
@@ -527,10 +528,24 @@ def test_a_default_report_scores_profile_sizes_for_the_curve_with_the_cheap_mode
     jobs = set(zip(*load_results(tmp_path / "store")[["model", "profile"]].to_numpy().T, strict=True))
     main_profiles = ["none"] if given else ["none", "top3"]
     curve = [] if given else list(CURVE_PROFILES)
-    assert jobs == ({(m, p) for m in ("length", "lexical") for p in [*main_profiles, *curve]}
+    oracle = [] if given else ["rubric"]
+    assert jobs == ({(m, p) for m in ("length", "lexical") for p in [*main_profiles, *curve, *oracle]}
                     | {(f"implicit:{tiny_lm_dir}", p) for p in main_profiles})  # an LLM only under the report's
-    assert seen["04_personalization_diagnostics"]["profiles"] == [*main_profiles, *curve]
+    meta = load_run_metadata(tmp_path / "store")
+    shuffled = meta[meta.get("option_retriever", pd.Series(index=meta.index, dtype=object)).astype(str) == "random"]
+    assert sorted(zip(shuffled["model"], shuffled["profile"], strict=True)) == (
+        [] if given else [("length", "top2"), ("lexical", "top2")])  # random posts beside BM25's top2
+    assert seen["04_personalization_diagnostics"]["profiles"] == [*main_profiles, *curve, *oracle]
     assert seen["02_accuracy_breakdown"]["profiles"] == main_profiles  # the other pages keep the report's conditions
+    if not given:  # what 04 reads: its retrieval ablation and oracle gap have rows on a default run
+        rows = query_results(tmp_path / "store", profiles=seen["04_personalization_diagnostics"]["profiles"])
+        rows = rows.assign(model_spec=rows["model"], model=rows["job_label"])  # as the notebooks load them
+        ablation = pc.retrieval_ablation(rows, run_metadata=meta, n_boot=50)
+        gap = pc.oracle_gap(rows, run_metadata=meta, n_boot=50)
+        assert not ablation.empty and not gap.empty
+        assert not pc.missing_sections(rows, meta)
+        plain = query_results(tmp_path / "store", profiles=seen["02_accuracy_breakdown"]["profiles"])
+        assert set(plain["job_label"]) == {"length", "lexical", f"implicit:{tiny_lm_dir}"}  # no retriever in a label
 
 
 def test_results_csv_never_hands_a_spreadsheet_a_formula(tmp_path):
