@@ -11,6 +11,7 @@ blocked. The screenshot test needs Debian's ``chromium`` on PATH: ``make test`` 
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
@@ -57,15 +58,28 @@ def test_notebooks_folder_holds_every_notebook():
     assert NOTEBOOK_DIR == REPO / "notebooks"  # a source checkout uses the repository's folder
 
 
-def test_index_links_every_page_with_run_metadata(report):
+def test_index_links_every_page_with_run_metadata(report, sample_report):
+    from prb_utils.store import load_run_metadata
+
     index = (report / "index.html").read_text(encoding="utf-8")
     links = re.findall(r'<a href="([^"]+)"', index)
-    assert links == [*(f"{name}.html" for name in NAMES), "results.csv"]
+    assert links == [*(f"{name}{ending}" for name in NAMES for ending in (".html", ".ipynb", ".numbers.json")),
+                     "results.csv"]  # each page, its executed notebook and its key numbers; every result
     for name in NAMES:
         assert (report / f"{name}.html").is_file() and (report / f"{name}.ipynb").is_file()
         assert (report / f"{name}.numbers.json").is_file()
+        assert html.escape(report_module.QUESTIONS[name]) in index, name  # the question the page answers
     assert index.count(">ok<") == len(NAMES)
     assert "Scoring jobs" in index and "lexical" in index and "top3" in index and "transformers" in index
+    assert "<th>store</th><td>results</td>" in index  # relative to where the report ran, never absolute
+    table = index[index.index("<h2>Scoring jobs</h2>"):]
+    header = re.findall(r"<th>([^<]*)</th>", table[:table.index("</thead>")])
+    cells = [re.findall(r"<td>([^<]*)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", table[table.index("<tbody>"):],
+                                                                          re.DOTALL)]
+    meta = load_run_metadata(sample_report.results)
+    wall = [int(row[header.index("wall_s")]) for row in cells]
+    assert len(wall) == len(meta) and min(wall) >= 0
+    assert f"{len(meta)} scoring jobs, <b>{sum(wall)} s</b> of wall time in all" in index
 
 
 def test_pages_have_no_error_and_hold_figures(report):

@@ -54,8 +54,16 @@ TITLES = {
     "03_downstream_correlation": "Downstream correlation",
     "04_personalization_diagnostics": "Personalization diagnostics",
 }
-METADATA_COLUMNS = ("model", "kind", "profile", "n_rows", "n_pairs", "dtype", "device", "seed", "prb", "torch",
-                    "transformers", "python", "n_truncated", "n_failed", "finished")
+METADATA_COLUMNS = ("model", "kind", "profile", "retriever", "n_rows", "n_pairs", "wall_s", "dtype", "device", "seed",
+                    "prb", "torch", "transformers", "python", "n_truncated", "n_failed", "finished")
+#: The one question each page answers, under its link on the index.
+QUESTIONS = {
+    "00_workshop_personalization": "Why must a reward model read the user's profile? You play the RM on real pairs.",
+    "01_pair_inspection": "What did each model do on each pair, and which verdicts does the profile flip?",
+    "02_accuracy_breakdown": "Which model is most accurate under each profile condition, and does the profile help?",
+    "03_downstream_correlation": "Does benchmark accuracy predict how well an RM picks answers downstream?",
+    "04_personalization_diagnostics": "Why does the profile help or not: how much of it, which posts, the answer key?",
+}
 
 
 @dataclass
@@ -381,7 +389,27 @@ def _metadata_table(results: str, models: Sequence[str], profiles: Sequence[str]
                                                      condition_sort_key(meta["profile"].iloc[i]),
                                                      str(meta["finished"].iloc[i]) if "finished" in meta else ""))
     meta = meta.iloc[order]
+    if {"started", "finished"} <= set(meta.columns):  # the job's wall time, to the second its times are kept to
+        wall = pd.to_datetime(meta["finished"], errors="coerce", utc=True) - pd.to_datetime(
+            meta["started"], errors="coerce", utc=True)
+        meta = meta.assign(wall_s=wall.dt.total_seconds())
+    if "option_retriever" in meta.columns:
+        meta = meta.assign(retriever=meta["option_retriever"])
     return meta[[c for c in METADATA_COLUMNS if c in meta.columns]].reset_index(drop=True)
+
+
+def store_display(results: str | Path) -> str:
+    """How the index names the store: relative to the working folder when it lies under it, else by its last
+    part (a page never shows where this machine keeps its files).
+
+    >>> store_display(Path("results").absolute()), store_display("/elsewhere/results")
+    ('results', 'results')
+    """
+    path = Path(results).expanduser().absolute()
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return display_path(str(path))
 
 
 def report_rows(results: str, models: Sequence[str], profiles: Sequence[str],
@@ -535,10 +563,14 @@ def _leaderboard_html(board: pd.DataFrame) -> str:
 
 
 def write_index(out: Path, pages: Sequence[PageResult], *, data: str, results: str, models: Sequence[str],
-                profiles: Sequence[str], csv: Path | None = None, pairs: pd.DataFrame | None = None) -> Path:
-    """``out/index.html``: the headline result (:func:`headline_table`), a link per notebook page (with its
-    status and time), the run facts and the scoring jobs of the store (by model, then condition). The
-    page fits a 1280 px window: the wide jobs table scrolls inside its own box."""
+                profiles: Sequence[str], csv: Path | None = None, pairs: pd.DataFrame | None = None,
+                job_profiles: Sequence[str] | None = None) -> Path:
+    """``out/index.html``: the headline result (:func:`headline_table`), a link per notebook page with the
+    question it answers (:data:`QUESTIONS`), its executed notebook, its ``numbers.json``, status and time;
+    the run facts (the store by :func:`store_display`); and every scoring job the pages used (the
+    conditions of ``job_profiles``, default ``profiles``; all when empty), by model then condition, with its
+    wall time and the total. The page fits a 1280 px window: the wide jobs table scrolls inside its own
+    box."""
     import nbformat
 
     from prb_utils import __version__
@@ -551,18 +583,28 @@ def write_index(out: Path, pages: Sequence[PageResult], *, data: str, results: s
         link = f'<a href="{esc(page.html.name)}">{title}</a>' if page.html else title
         status = ('<span style="color:#1a7f1a">ok</span>' if page.error is None
                   else f'<span style="color:#b22">error: {esc(page.error)}</span>')
-        rows.append(f"<tr><td>{link}</td><td><code>{esc(page.name)}.ipynb</code></td><td>{status}</td>"
+        numbers = out / f"{page.name}.numbers.json"
+        files = [f'<a href="{esc(page.ipynb.name)}"><code>{esc(page.ipynb.name)}</code></a>' if page.ipynb.is_file()
+                 else f"<code>{esc(page.name)}.ipynb</code>"]
+        if numbers.is_file():
+            files.append(f'<a href="{esc(numbers.name)}">numbers</a>')
+        question = f'<br><span class="question">{esc(QUESTIONS[page.name])}</span>' if page.name in QUESTIONS else ""
+        rows.append(f"<tr><td>{link}{question}</td><td>{' · '.join(files)}</td><td>{status}</td>"
                     f"<td>{page.seconds:.1f} s</td></tr>")
     headline = _headline_html(headline_table(results, models, profiles, pairs))
 
     ranked = report_rows(results, models, profiles, pairs)
     board = leaderboard(ranked.assign(model=ranked["job_label"])) if not ranked.empty else pd.DataFrame()
     headline += _leaderboard_html(board)
-    meta = _metadata_table(results, models, profiles)
-    meta_html = (f'<div class="scroll">{meta.to_html(index=False, border=0, na_rep="")}</div>' if not meta.empty
-                 else "<p><i>No scoring job in the store for these models and conditions.</i></p>")
+    meta = _metadata_table(results, models, profiles if job_profiles is None else job_profiles)
+    total = ""
+    if "wall_s" in meta.columns and meta["wall_s"].notna().any():
+        total = (f'<p>{len(meta)} scoring jobs, <b>{meta["wall_s"].sum():.0f} s</b> of wall time in all (each job\'s '
+                 "time is kept to the second; a job scored in an earlier run shows that run's time).</p>")
+    meta_html = (f'{total}<div class="scroll">{meta.to_html(index=False, border=0, na_rep="", float_format="{:.0f}".format)}'
+                 "</div>" if not meta.empty else "<p><i>No scoring job in the store for these models and conditions.</i></p>")
     facts = [("generated", datetime.now(UTC).isoformat(timespec="seconds")), ("prb", __version__),
-             ("data", data), ("store", str(results)), ("models", ", ".join(models) or "all in the store"),
+             ("data", data), ("store", store_display(results)), ("models", ", ".join(models) or "all in the store"),
              ("profile conditions", ", ".join(profiles) or "all in the store")]
     facts_html = "".join(f"<tr><th>{esc(k)}</th><td>{esc(str(v))}</td></tr>" for k, v in facts)
     download = (f'<p><a href="{esc(csv.name)}" download>Download every per-item result (CSV)</a>: one row per '
@@ -581,6 +623,7 @@ td {{ overflow-wrap: anywhere; }}
 tr.locked td {{ color: #777; }}
 .note {{ color: #555; font-size: 0.85em; margin-top: -1em; }}
 .warn {{ color: #a04000; font-size: 0.9em; }}
+.question {{ color: #555; font-size: 0.9em; }}
 .scroll {{ max-width: 100%; overflow-x: auto; }}
 .scroll td, .scroll th {{ white-space: nowrap; }}
 @media screen and (prefers-color-scheme: dark) {{
@@ -588,15 +631,17 @@ tr.locked td {{ color: #777; }}
   th, td {{ border-bottom-color: #444; }}
   a {{ color: #8ab4f8; }}
   tr.locked td {{ color: #9a9a9a; }}
-  .note {{ color: #b0b0b0; }}
+  .note, .question {{ color: #b0b0b0; }}
   .warn {{ color: #f0a060; }}
 }}
 </style></head><body>
 <h1>Personalized RewardBench report</h1>
 <section id="headline"><h2>Headline</h2>{headline}</section>
 <h2>Notebooks</h2>
-<table><thead><tr><th>page</th><th>notebook</th><th>status</th><th>time</th></tr></thead>
+<table><thead><tr><th>page: the question it answers</th><th>executed notebook, key numbers</th><th>status</th>
+<th>time</th></tr></thead>
 <tbody>{"".join(rows)}</tbody></table>
+<p>The pages took {sum(page.seconds for page in pages):.1f} s of kernel time in all (run two at a time).</p>
 <h2>Run</h2><table>{facts_html}</table>
 <h2>Scoring jobs</h2>{download}{meta_html}
 </body></html>
@@ -658,8 +703,10 @@ def build_report(
     pages = [done[name] for name in names]
     pairs = _report_pairs(values["data"], subsets=subsets, limit=limit)
     csv = write_results_csv(out_dir, values["results"], models, profiles, pairs)
+    asked = [chosen[name].get("profiles", list(profiles)) for name in names]
+    used = [] if any(not p for p in asked) else list(dict.fromkeys(c for p in asked for c in p))
     index = write_index(out_dir, pages, data=data, results=values["results"], models=models, profiles=profiles,
-                        csv=csv, pairs=pairs)
+                        csv=csv, pairs=pairs, job_profiles=used)
     failed = [p for p in pages if p.error]
     if failed:
         raise PRBError(f"Notebook {failed[0].error} (pages written to {out_dir}; "
