@@ -392,6 +392,24 @@ def _style_levels(frame: pd.DataFrame, style: str | None) -> list[str]:
     return sorted(levels, key=condition_sort_key)
 
 
+def _label_panel(ax, name: str, *, xlabel: str, ylabel: str | None = None) -> None:
+    """A facet panel's title (its model) and axis labels, in the panels' one font size."""
+    ax.set_title(_wrap(name, 28), fontsize=10)
+    ax.tick_params(labelsize=10)
+    ax.set_xlabel(xlabel.replace("_", " "), fontsize=10)
+    if ylabel is not None:
+        ax.set_ylabel(ylabel, fontsize=10)
+
+
+def _finish_panels(fig: Figure, styles: list, *, style: str | None, title: str | None, lines: bool) -> Figure:
+    """The style legend (when a ``style`` column splits the panels) and the figure's title."""
+    if style:
+        _style_legend(fig, styles, title=style, lines=lines)
+    if title:
+        fig.suptitle(title, fontsize=12, fontweight="bold")
+    return fig
+
+
 def _style_legend(fig: Figure, levels: list, *, title: str, lines: bool) -> None:
     handles = [Line2D([], [], color="0.25", marker=None if lines else MARKERS[j % len(MARKERS)],
                       linestyle=LINESTYLES[j % len(LINESTYLES)] if lines else "", label=str(level))
@@ -427,20 +445,14 @@ def theme_panels(table: pd.DataFrame, *, y: str = "theme", x: str = "accuracy", 
                         capsize=2, markersize=5, linewidth=1)
         if reference is not None:
             ax.axvline(reference, color="grey", linestyle="--", linewidth=1)
-        ax.set_title(_wrap(name, 28), fontsize=10)
+        _label_panel(ax, name, xlabel=x)
         if x == "accuracy":
             ax.set_xlim(-0.02, 1.02)
-        ax.tick_params(labelsize=10)
-        ax.set_xlabel(x.replace("_", " "), fontsize=10)
     names = [f"{level} (n={int(per_level[str(level)])})" if per_level else str(level) for level in levels]
     for ax in axes:
         ax.set_yticks(range(len(levels)), names)
         ax.set_ylim(len(levels) - 0.5, -0.5)
-    if style:
-        _style_legend(fig, styles, title=style, lines=False)
-    if title:
-        fig.suptitle(title, fontsize=12, fontweight="bold")
-    return fig
+    return _finish_panels(fig, styles, style=style, title=title, lines=False)
 
 
 def margin_panels(margins: pd.DataFrame, *, x: str = "margin_std", facet: str = "model",
@@ -472,15 +484,8 @@ def margin_panels(margins: pd.DataFrame, *, x: str = "margin_std", facet: str = 
             elif len(values):
                 ax.axvline(values[0], color=colours[name], linestyle=line, linewidth=2, label=st or None)
         ax.axvline(0, color="grey", linestyle="--", linewidth=1)
-        ax.set_title(_wrap(name, 28), fontsize=10)
-        ax.tick_params(labelsize=10)
-        ax.set_xlabel(x.replace("_", " "), fontsize=10)
-        ax.set_ylabel("density", fontsize=10)
-    if style:
-        _style_legend(fig, styles, title=style, lines=True)
-    if title:
-        fig.suptitle(title, fontsize=12, fontweight="bold")
-    return fig
+        _label_panel(ax, name, xlabel=x, ylabel="density")
+    return _finish_panels(fig, styles, style=style, title=title, lines=True)
 
 
 def reliability_diagram(bins: pd.DataFrame, *, hue: str = "model", style: str | None = "profile",
@@ -545,12 +550,5 @@ def margin_histograms(margins: pd.DataFrame, *, x: str = "margin_std", facet: st
             ax.hist(sub[x].dropna().to_numpy(dtype=float), bins=edges, histtype="step", color=colours[name],
                     linestyle=LINESTYLES[j % len(LINESTYLES)], linewidth=1.8)
         ax.axvline(0, color="grey", linestyle="--", linewidth=1)
-        ax.set_title(_wrap(name, 28), fontsize=10)
-        ax.tick_params(labelsize=10)
-        ax.set_xlabel(x.replace("_", " "), fontsize=10)
-        ax.set_ylabel("pairs", fontsize=10)
-    if style:
-        _style_legend(fig, styles, title=style, lines=True)
-    if title:
-        fig.suptitle(title, fontsize=12, fontweight="bold")
-    return fig
+        _label_panel(ax, name, xlabel=x, ylabel="pairs")
+    return _finish_panels(fig, styles, style=style, title=title, lines=True)
