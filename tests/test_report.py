@@ -920,3 +920,34 @@ def test_the_flip_table_counts_each_direction_and_links_to_cards_and_back(report
                                                                                        strict=True))
     assert probe["card"][0] == probe["links"][0] and probe["card"][1] is True
     assert probe["back"] == ("#prb-pair-list", True)
+
+
+def test_interactive_tables_show_one_number_format_per_column_and_sort_as_numbers(tmp_path):
+    """A frame shown as the notebooks show every frame (widgets.table_html): each float column in one format,
+    3 significant digits for its smallest value (itables alone showed 3 decimals: 0.0123 as 0.012), e-notation
+    for a whole column only when a value lies outside [1e-3, 1e3); a header click sorts by the numbers."""
+    import itables
+    from itables.javascript import generate_init_offline_itables_html
+
+    from prb_utils.notebook.widgets import table_html
+
+    frame = pd.DataFrame({"model": ["a", "b", "c"], "share": [0.5, 0.0123, 0.25], "p": [0.5, 0.00002, 1.0],
+                          "n": [10, 2, 3]})
+    page = tmp_path / "table.html"
+    page.write_text("<!DOCTYPE html><html><head><title>t</title><link rel='icon' href='data:,'></head><body>"
+                    + generate_init_offline_itables_html(itables.options.dt_bundle)
+                    + table_html(frame) + "</body></html>", encoding="utf-8")
+
+    def probe(p):
+        table = p.evaluate("document.querySelector('table[id]').id")
+        p.wait_for_selector(f"#{table}.dataTable")
+        shown = [p.evaluate(COLUMN_TEXT, [table, i]) for i in range(4)]
+        return shown, _click_header(p, table, "share")
+
+    facts = _open_offline([page], probe=probe)["table.html"]
+    assert facts["console"] == [] and facts["errors"] == [], facts
+    shown, (direction, ordered) = facts["probe"]
+    assert shown[1] == ["0.5000", "0.0123", "0.2500"]
+    assert shown[2] == ["5.00e-1", "2.00e-5", "1.00e+0"]
+    assert shown[3] == ["10", "2", "3"]
+    assert direction == "ascending" and ordered == ["0.0123", "0.2500", "0.5000"]

@@ -8,6 +8,7 @@ HTML tables instead, so the HTML reports are complete.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,7 +83,51 @@ def init_tables(*, all_interactive: bool = True) -> None:
     itables.options.maxBytes = 0  # never downsample a table: every row stays in the page
     itables.options.text_in_header_can_be_selected = False  # a click anywhere on a header sorts, not only its icon
     itables.init_notebook_mode(all_interactive=all_interactive, connected=False)
+    shell = _shell()
+    if shell is not None and all_interactive:  # one number format per float column (itables alone: 3 decimals)
+        shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, table_html)
     figures_with_alt_text()
+
+
+def _shell() -> Any:
+    """The running IPython shell, or None."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython comes with the notebook extras
+        return None
+    return get_ipython()
+
+
+def number_render(pattern: str) -> str:
+    """A DataTables render function that shows a column's numbers in ``pattern`` (``{:.Nf}`` or ``{:.Ne}``, as
+    :func:`prb_utils.notebook.markup.column_format` gives) and sorts them as numbers.
+
+    >>> number_render("{:.3f}")
+    "function (data, type) { return type === 'display' && typeof data === 'number' ? data.toFixed(3) : data; }"
+    """
+    match = re.fullmatch(r"\{:\.(\d+)([fe])\}", pattern)
+    if match is None:
+        raise PRBError(f"Number format {pattern!r} is not {{:.Nf}} or {{:.Ne}}.")
+    method = "toFixed" if match.group(2) == "f" else "toExponential"
+    return (f"function (data, type) {{ return type === 'display' && typeof data === 'number' ? "
+            f"data.{method}({match.group(1)}) : data; }}")
+
+
+def table_html(frame: pd.DataFrame) -> str:
+    """``frame`` as an interactive table (itables, offline) whose float columns each show one number format
+    (:func:`prb_utils.notebook.markup.column_format`: 3 significant digits for the column's smallest value,
+    no e-notation between 1e-3 and 1e3) and sort as numbers; a named index becomes columns. A frame with
+    two header rows (MultiIndex columns) or repeated column names keeps itables' formats."""
+    import itables
+
+    plain = isinstance(frame.index, pd.RangeIndex) and frame.index.name is None
+    shown = frame if plain else frame.reset_index(allow_duplicates=True)
+    if isinstance(shown.columns, pd.MultiIndex) or not shown.columns.is_unique:  # itables' own table and formats
+        return itables.to_html_datatable(frame, connected=False, maxBytes=0)
+    defs = [{"targets": i, "render": itables.JavascriptFunction(number_render(column_format(shown.iloc[:, i])))}
+            for i in range(shown.shape[1]) if pd.api.types.is_float_dtype(shown.iloc[:, i])]
+    return itables.to_html_datatable(shown, connected=False, showIndex=False, maxBytes=0,
+                                     text_in_header_can_be_selected=False, **({"columnDefs": defs} if defs else {}))
 
 
 def figure_title(fig: Any) -> str:
@@ -106,11 +151,7 @@ def figures_with_alt_text() -> None:
     """In an IPython kernel with the inline backend: every figure shown afterwards carries
     :func:`figure_title` as the ``alt`` of its PNG (output metadata, which the report pages write on the
     image). Elsewhere nothing changes."""
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover - IPython comes with the notebook extras
-        return
-    shell = get_ipython()
+    shell = _shell()
     if shell is None:
         return
     import matplotlib.pyplot as plt
