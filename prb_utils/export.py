@@ -50,6 +50,7 @@ from typing import Any
 
 import pandas as pd
 
+from prb_utils import __version__
 from prb_utils.analysis.metrics import LEVEL, accuracy_table
 from prb_utils.data import HUB_ID
 from prb_utils.errors import PRBError
@@ -359,7 +360,6 @@ def export_every_eval_ever(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, 
                            data: pd.DataFrame | None = None, data_source: str | None = None,
                            notes: list[str] | None = None) -> list[Path]:
     """Write the Every Eval Ever datastore layout (see the module docstring); returns the files written."""
-    from prb_utils import __version__
 
     retrieved = str(int(time.time()))
     written: list[Path] = []

@@ -36,10 +36,20 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from tqdm.auto import tqdm
 
+from prb_utils import __version__
+from prb_utils.data import data_fingerprint
 from prb_utils.distributed import World, barrier, broadcast, kill_point, setup, world
 from prb_utils.errors import PRBError
+from prb_utils.models import PairInput, load_model
+from prb_utils.models.base import parse_spec
+from prb_utils.models.device import resolve_placement
+from prb_utils.models.embedding import load_encoder
+from prb_utils.models.fingerprint import model_fingerprint
+from prb_utils.models.prompts import JUDGE_TEMPLATES, load_judge_template
 from prb_utils.models.registry import VLLM_KINDS
+from prb_utils.profile import make_retriever, parse_condition, rm_user_message
 from prb_utils.schema import BASELINES, stable_hash
 from prb_utils.store import JobStore, missing_pairs, now, pair_hash, tidy_rows
 
@@ -128,7 +138,6 @@ def _error_reason(exc: BaseException) -> str:
 
 def _spec_kind(spec: str) -> tuple[str, str]:
     """Canonical spec text and kind, without loading anything (PRBError on an unknown kind)."""
-    from prb_utils.models.base import parse_spec
 
     parsed = parse_spec(spec)
     return parsed.canonical, parsed.kind
@@ -145,7 +154,6 @@ def _template_id(judge_template: str | None) -> str:
 def _template_text(judge_template: str) -> str:
     """The template's text: a named template's system and user messages, else the user message read from
     the file or given as text (PRBError, as when the judge loads it, for a missing or unreadable file)."""
-    from prb_utils.models.prompts import JUDGE_TEMPLATES, load_judge_template
 
     template = load_judge_template(judge_template)
     if judge_template in JUDGE_TEMPLATES:
@@ -161,7 +169,6 @@ def resolved_placement(kind: str, device: str = "auto", dtype: str = "auto") -> 
     """
     if kind in BASELINES:
         return {}
-    from prb_utils.models.device import resolve_placement
 
     placement = resolve_placement(device, dtype)
     return {"device": str(placement.device).split(":")[0], "dtype": str(placement.dtype).removeprefix("torch.")}
@@ -214,7 +221,6 @@ def job_options(
 
 
 def _fingerprint(spec: str) -> str:
-    from prb_utils.models.fingerprint import model_fingerprint
 
     return model_fingerprint(spec)
 
@@ -228,7 +234,6 @@ def _given_fingerprint(given: Any, spec: str) -> str:
 
 
 def _condition_name(condition: Any) -> str:
-    from prb_utils.profile import parse_condition
 
     return parse_condition(condition).name
 
@@ -258,29 +263,24 @@ def retriever_from_label(label: str | None) -> Callable[..., list[int]] | None:
 
 
 def _retriever(spec: str | None, seed: int = 0) -> Callable[..., list[int]] | None:
-    from prb_utils.profile import make_retriever
 
     if spec and spec.startswith("dense:"):
-        from prb_utils.models.embedding import load_encoder
 
         return make_retriever(spec, embed=load_encoder(spec.split(":", 1)[1]))
     return make_retriever(spec, seed=seed)
 
 
 def _user_message(row: Mapping[str, Any], condition: str, retriever: Callable[..., list[int]] | None) -> str:
-    from prb_utils.profile import rm_user_message
 
     return rm_user_message(row, condition, retriever=retriever)
 
 
 def _pair_input(key: str, prompt: str, chosen: str, rejected: str) -> Any:
-    from prb_utils.models import PairInput
 
     return PairInput(key=key, prompt=prompt, chosen=chosen, rejected=rejected)
 
 
 def _load_model(spec: str, **options: Any) -> Any:
-    from prb_utils.models import load_model
 
     return load_model(spec, **options)
 
@@ -431,7 +431,6 @@ def _version(package: str) -> str | None:
 
 def package_versions() -> dict[str, str | None]:
     """Versions of the packages that shape a score (read without importing them)."""
-    from prb_utils import __version__
 
     return {
         "prb": _version("prb") or __version__,
@@ -489,7 +488,6 @@ def _run_job(
     """Score ``todo`` into ``store`` (the caller holds the job lock). With the ``ranks`` of a torchrun world,
     every rank calls this with the same ``todo`` and scores its share; rank 0, once all are done, finishes
     the job."""
-    from tqdm.auto import tqdm
 
     ranks = ranks or World()
     everyone, todo = todo, ranks.share(todo)
@@ -634,7 +632,6 @@ def score_benchmark(
     process; :func:`prb_utils.models.vllm_server.stop_started` stops it); finished requests are cached under
     ``out/engine`` so a killed run sends only the missing ones.
     """
-    from prb_utils.data import data_fingerprint
 
     if world().distributed and engine != "hf":
         raise PRBError(f"--engine {engine} runs as one process: start it without torchrun (a vLLM server spreads "

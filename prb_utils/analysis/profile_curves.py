@@ -35,7 +35,9 @@ import numpy as np
 import pandas as pd
 
 from prb_utils.analysis.metrics import LEVEL, SEED, bootstrap_ci, compare, require_columns
+from prb_utils.analysis.plots import model_palette
 from prb_utils.errors import PRBError
+from prb_utils.models.aliases import ALIASES, resolve_alias
 from prb_utils.profile import parse_condition, rm_user_message
 from prb_utils.schema import is_oracle
 from prb_utils.scoring import retriever_from_label, retriever_label
@@ -167,7 +169,6 @@ def load_tokenizer(name: str) -> Any:
     (``smollm2``, ``minilm``), or a local folder / hub id loaded with ``transformers.AutoTokenizer``."""
     if not name:
         return None
-    from prb_utils.models.aliases import ALIASES, resolve_alias
 
     source = str(resolve_alias(name, ALIASES[name].kinds[0])) if name in ALIASES else name
     if name not in ALIASES and name.startswith(("/", ".", "~")) and not Path(name).expanduser().is_dir():
@@ -307,7 +308,6 @@ def profile_size_plot(curve: pd.DataFrame, *, retriever: str = "bm25", ax: Any =
     """
     import matplotlib.pyplot as plt
 
-    from prb_utils.analysis.plots import model_palette
 
     require_columns(curve, ["model", "k", "oracle", "accuracy", "ci_low", "ci_high", "input_size", "input_unit"],
                     what="profile-size curve")

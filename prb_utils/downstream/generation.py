@@ -7,6 +7,7 @@ the same machine and library versions.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -171,7 +172,6 @@ class ChatGenerator:
         depend on its batch-mates (the random stream is shared, and a padded batch is not bit-stable), so
         the BoN pipeline calls this with one message at a time.
         """
-        import warnings
 
         import torch
 

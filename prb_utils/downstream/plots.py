@@ -14,6 +14,7 @@ import textwrap
 import numpy as np
 import pandas as pd
 import seaborn as sns
+import statsmodels.api as sm
 from matplotlib.axes import Axes
 
 from prb_utils.analysis.metrics import LEVEL, require_columns
@@ -94,7 +95,6 @@ def scatter_fit(benchmark: pd.Series, downstream: pd.Series, *, ax: Axes | None 
     its group's colour and marker with ``groups`` (e.g. the on-policy / off-policy groups of a study).
     The legend gives slope, R² and n.
     """
-    import statsmodels.api as sm
 
     df = _pair_frame(benchmark, downstream)
     ax = axes_or_new(ax, (6, 4.5))

@@ -46,21 +46,47 @@ group of ``num_generations`` completions).
 from __future__ import annotations
 
 import gc
+import inspect
 import json
 import math
 import os
+import re
 import sys
 import time
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from tqdm.auto import tqdm
 
-from prb_utils.downstream.generation import check_causal_lm
+from prb_utils.data import load_benchmark
+from prb_utils.downstream.generation import ChatGenerator, check_causal_lm
+from prb_utils.downstream.pipeline import POLICY_SYSTEM, policy_prompt
+from prb_utils.downstream.reference_files import read_ppo_csv
+from prb_utils.downstream.rubric_judge import (
+    DEFAULT_JUDGE,
+    JudgeItem,
+    check_judge_spec,
+    choose_quality_rule,
+    judge_cache_key,
+    judge_engine,
+    load_judge,
+    make_engine_options,
+    results_frame,
+)
 from prb_utils.errors import PRBError
+from prb_utils.models import PairInput, load_model, parse_spec
+from prb_utils.models.base import ModelSpec
+from prb_utils.models.device import configure_threads, cpu_threads, free_cuda_memory, resolve_placement
+from prb_utils.models.fingerprint import model_fingerprint
+from prb_utils.models.hf import load_pretrained, load_tokenizer, resolve_source
+from prb_utils.models.lm import busy_cpus_elsewhere, choose_threads
+from prb_utils.models.quiet import quiet_transformers
+from prb_utils.profile import parse_condition, rm_user_message
 from prb_utils.schema import DEFAULT_ZOO, stable_hash
 from prb_utils.store import folder_lock, read_json_cache, read_parquet_cache, write_parquet, write_text
 
@@ -93,7 +119,6 @@ class PPORun:
 
 def default_judge() -> str:
     """The rubric judge ``prb bon`` uses by default (:data:`prb_utils.downstream.rubric_judge.DEFAULT_JUDGE`)."""
-    from prb_utils.downstream.rubric_judge import DEFAULT_JUDGE
 
     return DEFAULT_JUDGE
 
@@ -182,7 +207,6 @@ class RMReward:
         self.__name__ = "prb_rm"  # TRL names the reward in its logs after this
 
     def scores(self, qids: Sequence[str], rm_prompts: Sequence[str], texts: Sequence[str]) -> list[float | None]:
-        from prb_utils.models import PairInput
 
         groups: dict[str, list[int]] = {}
         for i, qid in enumerate(qids):
@@ -285,8 +309,6 @@ def last_checkpoint(run_dir: str | os.PathLike) -> tuple[Path | None, int]:
 
 
 def _policy_source(policy: str) -> str:
-    from prb_utils.models.base import ModelSpec
-    from prb_utils.models.hf import resolve_source
 
     return resolve_source(ModelSpec("implicit", policy))  # the causal-LM kinds share one alias resolution
 
@@ -296,8 +318,6 @@ def _load_policy(policy: str) -> tuple[Any, Any]:
     template (the prompts are chats)."""
     from transformers import AutoModelForCausalLM
 
-    from prb_utils.models.base import ModelSpec
-    from prb_utils.models.hf import load_pretrained, load_tokenizer
 
     spec = ModelSpec("implicit", policy)
     source = _policy_source(policy)
@@ -312,13 +332,11 @@ def _load_policy(policy: str) -> tuple[Any, Any]:
 
 
 def _chat(record: Mapping[str, Any], posts: int) -> list[dict[str, str]]:
-    from prb_utils.downstream.pipeline import POLICY_SYSTEM, policy_prompt
 
     return [{"role": "system", "content": POLICY_SYSTEM}, {"role": "user", "content": policy_prompt(record, posts=posts)}]
 
 
 def _train_rows(train: pd.DataFrame, options: TrainOptions) -> list[dict[str, Any]]:
-    from prb_utils.profile import rm_user_message
 
     return [{"prompt": _chat(r, options.policy_posts), "qid": f"{r['subset']}/{r['id']}",
              "rm_prompt": rm_user_message(r, options.rm_profile)} for r in train.to_dict("records")]
@@ -352,8 +370,6 @@ def train_policy(spec: str, train: pd.DataFrame, run_dir: str | os.PathLike, *, 
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from prb_utils.models import load_model, parse_spec
-    from prb_utils.models.device import configure_threads, resolve_placement
 
     placement = resolve_placement(device)
     cpu = placement.device == "cpu"
@@ -386,7 +402,6 @@ def train_policy(spec: str, train: pd.DataFrame, run_dir: str | os.PathLike, *, 
         if progress:
             trainer.remove_callback(ProgressCallback)
             trainer.add_callback(_quiet_progress())
-        from prb_utils.models.quiet import quiet_transformers
 
         with quiet_transformers():  # no "writing model shards" bar per checkpoint
             trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)
@@ -412,8 +427,6 @@ def _match_threads() -> None:
     than free cores make every parallel region wait for one that is not running."""
     import torch
 
-    from prb_utils.models.device import cpu_threads
-    from prb_utils.models.lm import busy_cpus_elsewhere, choose_threads
 
     threads = choose_threads(cpu_threads(), busy_cpus_elsewhere(0.1))
     if threads != torch.get_num_threads():
@@ -432,7 +445,6 @@ def _thread_callback() -> Any:
 
 
 def _free() -> None:
-    from prb_utils.models.device import free_cuda_memory
 
     gc.collect()
     free_cuda_memory()
@@ -444,8 +456,6 @@ def _free() -> None:
 def generate_answers(model: str, held_out: pd.DataFrame, *, posts: int, max_new_tokens: int,
                      device: str = "auto") -> pd.DataFrame:
     """Greedy answers of ``model`` (alias, hub id or checkpoint folder) to the held-out questions."""
-    from prb_utils.downstream.generation import ChatGenerator
-    from prb_utils.downstream.pipeline import POLICY_SYSTEM, policy_prompt
 
     generator = ChatGenerator(model, device=device)
     if generator.placement.device == "cpu":
@@ -477,7 +487,6 @@ def judge_answers(answers: pd.DataFrame, held_out: pd.DataFrame, *, cache: Path,
     """Rubric quality of each answer (columns of ``answers`` + quality, failed, judge, judge_proxy), cached
     by (question, answer, aspects) in ``cache``; the judge is loaded only when something is new (an LLM judge
     on a vLLM server with ``engine="vllm"``)."""
-    from prb_utils.downstream.rubric_judge import JudgeItem, judge_engine, load_judge, results_frame
 
     records = {(str(r["subset"]), str(r["id"])): r for r in held_out.to_dict("records")}
     keys, items = [], {}
@@ -533,7 +542,6 @@ def run_ppo_defaults() -> dict[str, Any]:
     >>> run_ppo_defaults()["steps"]
     4
     """
-    import inspect
 
     return {name: p.default for name, p in inspect.signature(run_ppo).parameters.items()
             if p.default is not inspect.Parameter.empty}
@@ -541,7 +549,6 @@ def run_ppo_defaults() -> dict[str, Any]:
 
 def run_dir_for(out: str | os.PathLike, spec: str, key: str) -> Path:
     """``<out>/ppo/runs/<readable spec>-<key>``."""
-    import re
 
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", spec).strip("_")[-60:] or "rm"
     return Path(out) / "ppo" / "runs" / f"{slug}-{key}"
@@ -577,14 +584,10 @@ def run_ppo(
     :func:`prb_utils.downstream.pipeline.run_bon_pipeline`); the scores do not depend on the engine, so the
     run keys do not either.
     """
-    from tqdm.auto import tqdm
 
-    from prb_utils.models import parse_spec
-    from prb_utils.profile import parse_condition
 
     options = options or TrainOptions()
     judge = default_judge() if judge is None else judge
-    from prb_utils.downstream.rubric_judge import make_engine_options
 
     on_engine = {"engine": engine, "engine_options": make_engine_options(
         engine, engine_url=engine_url, tensor_parallel_size=tensor_parallel_size,
@@ -600,7 +603,6 @@ def run_ppo(
     if parse_condition(options.rm_profile).oracle:
         raise PRBError(f"The RM profile '{options.rm_profile}' shows the answer key; a reward may not see it.")
     if isinstance(judge, str):
-        from prb_utils.downstream.rubric_judge import check_judge_spec, judge_cache_key
 
         judge_cache_key(judge, device=device)   # a judge that cannot be found fails here, before any training
         kind, name = check_judge_spec(judge)
@@ -611,7 +613,6 @@ def run_ppo(
     if not specs:
         raise PRBError("No reward model given.")
     if isinstance(data, str):
-        from prb_utils.data import load_benchmark
 
         data = load_benchmark(data, drop_invalid=True)
     if data.empty:
@@ -620,7 +621,6 @@ def run_ppo(
     root = Path(out) / "ppo"
     with folder_lock(root, on_wait=_say_waiting):   # one prb ppo per results folder at a time
         max_new = int(eval_max_new_tokens or options.max_new_tokens)
-        from prb_utils.models.fingerprint import model_fingerprint
 
         policy_fp = model_fingerprint(f"implicit:{policy}")
         split_id = stable_hash([[str(s), str(i)] for s, i in zip(train["subset"], train["id"], strict=True)]
@@ -662,7 +662,6 @@ def run_ppo(
         timings["train"] = time.time() - t
 
         t = time.time()
-        from prb_utils.downstream.rubric_judge import choose_quality_rule, judge_cache_key, judge_engine
 
         judge_id = judge if isinstance(judge, str) else str(judge.name)
         on_server = bool(judge_engine(judge, engine, on_engine["engine_options"]))
@@ -695,7 +694,6 @@ def _say_waiting(lock: Path) -> None:
 
 def _merge_previous(root: Path, table: pd.DataFrame, setting: dict[str, Any]) -> pd.DataFrame:
     """Keep the rows of RMs an earlier run of the same setting wrote and this one did not train."""
-    from prb_utils.downstream.reference_files import read_ppo_csv
 
     previous_meta = root / "run.json"
     if not (previous_meta.is_file() and (root / "ppo.csv").is_file()):
@@ -710,7 +708,6 @@ def _merge_previous(root: Path, table: pd.DataFrame, setting: dict[str, Any]) ->
 
 
 def _versions() -> dict[str, str]:
-    from importlib import metadata
 
     out = {}
     for name in ("prb", "trl", "transformers", "torch", "accelerate"):

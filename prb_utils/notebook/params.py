@@ -26,9 +26,12 @@ from typing import Any, ClassVar, Literal
 import pandas as pd
 
 from prb_utils.analysis.metrics import N_BOOT
+from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
+from prb_utils.profile import RETRIEVERS, parse_condition
 from prb_utils.resources import resource_dir, source_root
 from prb_utils.schema import KINDS
+from prb_utils.store import query_results
 
 PROJECT_ROOT = source_root()  # the repository in a source checkout; None for an installed package
 EXAMPLE_DOWNSTREAM = resource_dir("data") / "rewardbench2_downstream.csv"  # published figures, cited in data/README.md
@@ -122,7 +125,6 @@ class NotebookParams:
         self._check_values()
 
     def _check_values(self) -> None:
-        from prb_utils.profile import parse_condition
 
         if not self.data.strip():
             raise PRBError("Parameter 'data' must name a source: 'sample', a hub id, or a local path.")
@@ -145,7 +147,6 @@ class NotebookParams:
 
     def _check_condition(self, name: str) -> None:
         """Parameter ``name`` holds a profile condition (none, full, topK)."""
-        from prb_utils.profile import parse_condition
 
         try:
             parse_condition(getattr(self, name))
@@ -185,7 +186,6 @@ class NotebookParams:
 
     def load_data(self) -> pd.DataFrame:
         """The benchmark pairs (``load_benchmark``), restricted to ``subsets`` and ``limit`` (0: all)."""
-        from prb_utils.data import load_benchmark
 
         return load_benchmark(self.data_source, subsets=self.subsets or None, limit=self.limit or None,
                               drop_invalid=True)
@@ -197,7 +197,6 @@ class NotebookParams:
         seed, dtype, judge mode, ``judge:smollm2 [generate]``), so ``(model, profile)`` names exactly one
         job and every table and figure grouped by ``model`` shows one row per job. ``model_spec`` keeps the
         spec as given (the key that downstream tables match on)."""
-        from prb_utils.store import query_results
 
         rows = query_results(self.results_dir, models=self.models, profiles=self.profiles, data=data)
         rows = rows.assign(model_spec=rows["model"], model=rows["job_label"])
@@ -327,7 +326,6 @@ class DiagnosticsParams(NotebookParams):
 
     def _check_values(self) -> None:
         super()._check_values()
-        from prb_utils.profile import RETRIEVERS
 
         if self.retriever not in ("bm25", "random", "least") and not self.retriever.startswith("dense:"):
             raise PRBError(f"Parameter 'retriever' must be one of {', '.join(RETRIEVERS)}, got {self.retriever!r}.")
