@@ -26,6 +26,7 @@ from prb_utils.errors import DataError, PRBError
 from prb_utils.export import FORMATS, export_results
 from prb_utils.models import list_models, parse_spec
 from prb_utils.models.registry import VLLM_KINDS
+from prb_utils.models.vllm_engine import set_concurrency
 from prb_utils.plan import plan_frame, plan_text
 from prb_utils.profile import parse_condition
 from prb_utils.schema import DEFAULT_ZOO, ORACLE_CONDITIONS
@@ -137,8 +138,12 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
                         help="hf: transformers in this process (default); vllm: judge:, implicit: and classifier: RMs "
                              "(and the BoN policy and LLM rubric judge) through an OpenAI-compatible vLLM server "
                              "(--engine-url, or one prb starts from .venv-vllm)")
-    parser.add_argument("--engine-url", default=None, metavar="URL",
-                        help="a running vLLM server (e.g. http://host:8000); without it prb starts one itself")
+    parser.add_argument("--engine-url", action="append", default=None, metavar="URL",
+                        help="a running vLLM server (e.g. http://host:8000); repeat it for several servers of the "
+                             "same model, which share the requests; without it prb starts one itself")
+    parser.add_argument("--engine-concurrency", type=_positive_int, default=None, metavar="N",
+                        help="requests kept in flight per server (default: 16 per engine, or max-num-seqs, times "
+                             "the server's data-parallel engines: data-parallel-size, or as its /metrics reports)")
     parser.add_argument("--tensor-parallel-size", type=_positive_int, default=1, metavar="N",
                         help="GPUs per model replica for the server prb starts (default: 1)")
     parser.add_argument("--pipeline-parallel-size", type=_positive_int, default=1, metavar="N",
@@ -154,21 +159,25 @@ OWNED_ENGINE_ARGS = ("port", "host")   # prb starts its servers on 127.0.0.1 and
 def _engine_kwargs(args: argparse.Namespace) -> dict:
     """The engine options of the command line as keyword arguments (PRBError for options without effect)."""
     if args.engine == "hf" and (args.engine_url or args.engine_arg or args.tensor_parallel_size != 1
-                                or args.pipeline_parallel_size != 1):
-        raise PRBError("--engine-url, --engine-arg, --tensor-parallel-size and --pipeline-parallel-size need "
-                       "--engine vllm.")
+                                or args.pipeline_parallel_size != 1 or args.engine_concurrency):
+        raise PRBError("--engine-url, --engine-arg, --engine-concurrency, --tensor-parallel-size and "
+                       "--pipeline-parallel-size need --engine vllm.")
     if args.engine_url and (args.engine_arg or args.tensor_parallel_size != 1 or args.pipeline_parallel_size != 1):
         raise PRBError("--engine-arg, --tensor-parallel-size and --pipeline-parallel-size configure the server "
                        "prb starts; with --engine-url, start your server with them instead.")
-    if args.engine_url and not args.engine_url.strip().lower().startswith(("http://", "https://")):
-        raise PRBError(f"--engine-url {args.engine_url!r} is not a URL; give the server's address, e.g. "
-                       "http://127.0.0.1:8000.")
+    for url in args.engine_url or ():
+        if not url.strip().lower().startswith(("http://", "https://")):
+            raise PRBError(f"--engine-url {url!r} is not a URL; give the server's address, e.g. "
+                           "http://127.0.0.1:8000.")
     for arg in args.engine_arg or ():
         key = arg.split("=", 1)[0].strip().lstrip("-").replace("_", "-").lower()
         if key in OWNED_ENGINE_ARGS:
             raise PRBError(f"--engine-arg {arg!r}: prb chooses the server's {key} itself (a free port on 127.0.0.1: "
                            "a server on another address would be reachable, without authentication, by others).")
-    return {"engine": args.engine, "engine_url": args.engine_url, "tensor_parallel_size": args.tensor_parallel_size,
+    set_concurrency(args.engine_concurrency)   # per server, for every engine this command connects
+    urls = list(dict.fromkeys(args.engine_url or ()))
+    url = None if not urls else urls[0] if len(urls) == 1 else tuple(urls)   # several: spread over
+    return {"engine": args.engine, "engine_url": url, "tensor_parallel_size": args.tensor_parallel_size,
             "pipeline_parallel_size": args.pipeline_parallel_size, "engine_args": tuple(args.engine_arg or ())}
 
 

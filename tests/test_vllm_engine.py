@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -484,3 +485,189 @@ def test_one_ctrl_c_stops_prb_waiting_on_a_silent_server(tmp_path, vllm_server):
     assert len(err.splitlines()) == 1 and err.startswith("prb: interrupted") and "Traceback" not in err, err
     rows = load_results(out)
     assert len(rows) >= 8 and not rows["failed"].any()   # the chunks scored before Ctrl-C are kept
+
+
+# ------------------------------------------------------------------ several servers, concurrency (#28 item 3)
+
+
+def _job_runs(out: Path) -> list[dict]:
+    return [json.loads(p.read_text())["run"] for p in (out / "jobs").glob("*/job.json")]
+
+
+def _scores(out: Path) -> pd.DataFrame:
+    rows = load_results(out, strict=True)
+    return rows.set_index(["subset", "id"]).sort_index()[["p_chosen_ab", "p_chosen_ba", "verdict_ab", "verdict_ba",
+                                                          "outcome", "failed"]]
+
+
+def test_requests_spread_over_two_urls_with_the_rows_of_one(capsys, tmp_path, vllm_server):
+    """Two proxies in front of the one server: both get requests (each request once, none to both), at most
+    --engine-concurrency at a time each, and the rows equal a one-URL run's; the cache is shared (a rerun on one
+    URL sends nothing)."""
+    one = _score_args(vllm_server.url, tmp_path / "one")
+    one[one.index("--limit") + 1] = "2"
+    assert main(one) == 0, capsys.readouterr().err
+    (single,) = _job_runs(tmp_path / "one" / "store")
+    assert single["engine_concurrency"] == 16 and "x 1 engine (/metrics)" in single["engine_concurrency_source"]
+    first, second = CountingProxy(vllm_server.url), CountingProxy(vllm_server.url)
+    try:
+        two = [*_score_args(first.url, tmp_path / "two"), "--engine-url", second.url, "--engine-concurrency", "2"]
+        two[two.index("--limit") + 1] = "2"
+        assert main(two) == 0, capsys.readouterr().err
+    finally:
+        first.close()
+        second.close()
+    assert first.keys and second.keys and not set(first.keys) & set(second.keys)
+    assert sorted(first.keys + second.keys) == sorted(_cache_keys(tmp_path / "two" / "store"))
+    assert first.max_in_flight <= 2 and second.max_in_flight <= 2
+    (run,) = _job_runs(tmp_path / "two" / "store")
+    assert run["engine_urls"] == [first.url, second.url]
+    assert run["engine_concurrency"] == 2 and run["engine_concurrency_source"] == "--engine-concurrency"
+    assert run["engine_requests_per_url"] == {first.url: len(first.keys), second.url: len(second.keys)}
+    many, single_rows = _scores(tmp_path / "two" / "store"), _scores(tmp_path / "one" / "store")
+    assert list(many.index) == list(single_rows.index) and len(many) == 6
+    assert (many[["verdict_ab", "verdict_ba", "outcome", "failed"]] == single_rows[
+        ["verdict_ab", "verdict_ba", "outcome", "failed"]]).all().all()
+    assert np.allclose(many[["p_chosen_ab", "p_chosen_ba"]], single_rows[["p_chosen_ab", "p_chosen_ba"]], atol=1e-5)
+    shutil.copytree(tmp_path / "two" / "store" / "engine", tmp_path / "three" / "store" / "engine")
+    again = CountingProxy(vllm_server.url)   # a new store with that request cache: one URL sends nothing
+    try:
+        rerun = _score_args(again.url, tmp_path / "three")
+        rerun[rerun.index("--limit") + 1] = "2"
+        assert main(rerun) == 0, capsys.readouterr().err
+    finally:
+        again.close()
+    assert again.keys == [] and _scores(tmp_path / "three" / "store").equals(many)
+
+
+def test_a_second_url_serving_another_model_is_one_sentence(capsys, tmp_path, vllm_server):
+    class Other(SimpleHTTPRequestHandler):   # answers as a vLLM server of other weights under the same name
+        def do_GET(self) -> None:  # noqa: N802
+            found = {"/v1/models": {"object": "list", "data": [{"id": "smollm2", "root": "/other/weights"}]},
+                     "/version": {"version": "0.32.0"}}.get(self.path)
+            data = json.dumps(found).encode()
+            self.send_response(200 if found else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    other = ThreadingHTTPServer(("127.0.0.1", 0), Other)
+    Thread(target=other.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{other.server_address[1]}"
+    try:
+        line = _one_sentence(capsys, [*_score_args(vllm_server.url, tmp_path), "--engine-url", url])
+    finally:
+        other.shutdown()
+        other.server_close()
+    assert f"The server at {url} serves 'smollm2' from /other/weights" in line
+    assert "every --engine-url must serve the same model" in line
+    assert _cache_keys(tmp_path / "store") == set()
+
+
+def test_a_dead_server_among_two_ends_the_run_naming_it(capsys, tmp_path, vllm_server):
+    healthy, dying = CountingProxy(vllm_server.url), CountingProxy(vllm_server.url, die_after=2)
+    try:
+        args = [*_score_args(healthy.url, tmp_path), "--engine-url", dying.url]
+        args[args.index("--limit") + 1] = "3"
+        line = _one_sentence(capsys, args)
+    finally:
+        healthy.close()
+        dying.release()
+    assert f"The server at {dying.url} stopped answering" in line and healthy.url not in line
+    assert healthy.keys and len(_cache_keys(tmp_path / "store")) >= 2   # what finished is kept
+
+
+def test_data_parallel_size_reaches_vllm_serve_and_raises_the_default_concurrency(capsys, tmp_path, monkeypatch):
+    """Not refused by the engine-arg checks (the run gets as far as looking for the vLLM Python), passed to the
+    server's command line as vLLM spells it, and the default in-flight count is per engine times the engines."""
+    from prb_utils.models.vllm_engine import DEFAULT_CONCURRENCY, default_concurrency
+
+    monkeypatch.setenv("PRB_VLLM_PYTHON", str(tmp_path / "missing" / "python"))
+    line = _one_sentence(capsys, ["score", "--data", "sample", "--limit", "1", "--model", "implicit:smollm2",
+                                  "--engine", "vllm", "--engine-arg", "data-parallel-size=2",
+                                  "--engine-concurrency", "3", "--out", str(tmp_path / "s"), "--no-progress"])
+    assert "PRB_VLLM_PYTHON" in line
+    command = VLLMServer("m", "m", LaunchOptions(engine_args=("data-parallel-size=2",)), python=Path("py")).command()
+    assert command[command.index("--data-parallel-size") + 1] == "2"
+    assert default_concurrency(("data-parallel-size=2",))[0] == 2 * DEFAULT_CONCURRENCY
+    assert default_concurrency(("data-parallel-size=2", "max-num-seqs=5"))[0] == 10
+    assert default_concurrency(())[0] == DEFAULT_CONCURRENCY
+
+
+def test_engine_concurrency_needs_the_vllm_engine(capsys, tmp_path):
+    line = _one_sentence(capsys, ["score", "--data", "sample", "--model", "length", "--engine-concurrency", "4",
+                                  "--out", str(tmp_path)])
+    assert "--engine vllm" in line
+
+
+# ------------------------------------------------------------------ loose ends (#26 item 18)
+
+
+VLLM_LOG_HEAD = """(APIServer pid=21662) INFO 12-04 21:57:03 [api_utils.py:286] non-default args: {'model': 'm'}
+(APIServer pid=21662) WARNING 12-04 21:57:03 [system_utils.py:255] Found ulimit of 20000 and failed to \
+automatically increase with error current limit exceeds maximum limit. This can cause fd limit errors like \
+`OSError: [Errno 24] Too many open files`. Consider increasing with ulimit -n
+(EngineCore pid=22013) INFO 12-04 21:57:13 [parallel_state.py:1400] world_size=1 rank=0 local_rank=0
+"""
+
+
+def test_a_dead_servers_message_quotes_its_error_not_a_warning(tmp_path):
+    """Before: the last lines holding "error" were quoted, so a server killed without an error line (out of
+    memory) was reported with vLLM's unrelated ulimit warning."""
+    server = VLLMServer("m", "smollm2", python=Path("py"))
+    server.log_path = tmp_path / "vllm.log"
+    server.log_path.write_text(VLLM_LOG_HEAD + "(EngineCore pid=22013) INFO 12-04 21:57:20 [default_loader.py:267] "
+                               "Loading weights took 0.20 seconds\n")
+    killed = server.log_tail()
+    assert "ulimit" not in killed and "WARNING" not in killed
+    assert killed.startswith("no error in the log; it ends:") and "Loading weights took" in killed
+    server.log_path.write_text(VLLM_LOG_HEAD + """(EngineCore pid=22013) ERROR 12-04 21:57:21 [core.py:708] \
+EngineCore failed to start.
+(EngineCore pid=22013) ERROR 12-04 21:57:21 [core.py:708] Traceback (most recent call last):
+(EngineCore pid=22013) ERROR 12-04 21:57:21 [core.py:708]   File "core.py", line 699, in run_engine_core
+(EngineCore pid=22013) ERROR 12-04 21:57:21 [core.py:708] ValueError: No available memory for the cache blocks.
+(APIServer pid=21662) INFO 12-04 21:57:22 [launcher.py:9] Shutting down
+""")
+    failed = server.log_tail()
+    assert failed.startswith("ValueError: No available memory for the cache blocks.") and "ulimit" not in failed
+
+
+def test_an_unusable_rubric_response_is_a_failed_verdict_judged_again(tmp_path, vllm_server):
+    """Before: the rubric judge on the server called the letter-probability helper directly, so one response
+    without logprobs ended `prb bon` in a traceback (UnusableResponse)."""
+    from prb_utils.downstream.pipeline import judge_samples
+    from prb_utils.downstream.rubric_judge import UNUSABLE_VERDICT
+
+    spoiled: list[bytes] = []
+
+    def spoil_the_first(path: str, body: bytes, data: bytes) -> bytes:
+        if not spoiled:
+            spoiled.append(body)
+        return _no_logprobs(path, body, data) if body == spoiled[0] else data
+
+    data = pd.DataFrame({"subset": ["s", "s"], "id": ["a", "b"], "question": ["Name a fruit.", "What is 2 + 2?"],
+                         "rubric_aspects": [[{"aspect": "names a fruit", "reason": "asked"}],
+                                            [{"aspect": "says 4", "reason": "arithmetic"}]]})
+    samples = pd.DataFrame({"subset": ["s", "s"], "id": ["a", "b"], "sample_idx": [0, 0],
+                            "response": ["An apple.", "It is 4."]})
+    proxy = CountingProxy(vllm_server.url, edit_response=spoil_the_first)
+    try:
+        first = judge_samples(data, samples, out=tmp_path, judge="llm:smollm2", progress=False, device="cpu",
+                              engine="vllm", engine_options={"engine_url": proxy.url})
+    finally:
+        proxy.close()
+    assert first["failed"].sum() == 1 and first.loc[~first["failed"], "quality"].notna().all()
+    cached = pd.read_parquet(next((tmp_path / "bon" / "judge").glob("*.parquet")))
+    assert cached.loc[cached["failed"], "error"].str.startswith(UNUSABLE_VERDICT).all()
+    healthy = CountingProxy(vllm_server.url)   # the next run judges the failed answer again, and only it
+    try:
+        second = judge_samples(data, samples, out=tmp_path, judge="llm:smollm2", progress=False, device="cpu",
+                               engine="vllm", engine_options={"engine_url": healthy.url})
+    finally:
+        healthy.close()
+    assert not second["failed"].any() and second["quality"].notna().all()
+    assert hashlib.sha256(spoiled[0]).hexdigest() in healthy.keys and len(healthy.keys) < len(proxy.keys)

@@ -18,7 +18,8 @@ EAGER = ("enforce-eager=true",)
 
 
 class CountingProxy:
-    """Forward everything to ``target``; ``keys`` lists the completion bodies' hashes in arrival order.
+    """Forward everything to ``target``; ``keys`` lists the completion bodies' hashes in arrival order;
+    ``max_in_flight`` is the most completion requests it held at once.
 
     ``answer_at_most``: answer that many completion requests, hold the rest until :meth:`release`.
     ``die_after``: answer completion requests one at a time and, after that many, drop every connection and
@@ -37,6 +38,8 @@ class CountingProxy:
         self.die_after = die_after
         self.keys: list[str] = []
         self.answered = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
         self._lock = threading.Lock()
         self._released = threading.Event()
         self._serial = threading.Lock()
@@ -52,19 +55,31 @@ class CountingProxy:
 
             def do_POST(self) -> None:  # noqa: N802
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                if self.path.endswith("/completions"):
-                    with proxy._lock:
-                        proxy.keys.append(hashlib.sha256(body).hexdigest())
-                        turn = len(proxy.keys)
-                    if proxy.answer_at_most is not None and turn > proxy.answer_at_most:
-                        proxy._released.wait(timeout=900)
-                    if proxy.die_after is not None:
-                        with proxy._serial:
-                            if not proxy.dead:
-                                proxy._forward(self, body)
-                                return
-                        self.close_connection = True   # dead: no answer at all
-                        return
+                if not self.path.endswith("/completions"):
+                    proxy._forward(self, body)
+                    return
+                with proxy._lock:
+                    proxy.in_flight += 1
+                    proxy.max_in_flight = max(proxy.max_in_flight, proxy.in_flight)
+                self.counted = True
+                try:
+                    self._completion(body)
+                finally:
+                    proxy._answered(self)
+
+            def _completion(self, body: bytes) -> None:
+                with proxy._lock:
+                    proxy.keys.append(hashlib.sha256(body).hexdigest())
+                    turn = len(proxy.keys)
+                if proxy.answer_at_most is not None and turn > proxy.answer_at_most:
+                    proxy._released.wait(timeout=900)
+                if proxy.die_after is not None:
+                    with proxy._serial:
+                        if not proxy.dead:
+                            proxy._forward(self, body)
+                            return
+                    self.close_connection = True   # dead: no answer at all
+                    return
                 proxy._forward(self, body)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -87,6 +102,7 @@ class CountingProxy:
             status, data = exc.code, exc.read()
         if body is not None and status == 200 and self.edit_response:
             data = self.edit_response(handler.path, body, data)
+        self._answered(handler)   # no longer in flight once its answer starts back (the client may send the next)
         try:
             handler.send_response(status)
             handler.send_header("Content-Type", "application/json")
@@ -102,6 +118,12 @@ class CountingProxy:
                 self.dead = self.dead or dying
             if dying:
                 threading.Thread(target=self.close, daemon=True).start()
+
+    def _answered(self, handler: BaseHTTPRequestHandler) -> None:
+        if getattr(handler, "counted", False):
+            handler.counted = False  # type: ignore[attr-defined]
+            with self._lock:
+                self.in_flight -= 1
 
     def release(self) -> None:
         """Let held requests through and answer everything from now on."""

@@ -46,6 +46,7 @@ from prb_utils.downstream.correlation import no_ranking, rank_agreement_ci
 from prb_utils.downstream.generation import check_causal_lm
 from prb_utils.downstream.rubric_judge import (
     DEFAULT_JUDGE,
+    UNUSABLE_VERDICT,
     JudgeItem,
     chat_generator,
     check_judge_spec,
@@ -288,7 +289,10 @@ def judge_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
         rows.append({**{k: s[k] for k in ("subset", "id", "sample_idx")}, "key": key,
                      "item": JudgeItem(key, str(record["question"]), s["response"], tuple(asp))})
     wanted = pd.DataFrame(rows)
-    known = set() if cached is None else set(cached["key"])  # failures are kept too: a re-run reuses them
+    # failures are kept too: a re-run reuses them, except those of an unusable server response (judged again)
+    unusable = None if cached is None else cached["failed"] & cached["error"].fillna("").astype(str).str.startswith(
+        UNUSABLE_VERDICT)
+    known = set() if cached is None else set(cached.loc[~unusable, "key"])
     todo = [r["item"] for r in rows if r["key"] not in known and r["item"].aspects]
     todo = list({i.key: i for i in todo}.values())
     if chunk < 1:

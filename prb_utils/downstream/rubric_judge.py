@@ -51,6 +51,7 @@ from prb_utils.errors import PRBError
 from prb_utils.models.base import ModelSpec
 from prb_utils.models.fingerprint import model_fingerprint
 from prb_utils.models.hf import DEFAULT_BATCH_TOKENS, load_pretrained, load_tokenizer, resolve_source
+from prb_utils.models.vllm_client import UnusableResponse
 from prb_utils.schema import stable_hash
 from prb_utils.scoring import resolved_placement
 
@@ -119,6 +120,9 @@ Answer to grade:
 
 The aspect: {aspect}{reason}"""
 ASPECT_ANSWER_PREFIX = "Score: "  # SmolLM2 spells " 2" as a space and a digit
+#: The ``error`` of a verdict that failed because the server's response was unusable (no logprobs, no
+#: choices): not the answer's fault, so a later run judges it again (as the scorer does with such a pair).
+UNUSABLE_VERDICT = "unusable server response"
 
 
 @dataclass(frozen=True)
@@ -413,12 +417,27 @@ class AspectRubricJudge:
         return judge
 
     def judge(self, items: Sequence[JudgeItem]) -> list[JudgeResult]:
+        """One result per item; an item whose server response is unusable (vLLM: no logprobs) is a failed
+        verdict (``error`` starts with :data:`UNUSABLE_VERDICT`), the others are judged (one at a time once a
+        batch met an unusable response); too many unusable responses in a row end the run (EngineError)."""
         if any(not it.aspects for it in items):
             raise PRBError("A rubric judgement needs at least one aspect.")
         prompts = [[build_aspect_prompt(it.question, it.answer, a) for a in it.aspects] for it in items]
-        probs = self._verdicts(prompts) if items else []
+        try:
+            probs: list[Any] = list(self._verdicts(prompts)) if items else []
+        except UnusableResponse:
+            probs = []
+            for per_item in prompts:   # which answer's response was unusable: each on its own
+                try:
+                    probs.append(self._verdicts([per_item])[0])
+                except UnusableResponse as exc:
+                    probs.append(exc)
         results = []
         for it, per in zip(items, probs, strict=True):
+            if isinstance(per, UnusableResponse):
+                results.append(JudgeResult(it.key, math.nan, None, True, 1, self.name, False,
+                                           error=f"{UNUSABLE_VERDICT}: {per}"))
+                continue
             scores = [float(np.argmax(p)) for p in per]
             mass = [float(sum(p)) for p in per]
             expected = [expected_verdict(p) for p in per]

@@ -1,6 +1,9 @@
 """A small client for an OpenAI-compatible completions server (vLLM), built for long scoring runs.
 
-- bounded concurrency: at most ``concurrency`` requests in flight (threads; the server batches them);
+- bounded concurrency: at most ``concurrency`` requests in flight per server, over every map of the client
+  (the scorer's chunks sent ahead too; threads, the server batches them);
+- several servers (``url`` a list, every one serving the same model): each request goes to the server with
+  the fewest requests in flight (ties in turn), its retries to the same server, so a dead one is named;
 - retries with exponential backoff on 429, 5xx, timeouts and connection errors (``retries`` attempts after
   the first), a per-request timeout;
 - faults the user can fix end the run with one sentence (:class:`EngineError`, a :class:`PRBError` the
@@ -22,6 +25,7 @@ from __future__ import annotations
 import http.client
 import json
 import random
+import re
 import socket
 import threading
 import urllib.error
@@ -144,14 +148,38 @@ class RequestCache:
             return fh.read(1) == b"\n"
 
 
-class CompletionClient:
-    """Requests to ``url`` (``/v1/completions`` and friends) for the served model ``model``."""
+def base_url(url: str) -> str:
+    """A server's address as the client keeps it (no trailing ``/``, ``/v1`` or ``/v1/completions``).
 
-    def __init__(self, url: str, *, concurrency: int = 16, timeout_s: float = 600.0, retries: int = 4,
-                 backoff_s: float = 0.5, describe: Callable[[], str] | None = None) -> None:
-        self.url = url.rstrip("/")
-        for suffix in ("/v1/completions", "/v1"):
-            self.url = self.url.removesuffix(suffix)
+    >>> base_url("http://127.0.0.1:8000/v1/")
+    'http://127.0.0.1:8000'
+    """
+    url = str(url).strip().rstrip("/")
+    for suffix in ("/v1/completions", "/v1"):
+        url = url.removesuffix(suffix)
+    return url
+
+
+def url_list(url: str | Sequence[str]) -> tuple[str, ...]:
+    """One URL or several as a tuple of :func:`base_url` addresses, each once, in order.
+
+    >>> url_list(["http://a:1/v1", "http://b:2", "http://a:1"])
+    ('http://a:1', 'http://b:2')
+    """
+    given = [url] if isinstance(url, str) else list(url)
+    return tuple(dict.fromkeys(base_url(u) for u in given))
+
+
+class CompletionClient:
+    """Requests to ``url`` (``/v1/completions`` and friends; one address or several serving the same model)
+    for the served model ``model``; ``concurrency`` requests at most in flight on each server."""
+
+    def __init__(self, url: str | Sequence[str], *, concurrency: int = 16, timeout_s: float = 600.0,
+                 retries: int = 4, backoff_s: float = 0.5, describe: Callable[[], str] | None = None) -> None:
+        self.urls = url_list(url)
+        if not self.urls:
+            raise EngineError("No server address was given.")
+        self.url = self.urls[0]   # the first server: where checks and one-server messages go
         self.concurrency = max(1, int(concurrency))
         self.timeout_s = float(timeout_s)
         self.retries = int(retries)
@@ -164,6 +192,9 @@ class CompletionClient:
         self._ever_answered = False
         self._cancelled = threading.Event()
         self._unusable_streak = 0
+        self.in_flight = dict.fromkeys(self.urls, 0)
+        self.sent_per_url = dict.fromkeys(self.urls, 0)   # requests handed to each server (retries not counted)
+        self._slots = threading.Condition()
         self._connections: weakref.WeakSet[http.client.HTTPConnection] = weakref.WeakSet()
         self._opener = _tracked(self._track)
 
@@ -179,6 +210,8 @@ class CompletionClient:
         end too (their connections are shut down), in every thread that maps through this client, until
         :meth:`resume`."""
         self._cancelled.set()
+        with self._slots:
+            self._slots.notify_all()   # requests waiting for a free slot end too
         with self._count_lock:
             connections = list(self._connections)
         for conn in connections:
@@ -194,54 +227,82 @@ class CompletionClient:
 
     # ------------------------------------------------------------------ plain calls
 
-    def _open(self, path: str, body: dict[str, Any] | None, timeout: float) -> Any:
+    def _open(self, path: str, body: dict[str, Any] | None, timeout: float, url: str | None = None) -> Any:
         data = body_bytes(body) if body is not None else None
-        request = urllib.request.Request(self.url + path, data=data, method="POST" if data else "GET",
+        request = urllib.request.Request((url or self.url) + path, data=data, method="POST" if data else "GET",
                                          headers={"Content-Type": "application/json"})
         with self._opener.open(request, timeout=timeout) as response:
             raw = response.read()
         self._ever_answered = True
         return json.loads(raw)
 
-    def get_json(self, path: str, timeout: float = 10.0) -> Any:
-        """GET ``path`` once; EngineError in one sentence when nothing (usable) answers."""
+    def get_json(self, path: str, timeout: float = 10.0, url: str | None = None) -> Any:
+        """GET ``path`` once (of the first server, or ``url``); EngineError in one sentence when nothing (usable)
+        answers."""
+        url = url or self.url
         try:
-            return self._open(path, None, timeout)
+            return self._open(path, None, timeout, url)
         except urllib.error.HTTPError as exc:
-            raise EngineError(f"The server at {self.url} answered {path} with HTTP {exc.code}; is it an "
+            raise EngineError(f"The server at {url} answered {path} with HTTP {exc.code}; is it an "
                               "OpenAI-compatible server (vllm serve)?") from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise EngineError(f"No server answers at {self.url} ({reason}); start one (vllm serve MODEL) or "
+            raise EngineError(f"No server answers at {url} ({reason}); start one (vllm serve MODEL) or "
                               "leave out --engine-url to let prb start it.") from None
         except ValueError:
-            raise EngineError(f"The server at {self.url} did not answer {path} with JSON; is it an "
+            raise EngineError(f"The server at {url} did not answer {path} with JSON; is it an "
                               "OpenAI-compatible server (vllm serve)?") from None
 
-    def served_models(self) -> list[dict[str, Any]]:
-        found = self.get_json("/v1/models")
+    def served_models(self, url: str | None = None) -> list[dict[str, Any]]:
+        url = url or self.url
+        found = self.get_json("/v1/models", url=url)
         data = found.get("data") if isinstance(found, dict) else None
         if not isinstance(data, list):
-            raise EngineError(f"The server at {self.url} did not list its models at /v1/models; is it an "
+            raise EngineError(f"The server at {url} did not list its models at /v1/models; is it an "
                               "OpenAI-compatible server (vllm serve)?")
         return [m for m in data if isinstance(m, dict)]
 
     def resolve_model(self, names: Sequence[str]) -> str:
         """The served model id matching one of ``names`` (a spec name, its folder, ...); EngineError naming
-        what the server serves otherwise."""
-        models = self.served_models()
+        what the server serves otherwise. With several servers, every one must serve it under the same id,
+        from the same weights (``root``) and on the same vLLM version (all three name the request cache):
+        EngineError naming the first server that does not."""
+        found = [(url, self._resolve_on(url, names)) for url in self.urls]
+        first_url, first = found[0]
+        versions = {url: self.version(url) for url in self.urls} if len(self.urls) > 1 else {}
+        for url, model in found[1:]:
+            if (model.get("id"), model.get("root")) != (first.get("id"), first.get("root")) \
+                    or versions[url] != versions[first_url]:
+                raise EngineError(f"The server at {url} serves {_described(model, versions[url])} but the one at "
+                                  f"{first_url} serves {_described(first, versions[first_url])}; every --engine-url "
+                                  "must serve the same model on the same vLLM version.")
+        return str(first.get("id"))
+
+    def _resolve_on(self, url: str, names: Sequence[str]) -> dict[str, Any]:
+        models = self.served_models(url)
         wanted = [str(n) for n in names if n]
         for name in wanted:
             for model in models:
                 if name in (str(model.get("id")), str(model.get("root"))):
-                    return str(model.get("id"))
+                    return model
         served = ", ".join(str(m.get("id")) for m in models) or "nothing"
-        raise EngineError(f"The server at {self.url} does not serve the model '{wanted[0]}' (it serves {served}); "
+        raise EngineError(f"The server at {url} does not serve the model '{wanted[0]}' (it serves {served}); "
                           f"start it with --served-model-name {wanted[0]} or name a model it serves.")
 
-    def version(self) -> str | None:
+    def data_parallel_engines(self, url: str | None = None) -> int | None:
+        """How many engines (data-parallel replicas) answer behind ``url`` (the first server by default): the
+        distinct ``engine`` labels of vLLM's ``/metrics``; None when it does not say."""
+        request = urllib.request.Request((url or self.url) + "/metrics", method="GET")
         try:
-            found = self._open("/version", None, 10.0)
+            with self._opener.open(request, timeout=10.0) as response:
+                text = response.read().decode("utf-8", errors="replace")
+        except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException):
+            return None
+        return count_engines(text)
+
+    def version(self, url: str | None = None) -> str | None:
+        try:
+            found = self._open("/version", None, 10.0, url)
         except (urllib.error.URLError, OSError, ValueError):
             return None
         return str(found.get("version")) if isinstance(found, dict) and found.get("version") else None
@@ -249,8 +310,37 @@ class CompletionClient:
     # ------------------------------------------------------------------ completions
 
     def post(self, path: str, body: dict[str, Any]) -> Any:
-        """POST with retries and backoff; RequestError for a refused request, EngineError when the server
-        stopped answering."""
+        """POST with retries and backoff to the server with the fewest requests in flight (waiting for a free
+        slot); RequestError for a refused request, EngineError naming the server when it stopped answering."""
+        return self._post(path, body)[0]
+
+    def _acquire(self) -> str:
+        """A server with a free slot (the fewest in flight; ties: the one handed the fewest so far), taken."""
+        with self._slots:
+            while True:
+                if self._cancelled.is_set():
+                    raise Cancelled("The run was stopped before this request was sent.")
+                url = min(self.urls, key=lambda u: (self.in_flight[u], self.sent_per_url[u]))
+                if self.in_flight[url] < self.concurrency:
+                    self.in_flight[url] += 1
+                    self.sent_per_url[url] += 1
+                    return url
+                self._slots.wait(1.0)
+
+    def _release(self, url: str) -> None:
+        with self._slots:
+            self.in_flight[url] -= 1
+            self._slots.notify()
+
+    def _post(self, path: str, body: dict[str, Any]) -> tuple[Any, str]:
+        """:meth:`post`, and the server that answered."""
+        url = self._acquire()
+        try:
+            return self._send(url, path, body), url
+        finally:
+            self._release(url)
+
+    def _send(self, url: str, path: str, body: dict[str, Any]) -> Any:
         last: BaseException | None = None
         for attempt in range(self.retries + 1):
             if attempt:
@@ -262,14 +352,14 @@ class CompletionClient:
             with self._count_lock:
                 self.requests_sent += 1
             try:
-                return self._open(path, body, self.timeout_s)
+                return self._open(path, body, self.timeout_s, url)
             except urllib.error.HTTPError as exc:
                 detail = _error_detail(exc)
                 if exc.code in RETRY_STATUS:
                     last = exc
                     continue
                 if exc.code == 404 and "model" in detail.lower():
-                    raise EngineError(f"The server at {self.url} does not serve the model asked for ({detail}).") \
+                    raise EngineError(f"The server at {url} does not serve the model asked for ({detail}).") \
                         from None
                 raise RequestError(f"the server refused the request (HTTP {exc.code}: {detail})") from None
             except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
@@ -278,12 +368,12 @@ class CompletionClient:
                 last = exc   # refused, reset, timed out
         why = self.describe() if self.describe else ""
         reason = getattr(last, "reason", None) or last
-        raise EngineError(f"The server at {self.url} stopped answering after {self.retries + 1} attempts "
+        raise EngineError(f"The server at {url} stopped answering after {self.retries + 1} attempts "
                           f"({reason}){'; ' + why if why else ''}.")
 
     def map(self, bodies: Sequence[dict[str, Any]], reduce: Callable[[Any, dict[str, Any]], Any], *,
             cache: RequestCache | None = None, path: str = "/v1/completions") -> list[Any]:
-        """``reduce(response, body)`` for every body, at most ``concurrency`` in flight, in order; identical
+        """``reduce(response, body)`` for every body, at most ``concurrency`` in flight per server, in order; identical
         bodies are sent once, results found in ``cache`` are not sent again and new ones are added to it as
         each request finishes. A reducer raising :class:`UnusableResponse` caches nothing and fails the map
         (:class:`EngineError` once :data:`UNUSABLE_LIMIT` responses in a row were unusable)."""
@@ -306,11 +396,11 @@ class CompletionClient:
                 return
             if self._cancelled.is_set():
                 raise EngineError("The run was stopped before this request was sent.")
-            response = self.post(path, bodies[i])
+            response, url = self._post(path, bodies[i])
             try:
                 value = reduce(response, bodies[i])
             except UnusableResponse as exc:
-                self._unusable(exc)
+                self._unusable(exc, url)
                 raise
             with self._count_lock:
                 self._unusable_streak = 0
@@ -322,17 +412,17 @@ class CompletionClient:
             self._run(todo, one, stop)
         return [values[key] for key in keys]
 
-    def _unusable(self, exc: UnusableResponse) -> None:
+    def _unusable(self, exc: UnusableResponse, url: str) -> None:
         with self._count_lock:
             self._unusable_streak += 1
             streak = self._unusable_streak
         if streak >= UNUSABLE_LIMIT:
-            raise EngineError(f"The server at {self.url} gave {streak} unusable responses in a row ({exc}); "
+            raise EngineError(f"The server at {url} gave {streak} unusable responses in a row ({exc}); "
                               "is it a vLLM server serving this model (vllm serve)?") from None
 
     def _run(self, todo: list[tuple[int, str]], one: Callable[[int, str], None], stop: threading.Event) -> None:
         """``one(i, key)`` for every item in a bounded thread pool; the first error stops the rest."""
-        pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(todo)))
+        pool = ThreadPoolExecutor(max_workers=min(self.concurrency * len(self.urls), len(todo)))
         try:
             futures = [pool.submit(one, i, key) for i, key in todo]
             done, pending = wait(futures, return_when=FIRST_EXCEPTION)
@@ -350,6 +440,26 @@ class CompletionClient:
             pool.shutdown(wait=False, cancel_futures=True)
             raise
         pool.shutdown(wait=True)
+
+
+def count_engines(metrics: str) -> int | None:
+    """The distinct ``engine`` labels in a Prometheus text of vLLM's ``/metrics`` (one per data-parallel
+    engine behind the endpoint); None when there are none.
+
+    >>> count_engines('vllm:num_requests_running{engine="0",model_name="m"} 0.0\\n'
+    ...               'vllm:num_requests_running{engine="1",model_name="m"} 2.0\\n')
+    2
+    >>> count_engines("# nothing") is None
+    True
+    """
+    found = set(re.findall(r'[{,]engine="([^"]*)"', metrics))
+    return len(found) or None
+
+
+def _described(model: dict[str, Any], version: str | None) -> str:
+    root = model.get("root")
+    where = f" from {root}" if root and root != model.get("id") else ""
+    return f"'{model.get('id')}'{where} (vLLM {version or 'version unknown'})"
 
 
 def _error_detail(exc: urllib.error.HTTPError) -> str:

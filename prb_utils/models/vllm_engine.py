@@ -1,10 +1,11 @@
 """The ``vllm`` engine: a connection to an OpenAI-compatible vLLM server, and the chat generator over it.
 
 :class:`EngineOptions` holds what ``--engine vllm`` takes (``--engine-url``, ``--tensor-parallel-size``,
-``--pipeline-parallel-size``, ``--engine-arg``). :func:`connect` gives an :class:`Engine` for one model: the
-server at ``url`` (checked at once: it must answer and serve the model, under the spec's name, its folder
-or hub id), or one prb starts with :mod:`prb_utils.models.vllm_server` (shared by every kind and profile
-condition of the process). The adapters (:mod:`prb_utils.models.vllm_adapters`) send token ids rendered on
+``--pipeline-parallel-size``, ``--engine-arg``, ``--engine-concurrency``). :func:`connect` gives an
+:class:`Engine` for one model: the server(s) at ``url`` (checked at once: each must answer and serve the
+model, under the spec's name, its folder or hub id, the same on every server), or one prb starts with
+:mod:`prb_utils.models.vllm_server` (shared by every kind and profile condition of the process).
+:func:`default_concurrency` says how many requests prb keeps in flight per server when not told. The adapters (:mod:`prb_utils.models.vllm_adapters`) send token ids rendered on
 the prb side with the model's own tokenizer and chat template, so both engines see the same tokens.
 
 :class:`VLLMChatGenerator` has the ``generate``/``sample_batch``/``sample_n`` signatures and return shapes of
@@ -20,21 +21,64 @@ from pathlib import Path
 from typing import Any
 
 from prb_utils.errors import PRBError
-from prb_utils.models.vllm_client import CompletionClient, RequestCache, RequestError, UnusableResponse
+from prb_utils.models.vllm_client import (
+    CompletionClient,
+    RequestCache,
+    RequestError,
+    UnusableResponse,
+    url_list,
+)
+from prb_utils.models.vllm_server import LaunchOptions, engine_arg_value, get_server
 from prb_utils.schema import stable_hash
 
+#: Requests in flight per engine (data-parallel replica) when neither ``--engine-concurrency`` nor
+#: ``--engine-arg max-num-seqs=N`` says: enough to keep a GPU's continuous batching busy on long prompts
+#: (vLLM schedules at most ``max_num_batched_tokens`` tokens a step, 2048-16384 by default).
 DEFAULT_CONCURRENCY = 16
+#: At most this many requests in flight per server by default, however many engines it reports.
+MAX_DEFAULT_CONCURRENCY = 1024
+_PROCESS = {"concurrency": None}   # set_concurrency(): the CLI's --engine-concurrency for every engine made
+
+
+def set_concurrency(concurrency: int | None) -> None:
+    """Requests in flight per server for every engine this process connects from now on (``--engine-concurrency``;
+    None: :func:`default_concurrency`), unless :class:`EngineOptions` gives one."""
+    if concurrency is not None and int(concurrency) < 1:
+        raise PRBError(f"--engine-concurrency must be at least 1, got {concurrency}.")
+    _PROCESS["concurrency"] = None if concurrency is None else int(concurrency)
+
+
+def default_concurrency(engine_args: Sequence[str] = (), engines: int | None = None) -> tuple[int, str]:
+    """Requests in flight per server when not given, and where that number comes from: ``max-num-seqs`` of
+    the engine arguments (else :data:`DEFAULT_CONCURRENCY`) times the engines behind the server
+    (``data-parallel-size`` of the engine arguments prb starts the server with, else ``engines`` as the
+    server's ``/metrics`` reports them), at most :data:`MAX_DEFAULT_CONCURRENCY`.
+
+    >>> default_concurrency(["data-parallel-size=4"])
+    (64, '16 per engine (prb default) x 4 engines (data-parallel-size)')
+    >>> default_concurrency(["max-num-seqs=8"], engines=2)
+    (16, '8 per engine (max-num-seqs) x 2 engines (/metrics)')
+    """
+    seqs = engine_arg_value(engine_args, "max-num-seqs")
+    size = engine_arg_value(engine_args, "data-parallel-size")
+    per, per_why = (int(seqs), "max-num-seqs") if seqs and seqs.isdigit() else (DEFAULT_CONCURRENCY, "prb default")
+    if size and size.isdigit():
+        count, count_why = int(size), "data-parallel-size"
+    else:
+        count, count_why = (engines, "/metrics") if engines else (1, "one engine assumed")
+    total = min(MAX_DEFAULT_CONCURRENCY, max(1, per * count))
+    return total, f"{per} per engine ({per_why}) x {count} engine{'s' if count != 1 else ''} ({count_why})"
 
 
 @dataclass(frozen=True)
 class EngineOptions:
     """``--engine vllm`` settings; ``cache_dir`` holds the request caches (the store's ``engine/`` folder)."""
 
-    url: str | None = None
+    url: str | tuple[str, ...] | None = None   # one server or several serving the same model
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
     engine_args: tuple[str, ...] = ()
-    concurrency: int = DEFAULT_CONCURRENCY
+    concurrency: int | None = None   # per server; None: set_concurrency()'s, else default_concurrency()
     cache_dir: str | None = None
     progress: bool = True
 
@@ -44,6 +88,8 @@ class EngineOptions:
             return given
         given = dict(given or {})
         given["engine_args"] = tuple(given.get("engine_args") or ())
+        if given.get("url") is not None and not isinstance(given["url"], str):
+            given["url"] = tuple(given["url"]) or None
         known = {k: v for k, v in given.items() if k in cls.__dataclass_fields__ and v is not None}
         return cls(**known)
 
@@ -63,9 +109,12 @@ class Engine:
     dtype: str | None = None   # of the server prb started (a server at --engine-url: unknown here)
     requested_dtype: str | None = None   # what the user asked for (the job key's dtype for a server at a URL)
     pooler_config: str | None = None   # as the server prb started logged it (a server at a URL does not say)
+    concurrency_source: str | None = None   # why the client keeps this many requests in flight per server
 
     def metadata(self) -> dict[str, Any]:
+        urls = list(self.client.urls)
         return {"engine": "vllm", "engine_url": None if self.launched else self.url,
+                "engine_urls": None if self.launched or len(urls) == 1 else urls,
                 "engine_launched": self.launched, "engine_server_version": self.version,
                 "engine_served_model": self.model, "engine_dtype": self.dtype,
                 "tensor_parallel_size": self.options.tensor_parallel_size,
@@ -73,6 +122,8 @@ class Engine:
                 "engine_args": list(self.options.engine_args),
                 "engine_launch_command": self.launch_command[1:] if self.launch_command else None,
                 "engine_start_seconds": self.start_seconds, "engine_concurrency": self.client.concurrency,
+                "engine_concurrency_source": self.concurrency_source,
+                "engine_requests_per_url": dict(self.client.sent_per_url) if len(urls) > 1 else None,
                 "engine_requests_sent": self.client.requests_sent,
                 "engine_requests_cached": self.client.requests_cached,
                 "engine_retries": self.client.retried}
@@ -98,12 +149,16 @@ def connect(spec_name: str, source: str, *, device: str = "auto", dtype: str = "
     opts = EngineOptions.from_mapping(options)
     if opts.tensor_parallel_size < 1 or opts.pipeline_parallel_size < 1:
         raise PRBError("--tensor-parallel-size and --pipeline-parallel-size must be at least 1.")
+    given = opts.concurrency or _PROCESS["concurrency"]
     if opts.url:
-        client = CompletionClient(opts.url, concurrency=opts.concurrency)
+        client = CompletionClient(url_list(opts.url), concurrency=given or DEFAULT_CONCURRENCY)
         model = client.resolve_model([spec_name, source, Path(source).name if Path(source).exists() else ""])
-        return Engine(client, model, client.url, False, client.version(), opts, requested_dtype=dtype)
+        why = "--engine-concurrency"
+        if not given:
+            client.concurrency, why = default_concurrency(engines=client.data_parallel_engines())
+        return Engine(client, model, client.url, False, client.version(), opts, requested_dtype=dtype,
+                      concurrency_source=why)
     from prb_utils.models.device import resolve_placement
-    from prb_utils.models.vllm_server import LaunchOptions, get_server
 
     placement = resolve_placement(device, dtype)
     launch = LaunchOptions(dtype=str(placement.dtype).removeprefix("torch."),
@@ -116,11 +171,13 @@ def connect(spec_name: str, source: str, *, device: str = "auto", dtype: str = "
     def describe() -> str:
         return "" if server.alive() else f"the vLLM server prb started has exited: {server.log_tail()}"
 
-    client = CompletionClient(server.url, concurrency=opts.concurrency, describe=describe)
+    concurrency, why = (given, "--engine-concurrency") if given else default_concurrency(opts.engine_args)
+    client = CompletionClient(server.url, concurrency=concurrency, describe=describe)
     model = client.resolve_model([spec_name])
     return Engine(client, model, server.url, True, client.version(), opts, server.command(), server.started_s,
                   launch.dtype, requested_dtype=dtype,
-                  pooler_config=server.logged_config("pooler_config") if runner == "pooling" else None)
+                  pooler_config=server.logged_config("pooler_config") if runner == "pooling" else None,
+                  concurrency_source=why)
 
 
 def completion_text(response: dict[str, Any]) -> list[str]:
@@ -142,8 +199,9 @@ class VLLMChatGenerator:
     """
 
     def __init__(self, name: str, *, device: str = "auto", dtype: str = "auto", batch_size: int = 8,
-                 engine_url: str | None = None, tensor_parallel_size: int = 1, pipeline_parallel_size: int = 1,
-                 engine_args: Sequence[str] = (), concurrency: int = DEFAULT_CONCURRENCY,
+                 engine_url: str | Sequence[str] | None = None, tensor_parallel_size: int = 1,
+                 pipeline_parallel_size: int = 1,
+                 engine_args: Sequence[str] = (), concurrency: int | None = None,
                  progress: bool = True) -> None:
         from prb_utils.models.base import ModelSpec
         from prb_utils.models.hf import load_tokenizer, resolve_source
@@ -154,7 +212,8 @@ class VLLMChatGenerator:
         self.tokenizer = load_tokenizer(spec, self.source)
         self.batch_size = int(batch_size)
         self.engine = connect(name, self.source, device=device, dtype=dtype, options=EngineOptions(
-            url=engine_url, tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size,
+            url=engine_url if engine_url is None or isinstance(engine_url, str) else tuple(engine_url),
+            tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size,
             engine_args=tuple(engine_args), concurrency=concurrency, progress=progress))
 
     def render(self, user: str, system: str | None) -> str:

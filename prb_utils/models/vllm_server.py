@@ -20,6 +20,7 @@ import atexit
 import ctypes
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -89,6 +90,20 @@ def parse_engine_args(items: Sequence[str]) -> list[str]:
         if sep:
             out.append(value.strip())
     return out
+
+
+def engine_arg_value(items: Sequence[str], key: str) -> str | None:
+    """The value the last ``KEY=VALUE`` of ``items`` gives ``key`` (spelt with dashes or underscores), or None.
+
+    >>> engine_arg_value(["data_parallel_size=2", "--max-num-seqs=8"], "data-parallel-size")
+    '2'
+    """
+    found = None
+    for item in items:
+        name, sep, value = str(item).partition("=")
+        if sep and name.strip().lstrip("-").replace("_", "-") == key:
+            found = value.strip()
+    return found
 
 
 def _pdeathsig() -> None:  # pragma: no cover - runs in the child
@@ -196,15 +211,12 @@ class VLLMServer:
                        f"(log: {self.log_path}).")
 
     def log_tail(self, lines: int = 3) -> str:
-        """The last meaningful lines of the server's log, on one line."""
+        """The server's last error, on one line (see :func:`last_error`)."""
         try:
             text = Path(self.log_path).read_text(encoding="utf-8", errors="replace") if self.log_path else ""
         except OSError:
             return "no log"
-        found = [line.strip() for line in text.splitlines() if line.strip()]
-        errors = [line for line in found if "Error" in line or "error" in line]
-        shown = (errors or found)[-lines:]
-        return " | ".join(shown)[-600:] + f" (log: {self.log_path})"
+        return last_error(text, lines) + f" (log: {self.log_path})"
 
     def logged_config(self, name: str) -> str | None:
         """The ``name=...`` field of the engine configuration the server logged at start (vLLM prints its
@@ -261,6 +273,53 @@ class VLLMServer:
 
     def __eq__(self, other: object) -> bool:
         return self is other
+
+
+_LEVEL = re.compile(r"^(?:\([^)]*\)\s+)?(DEBUG|INFO|WARNING|ERROR|CRITICAL)\b(?:\s+\S+\s+\S+\s+\[[^\]]*\])?\s*")
+_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure)\b(?::|$)")
+
+
+def last_error(text: str, lines: int = 3) -> str:
+    """A vLLM log's last error on one line: its last exception (``XError: ...``, logged at ERROR or bare) with
+    up to ``lines - 1`` lines of its message, else its last ERROR/CRITICAL lines; never a warning (vLLM warns
+    of things that do not stop it, e.g. a low ``ulimit`` "with error"). A log without an error gives its last
+    lines that are not warnings.
+
+    >>> last_error("WARNING 12-04 21:57:03 [system_utils.py:255] failed to increase ulimit with error\\n"
+    ...            "INFO 12-04 21:57:09 [core.py:90] Loading weights")
+    'no error in the log; it ends: INFO 12-04 21:57:09 [core.py:90] Loading weights'
+    >>> last_error("(EngineCore pid=7) ERROR 12-04 21:57:09 [core.py:1] Traceback (most recent call last):\\n"
+    ...            "(EngineCore pid=7) ERROR 12-04 21:57:09 [core.py:1] ValueError: no memory for the KV cache\\n"
+    ...            "(APIServer pid=6) INFO 12-04 21:57:10 [launcher.py:9] Shutting down")
+    'ValueError: no memory for the KV cache'
+    """
+    parsed = []   # (level or None, message)
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        level = _LEVEL.match(line)
+        parsed.append((level.group(1), line[level.end():].strip()) if level else (None, line))
+    exceptions = [i for i, (level, message) in enumerate(parsed)
+                  if level in (None, "ERROR", "CRITICAL") and _EXCEPTION.match(message)]
+    if exceptions:
+        start = exceptions[-1]
+        shown = [parsed[start][1]]
+        for level, message in parsed[start + 1:]:
+            if len(shown) >= lines or level not in (None, parsed[start][0]) or message.startswith(("File ", "Traceback")):
+                break
+            shown.append(message)
+        return " | ".join(shown)[:600]
+    errors = [line for level, line in parsed if level in ("ERROR", "CRITICAL")]
+    if errors:
+        return " | ".join(errors[-lines:])[-600:]
+    quiet = [raw.strip() for raw in text.splitlines() if raw.strip() and not _warning(raw)]
+    return ("no error in the log; it ends: " + " | ".join(quiet[-lines:]))[:600] if quiet else "an empty log"
+
+
+def _warning(line: str) -> bool:
+    level = _LEVEL.match(line.strip())
+    return (level is not None and level.group(1) == "WARNING") or "Warning:" in line or "warnings.warn(" in line
 
 
 def _group_alive(pgid: int) -> bool:
