@@ -596,7 +596,7 @@ def test_the_reports_best_of_n_never_replaces_a_larger_run(tmp_path, monkeypatch
     args = argparse.Namespace(data="sample", subset=None, limit=None, drop_invalid=False, results=str(tmp_path / "results"),
                               bon_n=4, bon_limit=1, bon_judge="proxy", device="cpu", seed=0, no_progress=True,
                               engine="hf", engine_url=None, tensor_parallel_size=1, pipeline_parallel_size=1,
-                              engine_arg=[])
+                              engine_arg=[], engine_concurrency=None)
     (full / "run.json").write_text(json.dumps({"models": ["length", "lexical", "embedding:minilm"], "rm_profile": "top3",
                                                "n_samples": 8, "n_questions": 42}), encoding="utf-8")
     assert cli._report_bon(args, ["length", "lexical"], rm_profile="top3") == full and calls == []
