@@ -671,6 +671,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run_command(args)
     finally:
+        set_concurrency(None)   # --engine-concurrency is this command's alone (main may run again in a process)
         if "prb_utils.models.vllm_server" in sys.modules:  # never leave a vLLM server prb started behind
             sys.modules["prb_utils.models.vllm_server"].stop_started()
 
