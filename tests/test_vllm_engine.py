@@ -631,6 +631,7 @@ EngineCore failed to start.
 (EngineCore pid=22013) ERROR 12-04 21:57:21 [core.py:708]   File "core.py", line 699, in run_engine_core
 (EngineCore pid=22013) ERROR 12-04 21:57:21 [core.py:708] ValueError: No available memory for the cache blocks.
 (APIServer pid=21662) INFO 12-04 21:57:22 [launcher.py:9] Shutting down
+RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}
 """)
     failed = server.log_tail()
     assert failed.startswith("ValueError: No available memory for the cache blocks.") and "ulimit" not in failed

@@ -280,8 +280,10 @@ _EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Fail
 
 
 def last_error(text: str, lines: int = 3) -> str:
-    """A vLLM log's last error on one line: its last exception (``XError: ...``, logged at ERROR or bare) with
-    up to ``lines - 1`` lines of its message, else its last ERROR/CRITICAL lines; never a warning (vLLM warns
+    """A vLLM log's last error on one line: its last exception (``XError: ...``, logged at ERROR or bare; one
+    that only points at a root cause above, as vLLM's ``Engine core initialization failed`` does, gives way to
+    the one before it) with up to ``lines - 1`` lines of its message, else its last ERROR/CRITICAL lines; never
+    a warning (vLLM warns
     of things that do not stop it, e.g. a low ``ulimit`` "with error"). A log without an error gives its last
     lines that are not warnings.
 
@@ -303,7 +305,8 @@ def last_error(text: str, lines: int = 3) -> str:
     exceptions = [i for i, (level, message) in enumerate(parsed)
                   if level in (None, "ERROR", "CRITICAL") and _EXCEPTION.match(message)]
     if exceptions:
-        start = exceptions[-1]
+        causes = [i for i in exceptions if "root cause" not in parsed[i][1].lower()]
+        start = (causes or exceptions)[-1]
         shown = [parsed[start][1]]
         for level, message in parsed[start + 1:]:
             if len(shown) >= lines or level not in (None, parsed[start][0]) or message.startswith(("File ", "Traceback")):
