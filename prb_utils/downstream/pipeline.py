@@ -38,12 +38,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
 from prb_utils.analysis.metrics import LEVEL, accuracy_table
 from prb_utils.data import load_benchmark
 from prb_utils.downstream.bon import bon_curves, bon_metrics
 from prb_utils.downstream.correlation import no_ranking, rank_agreement_ci
 from prb_utils.downstream.generation import check_causal_lm
+from prb_utils.downstream.plots import bon_curve_plot, coefficient_bars, rank_rank, scatter_fit
 from prb_utils.downstream.rubric_judge import (
     DEFAULT_JUDGE,
     UNUSABLE_VERDICT,
@@ -139,7 +141,6 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, policy: str = 
     ``pipeline_parallel_size``, ``engine_args``), each question seeded on its own; its answers are cached
     apart from the HF engine's.
     """
-    from tqdm.auto import tqdm
 
     if n_samples < 1:
         raise PRBError(f"n_samples must be at least 1, got {n_samples}.")
@@ -271,7 +272,6 @@ def judge_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
     interrupted run keeps what it judged. ``engine="vllm"`` runs an LLM judge on a vLLM server
     (``engine_options`` as for :func:`sample_answers`; the proxy stays in this process); its verdicts are
     cached apart from the HF engine's."""
-    from tqdm.auto import tqdm
 
 
     judge_id = judge if isinstance(judge, str) else str(judge.name)
@@ -504,7 +504,6 @@ def _figures(curves: pd.DataFrame, gains: pd.DataFrame | None, metrics: pd.DataF
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
-    from prb_utils.downstream.plots import bon_curve_plot, coefficient_bars, rank_rank, scatter_fit
 
     folder.mkdir(parents=True, exist_ok=True)
     label = judge_label(judge_name, proxy)
