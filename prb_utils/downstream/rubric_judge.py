@@ -49,9 +49,14 @@ import pandas as pd
 from prb_utils.downstream.generation import ChatGenerator, GivenSpec
 from prb_utils.errors import PRBError
 from prb_utils.models.base import ModelSpec
+from prb_utils.models.batching import BudgetBatcher
 from prb_utils.models.fingerprint import model_fingerprint
 from prb_utils.models.hf import DEFAULT_BATCH_TOKENS, load_pretrained, load_tokenizer, resolve_source
+from prb_utils.models.judge import letter_ids
+from prb_utils.models.lm import DecoderRunner, Group, lm_logits
+from prb_utils.models.vllm_adapters import NextTokenLogprobs, logsumexp
 from prb_utils.models.vllm_client import UnusableResponse
+from prb_utils.models.vllm_engine import VLLMChatGenerator
 from prb_utils.schema import stable_hash
 from prb_utils.scoring import resolved_placement
 
@@ -368,9 +373,6 @@ class AspectRubricJudge:
             return cls._from_vllm(model, device=device, dtype=dtype, **engine_options)
         import torch
 
-        from prb_utils.models.batching import BudgetBatcher
-        from prb_utils.models.judge import letter_ids
-        from prb_utils.models.lm import DecoderRunner, Group, lm_logits
 
         gen = ChatGenerator(model, device=device, dtype=dtype)
         tokenizer = gen.tokenizer
@@ -398,8 +400,6 @@ class AspectRubricJudge:
 
     @classmethod
     def _from_vllm(cls, model: str, *, device: str, dtype: str, **engine_options: Any) -> AspectRubricJudge:
-        from prb_utils.models.judge import letter_ids
-        from prb_utils.models.vllm_adapters import NextTokenLogprobs, logsumexp
 
         gen = chat_generator(model, engine="vllm", device=device, dtype=dtype, **engine_options)
         digits = [letter_ids(gen.tokenizer, d) for d in "012"]
@@ -669,7 +669,6 @@ def chat_generator(model: str, *, engine: str = "hf", **options: Any) -> Any:
 
         return ChatGenerator(model, **options)
     if engine == "vllm":
-        from prb_utils.models.vllm_engine import VLLMChatGenerator
 
         return VLLMChatGenerator(model, **options)
     raise PRBError(f"Unknown engine '{engine}'; use hf or vllm.")

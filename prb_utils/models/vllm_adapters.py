@@ -40,12 +40,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from prb_utils.errors import PRBError
 from prb_utils.models.base import ModelSpec, PairInput, PairScore
 from prb_utils.models.classifier import ClassifierRM
-from prb_utils.models.hf import load_tokenizer, model_max_length, nonfinite_reason, resolve_source
+from prb_utils.models.fingerprint import model_fingerprint
+from prb_utils.models.hf import (
+    load_pretrained,
+    load_tokenizer,
+    model_max_length,
+    nonfinite_reason,
+    resolve_source,
+)
 from prb_utils.models.implicit import ImplicitRM
 from prb_utils.models.judge import MAX_NEW_TOKENS, MODES, JudgeRM, letter_ids
-from prb_utils.models.prompts import chat_template_hash, has_chat_template, load_judge_template
+from prb_utils.models.prompts import TOKENIZATIONS, chat_template_hash, has_chat_template, load_judge_template
 from prb_utils.models.vllm_client import Cancelled, EngineError, RequestCache, RequestError, UnusableResponse
 from prb_utils.models.vllm_engine import EngineOptions, completion_text, connect
 from prb_utils.schema import stable_hash
@@ -227,9 +235,6 @@ class _VLLMMixin:
                engine_options: Any, runner: str | None = None) -> None:
         from transformers import AutoConfig
 
-        from prb_utils.errors import PRBError
-        from prb_utils.models.hf import load_pretrained
-        from prb_utils.models.prompts import TOKENIZATIONS
 
         if tokenization not in TOKENIZATIONS:
             raise PRBError(f"Unknown tokenization '{tokenization}'; use {' or '.join(TOKENIZATIONS)}.")
@@ -256,7 +261,6 @@ class _VLLMMixin:
         self.requested_dtype = dtype
 
     def _cache(self, purpose: str) -> RequestCache | None:
-        from prb_utils.models.fingerprint import model_fingerprint
 
         if not hasattr(self, "_caches"):
             self._caches: dict[str, RequestCache | None] = {}
@@ -287,7 +291,6 @@ class VLLMJudgeRM(_VLLMMixin, JudgeRM):
                  judge_mode: str = "logprob", judge_template: str | None = None,
                  max_new_tokens: int = MAX_NEW_TOKENS, tokenization: str = "auto",
                  engine_options: Any = None, **_: Any) -> None:
-        from prb_utils.errors import PRBError
 
         if judge_mode not in MODES:
             raise PRBError(f"Unknown judge mode '{judge_mode}'; use logprob or generate.")

@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from prb_utils.errors import PRBError
+from prb_utils.models.base import ModelSpec
+from prb_utils.models.device import resolve_placement
+from prb_utils.models.hf import load_tokenizer, resolve_source
 from prb_utils.models.vllm_client import (
     CompletionClient,
     RequestCache,
@@ -158,7 +161,6 @@ def connect(spec_name: str, source: str, *, device: str = "auto", dtype: str = "
             client.concurrency, why = default_concurrency(engines=client.data_parallel_engines())
         return Engine(client, model, client.url, False, client.version(), opts, requested_dtype=dtype,
                       concurrency_source=why)
-    from prb_utils.models.device import resolve_placement
 
     placement = resolve_placement(device, dtype)
     launch = LaunchOptions(dtype=str(placement.dtype).removeprefix("torch."),
@@ -203,8 +205,6 @@ class VLLMChatGenerator:
                  pipeline_parallel_size: int = 1,
                  engine_args: Sequence[str] = (), concurrency: int | None = None,
                  progress: bool = True) -> None:
-        from prb_utils.models.base import ModelSpec
-        from prb_utils.models.hf import load_tokenizer, resolve_source
 
         spec = ModelSpec("judge", name)
         self.name = name

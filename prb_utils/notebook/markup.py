@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
+from pathlib import PurePath
 
 _TICKS = re.compile(r"`+")
 
@@ -33,7 +34,6 @@ def display_path(value: object) -> str:
     >>> display_path(Path("results").absolute()), display_path("results/bon"), display_path("sample")
     ('results', 'results/bon', 'sample')
     """
-    from pathlib import PurePath
 
     text = str(value)
     return PurePath(text).name if PurePath(text).is_absolute() else text

@@ -26,6 +26,7 @@ import pandas as pd
 
 from prb_utils.errors import PRBError
 from prb_utils.notebook.markup import column_format
+from prb_utils.profile import rm_user_message, selected_posts
 from prb_utils.schema import FILTERS
 
 _TOKEN = re.compile(r"\S+")
@@ -113,7 +114,6 @@ def word_diff(a: str, b: str) -> tuple[str, str]:
 
 
 def _posts_html(record: Mapping[str, Any], condition: str, retriever: Any) -> str:
-    from prb_utils.profile import selected_posts
 
     posts = list(record.get("profile") or [])
     if not posts:
@@ -530,7 +530,6 @@ def two_users_html(records: Sequence[Mapping[str, Any]]) -> str:
 def rm_inputs_html(record: Mapping[str, Any], conditions: Sequence[str] = ("none", "top3", "full"),
                    *, retriever: Any = None) -> str:
     """The user turn a reward model sees under each profile condition, side by side."""
-    from prb_utils.profile import rm_user_message
 
     cells = "".join(
         f'<td style="vertical-align:top;{_BOX}"><b><code>{esc(c)}</code></b>'

@@ -30,7 +30,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
+import prb_utils
+from prb_utils import __version__
 from prb_utils.analysis.breakdowns import position_locked
 from prb_utils.analysis.leaderboard import leaderboard, leaderboard_notes
 from prb_utils.analysis.metrics import summarize
@@ -154,7 +157,6 @@ def record_numbers(params: NotebookParams, **numbers: Any) -> Path | None:
     folder = os.environ.get(NUMBERS_ENV)
     if not folder:
         return None
-    import prb_utils
 
     content = {"notebook": params.notebook, "prb_utils": str(Path(prb_utils.__file__).resolve().parent),
                "params": _plain(asdict(params)), "numbers": _plain(numbers)}
@@ -573,7 +575,6 @@ def write_index(out: Path, pages: Sequence[PageResult], *, data: str, results: s
     box."""
     import nbformat
 
-    from prb_utils import __version__
 
     esc = html.escape
     rows = []
@@ -676,7 +677,6 @@ def build_report(
     still run, every page and the index are written, and then :class:`PRBError` names the notebook and
     the failing cell.
     """
-    from tqdm.auto import tqdm
 
     out_dir = check_out_folder(out)
     names = list(notebooks) if notebooks else available_notebooks()

@@ -16,13 +16,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from prb_utils.analysis import plots
+from prb_utils.analysis.breakdowns import locked_warnings, position_locked
+from prb_utils.analysis.metrics import wilson_ci
 from prb_utils.errors import PRBError
 from prb_utils.notebook.markup import column_format
 from prb_utils.notebook.pair_view import (
     FLIP_COLUMNS,
     PAIR_LIST_ID,
     PRE_WRAP,
+    aspects_html,
     categories,
+    esc,
     filter_pairs,
     flip_counts,
     flip_list_html,
@@ -31,10 +36,13 @@ from prb_utils.notebook.pair_view import (
     pair_keys,
     pair_list_html,
     pair_summary,
+    scores_html,
+    scores_table,
     twin_pairs,
     view,
 )
 from prb_utils.notebook.params import headless
+from prb_utils.profile import rm_user_message
 from prb_utils.schema import FILTERS
 
 
@@ -279,7 +287,6 @@ def pair_browser(
 def _static_browser(summary: pd.DataFrame, records: dict, results: pd.DataFrame, *, condition: str,
                     subset: str | None, category: str | None, mode: str, model: str | None,
                     pair_id: str | None, max_pairs: int) -> pd.DataFrame:
-    from prb_utils.notebook.pair_view import esc
 
     found = filter_pairs(summary, subset=subset, category=category, mode=mode, model=model)
     title = f"Pairs matching filter <code>{esc(mode)}</code>" + \
@@ -306,7 +313,6 @@ def flip_view(flips: pd.DataFrame, *, cards: Any = None, baseline: str = "none")
     model and condition, how many go wrong → correct and correct → wrong, then every flip in an interactive
     table whose ids link to the pairs' cards when ``cards`` (the static browser's frame of shown pairs) is
     given; one sentence when there is no flip. Returns the counts."""
-    from prb_utils.notebook.pair_view import esc
 
     counts = flip_counts(flips, baseline=baseline)
     if flips.empty:
@@ -386,7 +392,6 @@ def quiz_comparison(items: Sequence[QuizItem], answers: Sequence[str | None], re
     condition in ``results``, on the pairs you answered (``pairs="answered"``: the same pairs as yours) or
     on every quiz pair (``pairs="all"``). Columns who, profile, n, correct, accuracy, ci_low, ci_high
     (Wilson 95%)."""
-    from prb_utils.analysis.metrics import wilson_ci
 
     if pairs not in ("answered", "all"):
         raise PRBError(f"Unknown quiz pairs '{pairs}'; use 'answered' or 'all'.")
@@ -433,8 +438,6 @@ TWIN_QUESTION = "Same question, other user: does your answer change?"
 def _quiz_question_html(record: dict, item: QuizItem, number: int, condition: str, *, twin: bool = False) -> str:
     """The RM's input for one quiz pair and the two responses; ``twin``: the unscored second step, the other
     user's input beside the same two responses."""
-    from prb_utils.notebook.pair_view import esc
-    from prb_utils.profile import rm_user_message
 
     a, b = (record["chosen"], record["rejected"]) if item.chosen_side == "A" else (record["rejected"], record["chosen"])
     box = "border:1px solid #ccc;border-radius:6px;padding:8px;vertical-align:top"
@@ -454,7 +457,6 @@ def _quiz_question_html(record: dict, item: QuizItem, number: int, condition: st
 
 def _quiz_reveal_html(record: dict, item: QuizItem, answer: str | None, results: pd.DataFrame, *,
                       any_answers: bool = True, first: str | None = None) -> str:
-    from prb_utils.notebook.pair_view import aspects_html, esc, scores_html, scores_table
 
     if answer in ("A", "B"):
         verdict = ("<b style='color:#1a7f1a'>Right!</b>" if answer == item.chosen_side
@@ -504,7 +506,6 @@ def _progress_html(items: Sequence[QuizItem], answers: Sequence[str | None]) -> 
 def _locked_judges_html(results: pd.DataFrame | None) -> str:
     """A warning paragraph per position-locked judge job among ``results``
     (:func:`prb_utils.analysis.breakdowns.position_locked`); "" when there is none."""
-    from prb_utils.analysis.breakdowns import locked_warnings, position_locked
 
     if results is None or results.empty or not {"verdict_ab", "verdict_ba"} <= set(results.columns):
         return ""
@@ -518,7 +519,6 @@ def comparison_view(session: QuizSession) -> pd.DataFrame:
     With answers: you and every model and condition on exactly the pairs you answered, table and figure.
     Without any answer (a report run with no ``quiz_answers``): one sentence saying so, and the models on
     every quiz pair (no "you" row)."""
-    from prb_utils.analysis import plots
 
     has_scores = session.results is not None and not session.results.empty
     if session.answered:
