@@ -284,6 +284,11 @@ def test_notebook_04_on_the_sample(tmp_path, monkeypatch):
         assert point["input_size"] == pytest.approx(np.mean(sizes)) and point["input_unit"] == "characters"
     assert "no ablation. Fill it with `prb score" in text and "no oracle gap. Fill it with `prb score" in text
     assert numbers["ablation"] == [] and numbers["oracle_gap"] == []
+    # "every RM" of the hardest pairs counts reward models only: two baselines leave nothing to count, said so
+    counted = {(r.get("job_label", r.get("model")), r["counted"], r["reason"]) for r in numbers["counted_rms"]}
+    assert counted == {("length", False, "baseline"), ("lexical", False, "baseline")}
+    assert "Left out (baseline): length, lexical." in text and "n/a: no reward model left to count" in text
+    assert numbers["tiers"] == [] and numbers["hardest"] == 0
 
     assert main([*base, "--profile", "full", "--profile", "rubric"]) == 0
     assert main([*base, "--profile", "top3", "--retriever", "random"]) == 0
