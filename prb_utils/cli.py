@@ -256,7 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n", type=_positive_int, default=8, help="answers sampled per question (default: 8)")
     p.add_argument("--judge", default=DEFAULT_JUDGE, help=f"rubric judge: llm:NAME (one 0/1/2 verdict per rubric aspect, "
                    f"prb's protocol after LaMP-QA), llm-all:NAME (prb's all-aspects prompt), llm-ref:NAME (the "
-                   f"benchmark's reference judge, verbatim) or proxy (MiniLM similarity); "
+                   f"benchmark's reference judge, verbatim), llm-lampqa:NAME (LaMP-QA's evaluator, verbatim) or "
+                   f"proxy (MiniLM similarity); "
                    f"default: {DEFAULT_JUDGE}")
     p.add_argument("--rm-profile", default="top3", metavar="COND",
                    help="profile condition of the RMs' input (default: top3)")

@@ -92,8 +92,8 @@ def test_prb_bon_on_the_command_line(tmp_path, tiny_lm_dir, capsys):
     assert main([*args, "--judge", "gpt"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["prb: Unknown rubric judge 'gpt'; use 'llm:NAME' (one verdict per aspect), 'llm-all:NAME' "
-                   "(all aspects in one prompt), 'llm-ref:NAME' (the benchmark's reference judge) or 'proxy' "
-                   "(MiniLM similarity)."]
+                   "(all aspects in one prompt), 'llm-ref:NAME' (the benchmark's reference judge), "
+                   "'llm-lampqa:NAME' (LaMP-QA's evaluator) or 'proxy' (MiniLM similarity)."]
 
 
 def test_an_interrupted_judging_keeps_the_chunks_it_finished(tmp_path):

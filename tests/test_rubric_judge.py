@@ -192,3 +192,69 @@ def test_the_reference_judge_reads_replies_as_the_script_does(tiny_lm_dir):
     assert result.judge == f"llm-ref:{tiny_lm_dir}" and not result.failed
     assert result.quality == pytest.approx(sum(result.aspect_scores) / len(result.aspect_scores) / 2)
     assert "verbatim" in JUDGE_PROTOCOLS["llm-ref"] and "not LaMP-QA's evaluator" in JUDGE_PROTOCOLS["llm"]
+
+
+def test_the_lampqa_judge_is_lampqas_evaluator_byte_for_byte():
+    """_EVAL_PROMPT_SYSTEM and _EVAL_PROMPT_USER of evaluation/evaluator.py in github.com/LaMP-Benchmark/LaMP-QA
+    at 504410d0 have these SHA-256s; the aspect is formatted as its create_eval_prompt does."""
+    import hashlib
+
+    from prb_utils.downstream.rubric_judge import LAMPQA_JUDGE_PROMPT, LAMPQA_JUDGE_SYSTEM, lampqa_prompt
+
+    assert hashlib.sha256(LAMPQA_JUDGE_SYSTEM.encode()).hexdigest() == \
+        "92d6eadb76cb860a2990892b983e9a556c38673ce03969d6b57edc19cd03a27d"
+    assert hashlib.sha256(LAMPQA_JUDGE_PROMPT.encode()).hexdigest() == \
+        "024342ac9b81b68c936e47b0fa880f2d0a05737c7eab4d3a26d6e51bde3ee594"
+    prompt = lampqa_prompt("Q?", "I teach kids.", "Use auto mode.",
+                           {"aspect": "Simple", "reason": "for kids", "evidence": "I teach kids."})
+    assert "details: I teach kids.\n" in prompt
+    assert "aspect: -aspect: Simple\n    -reason: for kids\n    -evidence: I teach kids.\n" in prompt
+
+
+def test_the_lampqa_judge_asks_unreadable_replies_again_hotter_then_scores_them_zero():
+    from prb_utils.downstream.rubric_judge import LampQARubricJudge, lampqa_score
+
+    assert lampqa_score('```json\n{"match_score": 1}\n```') == 1.0
+    assert lampqa_score('{"match_score": "2"}') == 2.0 and lampqa_score('{"score": 2}') is None
+    calls = []
+
+    def generate(prompts, temperature, seed):
+        calls.append((len(prompts), round(temperature, 10), seed))
+        # the first aspect is readable at once; the second never is
+        return ['{"match_score": 2}' if "-aspect: camera" in p else "I think it is fine." for p in prompts]
+
+    judge = LampQARubricJudge(generate, name="llm-lampqa:scripted", max_retries=3)
+    aspects = ({"aspect": "camera", "reason": "r", "evidence": "e"}, {"aspect": "budget", "reason": "r"})
+    result = judge.judge([JudgeItem("k", "Q?", "A.", aspects, details="story")])[0]
+    assert calls == [(2, 0.0, 1), (1, 0.1, 2), (1, 0.2, 3), (1, 0.3, 4)]  # only the unread aspect is asked again
+    assert result.aspect_scores == [2.0, 0.0] and result.quality == pytest.approx(0.5)
+    assert "unreadable after 3 retries" in result.error and not result.failed
+
+
+def test_the_lampqa_judge_runs_a_real_model_and_is_a_protocol_of_its_own(tiny_lm_dir):
+    from prb_utils.downstream.rubric_judge import (
+        JUDGE_PROTOCOLS,
+        check_judge_spec,
+        judge_protocol,
+        load_judge,
+    )
+
+    assert check_judge_spec("llm-lampqa:smollm2") == ("llm-lampqa", "smollm2")
+    assert judge_protocol("llm-lampqa:x") not in {judge_protocol("llm:x"), judge_protocol("llm-ref:x")}
+    assert "LaMP-QA's evaluator, verbatim" in JUDGE_PROTOCOLS["llm-lampqa"]
+    judge = load_judge(f"llm-lampqa:{tiny_lm_dir}", device="cpu")
+    judge.max_retries = 0  # one greedy round: a random tiny model writes no JSON, so every aspect scores 0
+    result = judge.judge([JudgeItem("k", "which camera for kids ?", "use auto mode", ASPECTS, details="I teach")])[0]
+    assert result.judge == f"llm-lampqa:{tiny_lm_dir}" and len(result.aspect_scores) == len(ASPECTS)
+    assert result.quality == pytest.approx(sum(result.aspect_scores) / (2 * len(ASPECTS)))
+
+
+def test_a_judge_item_is_keyed_by_everything_a_judge_reads():
+    from prb_utils.downstream.rubric_judge import judge_item
+
+    record = {"question": "Q?", "narrative": "N", "rubric_aspects": [{"aspect": "x", "reason": "r", "evidence": "e"}]}
+    base = judge_item(record, "A.")
+    assert base.aspects[0]["evidence"] == "e" and base.details == "N"
+    changed = [judge_item({**record, "narrative": "M"}, "A.").key, judge_item(record, "B.").key,
+               judge_item({**record, "rubric_aspects": [{"aspect": "x", "reason": "r", "evidence": "f"}]}, "A.").key]
+    assert base.key not in changed and len(set(changed)) == 3

@@ -49,12 +49,12 @@ from prb_utils.downstream.plots import bon_curve_plot, coefficient_bars, rank_ra
 from prb_utils.downstream.rubric_judge import (
     DEFAULT_JUDGE,
     UNUSABLE_VERDICT,
-    JudgeItem,
     chat_generator,
     check_judge_spec,
     choose_quality_rule,
     judge_cache_key,
     judge_engine,
+    judge_item,
     judge_label,
     load_judge,
     make_engine_options,
@@ -283,11 +283,8 @@ def judge_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
     rows = []
     for s in samples.to_dict("records"):
         record = aspects[(s["subset"], s["id"])]
-        asp = [dict(a) for a in (record.get("rubric_aspects") or [])]
-        asp = [{"aspect": a.get("aspect", ""), "reason": a.get("reason", "")} for a in asp]
-        key = stable_hash([record["question"], s["response"], asp])
-        rows.append({**{k: s[k] for k in ("subset", "id", "sample_idx")}, "key": key,
-                     "item": JudgeItem(key, str(record["question"]), s["response"], tuple(asp))})
+        item = judge_item(record, s["response"])
+        rows.append({**{k: s[k] for k in ("subset", "id", "sample_idx")}, "key": item.key, "item": item})
     wanted = pd.DataFrame(rows)
     # failures are kept too: a re-run reuses them, except those of an unusable server response (judged again)
     unusable = None if cached is None else cached["failed"] & cached["error"].fillna("").astype(str).str.startswith(

@@ -69,11 +69,11 @@ from prb_utils.downstream.pipeline import POLICY_SYSTEM, policy_prompt
 from prb_utils.downstream.reference_files import read_ppo_csv
 from prb_utils.downstream.rubric_judge import (
     DEFAULT_JUDGE,
-    JudgeItem,
     check_judge_spec,
     choose_quality_rule,
     judge_cache_key,
     judge_engine,
+    judge_item,
     load_judge,
     make_engine_options,
     results_frame,
@@ -492,12 +492,10 @@ def judge_answers(answers: pd.DataFrame, held_out: pd.DataFrame, *, cache: Path,
     keys, items = [], {}
     for row in answers.to_dict("records"):
         record = records[(row["subset"], row["id"])]
-        aspects = [{"aspect": a.get("aspect", ""), "reason": a.get("reason", "")}
-                   for a in (dict(a) for a in (record.get("rubric_aspects") or []))]
-        key = stable_hash([record["question"], row["response"], aspects])
-        keys.append(key)
-        if aspects:
-            items[key] = JudgeItem(key, str(record["question"]), str(row["response"]), tuple(aspects))
+        item = judge_item(record, str(row["response"]))
+        keys.append(item.key)
+        if item.aspects:
+            items[item.key] = item
     cached = read_parquet_cache(cache)
     known = set() if cached is None else set(cached["key"])
     todo = [item for key, item in items.items() if key not in known]

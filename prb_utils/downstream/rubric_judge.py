@@ -37,12 +37,14 @@ Why it matters to this user: Tight budget
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import json5
 import numpy as np
 import pandas as pd
 
@@ -65,7 +67,7 @@ PROXY_NAME = "proxy:minilm"
 PROXY_LABEL = "proxy judge (MiniLM similarity, not a rubric judgement; circular with embedding:minilm)"
 WEAK_LABEL = "weak judge (a 135M model)"
 #: LLM judges that are weak (tables and figures say so): the offline SmolLM2.
-WEAK_JUDGES = ("llm:smollm2", "llm-all:smollm2", "llm-ref:smollm2")
+WEAK_JUDGES = ("llm:smollm2", "llm-all:smollm2", "llm-ref:smollm2", "llm-lampqa:smollm2")
 
 #: The benchmark's own BoN judge, verbatim: ``prompts/evaluation.txt`` (read with ``.strip()``) and the system
 #: message of ``BoN/evaluate.py`` in github.com/Martin-qyma/Personalized-RewardBench at commit d8a0cdaa. The
@@ -86,12 +88,23 @@ REFERENCE_JUDGE_PROMPT = (
     "- Aspects to refer:\n{aspects}\n\nGenerate the score list following above instructions."
 )
 
+#: LaMP-QA's evaluator, verbatim: ``_EVAL_PROMPT_SYSTEM`` and ``_EVAL_PROMPT_USER`` of ``evaluation/evaluator.py``
+#: in github.com/LaMP-Benchmark/LaMP-QA at commit 504410d0. One prompt per aspect shows the user's narrative
+#: (``details``) and the aspect with its reason and evidence; the reply is a JSON ``match_score`` (0-2).
+LAMPQA_JUDGE_SYSTEM = "You are a fair and insightful judge with exceptional reasoning and analytical abilities. Your task is to evaluate a user's question, a generated response to that question, and an aspect that is important to the user. Based on this information, identify if the aspect is addressed in the generated response. Provide a clear and accurate assessment.\n\n# your input:\n    - question: the question asked by the user.\n    - details: the detailed explanation of the question from the user.\n    - response: a generated response to the user's question\n    - aspect: the aspect that is important to the user, consisting of the following fields:\n        - aspect: the title for the aspect.\n        - reason: the reason that this aspect is important for the user.\n        - evidence: the evidence from the user detailed explanation that the aspect extracted from.\n\n# your output: Your output should be only a valid json object in ```json ``` block without any explanations that contains the following fields:\n    - match_score: A score between 0 to 2 that indicates how well the generated response addresses this aspect, where: 0 means the response does not cover this aspect, 1 means the response somewhat covers this aspect, and 2 means the response covers this aspect very well.\n"
+LAMPQA_JUDGE_PROMPT = '\nquestion: {question}\ndetails: {details}\nresponse: {response}\naspect: {aspects}\n\nYour output should be only a valid json object in ```json ``` block without any explanations.\n'
+LAMPQA_MAX_NEW_TOKENS = 4096  # the evaluator's SamplingParams(max_tokens=4096, top_p=0.95)
+LAMPQA_TOP_P = 0.95
+LAMPQA_MAX_RETRIES = 100  # unreadable replies are asked again, 0.1 hotter each time up to 1.0; then scored 0
+
 #: Which protocol produced a number, as pages name it (``llm:`` and ``llm-all:`` are prb's own prompts).
 JUDGE_PROTOCOLS = {
     "llm": "prb's per-aspect protocol (one 0/1/2 verdict per aspect, after LaMP-QA's design; prb's own prompt, "
            "not LaMP-QA's evaluator)",
     "llm-all": "prb's all-aspects prompt (one list of 0/1/2 scores; prb's own prompt, not the reference's)",
     "llm-ref": "the benchmark's reference judge, verbatim (prompts/evaluation.txt, BoN/evaluate.py)",
+    "llm-lampqa": "LaMP-QA's evaluator, verbatim (evaluation/evaluator.py: one JSON match_score per aspect, "
+                  "with the user's narrative, the aspect's reason and evidence)",
     "proxy": "a proxy: MiniLM similarity of the answer to each aspect",
 }
 DEFAULT_JUDGE = "llm:smollm2"
@@ -138,6 +151,23 @@ class JudgeItem:
     question: str
     answer: str
     aspects: tuple[Mapping[str, Any], ...]
+    details: str = ""  # the user's narrative (LaMP-QA's ``details``); only ``llm-lampqa`` shows it
+
+
+def judge_item(record: Mapping[str, Any], answer: str) -> JudgeItem:
+    """The item a judge grades for one answer to a benchmark record, keyed by everything a judge may read:
+    the question, the answer, the rubric aspects (title, reason, evidence) and the user's narrative.
+
+    >>> item = judge_item({"question": "Q?", "narrative": "N", "rubric_aspects": [{"aspect": "x", "reason": "r"}]}, "A.")
+    >>> item.aspects, item.details, len(item.key)
+    (({'aspect': 'x', 'reason': 'r', 'evidence': ''},), 'N', 16)
+    """
+    aspects = tuple({"aspect": str(a.get("aspect", "") or ""), "reason": str(a.get("reason", "") or ""),
+                     "evidence": str(a.get("evidence", "") or "")}
+                    for a in (dict(a) for a in (record.get("rubric_aspects") or [])))
+    question, details = str(record["question"]), str(record.get("narrative") or "")
+    return JudgeItem(stable_hash([question, answer, list(aspects), details]), question, answer, aspects,
+                     details=details)
 
 
 @dataclass
@@ -514,6 +544,120 @@ class ReferenceRubricJudge:
         return results
 
 
+def lampqa_prompt(question: str, details: str, answer: str, aspect: Mapping[str, Any]) -> str:
+    """LaMP-QA's user message for one aspect (:data:`LAMPQA_JUDGE_PROMPT`, the aspect formatted as the
+    evaluator's ``create_eval_prompt`` does).
+
+    >>> print(lampqa_prompt("Q?", "My story.", "A.", {"aspect": "Cheap", "reason": "R", "evidence": "E"}).strip())
+    question: Q?
+    details: My story.
+    response: A.
+    aspect: -aspect: Cheap
+        -reason: R
+        -evidence: E
+    <BLANKLINE>
+    Your output should be only a valid json object in ```json ``` block without any explanations.
+    """
+    formatted = (f'-aspect: {aspect.get("aspect", "")}\n    -reason: {aspect.get("reason", "")}\n'
+                 f'    -evidence: {aspect.get("evidence", "")}')
+    return LAMPQA_JUDGE_PROMPT.format(question=question, details=details, response=answer, aspects=formatted)
+
+
+def lampqa_score(text: str) -> float | None:
+    """The evaluator's reading of a reply: the code fences removed, ``json.loads`` (``strict=False``), else
+    ``json5``; its ``match_score`` as a number. None when the reply is unreadable (the evaluator asks again).
+
+    >>> lampqa_score('```json {"match_score": 2} ```'), lampqa_score("{match_score: 1,}"), lampqa_score("2")
+    (2.0, 1.0, None)
+    """
+    cleaned = text.replace("```json", "").replace("```", "").strip()
+    try:
+        obj = json.loads(cleaned, strict=False)
+    except ValueError:
+        try:
+            obj = json5.loads(cleaned)
+        except ValueError:
+            return None
+    try:
+        score = float(obj["match_score"])
+    except (TypeError, KeyError, ValueError):
+        return None
+    return score if math.isfinite(score) else None
+
+
+class LampQARubricJudge:
+    """``llm-lampqa:NAME``: LaMP-QA's evaluator as its script runs it: one prompt per aspect
+    (:func:`lampqa_prompt`, :data:`LAMPQA_JUDGE_SYSTEM`), greedy first, top_p 0.95, up to 4,096 new tokens;
+    unreadable replies are asked again 0.1 hotter each round (seeded by the round) up to
+    :data:`LAMPQA_MAX_RETRIES` rounds, then scored 0. The quality is the sum of the match scores over
+    2 x the number of aspects, as there. ``generate(prompts, temperature, seed)`` returns one reply per prompt.
+
+    >>> replies = iter([['{"match_score": 2}', 'no json'], ['{"match_score": 1}']])
+    >>> judge = LampQARubricJudge(lambda prompts, temperature, seed: next(replies), name="llm-lampqa:scripted")
+    >>> r = judge.judge([JudgeItem("k", "Q?", "A.", ({"aspect": "x"}, {"aspect": "y"}), details="story")])[0]
+    >>> r.quality, r.aspect_scores, r.attempts
+    (0.75, [2.0, 1.0], 2)
+    """
+
+    proxy = False
+
+    def __init__(self, generate: Callable[[Sequence[str], float, int], Sequence[str]], *, name: str,
+                 max_retries: int = LAMPQA_MAX_RETRIES) -> None:
+        self._generate = generate
+        self.name = name
+        self.max_retries = max_retries
+
+    @classmethod
+    def from_pretrained(cls, model: str, *, device: str = "auto", dtype: str = "auto", batch_size: int = 8,
+                        engine: str = "hf", **engine_options: Any) -> LampQARubricJudge:
+        gen = chat_generator(model, engine=engine, device=device, dtype=dtype, batch_size=batch_size,
+                             **engine_options)
+
+        def generate(prompts: Sequence[str], temperature: float, seed: int) -> list[str]:
+            replies = gen.generate(prompts, system=LAMPQA_JUDGE_SYSTEM, max_new_tokens=LAMPQA_MAX_NEW_TOKENS,
+                                   temperature=temperature, top_p=LAMPQA_TOP_P, seed=seed)
+            return [r[0] for r in replies]
+
+        judge = cls(generate, name=f"llm-lampqa:{model}")
+        judge.metadata = gen.metadata()  # type: ignore[attr-defined]
+        return judge
+
+    def judge(self, items: Sequence[JudgeItem]) -> list[JudgeResult]:
+        asks = [(i, j, lampqa_prompt(it.question, it.details, it.answer, aspect))
+                for i, it in enumerate(items) for j, aspect in enumerate(it.aspects)]
+        scores: dict[tuple[int, int], float] = {}
+        replies: dict[tuple[int, int], str] = {}
+        unread: set[tuple[int, int]] = set()
+        temperature, rounds = 0.0, 0
+        while asks:
+            rounds += 1
+            texts = list(self._generate([prompt for _, _, prompt in asks], temperature, rounds))
+            wrong = []
+            for (i, j, prompt), text in zip(asks, texts, strict=True):
+                replies[(i, j)] = str(text)
+                score = lampqa_score(str(text))
+                if score is not None:
+                    scores[(i, j)] = score
+                elif rounds > self.max_retries:
+                    scores[(i, j)] = 0.0
+                    unread.add((i, j))
+                else:
+                    wrong.append((i, j, prompt))
+            asks = wrong
+            if temperature < 1.0:
+                temperature += 0.1
+        results = []
+        for i, it in enumerate(items):
+            per = [scores[(i, j)] for j in range(len(it.aspects))]
+            failed_reads = sum((i, j) in unread for j in range(len(it.aspects)))
+            results.append(JudgeResult(
+                it.key, sum(per) / (2 * len(per)) if per else math.nan, per, not per, rounds, self.name, False,
+                raw=" | ".join(replies.get((i, j), "") for j in range(len(it.aspects))),
+                error=(f"{failed_reads} aspect(s) unreadable after {self.max_retries} retries: scored 0, as the "
+                       "evaluator does") if failed_reads else (None if per else "no rubric aspects")))
+        return results
+
+
 class ProxyRubricJudge:
     """MiniLM similarity between the answer and each aspect (clipped at 0), averaged: a labelled proxy."""
 
@@ -582,11 +726,11 @@ def check_judge_spec(spec: str) -> tuple[str, str]:
     kind, _, name = str(spec).strip().partition(":")
     if kind == "proxy":
         return kind, name or "minilm"
-    if kind in ("llm", "llm-all", "llm-ref") and name:
+    if kind in ("llm", "llm-all", "llm-ref", "llm-lampqa") and name:
         return kind, name
     raise PRBError(f"Unknown rubric judge {spec!r}; use 'llm:NAME' (one verdict per aspect), 'llm-all:NAME' "
-                   "(all aspects in one prompt), 'llm-ref:NAME' (the benchmark's reference judge) or 'proxy' "
-                   "(MiniLM similarity).")
+                   "(all aspects in one prompt), 'llm-ref:NAME' (the benchmark's reference judge), "
+                   "'llm-lampqa:NAME' (LaMP-QA's evaluator) or 'proxy' (MiniLM similarity).")
 
 
 def judge_cache_key(judge: Any, *, device: str = "auto", dtype: str = "auto", engine: str = "hf") -> list[Any]:
@@ -626,6 +770,8 @@ def judge_protocol(spec: str) -> str:
         return stable_hash([JUDGE_SYSTEM, PROMPT])
     if kind == "llm-ref":
         return stable_hash([REFERENCE_JUDGE_SYSTEM, REFERENCE_JUDGE_PROMPT, "reference-parse"])
+    if kind == "llm-lampqa":
+        return stable_hash([LAMPQA_JUDGE_SYSTEM, LAMPQA_JUDGE_PROMPT, LAMPQA_MAX_NEW_TOKENS, LAMPQA_MAX_RETRIES])
     return kind
 
 
@@ -692,6 +838,8 @@ def load_judge(spec: str, *, engine: str = "hf", **options: Any) -> RubricJudge:
         return AspectRubricJudge.from_pretrained(name, engine=engine, **options)
     if kind == "llm-ref":
         return ReferenceRubricJudge.from_pretrained(name, engine=engine, **options)
+    if kind == "llm-lampqa":
+        return LampQARubricJudge.from_pretrained(name, engine=engine, **options)
     judge = LLMRubricJudge.from_pretrained(name, engine=engine, **options)
     judge.name = f"llm-all:{name}"
     return judge
