@@ -157,3 +157,19 @@ def test_rm_input_boxes_wrap_between_words_and_views_reset_line_height():
     for style in boxes:
         assert "word-break:normal" in style and "overflow-wrap:anywhere" in style and "break-all" not in style
     assert "line-height: 1.45" in VIEW_STYLE and "word-break: normal" in VIEW_STYLE
+
+
+def test_a_position_locked_judge_is_marked_in_every_pair_table():
+    from prb_utils.notebook.pair_view import LOCKED_MARK, scores_for, scores_table
+
+    locked = pd.DataFrame({"model": "judge:x", "profile": "none", "subset": "s", "id": ["1", "2", "3", "4"],
+                           "score_chosen": 0.6, "score_rejected": 0.4, "outcome": "correct",
+                           "verdict_ab": "chosen", "verdict_ba": "rejected"})  # always "A": locked
+    fair = locked.assign(model="judge:y", verdict_ba="chosen")
+    length = locked.drop(columns=["verdict_ab", "verdict_ba"]).assign(model="length")
+    rows = pd.concat([locked, fair, length], ignore_index=True)
+    table = scores_table(rows, "s", "1")
+    assert list(table["model"]) == [f"judge:x {LOCKED_MARK}", "judge:y", "length"]
+    many = scores_for(rows, [{"subset": "s", "id": "1"}, {"subset": "s", "id": "2"}])
+    assert (many["model"] == f"judge:x {LOCKED_MARK}").sum() == 2
+    assert LOCKED_MARK not in " ".join(scores_table(pd.concat([fair, length]), "s", "1")["model"])

@@ -257,15 +257,15 @@ def test_pair_inspection_defaults_keep_every_sample_pair():
 
 
 def test_the_quiz_comparison_flags_a_position_locked_judge():
-    from prb_utils.notebook.widgets import _locked_judges_html
+    from prb_utils.notebook.widgets import locked_judges_html
 
     judge = pd.DataFrame({"model": "judge:x", "profile": "none", "kind": "judge",
                           "verdict_ab": ["chosen"] * 4, "verdict_ba": ["rejected"] * 4})
     fair = judge.assign(model="judge:y", verdict_ba=["chosen"] * 4)
-    text = _locked_judges_html(pd.concat([judge, fair], ignore_index=True))
+    text = locked_judges_html(pd.concat([judge, fair], ignore_index=True))
     assert text.count("<p") == 1 and "judge:x" in text and "judge:y" not in text
-    assert _locked_judges_html(fair) == "" and _locked_judges_html(None) == ""
-    assert _locked_judges_html(pd.DataFrame({"model": ["length"], "profile": ["none"]})) == ""
+    assert locked_judges_html(fair) == "" and locked_judges_html(None) == ""
+    assert locked_judges_html(pd.DataFrame({"model": ["length"], "profile": ["none"]})) == ""
 
 
 def test_frame_html_picks_one_number_format_per_column_by_default():

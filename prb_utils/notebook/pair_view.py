@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from prb_utils.analysis.breakdowns import position_locked
 from prb_utils.errors import PRBError
 from prb_utils.notebook.markup import column_format
 from prb_utils.profile import rm_user_message, selected_posts
@@ -145,9 +146,24 @@ def aspects_html(aspects: Sequence[Mapping[str, Any]] | None) -> str:
             f"<th>reason</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
-def scores_table(results: pd.DataFrame, subset: str, pair_id: str) -> pd.DataFrame:
+#: The mark a position-locked judge carries in every pair table (its warning is said once per page).
+LOCKED_MARK = "⚠ position-locked"
+
+
+def locked_jobs(results: pd.DataFrame | None) -> set[tuple[str, str]]:
+    """The (model, profile) jobs of ``results`` whose judge is position-locked
+    (:func:`prb_utils.analysis.breakdowns.position_locked`)."""
+    if results is None or results.empty or not {"verdict_ab", "verdict_ba"} <= set(results.columns):
+        return set()
+    locks = position_locked(results)
+    return {(str(m), str(p)) for m, p in locks.loc[locks["locked"].astype(bool), ["model", "profile"]].to_numpy()}
+
+
+def scores_table(results: pd.DataFrame, subset: str, pair_id: str, *,
+                 locked: set[tuple[str, str]] | None = None) -> pd.DataFrame:
     """Every model's row for one pair: model, profile, score_chosen, score_rejected, margin, outcome (and
-    the judge's per-order probabilities when a judge scored it)."""
+    the judge's per-order probabilities when a judge scored it). A position-locked judge's model carries
+    :data:`LOCKED_MARK` (``locked``: the jobs of :func:`locked_jobs`, computed from ``results`` when None)."""
     if results is None or results.empty:
         return pd.DataFrame(columns=["model", "profile", "score_chosen", "score_rejected", "margin", "outcome"])
     rows = results[(results["subset"].astype(str) == str(subset)) & (results["id"].astype(str) == str(pair_id))]
@@ -156,7 +172,12 @@ def scores_table(results: pd.DataFrame, subset: str, pair_id: str) -> pd.DataFra
         columns += ["p_chosen_ab", "p_chosen_ba"]
     table = rows[columns].copy()
     table.insert(4, "margin", table["score_chosen"] - table["score_rejected"])
-    return table.sort_values(["model", "profile"]).reset_index(drop=True)
+    table = table.sort_values(["model", "profile"]).reset_index(drop=True)
+    locked = locked_jobs(results) if locked is None else locked
+    if locked:
+        marked = [(str(m), str(p)) in locked for m, p in zip(table["model"], table["profile"], strict=True)]
+        table["model"] = [f"{m} {LOCKED_MARK}" if flag else m for m, flag in zip(table["model"], marked, strict=True)]
+    return table
 
 
 #: What a judge's per-order columns mean, said under every table that shows them.
@@ -542,7 +563,9 @@ def rm_inputs_html(record: Mapping[str, Any], conditions: Sequence[str] = ("none
 
 def scores_for(results: pd.DataFrame, records: Sequence[Mapping[str, Any]], *, profile: str | None = None) -> pd.DataFrame:
     """:func:`scores_table` rows of several pairs (an ``id`` column first), optionally one profile condition."""
-    parts = [scores_table(results, r.get("subset", ""), r["id"]).assign(id=str(r["id"])) for r in records]
+    locked = locked_jobs(results)
+    parts = [scores_table(results, r.get("subset", ""), r["id"], locked=locked).assign(id=str(r["id"]))
+             for r in records]
     table = pd.concat(parts, ignore_index=True) if parts else scores_table(results, "", "")
     if profile is not None:
         table = table[table["profile"] == profile]
@@ -554,7 +577,9 @@ def two_users_margins(results: pd.DataFrame, records: Sequence[Mapping[str, Any]
     margin chosen minus rejected and the outcome. Columns model, profile, user (``User 1``, ...), id,
     margin, outcome; empty when no model scored the pairs."""
     columns = ["model", "profile", "user", "id", "margin", "outcome"]
-    parts = [scores_table(results, r.get("subset", ""), r["id"]).assign(user=f"User {n}", id=str(r["id"]))
+    locked = locked_jobs(results)
+    parts = [scores_table(results, r.get("subset", ""), r["id"], locked=locked).assign(user=f"User {n}",
+                                                                                     id=str(r["id"]))
              for n, r in enumerate(records, start=1)]
     if not parts:
         return pd.DataFrame(columns=columns)

@@ -503,7 +503,7 @@ def _progress_html(items: Sequence[QuizItem], answers: Sequence[str | None]) -> 
                 "sets this beside the models on the same pairs: re-run its cell.</p>")
 
 
-def _locked_judges_html(results: pd.DataFrame | None) -> str:
+def locked_judges_html(results: pd.DataFrame | None) -> str:
     """A warning paragraph per position-locked judge job among ``results``
     (:func:`prb_utils.analysis.breakdowns.position_locked`); "" when there is none."""
 
@@ -533,7 +533,7 @@ def comparison_view(session: QuizSession) -> pd.DataFrame:
                 "pairs.</p>")
     shown = table.drop(columns=["ci_low", "ci_high"])
     _display(_html(view(head + (frame_html(shown, formats={"accuracy": "{:.3f}"}) if len(shown) else "")
-                        + _locked_judges_html(session.results) + ("" if has_scores else NO_SCORES_NOTE))))
+                        + locked_judges_html(session.results) + ("" if has_scores else NO_SCORES_NOTE))))
     drawn = table.dropna(subset=["accuracy"])
     if len(drawn):
         import matplotlib.pyplot as plt
