@@ -39,3 +39,13 @@ def test_sample_batch_matches_plain_generate_on_a_padded_batch(gen):
     assert [len(replies) for replies in batched] == [3, 3]
     assert gen.sample_batch(users, 3, max_new_tokens=8, seed=7) == batched
     assert gen.sample_batch([], 3) == []
+
+
+def test_sample_each_seeds_each_message_on_its_own(gen):
+    """Each message's replies are its own sample_batch call with its seed: the same whatever stands beside it."""
+    users = ["Which camera for kids?", "A cheap lens?"]
+    both = gen.sample_each(users, 2, seeds=[11, 22], max_new_tokens=6)
+    assert both[1] == gen.sample_each(users[1:], 2, seeds=[22], max_new_tokens=6)[0]
+    assert both[0] == gen.sample_batch(users[:1], 2, seed=11, max_new_tokens=6)[0]
+    with pytest.raises(PRBError, match="one seed per message"):
+        gen.sample_each(users, 2, seeds=[1])

@@ -151,6 +151,16 @@ class ChatGenerator:
         return self.sample_batch([user], n, system=system, max_new_tokens=max_new_tokens, temperature=temperature,
                                  top_p=top_p, seed=seed)[0]
 
+    def sample_each(self, users: Sequence[str], n: int, *, seeds: Sequence[int], system: str | None = None,
+                    max_new_tokens: int = 128, temperature: float = 1.0, top_p: float = 0.9) -> list[list[str]]:
+        """``n`` sampled replies to each user message, each message seeded on its own (``seeds``): a message's
+        replies depend only on it, ``n``, the options and its seed, never on the messages beside it. In process
+        that means one :meth:`sample_batch` call per message (a padded batch is not bit-stable)."""
+        if len(seeds) != len(users):
+            raise PRBError(f"sample_each needs one seed per message, got {len(seeds)} for {len(users)}.")
+        return [self.sample_batch([user], n, system=system, max_new_tokens=max_new_tokens, temperature=temperature,
+                                  top_p=top_p, seed=int(one))[0] for user, one in zip(users, seeds, strict=True)]
+
     def sample_batch(
         self,
         users: Sequence[str],

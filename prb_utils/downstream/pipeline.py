@@ -128,9 +128,9 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, policy: str = 
                    ) -> pd.DataFrame:
     """N answers per record (columns subset, id, sample_idx, response, prompt_hash, policy), cached.
 
-    Each question is sampled on its own (one
-    :meth:`~prb_utils.downstream.generation.ChatGenerator.sample_batch` call: one prefill, its KV cache
-    shared by the question's ``n_samples`` sequences, decoded together), seeded by :func:`question_seed`, so
+    Each question is sampled on its own (:meth:`~prb_utils.downstream.generation.ChatGenerator.sample_each`:
+    in process one ``sample_batch`` call per question, one prefill whose KV cache its ``n_samples`` sequences
+    share; on a vLLM server one request per question, all in flight together), seeded by :func:`question_seed`, so
     its answers depend only on its prompt, the policy, ``n_samples``, the sampling options and ``seed``:
     never on which questions ran before or beside it (a padded batch of questions is not bit-stable, and its
     random stream is shared). Cached per (policy, its fingerprint, device type and dtype, sampling options)
@@ -172,10 +172,9 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, policy: str = 
                    disable=not progress, file=sys.stderr, dynamic_ncols=True)
         for start in range(0, len(todo), batch_questions):
             batch = todo[start:start + batch_questions]
-            answers = [generator.sample_batch([prompt], n_samples, system=POLICY_SYSTEM, max_new_tokens=max_new_tokens,
-                                              temperature=temperature, top_p=top_p,
-                                              seed=question_seed(seed, subset, qid))[0]
-                       for (subset, qid), prompt in batch]
+            answers = generator.sample_each([prompt for _, prompt in batch], n_samples, system=POLICY_SYSTEM,
+                                            seeds=[question_seed(seed, subset, qid) for (subset, qid), _ in batch],
+                                            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
             new = pd.concat([pd.DataFrame({"subset": subset, "id": qid, "sample_idx": range(n_samples),
                                            "response": replies, "prompt_hash": stable_hash(prompt),
                                            "policy": policy})
