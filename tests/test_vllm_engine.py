@@ -126,9 +126,10 @@ def test_chat_generator_matches_hf_greedy_and_samples_seeded(vllm_server):
     assert [len(group) for group in first] == [3, 3]
     assert remote.sample_batch(users, 3, max_new_tokens=12, seed=5) == first
     assert remote.sample_batch(users, 3, max_new_tokens=12, seed=6) != first
-    # one request per message, each seeded by its own seed: a message's replies do not depend on its batch-mates
+    # one request at a time, each seeded by its own message's seed: its replies do not depend on its neighbours
     each = remote.sample_each(users, 3, seeds=[5, 9], max_new_tokens=12)
-    assert each[0] == first[0] and each[1] == remote.sample_each(users[1:], 3, seeds=[9], max_new_tokens=12)[0]
+    assert each[1] == remote.sample_each(users[1:], 3, seeds=[9], max_new_tokens=12)[0]
+    assert each[0] == remote.sample_each(users[:1], 3, seeds=[5], max_new_tokens=12)[0]
 
 
 def test_prb_bon_runs_end_to_end_on_the_server(vllm_server, tmp_path, capsys):

@@ -130,7 +130,7 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, policy: str = 
 
     Each question is sampled on its own (:meth:`~prb_utils.downstream.generation.ChatGenerator.sample_each`:
     in process one ``sample_batch`` call per question, one prefill whose KV cache its ``n_samples`` sequences
-    share; on a vLLM server one request per question, all in flight together), seeded by :func:`question_seed`, so
+    share; on a vLLM server one request per question, one at a time), seeded by :func:`question_seed`, so
     its answers depend only on its prompt, the policy, ``n_samples``, the sampling options and ``seed``:
     never on which questions ran before or beside it (a padded batch of questions is not bit-stable, and its
     random stream is shared). Cached per (policy, its fingerprint, device type and dtype, sampling options)

@@ -228,15 +228,14 @@ class VLLMChatGenerator:
                 "chat_template_hash": stable_hash(str(template)), **self.engine.metadata()}
 
     def _bodies(self, users: Sequence[str], system: str | None, *, n: int, max_new_tokens: int,
-                temperature: float, top_p: float, seed: int, seeds: Sequence[int] | None = None
-                ) -> list[dict[str, Any]]:
+                temperature: float, top_p: float, seed: int) -> list[dict[str, Any]]:
         bodies = []
         for i, user in enumerate(users):
             ids = list(self.tokenizer(self.render(user, system), add_special_tokens=False)["input_ids"])
             body: dict[str, Any] = {"model": self.engine.model, "prompt": ids, "max_tokens": int(max_new_tokens),
                                     "n": int(n), "temperature": float(temperature), "skip_special_tokens": True}
             if temperature > 0:
-                body.update(top_p=float(top_p), seed=int(seeds[i]) if seeds is not None else int(seed) + i)
+                body.update(top_p=float(top_p), seed=int(seed) + i)
             bodies.append(body)
         return bodies
 
@@ -268,16 +267,13 @@ class VLLMChatGenerator:
 
     def sample_each(self, users: Sequence[str], n: int, *, seeds: Sequence[int], system: str | None = None,
                     max_new_tokens: int = 128, temperature: float = 1.0, top_p: float = 0.9) -> list[list[str]]:
-        """``n`` sampled replies to each user message, each request seeded by its message's own seed
-        (``seeds``), all requests in flight together (the server batches them)."""
+        """``n`` sampled replies to each user message, each seeded by its own seed (``seeds``) and sent on its
+        own, one request after the other: requests in flight together are batched by the server, and a batched
+        forward pass is not bit-stable, so a message's replies would depend on what ran beside it."""
         if len(seeds) != len(users):
             raise PRBError(f"sample_each needs one seed per message, got {len(seeds)} for {len(users)}.")
-        if n < 1 or temperature <= 0:
-            raise PRBError("sampling needs n >= 1 and a temperature > 0.")
-        if not users:
-            return []
-        return self._run(self._bodies(users, system, n=n, max_new_tokens=max_new_tokens, temperature=temperature,
-                                      top_p=top_p, seed=0, seeds=seeds))
+        return [self.sample_batch([user], n, system=system, max_new_tokens=max_new_tokens, temperature=temperature,
+                                  top_p=top_p, seed=int(one))[0] for user, one in zip(users, seeds, strict=True)]
 
     def sample_batch(self, users: Sequence[str], n: int, *, system: str | None = None, max_new_tokens: int = 128,
                      temperature: float = 1.0, top_p: float = 0.9, seed: int = 0) -> list[list[str]]:
