@@ -392,6 +392,25 @@ def _style_levels(frame: pd.DataFrame, style: str | None) -> list[str]:
     return sorted(levels, key=condition_sort_key)
 
 
+def _margin_panels(margins: pd.DataFrame, *, x: str, facet: str, style: str | None, palette: dict | None,
+                   col_wrap: int) -> tuple[Figure, str | None, list, list]:
+    """What the margin figures share: the column checks, one panel per ``facet`` level with its colour, and
+    per panel the rows of each ``style`` level. Returns (figure, style or None, style levels, panels), a panel
+    being (axes, level, colour, [(index, style level, rows)])."""
+    style = style if style and style in margins.columns else None
+    require_columns(margins, [x, facet], what="plotted")
+    facets = _order(margins[facet].astype(str))
+    styles = _style_levels(margins, style)
+    colours = {**model_palette(facets), **(palette or {})}
+    fig, axes = _panels(len(facets), col_wrap=col_wrap, panel=(2.7, 2.2))
+    panels = []
+    for ax, name in zip(axes, facets, strict=True):
+        part = margins[margins[facet].astype(str) == name]
+        groups = [(j, st, part if not style else part[part[style].astype(str) == st]) for j, st in enumerate(styles)]
+        panels.append((ax, name, colours[name], groups))
+    return fig, style, styles, panels
+
+
 def _label_panel(ax, name: str, *, xlabel: str, ylabel: str | None = None) -> None:
     """A facet panel's title (its model) and axis labels, in the panels' one font size."""
     ax.set_title(_wrap(name, 28), fontsize=10)
@@ -463,26 +482,20 @@ def margin_panels(margins: pd.DataFrame, *, x: str = "margin_std", facet: str = 
     style per ``style`` level (profile condition). A level whose margins do not vary (or has under two
     values) is drawn as a vertical line at its value. The dashed line at 0 is the decision boundary (right
     of it = correct). Returns the Figure."""
-    style = style if style and style in margins.columns else None
-    require_columns(margins, [x, facet], what="plotted")
-    facets = _order(margins[facet].astype(str))
-    styles = _style_levels(margins, style)
-    colours = {**model_palette(facets), **(palette or {})}
-    fig, axes = _panels(len(facets), col_wrap=col_wrap, panel=(2.7, 2.2))
-    for ax, name in zip(axes, facets, strict=True):
-        part = margins[margins[facet].astype(str) == name]
-        for j, st in enumerate(styles):
-            sub = part if not style else part[part[style].astype(str) == st]
+    fig, style, styles, panels = _margin_panels(margins, x=x, facet=facet, style=style, palette=palette,
+                                                col_wrap=col_wrap)
+    for ax, name, colour, groups in panels:
+        for j, st, sub in groups:
             values = sub[x].dropna().to_numpy(dtype=float)
             line = LINESTYLES[j % len(LINESTYLES)]
             if len(values) >= 2 and np.ptp(values) > 0:
-                sns.kdeplot(x=values, ax=ax, color=colours[name], linestyle=line, linewidth=1.8,
+                sns.kdeplot(x=values, ax=ax, color=colour, linestyle=line, linewidth=1.8,
                             warn_singular=False, label=st or None)
                 if j == 0:
-                    sns.kdeplot(x=values, ax=ax, color=colours[name], fill=True, alpha=0.15, linewidth=0,
+                    sns.kdeplot(x=values, ax=ax, color=colour, fill=True, alpha=0.15, linewidth=0,
                                 warn_singular=False)
             elif len(values):
-                ax.axvline(values[0], color=colours[name], linestyle=line, linewidth=2, label=st or None)
+                ax.axvline(values[0], color=colour, linestyle=line, linewidth=2, label=st or None)
         ax.axvline(0, color="grey", linestyle="--", linewidth=1)
         _label_panel(ax, name, xlabel=x, ylabel="density")
     return _finish_panels(fig, styles, style=style, title=title, lines=True)
@@ -534,20 +547,14 @@ def margin_histograms(margins: pd.DataFrame, *, x: str = "margin_std", facet: st
     """Small multiples of per-pair margin counts (:func:`prb_utils.analysis.breakdowns.score_margins`): one
     panel per ``facet`` level (a model, in its colour), the same ``bins`` equal-width bins in every panel, one
     line style per ``style`` level; the dashed line at 0 is the decision boundary. Returns the Figure."""
-    style = style if style and style in margins.columns else None
-    require_columns(margins, [x, facet], what="plotted")
+    fig, style, styles, panels = _margin_panels(margins, x=x, facet=facet, style=style, palette=palette,
+                                                col_wrap=col_wrap)
     values = margins[x].to_numpy(dtype=float)
     finite = values[np.isfinite(values)]
     edges = np.histogram_bin_edges(finite if len(finite) else [0.0], bins=bins)
-    facets = _order(margins[facet].astype(str))
-    styles = _style_levels(margins, style)
-    colours = {**model_palette(facets), **(palette or {})}
-    fig, axes = _panels(len(facets), col_wrap=col_wrap, panel=(2.7, 2.2))
-    for ax, name in zip(axes, facets, strict=True):
-        part = margins[margins[facet].astype(str) == name]
-        for j, st in enumerate(styles):
-            sub = part if not style else part[part[style].astype(str) == st]
-            ax.hist(sub[x].dropna().to_numpy(dtype=float), bins=edges, histtype="step", color=colours[name],
+    for ax, name, colour, groups in panels:
+        for j, _, sub in groups:
+            ax.hist(sub[x].dropna().to_numpy(dtype=float), bins=edges, histtype="step", color=colour,
                     linestyle=LINESTYLES[j % len(LINESTYLES)], linewidth=1.8)
         ax.axvline(0, color="grey", linestyle="--", linewidth=1)
         _label_panel(ax, name, xlabel=x, ylabel="pairs")
