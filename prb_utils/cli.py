@@ -328,7 +328,6 @@ def _add_ppo_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _load(args: argparse.Namespace) -> pd.DataFrame:
-
     frame = load_benchmark(args.data, subsets=args.subset, limit=args.limit, drop_invalid=args.drop_invalid)
     dropped = frame.attrs.get("dropped") or []
     if dropped:
@@ -386,7 +385,6 @@ def _print_frame(frame: pd.DataFrame, fmt: str = "table") -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-
     result = read_benchmark(args.source, subsets=args.subset)
     if result.problems:
         for problem in result.problems:
@@ -401,7 +399,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-
     if args.prepare:
         from prb_utils.models.aliases import prepare_aliases
 
@@ -439,7 +436,6 @@ def _score(args: argparse.Namespace, models: Sequence[str], profiles: Sequence[s
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-
     if not args.model:
         raise PRBError("Give at least one --model KIND:NAME (see `prb models`).")
     results = _score(args, args.model, args.profile or ["none"], args.out)
@@ -507,7 +503,6 @@ def _store_job_labels(folder: str) -> dict[str, str]:
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-
     results = _load_store(args.results)
     if results.empty:
         raise PRBError(f"No results in {args.results}; run `prb score` first.")
@@ -605,12 +600,10 @@ def _report_bon(args: argparse.Namespace, models: Sequence[str], *, rm_profile: 
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-
     if args.format not in FORMATS:
         raise PRBError(f"Unknown export format '{args.format}'; use one of {', '.join(FORMATS)}.")
     data = None
     if args.data is not None:
-
         data = load_benchmark(args.data, drop_invalid=True)
     notes: list[str] = []
     files = export_results(args.results, args.out, format=args.format, data=data, data_source=args.data,

@@ -176,7 +176,6 @@ def check_out(out: str | os.PathLike) -> Path:
 
 
 def _accuracy(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-
     return accuracy_table(rows, by=by)
 
 
@@ -216,7 +215,6 @@ def _job_inputs(rows: pd.DataFrame, data: pd.DataFrame | None, meta: Mapping[str
 
 
 def _load(results: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
-
     with warnings.catch_warnings():   # a shortfall is one line of the command, not a raw Python warning
         warnings.simplefilter("ignore", StoreShortfallWarning)
         rows = load_results(results)

@@ -221,7 +221,6 @@ def job_options(
 
 
 def _fingerprint(spec: str) -> str:
-
     return model_fingerprint(spec)
 
 
@@ -234,7 +233,6 @@ def _given_fingerprint(given: Any, spec: str) -> str:
 
 
 def _condition_name(condition: Any) -> str:
-
     return parse_condition(condition).name
 
 
@@ -263,25 +261,21 @@ def retriever_from_label(label: str | None) -> Callable[..., list[int]] | None:
 
 
 def _retriever(spec: str | None, seed: int = 0) -> Callable[..., list[int]] | None:
-
     if spec and spec.startswith("dense:"):
-
         return make_retriever(spec, embed=load_encoder(spec.split(":", 1)[1]))
     return make_retriever(spec, seed=seed)
 
 
 def _user_message(row: Mapping[str, Any], condition: str, retriever: Callable[..., list[int]] | None) -> str:
-
     return rm_user_message(row, condition, retriever=retriever)
 
 
 def _pair_input(key: str, prompt: str, chosen: str, rejected: str) -> Any:
-
     return PairInput(key=key, prompt=prompt, chosen=chosen, rejected=rejected)
 
 
 def _load_model(spec: str, **options: Any) -> Any:
-
+    """The scorer's one place that loads a model (tests replace it to load fakes)."""
     return load_model(spec, **options)
 
 

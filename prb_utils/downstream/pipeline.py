@@ -164,7 +164,6 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, policy: str = 
         if have.get(key) != stable_hash(prompt):
             todo.append((key, prompt))
     if todo:
-
         generator = chat_generator(policy, engine=engine, device=device, **(engine_options or {}))
         if not getattr(generator.tokenizer, "chat_template", None):
             raise PRBError(f"The policy '{policy}' has no chat template; Best-of-N needs a chat (instruct) model.")
@@ -330,7 +329,6 @@ def _prb_accuracy(out: str | os.PathLike, models: Sequence[str], profile: str) -
     (BM25 retrieval for ``top{K}``), the newest where several remain (say, two dtypes): two jobs of one model
     are never pooled (a ``--retriever random`` ablation beside the BM25 job would blend into its number)."""
     try:
-
         results = load_results(out)
         meta = load_run_metadata(out)
     except Exception:  # no main store (yet): the agreement figures are optional
@@ -420,7 +418,6 @@ def run_bon_pipeline(
     for spec in models:
         parse_spec(spec)  # an unknown RM spec fails before any sampling
     if isinstance(data, str):
-
         data = load_benchmark(data, limit=limit, drop_invalid=True)
     elif limit is not None:
         data = data.head(limit)
@@ -464,7 +461,6 @@ def run_bon_pipeline(
     accuracy = _prb_accuracy(out, models, rm_profile)
     metrics = bon_metrics(curves.drop(columns=["judge", "judge_proxy"]))
     if accuracy is not None:
-
         joined = pd.concat([accuracy.rename("prb"), metrics], axis=1, join="inner").dropna()
         if len(joined) >= 3:
             agreement = rank_agreement_ci(joined["prb"], joined[f"bon@{max(ks)}"], level=level,

@@ -207,7 +207,6 @@ class RMReward:
         self.__name__ = "prb_rm"  # TRL names the reward in its logs after this
 
     def scores(self, qids: Sequence[str], rm_prompts: Sequence[str], texts: Sequence[str]) -> list[float | None]:
-
         groups: dict[str, list[int]] = {}
         for i, qid in enumerate(qids):
             groups.setdefault(str(qid), []).append(i)
@@ -309,7 +308,6 @@ def last_checkpoint(run_dir: str | os.PathLike) -> tuple[Path | None, int]:
 
 
 def _policy_source(policy: str) -> str:
-
     return resolve_source(ModelSpec("implicit", policy))  # the causal-LM kinds share one alias resolution
 
 
@@ -332,12 +330,10 @@ def _load_policy(policy: str) -> tuple[Any, Any]:
 
 
 def _chat(record: Mapping[str, Any], posts: int) -> list[dict[str, str]]:
-
     return [{"role": "system", "content": POLICY_SYSTEM}, {"role": "user", "content": policy_prompt(record, posts=posts)}]
 
 
 def _train_rows(train: pd.DataFrame, options: TrainOptions) -> list[dict[str, Any]]:
-
     return [{"prompt": _chat(r, options.policy_posts), "qid": f"{r['subset']}/{r['id']}",
              "rm_prompt": rm_user_message(r, options.rm_profile)} for r in train.to_dict("records")]
 
@@ -445,7 +441,6 @@ def _thread_callback() -> Any:
 
 
 def _free() -> None:
-
     gc.collect()
     free_cuda_memory()
 
@@ -601,7 +596,6 @@ def run_ppo(
     if parse_condition(options.rm_profile).oracle:
         raise PRBError(f"The RM profile '{options.rm_profile}' shows the answer key; a reward may not see it.")
     if isinstance(judge, str):
-
         judge_cache_key(judge, device=device)   # a judge that cannot be found fails here, before any training
         kind, name = check_judge_spec(judge)
         if kind != "proxy":
@@ -611,7 +605,6 @@ def run_ppo(
     if not specs:
         raise PRBError("No reward model given.")
     if isinstance(data, str):
-
         data = load_benchmark(data, drop_invalid=True)
     if data.empty:
         raise PRBError("The benchmark data is empty.")
@@ -706,7 +699,6 @@ def _merge_previous(root: Path, table: pd.DataFrame, setting: dict[str, Any]) ->
 
 
 def _versions() -> dict[str, str]:
-
     out = {}
     for name in ("prb", "trl", "transformers", "torch", "accelerate"):
         try:

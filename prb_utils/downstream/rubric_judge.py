@@ -430,7 +430,6 @@ class AspectRubricJudge:
 
     @classmethod
     def _from_vllm(cls, model: str, *, device: str, dtype: str, **engine_options: Any) -> AspectRubricJudge:
-
         gen = chat_generator(model, engine="vllm", device=device, dtype=dtype, **engine_options)
         digits = [letter_ids(gen.tokenizer, d) for d in "012"]
         ask = NextTokenLogprobs(gen.engine, purpose="rubric")
@@ -812,10 +811,8 @@ def chat_generator(model: str, *, engine: str = "hf", **options: Any) -> Any:
     :class:`~prb_utils.models.vllm_engine.VLLMChatGenerator` (``"vllm"``; takes ``engine_url``,
     ``tensor_parallel_size``, ``pipeline_parallel_size``, ``engine_args``): one API, either engine."""
     if engine == "hf":
-
         return ChatGenerator(model, **options)
     if engine == "vllm":
-
         return VLLMChatGenerator(model, **options)
     raise PRBError(f"Unknown engine '{engine}'; use hf or vllm.")
 

@@ -261,7 +261,6 @@ class _VLLMMixin:
         self.requested_dtype = dtype
 
     def _cache(self, purpose: str) -> RequestCache | None:
-
         if not hasattr(self, "_caches"):
             self._caches: dict[str, RequestCache | None] = {}
         if purpose not in self._caches:
@@ -291,7 +290,6 @@ class VLLMJudgeRM(_VLLMMixin, JudgeRM):
                  judge_mode: str = "logprob", judge_template: str | None = None,
                  max_new_tokens: int = MAX_NEW_TOKENS, tokenization: str = "auto",
                  engine_options: Any = None, **_: Any) -> None:
-
         if judge_mode not in MODES:
             raise PRBError(f"Unknown judge mode '{judge_mode}'; use logprob or generate.")
         self.template = load_judge_template(judge_template)

@@ -205,7 +205,6 @@ class VLLMChatGenerator:
                  pipeline_parallel_size: int = 1,
                  engine_args: Sequence[str] = (), concurrency: int | None = None,
                  progress: bool = True) -> None:
-
         spec = ModelSpec("judge", name)
         self.name = name
         self.source = resolve_source(spec)

@@ -115,7 +115,6 @@ def word_diff(a: str, b: str) -> tuple[str, str]:
 
 
 def _posts_html(record: Mapping[str, Any], condition: str, retriever: Any) -> str:
-
     posts = list(record.get("profile") or [])
     if not posts:
         return "<p><i>No profile posts.</i></p>"

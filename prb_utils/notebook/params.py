@@ -125,7 +125,6 @@ class NotebookParams:
         self._check_values()
 
     def _check_values(self) -> None:
-
         if not self.data.strip():
             raise PRBError("Parameter 'data' must name a source: 'sample', a hub id, or a local path.")
         if not self.results.strip():

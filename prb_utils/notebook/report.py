@@ -385,7 +385,6 @@ def _metadata_table(results: str, models: Sequence[str], profiles: Sequence[str]
     if models:
         meta = meta[meta["model"].isin([canonical_spec(m) for m in models])]
     if profiles:
-
         meta = meta[meta["profile"].isin([parse_condition(p).name for p in profiles])]
     order = sorted(range(len(meta)), key=lambda i: (str(meta["model"].iloc[i]),
                                                      condition_sort_key(meta["profile"].iloc[i]),

@@ -287,7 +287,6 @@ def pair_browser(
 def _static_browser(summary: pd.DataFrame, records: dict, results: pd.DataFrame, *, condition: str,
                     subset: str | None, category: str | None, mode: str, model: str | None,
                     pair_id: str | None, max_pairs: int) -> pd.DataFrame:
-
     found = filter_pairs(summary, subset=subset, category=category, mode=mode, model=model)
     title = f"Pairs matching filter <code>{esc(mode)}</code>" + \
         (f", wrong model <code>{esc(model)}</code>" if model else "") + \
@@ -457,7 +456,6 @@ def _quiz_question_html(record: dict, item: QuizItem, number: int, condition: st
 
 def _quiz_reveal_html(record: dict, item: QuizItem, answer: str | None, results: pd.DataFrame, *,
                       any_answers: bool = True, first: str | None = None) -> str:
-
     if answer in ("A", "B"):
         verdict = ("<b style='color:#1a7f1a'>Right!</b>" if answer == item.chosen_side
                    else "<b style='color:#b22'>Not this user's choice.</b>")

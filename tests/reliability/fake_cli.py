@@ -2,7 +2,7 @@
 
 Run as ``python fake_cli.py score --data ... --model classifier:fake-slow ...``. Specs other than
 ``classifier:fake-*`` go to the real ``load_model``. Nothing in the library is changed: this process
-replaces ``prb_utils.models.load_model`` before calling ``main``, the way a test monkeypatches it.
+replaces the scorer's ``prb_utils.scoring._load_model`` before calling ``main``, the way a test monkeypatches it.
 
 Fakes (scores are a deterministic hash of prompt and response, so runs are comparable):
 - ``fake-slow``: sleeps ``PRB_FAKE_DELAY`` seconds per pair (default 0.01); appends the store's
@@ -111,17 +111,16 @@ def block_if_asked(log: str | None) -> None:
 
 
 def install() -> None:
-    import prb_utils.models as models
     from prb_utils import scoring
 
-    real = models.load_model
+    real = scoring._load_model
 
     def load_model(spec, **options):
         if str(spec).strip().startswith("classifier:fake-"):
             return FakeModel(str(spec).strip())
         return real(spec, **options)
 
-    models.load_model = load_model
+    scoring._load_model = load_model  # the scorer's one loading seam, as tests/test_scoring.py patches it
     real_fingerprint = scoring._fingerprint
     scoring._fingerprint = lambda spec: (f"fake:{spec}" if str(spec).strip().startswith("classifier:fake-")
                                          else real_fingerprint(spec))
