@@ -25,6 +25,7 @@ from prb_utils.downstream.rubric_judge import DEFAULT_JUDGE, check_judge_spec, j
 from prb_utils.errors import DataError, PRBError
 from prb_utils.export import FORMATS, export_results
 from prb_utils.models import list_models, parse_spec
+from prb_utils.models.base import ENGINES
 from prb_utils.models.registry import VLLM_KINDS
 from prb_utils.models.vllm_engine import set_concurrency
 from prb_utils.plan import plan_frame, plan_text
@@ -134,7 +135,7 @@ def _add_scoring_options(parser: argparse.ArgumentParser, *, default_models: Seq
 
 
 def _add_engine_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--engine", choices=("hf", "vllm"), default="hf",
+    parser.add_argument("--engine", choices=tuple(ENGINES), default="hf",
                         help="hf: transformers in this process (default); vllm: judge:, implicit: and classifier: RMs "
                              "(and the BoN policy and LLM rubric judge) through an OpenAI-compatible vLLM server "
                              "(--engine-url, or one prb starts from .venv-vllm)")

@@ -216,3 +216,18 @@ def test_broken_folder_exits_2_on_the_cli(broken_dirs, tmp_path, capsys):
                  "--device", "cpu", "--out", str(tmp_path / "r"), "--no-progress"])
     err = capsys.readouterr().err
     assert code == 2 and "truncated or corrupt" in err and "Traceback" not in err
+
+
+def test_every_engine_comes_from_one_registry():
+    """--engine takes its choices from models.base.ENGINES, and every loader refuses another name alike."""
+    from prb_utils.cli import build_parser
+    from prb_utils.downstream.rubric_judge import chat_generator, make_engine_options
+    from prb_utils.models.base import ENGINES
+
+    engine = next(a for a in build_parser()._subparsers._group_actions[0].choices["score"]._actions
+                  if a.dest == "engine")
+    assert tuple(engine.choices) == tuple(ENGINES) == ("hf", "vllm")
+    for call in (lambda: load_model("length", engine="tgi"), lambda: make_engine_options("tgi"),
+                 lambda: chat_generator("smollm2", engine="tgi")):
+        with pytest.raises(PRBError, match="Unknown engine 'tgi'; use hf or vllm."):
+            call()

@@ -50,7 +50,7 @@ import pandas as pd
 
 from prb_utils.downstream.generation import ChatGenerator, GivenSpec
 from prb_utils.errors import PRBError
-from prb_utils.models.base import ModelSpec
+from prb_utils.models.base import ModelSpec, check_engine
 from prb_utils.models.batching import BudgetBatcher
 from prb_utils.models.fingerprint import model_fingerprint
 from prb_utils.models.hf import DEFAULT_BATCH_TOKENS, load_pretrained, load_tokenizer, resolve_source
@@ -784,9 +784,7 @@ def make_engine_options(engine: str, *, engine_url: str | None = None, tensor_pa
     >>> make_engine_options("vllm", engine_url="http://127.0.0.1:8000")["engine_url"]
     'http://127.0.0.1:8000'
     """
-    if engine not in ("hf", "vllm"):
-        raise PRBError(f"Unknown engine '{engine}'; use hf or vllm.")
-    if engine == "hf":
+    if check_engine(engine) == "hf":
         return None
     return {"engine_url": engine_url, "tensor_parallel_size": tensor_parallel_size,
             "pipeline_parallel_size": pipeline_parallel_size, "engine_args": tuple(engine_args)}
@@ -810,11 +808,9 @@ def chat_generator(model: str, *, engine: str = "hf", **options: Any) -> Any:
     """A :class:`~prb_utils.downstream.generation.ChatGenerator` (``engine="hf"``) or a
     :class:`~prb_utils.models.vllm_engine.VLLMChatGenerator` (``"vllm"``; takes ``engine_url``,
     ``tensor_parallel_size``, ``pipeline_parallel_size``, ``engine_args``): one API, either engine."""
-    if engine == "hf":
+    if check_engine(engine) == "hf":
         return ChatGenerator(model, **options)
-    if engine == "vllm":
-        return VLLMChatGenerator(model, **options)
-    raise PRBError(f"Unknown engine '{engine}'; use hf or vllm.")
+    return VLLMChatGenerator(model, **options)
 
 
 def load_judge(spec: str, *, engine: str = "hf", **options: Any) -> RubricJudge:

@@ -53,6 +53,24 @@ class ModelSpec:
         return self.kind if self.kind in BASELINES else f"{self.kind}:{self.name}"
 
 
+#: The engines a model can run on, by name (``--engine`` takes its choices from here).
+ENGINES = {
+    "hf": "transformers in this process",
+    "vllm": "an OpenAI-compatible vLLM server (judge:, implicit: and classifier: RMs, the BoN policy, LLM judges)",
+}
+
+
+def check_engine(engine: str) -> str:
+    """``engine`` when it names one of :data:`ENGINES`, else a PRBError naming them.
+
+    >>> check_engine("vllm")
+    'vllm'
+    """
+    if engine not in ENGINES:
+        raise PRBError(f"Unknown engine '{engine}'; use {' or '.join(ENGINES)}.")
+    return engine
+
+
 def parse_spec(spec: str) -> ModelSpec:
     """Parse ``KIND:NAME`` (or ``length`` / ``lexical``); PRBError on an unknown kind or a missing name.
 

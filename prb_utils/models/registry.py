@@ -9,7 +9,7 @@ import pandas as pd
 
 from prb_utils.errors import PRBError
 from prb_utils.models.aliases import ALIASES, alias_status
-from prb_utils.models.base import KINDS, PairInput, RewardModel, parse_spec  # noqa: F401
+from prb_utils.models.base import KINDS, PairInput, RewardModel, check_engine, parse_spec  # noqa: F401
 from prb_utils.models.baselines import BASELINE_CLASSES
 from prb_utils.models.classifier import ClassifierRM
 from prb_utils.models.embedding import EmbeddingRM
@@ -57,8 +57,7 @@ def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", batch_to
     common: dict[str, Any] = {"device": device, "dtype": dtype, "batch_tokens": batch_tokens, "seed": seed,
                               "allow_untrained_head": allow_untrained_head}
     tokens = {"tokenization": tokenization}
-    if engine not in ("hf", "vllm"):
-        raise PRBError(f"Unknown engine '{engine}'; use hf or vllm.")
+    check_engine(engine)
     if engine == "vllm" and parsed.kind in VLLM_KINDS:
         if parsed.kind == "classifier":
             return VLLMClassifierRM(parsed, engine_options=engine_options, device=device, dtype=dtype, seed=seed,
