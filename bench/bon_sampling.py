@@ -1,7 +1,7 @@
 """Best-of-N sampling throughput: one question per ``generate`` call against questions batched together.
 
 Both methods encode each question's prompt once and share its KV cache among its N sequences
-(:meth:`prb_utils.downstream.generation.ChatGenerator.sample_batch`); the batched one also decodes the
+(:meth:`prb_utils.models.generation.ChatGenerator.sample_batch`); the batched one also decodes the
 sequences of ``--batch`` questions together. The policy, prompts (the pipeline's, with ``--posts`` profile
 posts) and sampling options are the BoN pipeline's defaults; both methods run in this process on the same
 loaded model, in ``--repeat`` interleaved rounds. Prints wall and CPU seconds, answers per second, the
@@ -37,8 +37,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from prb_utils.data import load_benchmark
-    from prb_utils.downstream.generation import ChatGenerator
     from prb_utils.downstream.pipeline import POLICY_SYSTEM, policy_prompt
+    from prb_utils.models.generation import ChatGenerator
 
     records = load_benchmark(args.data).head(args.questions).to_dict("records")
     prompts = [policy_prompt(r, posts=args.posts) for r in records]

@@ -28,7 +28,7 @@ import pandas as pd
 from scipy.stats import spearmanr
 
 from prb_utils.data import load_benchmark
-from prb_utils.models import load_model
+from prb_utils.models import EngineConfig, ModelOptions, load_model
 from prb_utils.models.base import PairInput
 from prb_utils.scoring import _build_pairs, _retriever, score_benchmark
 
@@ -42,15 +42,14 @@ def prompt_tokens(model, pairs) -> int:
     return total
 
 
-def run_engine(engine: str, spec: str, data: pd.DataFrame, profiles: list[str], out: Path,
-               engine_url: str | None, device: str) -> tuple[pd.DataFrame, dict]:
-    options = {"url": engine_url, "progress": False} if engine == "vllm" else None
+def run_engine(engine: EngineConfig, spec: str, data: pd.DataFrame, profiles: list[str], out: Path,
+               device: str) -> tuple[pd.DataFrame, dict]:
+    options = ModelOptions(device=device, dtype="float32", engine=engine)
     started = time.perf_counter()
-    model = load_model(spec, device=device, dtype="float32", engine=engine, engine_options=options)
+    model = load_model(spec, options)
     load_s = time.perf_counter() - started
     started = time.perf_counter()
-    rows = score_benchmark(data, [model], profiles, out=out / engine, device=device, dtype="float32",
-                           progress=False)
+    rows = score_benchmark(data, [model], profiles, out=out / engine.name, options=options, progress=False)
     score_s = time.perf_counter() - started
     return rows, {"load_s": load_s, "score_s": score_s, "pairs": len(rows), "model": model}
 
@@ -100,8 +99,9 @@ def main(argv: list[str] | None = None) -> int:
             for kind in kinds:
                 spec = f"{kind}:{args.model}"
                 url = server_url(kind)
-                hf_rows, hf = run_engine("hf", spec, data, profiles, Path(tmp), None, args.device)
-                vl_rows, vl = run_engine("vllm", spec, data, profiles, Path(tmp), url, args.device)
+                hf_rows, hf = run_engine(EngineConfig(), spec, data, profiles, Path(tmp), args.device)
+                vl_rows, vl = run_engine(EngineConfig("vllm", urls=url, progress=False), spec, data, profiles,
+                                         Path(tmp), args.device)
                 tokens = prompt_tokens(vl["model"], pairs)
                 key = ["profile", "subset", "id"]
                 merged = hf_rows.merge(vl_rows, on=key, suffixes=("_hf", "_vllm"))

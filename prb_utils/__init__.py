@@ -25,6 +25,8 @@ _PUBLIC = {
     # models and scoring
     "load_model": "prb_utils.models",
     "list_models": "prb_utils.models",
+    "ModelOptions": "prb_utils.models",
+    "EngineConfig": "prb_utils.models",
     "score_benchmark": "prb_utils.scoring",
     "plan_frame": "prb_utils.plan",
     "load_results": "prb_utils.store",
@@ -47,6 +49,7 @@ _PUBLIC = {
     "correlation_difference": "prb_utils.downstream.correlation",
     "bon_curves": "prb_utils.downstream.bon",
     "run_bon_pipeline": "prb_utils.downstream.pipeline",
+    "SamplingOptions": "prb_utils.downstream.pipeline",
     # reports
     "build_report": "prb_utils.notebook.report",
     "rank_agreement": "prb_utils.downstream.correlation",

@@ -13,6 +13,7 @@ import os
 import sys
 import warnings
 from collections.abc import Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,8 @@ from prb_utils.distributed import world
 from prb_utils.downstream.rubric_judge import DEFAULT_JUDGE, check_judge_spec, judge_cache_key, judge_label
 from prb_utils.errors import DataError, PRBError
 from prb_utils.export import FORMATS, export_results
-from prb_utils.models import list_models, parse_spec
-from prb_utils.models.base import ENGINES
-from prb_utils.models.registry import VLLM_KINDS
-from prb_utils.models.vllm_engine import set_concurrency
+from prb_utils.models import MODEL_KINDS, EngineConfig, ModelOptions, list_models, parse_spec
+from prb_utils.models.engines import ENGINES
 from prb_utils.plan import plan_frame, plan_text
 from prb_utils.profile import parse_condition
 from prb_utils.schema import DEFAULT_ZOO, ORACLE_CONDITIONS
@@ -36,13 +35,12 @@ from prb_utils.store import StoreShortfallWarning, load_results, read_json_cache
 
 DEFAULT_REPORT_PROFILES = ("none", "top3")
 #: Without ``--profile``, ``prb report`` also scores these profile sizes for its models that need no LLM
-#: (``CURVE_KINDS``: seconds on a CPU), so that notebook 04 draws a profile-size curve (k = 0, 1, 2, 3, all).
+#: (the kinds marked ``quick``: seconds on a CPU), so that notebook 04 draws a profile-size curve (k = 0, 1, 2,
+#: 3, all).
 CURVE_PROFILES = ("top1", "top2", "full")
-CURVE_KINDS = ("length", "lexical", "embedding")
-#: Without ``--profile``, ``prb report`` also scores its model-free models (``DIAGNOSTIC_KINDS``) under the
-#: ``rubric`` oracle and, with random posts, under ``ABLATION_PROFILE`` (BM25's is a curve point), so that
-#: 04's oracle gap and retrieval ablation are filled on a default run (seconds); only page 04 shows them.
-DIAGNOSTIC_KINDS = ("length", "lexical")
+#: Without ``--profile``, ``prb report`` also scores its model-free models (the baselines) under the ``rubric``
+#: oracle and, with random posts, under ``ABLATION_PROFILE`` (BM25's is a curve point), so that 04's oracle gap
+#: and retrieval ablation are filled on a default run (seconds); only page 04 shows them.
 ABLATION_PROFILE = "top2"
 #: The Best-of-N run inside ``prb report``: small enough for the report's few minutes on a CPU (N answers for
 #: the first ``limit`` questions of each subset); ``prb bon`` runs the pipeline at any size.
@@ -154,32 +152,18 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
                              "(repeatable)")
 
 
-OWNED_ENGINE_ARGS = ("port", "host")   # prb starts its servers on 127.0.0.1 and a free port
+def _engine_config(args: argparse.Namespace) -> EngineConfig:
+    """The command line's engine, built once (PRBError, from :class:`EngineConfig`, for options without effect)."""
+    return EngineConfig(args.engine, urls=tuple(args.engine_url or ()), tensor_parallel_size=args.tensor_parallel_size,
+                        pipeline_parallel_size=args.pipeline_parallel_size, engine_args=tuple(args.engine_arg or ()),
+                        concurrency=args.engine_concurrency)
 
 
-def _engine_kwargs(args: argparse.Namespace) -> dict:
-    """The engine options of the command line as keyword arguments (PRBError for options without effect)."""
-    if args.engine == "hf" and (args.engine_url or args.engine_arg or args.tensor_parallel_size != 1
-                                or args.pipeline_parallel_size != 1 or args.engine_concurrency):
-        raise PRBError("--engine-url, --engine-arg, --engine-concurrency, --tensor-parallel-size and "
-                       "--pipeline-parallel-size need --engine vllm.")
-    if args.engine_url and (args.engine_arg or args.tensor_parallel_size != 1 or args.pipeline_parallel_size != 1):
-        raise PRBError("--engine-arg, --tensor-parallel-size and --pipeline-parallel-size configure the server "
-                       "prb starts; with --engine-url, start your server with them instead.")
-    for url in args.engine_url or ():
-        if not url.strip().lower().startswith(("http://", "https://")):
-            raise PRBError(f"--engine-url {url!r} is not a URL; give the server's address, e.g. "
-                           "http://127.0.0.1:8000.")
-    for arg in args.engine_arg or ():
-        key = arg.split("=", 1)[0].strip().lstrip("-").replace("_", "-").lower()
-        if key in OWNED_ENGINE_ARGS:
-            raise PRBError(f"--engine-arg {arg!r}: prb chooses the server's {key} itself (a free port on 127.0.0.1: "
-                           "a server on another address would be reachable, without authentication, by others).")
-    set_concurrency(args.engine_concurrency)   # per server, for every engine this command connects
-    urls = list(dict.fromkeys(args.engine_url or ()))
-    url = None if not urls else urls[0] if len(urls) == 1 else tuple(urls)   # several: spread over
-    return {"engine": args.engine, "engine_url": url, "tensor_parallel_size": args.tensor_parallel_size,
-            "pipeline_parallel_size": args.pipeline_parallel_size, "engine_args": tuple(args.engine_arg or ())}
+def _model_options(args: argparse.Namespace) -> ModelOptions:
+    """The command line's :class:`ModelOptions` (the fields this command has; the others keep their defaults),
+    built once and passed whole."""
+    given = {f.name: getattr(args, f.name) for f in fields(ModelOptions) if f.name != "engine" and hasattr(args, f.name)}
+    return ModelOptions(**given, engine=_engine_config(args))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -352,12 +336,14 @@ def _check_writable(folder: str, *, writes: bool = True) -> None:
         raise PRBError(f"The output folder {folder} is not writable.")
 
 
-def _warn_options_without_effect(args: argparse.Namespace, models: Sequence[str], profiles: Sequence[str]) -> None:
+def _warn_options_without_effect(args: argparse.Namespace, options: ModelOptions, models: Sequence[str],
+                                 profiles: Sequence[str]) -> None:
     """One warning per option that changes nothing in this run (a retriever without a top{K} condition,
-    judge options without a judge model)."""
+    judge options without a judge model, a server engine that serves none of the models)."""
 
     top_k = any(parse_condition(c).name.startswith("top") for c in profiles)  # none, full, rubric retrieve nothing
-    judges = any(parse_spec(m).kind == "judge" for m in models)
+    kinds = [parse_spec(m).kind for m in models]
+    judges = any(MODEL_KINDS[kind].pairwise for kind in kinds)
     unused = []
     if args.retriever is not None and not top_k:
         unused.append(("--retriever", "there is no top{K} profile condition (only top{K} retrieves posts)"))
@@ -365,8 +351,10 @@ def _warn_options_without_effect(args: argparse.Namespace, models: Sequence[str]
         unused.append(("--judge-template", "no --model is a judge: model"))
     if args.judge_mode != "logprob" and not judges:
         unused.append(("--judge-mode", "no --model is a judge: model"))
-    if getattr(args, "engine", "hf") != "hf" and not any(parse_spec(m).kind in VLLM_KINDS for m in models):
-        unused.append(("--engine vllm", f"no --model is of a kind the server runs ({', '.join(VLLM_KINDS)})"))
+    engine = options.engine
+    if not engine.in_process and not any(engine.remote(kind) for kind in kinds):
+        unused.append((f"--engine {engine.name}",
+                       f"no --model is of a kind the server runs ({', '.join(engine.engine.adapters)})"))
     for option, reason in unused:
         print(f"prb: warning: {option} has no effect: {reason}.", file=sys.stderr)
 
@@ -416,18 +404,14 @@ def _score(args: argparse.Namespace, models: Sequence[str], profiles: Sequence[s
 
     for condition in profiles:
         parse_condition(condition)
-    _warn_options_without_effect(args, models, profiles)
+    options = _model_options(args)
+    _warn_options_without_effect(args, options, models, profiles)
     frame = _load(args)
     _check_writable(out, writes=False)
     runs = []
     for run_models, run_profiles in [(models, profiles), *also]:
-        runs.append(score_benchmark(
-            frame, run_models, run_profiles, out=out, device=args.device, dtype=args.dtype,
-            batch_tokens=args.batch_tokens, seed=args.seed, judge_mode=args.judge_mode,
-            judge_template=args.judge_template, retriever=args.retriever, progress=not args.no_progress,
-            tokenization=args.tokenization, allow_untrained_head=args.allow_untrained_head,
-            **_engine_kwargs(args),
-        ))
+        runs.append(score_benchmark(frame, run_models, run_profiles, out=out, options=options,
+                                    retriever=args.retriever, progress=not args.no_progress))
     truncated = sum(int(r["truncated"].fillna(False).astype(bool).sum()) for r in runs if "truncated" in r.columns)
     if truncated and world().is_main:   # under torchrun, rank 0 alone speaks
         print(f"Note: {truncated} scored pair(s) exceeded a model's context and were truncated (the user "
@@ -455,11 +439,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     profiles = args.profile or ["none"]
     for condition in profiles:
         parse_condition(condition)
-    _engine_kwargs(args)
-    _warn_options_without_effect(args, args.model, profiles)
-    table = plan_frame(_load(args), args.model, profiles, retriever=args.retriever, seed=args.seed,
-                       judge_mode=args.judge_mode, judge_template=args.judge_template,
-                       tokenization=args.tokenization, rate=args.rate)
+    options = _model_options(args)
+    _warn_options_without_effect(args, options, args.model, profiles)
+    table = plan_frame(_load(args), args.model, profiles, options=options, retriever=args.retriever, rate=args.rate)
     for line in table.attrs["warnings"]:
         print(f"prb: warning: {line}", file=sys.stderr)
     print(plan_text(table))
@@ -544,8 +526,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     models = args.model or list(DEFAULT_ZOO)
     profiles = args.profile or list(DEFAULT_REPORT_PROFILES)
-    curve_models = [] if args.profile else [m for m in models if parse_spec(m).kind in CURVE_KINDS]
-    diagnostic = [] if args.profile else [m for m in models if parse_spec(m).kind in DIAGNOSTIC_KINDS]
+    curve_models = [] if args.profile else [m for m in models if MODEL_KINDS[parse_spec(m).kind].quick]
+    diagnostic = [] if args.profile else [m for m in models if not MODEL_KINDS[parse_spec(m).kind].weights]
     check_out_folder(args.out)  # before scoring: never overwrite the source notebooks
     if args.bon_n > 0:
         check_judge_spec(args.bon_judge)
@@ -577,7 +559,7 @@ def _report_bon(args: argparse.Namespace, models: Sequence[str], *, rm_profile: 
     """The Best-of-N run page 03 shows: a ``prb bon`` run in ``RESULTS/bon`` that covers the report's models,
     profile condition, answers and questions, or else the report's own small run (``--bon-n``, ``--bon-limit``,
     ``--bon-judge``) written apart, to ``RESULTS/bon-report``, so that it never replaces a larger run."""
-    from prb_utils.downstream.pipeline import run_bon_pipeline
+    from prb_utils.downstream.pipeline import SamplingOptions, run_bon_pipeline
 
     data = _load(args)
     data = data.groupby("subset", sort=False).head(args.bon_limit)
@@ -594,9 +576,9 @@ def _report_bon(args: argparse.Namespace, models: Sequence[str], *, rm_profile: 
         return full
     print(f"Best-of-{args.bon_n} on {len(data)} questions ({args.bon_limit} per subset), judged by {args.bon_judge}",
           file=sys.stderr)
-    run_bon_pipeline(data, out=args.results, n_samples=args.bon_n, models=models, rm_profile=rm_profile,
-                     judge=args.bon_judge, device=args.device, seed=args.seed, figures=False,
-                     progress=not args.no_progress, folder=REPORT_BON_FOLDER, **_engine_kwargs(args))
+    run_bon_pipeline(data, out=args.results, models=models, rm_profile=rm_profile, judge=args.bon_judge,
+                     sampling=SamplingOptions(n_samples=args.bon_n), options=_model_options(args), figures=False,
+                     progress=not args.no_progress, folder=REPORT_BON_FOLDER)
     return Path(args.results) / REPORT_BON_FOLDER
 
 
@@ -616,16 +598,15 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_bon(args: argparse.Namespace) -> int:
-    from prb_utils.downstream.pipeline import run_bon_pipeline
+    from prb_utils.downstream.pipeline import SamplingOptions, run_bon_pipeline
 
     parse_condition(args.rm_profile)
-    engine = _engine_kwargs(args)
+    options = _model_options(args)
     data = _load(args)
     _check_writable(args.results)
-    run = run_bon_pipeline(data, out=args.results, policy=args.policy, n_samples=args.n,
-                           models=args.model or list(DEFAULT_ZOO), rm_profile=args.rm_profile, judge=args.judge,
-                           device=args.device, seed=args.seed, progress=not args.no_progress,
-                           quality_rule=args.quality_rule, **engine)
+    run = run_bon_pipeline(data, out=args.results, models=args.model or list(DEFAULT_ZOO), rm_profile=args.rm_profile,
+                           judge=args.judge, sampling=SamplingOptions(policy=args.policy, n_samples=args.n),
+                           options=options, progress=not args.no_progress, quality_rule=args.quality_rule)
     table = run.curves[run.curves["method"] == "exact"].pivot_table(index="model", columns="k", values="mean")
     rule = str(run.frame["quality_rule"].iloc[0])
     print(f"Expected best-of-k rubric quality ({judge_label(run.judge, run.judge_proxy)}; quality rule {rule}):")
@@ -639,15 +620,15 @@ def cmd_ppo(args: argparse.Namespace) -> int:
     from prb_utils.downstream.ppo import PPO_ZOO, TRAINER, TrainOptions, run_ppo
 
     parse_condition(args.rm_profile)
-    options = TrainOptions(num_generations=args.num_generations, prompts_per_step=args.prompts_per_step,
-                           learning_rate=args.learning_rate, max_new_tokens=args.max_new_tokens,
-                           policy_posts=args.policy_posts, rm_profile=args.rm_profile, beta=args.kl_coef)
+    training = TrainOptions(num_generations=args.num_generations, prompts_per_step=args.prompts_per_step,
+                            learning_rate=args.learning_rate, max_new_tokens=args.max_new_tokens,
+                            policy_posts=args.policy_posts, rm_profile=args.rm_profile, beta=args.kl_coef)
+    options = _model_options(args)
     data = _load(args)
     _check_writable(args.results)
     run = run_ppo(data, out=args.results, policy=args.policy, models=args.model or list(PPO_ZOO), steps=args.steps,
-                  judge=args.judge, eval_questions=args.eval_questions, seed=args.seed, device=args.device,
-                  options=options, save_steps=args.save_steps, progress=not args.no_progress,
-                  **_engine_kwargs(args))
+                  judge=args.judge, eval_questions=args.eval_questions, training=training, options=options,
+                  save_steps=args.save_steps, progress=not args.no_progress)
     print(f"Held-out rubric quality after {args.steps} GRPO steps per RM ({judge_label(run.judge, run.judge_proxy)}):")
     print(run.table.pivot_table(index="rm", columns="subset", values="score").round(3).to_string())
     print(f"Trained now: {', '.join(run.trained) or 'nothing (all runs were finished)'}; "
@@ -666,7 +647,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run_command(args)
     finally:
-        set_concurrency(None)   # --engine-concurrency is this command's alone (main may run again in a process)
         if "prb_utils.models.vllm_server" in sys.modules:  # never leave a vLLM server prb started behind
             sys.modules["prb_utils.models.vllm_server"].stop_started()
 

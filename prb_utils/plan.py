@@ -22,6 +22,7 @@ import pandas as pd
 
 from prb_utils.models.base import PairInput, parse_spec
 from prb_utils.models.hf import TRAINED_LENGTH
+from prb_utils.models.registry import ModelOptions
 from prb_utils.models.token_counts import PairTokens, TokenCounting, token_counter
 from prb_utils.profile import parse_condition, rm_user_message
 from prb_utils.scoring import retriever_from_label, retriever_label
@@ -39,17 +40,16 @@ def plan_frame(
     models: Sequence[str],
     profiles: Sequence[str],
     *,
+    options: ModelOptions | None = None,
     retriever: str | None = None,
-    seed: int = 0,
-    judge_mode: str = "logprob",
-    judge_template: str | None = None,
-    tokenization: str = "auto",
     rate: float | None = None,
 ) -> pd.DataFrame:
     """One row per model x profile condition: ``pairs``; ``input_tokens`` (every sequence whole, after
     truncation) and ``tokens`` (what the forward passes compute, after prefix sharing: ``sharing`` says
     whether the prompt cache applies); ``truncated`` pairs; ``longest`` sequence before truncation and the
-    model's ``context``; ``device_s`` = tokens / ``rate`` (NaN without a rate). Token columns are NA for the
+    model's ``context``; ``device_s`` = tokens / ``rate`` (NaN without a rate). ``options``: the scoring run's
+    (its ``judge_mode``, ``judge_template`` and ``tokenization`` shape the inputs, its ``seed`` a random
+    retriever's draw). Token columns are NA for the
     baselines. ``frame.attrs["warnings"]`` holds one sentence per job whose inputs exceed the model's context
     or the length its positions were trained at. PRBError for an unknown spec or condition, or a model
     folder, tokenizer or config that cannot be read.
@@ -60,14 +60,14 @@ def plan_frame(
     0  length    none      6
     1  length    top3      6
     """
+    options = options or ModelOptions()
     records = data.to_dict("records")
     conditions = list(dict.fromkeys(parse_condition(c).name for c in profiles))
     specs = list(dict.fromkeys(parse_spec(m).canonical for m in models))   # an unknown spec fails before any work
     find_posts = None
     if any(c.startswith("top") for c in conditions):
-        find_posts = retriever_from_label(retriever_label(retriever or "bm25", seed))
-    counters = {spec: token_counter(spec, judge_mode=judge_mode, judge_template=judge_template,
-                                    tokenization=tokenization) for spec in specs}   # a bad folder fails first
+        find_posts = retriever_from_label(retriever_label(retriever or "bm25", options.seed))
+    counters = {spec: token_counter(spec, options) for spec in specs}   # a bad folder fails first
     rows: list[dict[str, Any]] = []
     warnings: list[tuple[int, str]] = []
     order = {spec: i for i, spec in enumerate(specs)}

@@ -41,10 +41,6 @@ FLOAT_COLUMNS = ["score_chosen", "score_rejected", "p_chosen_ab", "p_chosen_ba"]
 #: What one scored pair can end as. Only ``correct`` counts as correct.
 OUTCOMES = ("correct", "wrong", "tie", "invalid")
 
-#: Model kinds a ``KIND:NAME`` spec may name; the baselines take no NAME.
-KINDS = ("classifier", "judge", "implicit", "embedding", "length", "lexical")
-BASELINES = ("length", "lexical")
-
 #: The models the main job scores when none is given (all offline).
 DEFAULT_ZOO = ("embedding:minilm", "implicit:smollm2", "judge:smollm2", "length", "lexical")
 

@@ -31,8 +31,8 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
+from dataclasses import replace
 from importlib import metadata as importlib_metadata
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -42,15 +42,15 @@ from prb_utils import __version__
 from prb_utils.data import data_fingerprint
 from prb_utils.distributed import World, barrier, broadcast, kill_point, setup, world
 from prb_utils.errors import PRBError
-from prb_utils.models import PairInput, load_model
+from prb_utils.models import ModelOptions, PairInput, load_model
 from prb_utils.models.base import parse_spec
 from prb_utils.models.device import resolve_placement
 from prb_utils.models.embedding import load_encoder
 from prb_utils.models.fingerprint import model_fingerprint
+from prb_utils.models.kinds import MODEL_KINDS
 from prb_utils.models.prompts import JUDGE_TEMPLATES, load_judge_template
-from prb_utils.models.registry import VLLM_KINDS
 from prb_utils.profile import make_retriever, parse_condition, rm_user_message
-from prb_utils.schema import BASELINES, stable_hash
+from prb_utils.schema import stable_hash
 from prb_utils.store import JobStore, missing_pairs, now, pair_hash, tidy_rows
 
 MIN_CHUNK = 2
@@ -167,57 +167,39 @@ def resolved_placement(kind: str, device: str = "auto", dtype: str = "auto") -> 
     ``auto`` is resolved by :func:`prb_utils.models.device.resolve_placement`, so ``--dtype auto`` on a CPU
     is the float32 job and the same run on a GPU is the bfloat16 one.
     """
-    if kind in BASELINES:
+    if not MODEL_KINDS[kind].weights:
         return {}
 
     placement = resolve_placement(device, dtype)
     return {"device": str(placement.device).split(":")[0], "dtype": str(placement.dtype).removeprefix("torch.")}
 
 
-def job_options(
-    kind: str,
-    condition: str,
-    *,
-    device: str = "auto",
-    dtype: str = "auto",
-    seed: int = 0,
-    judge_mode: str = "logprob",
-    judge_template: str | None = None,
-    retriever: str | None = None,
-    tokenization: str = "auto",
-    engine: str = "hf",
-    engine_url: str | None = None,
-    engine_args: Sequence[str] = (),
-) -> dict[str, Any]:
+def job_options(kind: str, condition: str, options: ModelOptions | None = None, *,
+                retriever: str | None = None) -> dict[str, Any]:
     """The options that can change a score of this kind under this condition (they go into the job key).
 
     The device type and dtype are the resolved ones (:func:`resolved_placement`), never ``auto``. Execution
     details that cannot change a score (batch size) are kept in the run metadata only. A ``dense:NAME``
-    retriever adds its encoder's fingerprint. ``engine`` enters the key only when it is not ``hf`` and the
-    kind runs on it (``judge``, ``implicit``, ``classifier``), so every ``hf`` key stays what it was; with it go the
-    ``engine_args`` given, and with ``engine_url`` (a server prb did not start, whose placement prb cannot
-    know) the device ``server`` and the dtype as asked.
+    retriever adds its encoder's fingerprint. The engine adds its part only for a kind it serves
+    (:meth:`~prb_utils.models.engines.EngineConfig.key_options`), so every ``hf`` key stays what it was.
     """
-    options: dict[str, Any] = {}
-    if kind not in BASELINES:
-        options.update(resolved_placement(kind, device, dtype), seed=int(seed))
-    if engine != "hf" and kind in VLLM_KINDS:
-        options["engine"] = engine
-        if engine_url:
-            options.update(device="server", dtype=dtype)
-        if engine_args:
-            options["engine_args"] = [str(a) for a in engine_args]
-    if kind in ("classifier", "judge", "implicit"):
-        options["tokenization"] = tokenization
-    if kind == "judge":
-        options.update(judge_mode=judge_mode, judge_template=_template_id(judge_template))
+    options = options or ModelOptions()
+    traits = MODEL_KINDS[kind]
+    key: dict[str, Any] = {}
+    if traits.weights:
+        key.update(resolved_placement(kind, options.device, options.dtype), seed=int(options.seed))
+    key.update(options.engine.key_options(kind, options.dtype))
+    if traits.chat_template:
+        key["tokenization"] = options.tokenization
+    if traits.pairwise:
+        key.update(judge_mode=options.judge_mode, judge_template=_template_id(options.judge_template))
     if condition.startswith("top"):  # only top{K} retrieves posts (none, full and rubric do not)
-        options["retriever"] = retriever or "bm25"
-        if options["retriever"] == "random" and int(seed) != 0:
-            options["retriever_seed"] = int(seed)  # baselines carry no seed of their own (seed 0: no key change)
-        if options["retriever"].startswith("dense:"):
-            options["retriever_fingerprint"] = _fingerprint("embedding:" + options["retriever"].split(":", 1)[1])
-    return options
+        key["retriever"] = retriever or "bm25"
+        if key["retriever"] == "random" and int(options.seed) != 0:
+            key["retriever_seed"] = int(options.seed)  # baselines carry no seed of their own (seed 0: no key change)
+        if key["retriever"].startswith("dense:"):
+            key["retriever_fingerprint"] = _fingerprint("embedding:" + key["retriever"].split(":", 1)[1])
+    return key
 
 
 def _fingerprint(spec: str) -> str:
@@ -274,9 +256,9 @@ def _pair_input(key: str, prompt: str, chosen: str, rejected: str) -> Any:
     return PairInput(key=key, prompt=prompt, chosen=chosen, rejected=rejected)
 
 
-def _load_model(spec: str, **options: Any) -> Any:
+def _load_model(spec: str, options: ModelOptions) -> Any:
     """The scorer's one place that loads a model (tests replace it to load fakes)."""
-    return load_model(spec, **options)
+    return load_model(spec, options)
 
 
 def _build_pairs(
@@ -448,7 +430,7 @@ def _model_metadata(model: Any) -> dict[str, Any]:
 class _LazyModel:
     """Loads a model the first time it is needed, once, for every profile condition."""
 
-    def __init__(self, spec: Any, options: dict[str, Any]) -> None:
+    def __init__(self, spec: Any, options: ModelOptions) -> None:
         self._given = spec if not isinstance(spec, str) else None
         self._spec = spec if isinstance(spec, str) else None
         self._options = options
@@ -456,7 +438,7 @@ class _LazyModel:
 
     def get(self) -> Any:
         if self.model is None:
-            self.model = _load_model(self._spec, **self._options)
+            self.model = _load_model(self._spec, self._options)
         return self.model
 
     def release(self) -> None:
@@ -597,39 +579,36 @@ def score_benchmark(
     profiles: Sequence[str],
     *,
     out: str | os.PathLike = "results",
-    device: str = "auto",
-    dtype: str = "auto",
-    batch_tokens: int | None = None,
-    seed: int = 0,
-    judge_mode: str = "logprob",
-    judge_template: str | None = None,
+    options: ModelOptions | None = None,
     retriever: str | None = None,
     progress: bool = True,
     chunk_size: int | None = None,
-    tokenization: str = "auto",
-    allow_untrained_head: bool = False,
-    engine: str = "hf",
-    engine_url: str | None = None,
-    tensor_parallel_size: int = 1,
-    pipeline_parallel_size: int = 1,
-    engine_args: Sequence[str] = (),
 ) -> pd.DataFrame:
     """Score every model under every profile condition; return exactly these jobs' rows from the store.
 
     ``models`` holds spec strings (``"judge:smollm2"``) or already-loaded reward models (anything with
-    ``spec``, ``kind`` and ``score_pairs``). Pairs already in the store are read, not scored again; a model
-    is loaded only when one of its jobs has pairs left. ``chunk_size`` fixes the pairs per part file
-    (default: adaptive, about five seconds of scoring per chunk). Rows come back in model, profile, data order.
+    ``spec``, ``kind`` and ``score_pairs``), loaded with ``options`` (:class:`~prb_utils.models.ModelOptions`:
+    device, dtype, seed, judge and tokenization options, and the engine). Pairs already in the store are read,
+    not scored again; a model is loaded only when one of its jobs has pairs left. ``chunk_size`` fixes the
+    pairs per part file (default: adaptive, about five seconds of scoring per chunk). Rows come back in model,
+    profile, data order.
 
-    ``engine="vllm"`` scores ``judge:`` and ``implicit:`` through a vLLM server (``engine_url``, or one
-    started here with ``tensor_parallel_size``, ``pipeline_parallel_size`` and ``engine_args``, kept for the
-    process; :func:`prb_utils.models.vllm_server.stop_started` stops it); finished requests are cached under
-    ``out/engine`` so a killed run sends only the missing ones.
+    On a server engine (``options.engine``, e.g. ``vllm``) the kinds it serves score there (at its ``urls``, or
+    on a server started here and kept for the process; :func:`prb_utils.models.vllm_server.stop_started` stops
+    it); finished requests are cached under ``out/engine`` so a killed run sends only the missing ones.
+
+    >>> from prb_utils.data import load_benchmark
+    >>> import tempfile
+    >>> rows = score_benchmark(load_benchmark("sample", limit=2), ["length"], ["none"], out=tempfile.mkdtemp(),
+    ...                        progress=False)
+    >>> len(rows), rows["model"].iloc[0]
+    (6, 'length')
     """
 
-    if world().distributed and engine != "hf":
-        raise PRBError(f"--engine {engine} runs as one process: start it without torchrun (a vLLM server spreads "
-                       "over GPUs itself, e.g. --engine-arg data-parallel-size=N).")
+    options = options or ModelOptions()
+    if world().distributed and not options.engine.in_process:
+        raise PRBError(f"--engine {options.engine.name} runs as one process: start it without torchrun (a vLLM "
+                       "server spreads over GPUs itself, e.g. --engine-arg data-parallel-size=N).")
     current = setup()   # under torchrun: this rank's place, the process group joined
     progress = progress and current.is_main
     records = data.to_dict("records")
@@ -640,19 +619,11 @@ def score_benchmark(
     hashing.shutdown(wait=False)
     conditions = list(dict.fromkeys(_condition_name(c) for c in profiles))
     retriever_name = retriever or "bm25"
-    find_posts = _retriever(retriever_name, seed) if any(c.startswith("top") for c in conditions) else None
+    find_posts = _retriever(retriever_name, options.seed) if any(c.startswith("top") for c in conditions) else None
     pairs_by_condition = {c: _build_pairs(records, c, find_posts) for c in conditions}
-    load_options = dict(device=device, dtype=dtype, batch_tokens=batch_tokens, judge_mode=judge_mode,
-                        judge_template=judge_template, seed=seed, tokenization=tokenization,
-                        allow_untrained_head=allow_untrained_head)
-    engine_run = {"engine": engine}
-    if engine != "hf":
-        engine_options = {"url": engine_url, "tensor_parallel_size": tensor_parallel_size,
-                          "pipeline_parallel_size": pipeline_parallel_size, "engine_args": tuple(engine_args),
-                          "cache_dir": str(Path(out) / "engine"), "progress": progress}
-        load_options.update(engine=engine, engine_options=engine_options)
-        engine_run.update(engine_url=engine_url, tensor_parallel_size=tensor_parallel_size,
-                          pipeline_parallel_size=pipeline_parallel_size, engine_args=list(engine_args))
+    load_options = replace(options, engine=options.engine.for_run(out, progress=progress))
+    run_options = {"device": options.device, "dtype": options.dtype, "batch_tokens": options.batch_tokens,
+                   "seed": options.seed, **options.engine.metadata()}
 
     frames = []
     for given, spec, kind in _resolve_models(models):  # an unknown spec fails here, before anything is scored
@@ -660,17 +631,13 @@ def score_benchmark(
         model_fp = _given_fingerprint(given, spec)
         try:
             for condition in conditions:
-                options = job_options(kind, condition, device=device, dtype=dtype, seed=seed, judge_mode=judge_mode,
-                                      judge_template=judge_template, retriever=retriever_name,
-                                      tokenization=tokenization, engine=engine, engine_url=engine_url,
-                                      engine_args=engine_args)
-                store = JobStore(out, {"model": spec, "kind": kind, "profile": condition, "options": options,
+                key = job_options(kind, condition, options, retriever=retriever_name)
+                store = JobStore(out, {"model": spec, "kind": kind, "profile": condition, "options": key,
                                        "fingerprint": model_fp})
                 pairs = pairs_by_condition[condition]
                 labels = {"job": store.key, "spec": spec, "kind": kind, "profile": condition}
                 run = {"n_pairs": len(pairs), "data_fingerprint": fingerprint, "pairs": pairs,
-                       "options": {"device": device, "dtype": dtype, "batch_tokens": batch_tokens, "seed": seed,
-                                   **engine_run}}
+                       "options": run_options}
                 if current.distributed:
                     _distributed_job(store, pairs, lazy, labels, run=run, progress=progress, chunk_size=chunk_size,
                                      ranks=current)

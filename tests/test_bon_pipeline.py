@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -10,8 +12,14 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from prb_utils.data import load_benchmark  # noqa: E402
-from prb_utils.downstream.pipeline import _pairs_for, policy_prompt, run_bon_pipeline  # noqa: E402
+from prb_utils.downstream.pipeline import (  # noqa: E402
+    SamplingOptions,
+    _pairs_for,
+    policy_prompt,
+    run_bon_pipeline,
+)
 from prb_utils.downstream.rubric_judge import JudgeResult  # noqa: E402
+from prb_utils.models import ModelOptions  # noqa: E402
 from prb_utils.scoring import score_benchmark  # noqa: E402
 
 
@@ -51,8 +59,10 @@ def test_policy_prompt_never_shows_the_rubric():
 def test_pipeline_end_to_end_and_rerun(tmp_path, tiny_lm_dir):
     data = load_benchmark("sample").groupby("subset").head(1).head(2)
     judge = LengthJudge()
-    kwargs = dict(out=tmp_path, policy=str(tiny_lm_dir), n_samples=4, max_new_tokens=12, device="cpu", policy_posts=1,
-                  models=["length", "lexical", f"judge:{tiny_lm_dir}"], judge=judge, progress=False)
+    kwargs = dict(out=tmp_path, sampling=SamplingOptions(policy=str(tiny_lm_dir), n_samples=4, max_new_tokens=12,
+                                                         policy_posts=1),
+                  options=ModelOptions(device="cpu"), models=["length", "lexical", f"judge:{tiny_lm_dir}"], judge=judge,
+                  progress=False)
     run = run_bon_pipeline(data, **kwargs)
     assert len(run.samples) == 2 * 4
     assert set(run.frame["model"]) == {"length", "lexical", f"judge:{tiny_lm_dir}"}
@@ -67,7 +77,7 @@ def test_pipeline_end_to_end_and_rerun(tmp_path, tiny_lm_dir):
     assert all(p.is_file() for p in run.figures)
 
     # with PRB accuracies of the same RMs in the main store, the agreement table and figures follow
-    score_benchmark(data, kwargs["models"], ["top3"], out=tmp_path, device="cpu", progress=False)
+    score_benchmark(data, kwargs["models"], ["top3"], out=tmp_path, options=ModelOptions(device="cpu"), progress=False)
     again = run_bon_pipeline(data, **kwargs)
     assert judge.calls == 1  # nothing judged again
     pd.testing.assert_frame_equal(run.samples, again.samples)
@@ -138,7 +148,8 @@ def test_prb_accuracy_for_the_agreement_takes_one_job_per_model(tmp_path):
 
     data = load_benchmark("sample", limit=4)
     bm25 = score_benchmark(data, ["length", "lexical", Constant()], ["top1"], out=tmp_path, progress=False)
-    random = score_benchmark(data, ["lexical"], ["top1"], out=tmp_path, retriever="random", seed=3, progress=False)
+    random = score_benchmark(data, ["lexical"], ["top1"], out=tmp_path, options=ModelOptions(seed=3), retriever="random",
+                             progress=False)
     got = _prb_accuracy(tmp_path, ["length", "lexical", "classifier:constant"], "top1")
     expected = bm25.groupby("model")["outcome"].apply(lambda o: (o == "correct").mean())
     assert got.to_dict() == pytest.approx(expected.to_dict())
@@ -265,12 +276,14 @@ def test_a_questions_answers_do_not_depend_on_what_was_sampled_before_or_beside_
     """`--limit 1` then `--limit 3` in one results folder gives, answer for answer, what a fresh `--limit 3`
     gives, and so does sampling one question at a time: a question's answers depend on the question, the
     policy, N and the seed only."""
-    kwargs = dict(policy=str(tiny_lm_dir), n_samples=4, max_new_tokens=12, device="cpu", policy_posts=1,
-                  models=["length"], judge=LengthJudge(), figures=False, progress=False)
-    first = run_bon_pipeline("sample", out=tmp_path / "grown", limit=1, **kwargs).samples
-    grown = run_bon_pipeline("sample", out=tmp_path / "grown", limit=3, **kwargs).samples
-    fresh = run_bon_pipeline("sample", out=tmp_path / "fresh", limit=3, **kwargs).samples
-    alone = run_bon_pipeline("sample", out=tmp_path / "alone", limit=3, batch_questions=1, **kwargs).samples
+    sampling = SamplingOptions(policy=str(tiny_lm_dir), n_samples=4, max_new_tokens=12, policy_posts=1)
+    kwargs = dict(options=ModelOptions(device="cpu"), models=["length"], judge=LengthJudge(), figures=False,
+                  progress=False)
+    first = run_bon_pipeline("sample", out=tmp_path / "grown", limit=1, sampling=sampling, **kwargs).samples
+    grown = run_bon_pipeline("sample", out=tmp_path / "grown", limit=3, sampling=sampling, **kwargs).samples
+    fresh = run_bon_pipeline("sample", out=tmp_path / "fresh", limit=3, sampling=sampling, **kwargs).samples
+    alone = run_bon_pipeline("sample", out=tmp_path / "alone", limit=3, sampling=replace(sampling, batch_questions=1),
+                             **kwargs).samples
     assert len(fresh) == 4 * fresh.groupby(["subset", "id"]).ngroups > len(first)
     assert fresh["response"].nunique() > 1
     columns = ["subset", "id", "sample_idx", "response"]

@@ -18,6 +18,7 @@ from prb_utils.analysis import calibration as cal
 from prb_utils.analysis import plots
 from prb_utils.analysis.breakdowns import score_margins
 from prb_utils.errors import PRBError
+from prb_utils.models import ModelOptions
 from prb_utils.profile import PROFILE_HEADER, QUESTION_PREFIX
 
 N_BOOT = 200
@@ -262,7 +263,7 @@ def test_real_judge_and_classifier_scores_take_their_paths(tmp_path, tiny_lm_dir
 
     data = load_benchmark("sample", limit=8)
     specs = [f"judge:{tiny_lm_dir}", f"classifier:{tiny_classifier_dir}"]
-    score_benchmark(data, specs, ["none"], out=tmp_path, device="cpu", progress=False)
+    score_benchmark(data, specs, ["none"], out=tmp_path, options=ModelOptions(device="cpu"), progress=False)
     rows = load_results(tmp_path)
     probs = cal.pair_probabilities(rows, data)
     judge = probs[probs["kind"] == "judge"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from prb_utils.downstream.generation import ChatGenerator
 from prb_utils.errors import PRBError
+from prb_utils.models.generation import ChatGenerator
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 
-from prb_utils.models import PairInput, PairScore, RewardModel, load_model
+from prb_utils.models import ModelOptions, PairInput, PairScore, RewardModel, load_model
 from prb_utils.models.lm import CostModel
 from prb_utils.models.prompts import render_chat
 
@@ -317,7 +317,7 @@ def test_tokenization_is_in_the_job_key_and_checked(tiny_lm_dir):
 
     for kind in ("classifier", "judge", "implicit"):
         assert job_options(kind, "none")["tokenization"] == "auto"
-        assert job_options(kind, "none", tokenization="reference") != job_options(kind, "none")
+        assert job_options(kind, "none", ModelOptions(tokenization="reference")) != job_options(kind, "none")
     assert "tokenization" not in job_options("embedding", "none")
     with pytest.raises(PRBError, match="tokenization"):
         load_model(f"implicit:{tiny_lm_dir}", device="cpu", tokenization="bos")

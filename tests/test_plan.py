@@ -15,7 +15,7 @@ from transformers import AutoTokenizer
 
 from prb_utils.cli import main
 from prb_utils.data import SAMPLE_DIR, load_benchmark
-from prb_utils.models import PairInput, load_model
+from prb_utils.models import ModelOptions, PairInput, load_model
 from prb_utils.models.judge import MAX_NEW_TOKENS
 from prb_utils.models.lm import CostModel
 from prb_utils.plan import format_duration, plan_frame
@@ -98,7 +98,7 @@ def test_plan_counts_the_sequences_the_adapter_builds(kind, request):
     rm = load_model(spec, device="cpu", judge_mode=mode)
     pairs = [PairInput(f"{r['subset']}/{r['id']}", rm_user_message(r, "full"), r["chosen"], r["rejected"])
              for r in data.to_dict("records")]
-    row = plan_frame(data, [spec], ["full"], judge_mode=mode).iloc[0]
+    row = plan_frame(data, [spec], ["full"], options=ModelOptions(judge_mode=mode)).iloc[0]
     if kind == "embedding":
         found = [[len(rm._encode(t, keep=side)[0]) for t, side in dict.fromkeys(
             [(p.prompt, "left"), (p.chosen, "right"), (p.rejected, "right")])] for p in pairs]
@@ -171,7 +171,7 @@ def test_planted_long_record_is_counted_truncated_and_warned(tiny_lm_dir, tmp_pa
                         f"(max_position_embeddings 256, tokenizer model_max_length 256; longest input "
                         f"{frame['longest'].iloc[0]} tokens): scoring cuts their user message from the left."]
     scored = score_benchmark(load_benchmark(str(data_file)), [spec], ["none"], out=tmp_path / "store",
-                             device="cpu", progress=False)
+                             options=ModelOptions(device="cpu"), progress=False)
     assert scored.loc[scored["truncated"].astype(bool), "id"].tolist() == ["soc-long"]
 
 

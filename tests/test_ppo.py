@@ -21,7 +21,7 @@ from prb_utils.downstream.ppo import (
     split_questions,
 )
 from prb_utils.downstream.reference_files import read_ppo_csv
-from prb_utils.models import load_model
+from prb_utils.models import ModelOptions, load_model
 
 #: Tiny and quick: 8-token completions, 2 per prompt, 2 prompts per step, one profile post in the prompt.
 TINY = TrainOptions(num_generations=2, prompts_per_step=2, max_new_tokens=8, learning_rate=1e-3, policy_posts=1)
@@ -29,7 +29,8 @@ TINY = TrainOptions(num_generations=2, prompts_per_step=2, max_new_tokens=8, lea
 
 def _run(policy, out, *, models=("length",), steps=2, **kw):
     return run_ppo("sample", out=out, policy=str(policy), models=list(models), steps=steps, judge="proxy",
-                   eval_questions=3, options=TINY, device="cpu", save_steps=1, progress=False, **kw)
+                   eval_questions=3, training=TINY, options=ModelOptions(device="cpu"), save_steps=1, progress=False,
+                   **kw)
 
 
 def _weights(folder):

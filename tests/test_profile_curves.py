@@ -14,6 +14,7 @@ import pytest
 
 from prb_utils.analysis import profile_curves as pc
 from prb_utils.errors import PRBError
+from prb_utils.models import ModelOptions
 from prb_utils.profile import ORACLE_HEADER, PROFILE_HEADER, QUESTION_PREFIX, bm25_retrieve
 from prb_utils.scoring import score_benchmark
 from prb_utils.store import load_results, load_run_metadata
@@ -337,7 +338,8 @@ def test_a_seeded_random_retriever_job_is_rebuilt_with_its_own_seed(tmp_path):
 
     data = load_benchmark("sample", limit=3)
     out = tmp_path / "results"
-    scored = score_benchmark(data, ["length"], ["top1"], out=out, retriever="random", seed=3, progress=False)
+    scored = score_benchmark(data, ["length"], ["top1"], out=out, options=ModelOptions(seed=3), retriever="random",
+                             progress=False)
     results, meta = load_results(out), load_run_metadata(out)
     inputs = pc.rm_inputs(results, data, retrievers=pc.job_retrievers(results, meta))
     assert inputs["input_matches"].all()

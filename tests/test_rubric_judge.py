@@ -136,7 +136,7 @@ def test_aspect_judge_verdicts_are_the_models_next_token_probabilities(tiny_lm_d
     """The shared-prefix runner gives the probabilities a plain forward pass of each whole prompt gives."""
     import torch
 
-    from prb_utils.downstream.generation import ChatGenerator
+    from prb_utils.models.generation import ChatGenerator
     from prb_utils.models.judge import letter_ids
 
     judge = AspectRubricJudge.from_pretrained(str(tiny_lm_dir), device="cpu")

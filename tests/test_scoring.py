@@ -22,6 +22,7 @@ import pytest
 
 from prb_utils import scoring
 from prb_utils.errors import PRBError
+from prb_utils.models import ModelOptions
 from prb_utils.store import load_results, load_run_metadata
 
 REPO = Path(__file__).resolve().parent.parent
@@ -151,9 +152,10 @@ def keys(frame: pd.DataFrame) -> list[str]:
     return (frame["subset"] + "/" + frame["id"]).tolist()
 
 
-def run(data, models, profiles=("none",), **options):
-    options.setdefault("progress", False)
-    return scoring.score_benchmark(data, models, list(profiles), **options)
+def run(data, models, profiles=("none",), *, out, retriever=None, chunk_size=None, progress=False, **options):
+    """score_benchmark with the model options given as keywords (``device="cpu"``, ``seed=1``, ...)."""
+    return scoring.score_benchmark(data, models, list(profiles), out=out, options=ModelOptions(**options),
+                                   retriever=retriever, chunk_size=chunk_size, progress=progress)
 
 
 def comparable(frame: pd.DataFrame) -> pd.DataFrame:
@@ -254,8 +256,8 @@ def loads_recorded(monkeypatch) -> list:
     """Record each model load as (spec, dtype) and hand back a FakeModel (the scorer's loader seam)."""
     loads = []
 
-    def fake_load(spec, **options):
-        loads.append((spec, options["dtype"]))
+    def fake_load(spec, options):
+        loads.append((spec, options.dtype))
         return FakeModel(spec)
 
     monkeypatch.setattr(scoring, "_load_model", fake_load)
@@ -288,7 +290,7 @@ def test_dtype_auto_on_cpu_is_the_float32_job_and_bfloat16_is_another(tmp_path, 
     meta = load_run_metadata(tmp_path / "r").sort_values("option_dtype")
     assert meta["option_dtype"].tolist() == ["bfloat16", "float32"]
     assert meta["option_device"].tolist() == ["cpu", "cpu"]
-    length = scoring.job_options("length", "none", device="auto", dtype="bfloat16")
+    length = scoring.job_options("length", "none", ModelOptions(device="auto", dtype="bfloat16"))
     assert "dtype" not in length and "device" not in length  # baselines run no model
 
 
@@ -628,11 +630,11 @@ def test_real_baselines_through_load_model(tmp_path):
 
 
 def test_random_retrieval_follows_the_seed_and_only_top_k_carries_a_retriever():
-    top = scoring.job_options("length", "top2", retriever="random", seed=1)
+    top = scoring.job_options("length", "top2", ModelOptions(seed=1), retriever="random")
     assert top["retriever"] == "random" and top["retriever_seed"] == 1
-    assert scoring.job_options("length", "top2", retriever="random", seed=2) != top
-    assert "retriever_seed" not in scoring.job_options("length", "top2", retriever="random", seed=0)
-    assert "retriever_seed" not in scoring.job_options("length", "top2", retriever="bm25", seed=1)
+    assert scoring.job_options("length", "top2", ModelOptions(seed=2), retriever="random") != top
+    assert "retriever_seed" not in scoring.job_options("length", "top2", ModelOptions(seed=0), retriever="random")
+    assert "retriever_seed" not in scoring.job_options("length", "top2", ModelOptions(seed=1), retriever="bm25")
     for condition in ("none", "full", "rubric"):
         assert "retriever" not in scoring.job_options("length", condition, retriever="random")
     posts = [f"post number {i}" for i in range(12)]

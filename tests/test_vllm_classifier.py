@@ -9,6 +9,7 @@ its sigmoid): prb must refuse its scores.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from vllm_proxy import EAGER, CountingProxy
 from prb_utils.cli import main
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
-from prb_utils.models import vllm_adapters
+from prb_utils.models import EngineConfig, ModelOptions, vllm_adapters
 from prb_utils.models.aliases import smollm2_dir
 from prb_utils.models.vllm_server import LaunchOptions, VLLMServer, find_python
 from prb_utils.scoring import score_benchmark
@@ -58,9 +59,10 @@ def classifier_server(classifier_dir):
 def test_classifier_scores_match_hf(classifier_server, classifier_dir, tmp_path):
     data = load_benchmark("sample", limit=6)
     spec = f"classifier:{classifier_dir}"
-    common = dict(out=tmp_path, device="cpu", dtype="float32", progress=False)
-    vllm = score_benchmark(data, [spec], ["none"], engine="vllm", engine_url=classifier_server.url, **common)
-    hf = score_benchmark(data, [spec], ["none"], **common)
+    options = ModelOptions(device="cpu", dtype="float32")
+    vllm = score_benchmark(data, [spec], ["none"], out=tmp_path, progress=False,
+                           options=replace(options, engine=EngineConfig("vllm", urls=classifier_server.url)))
+    hf = score_benchmark(data, [spec], ["none"], out=tmp_path, options=options, progress=False)
     assert list(vllm.columns) == list(hf.columns) and len(vllm) == len(hf) == len(data)
     h = np.concatenate([hf["score_chosen"], hf["score_rejected"]])
     v = np.concatenate([vllm["score_chosen"], vllm["score_rejected"]])

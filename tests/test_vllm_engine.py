@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import replace
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from threading import Thread
@@ -28,6 +29,7 @@ from vllm_proxy import EAGER, CountingProxy
 from prb_utils.cli import main
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
+from prb_utils.models import EngineConfig, ModelOptions
 from prb_utils.models.aliases import smollm2_dir
 from prb_utils.models.vllm_server import LaunchOptions, VLLMServer, find_python, free_port
 from prb_utils.scoring import score_benchmark
@@ -64,9 +66,10 @@ def both_engines(vllm_server, sample, tmp_path_factory):
     """The sample (42 pairs, profile none) scored by judge:smollm2 and implicit:smollm2 on both engines."""
     out = tmp_path_factory.mktemp("engines")
     models = ["judge:smollm2", "implicit:smollm2"]
-    common = dict(out=out, device="cpu", dtype="float32", progress=False)
-    vllm = score_benchmark(sample, models, ["none"], engine="vllm", engine_url=vllm_server.url, **common)
-    hf = score_benchmark(sample, models, ["none"], **common)
+    options = ModelOptions(device="cpu", dtype="float32")
+    vllm = score_benchmark(sample, models, ["none"], out=out, progress=False,
+                           options=replace(options, engine=EngineConfig("vllm", urls=vllm_server.url)))
+    hf = score_benchmark(sample, models, ["none"], out=out, options=options, progress=False)
     return hf, vllm, out
 
 
@@ -115,11 +118,11 @@ def test_implicit_scores_match_hf(both_engines):
 
 
 def test_chat_generator_matches_hf_greedy_and_samples_seeded(vllm_server):
-    from prb_utils.downstream.generation import ChatGenerator
+    from prb_utils.models.generation import ChatGenerator
     from prb_utils.models.vllm_engine import VLLMChatGenerator
 
     users = ["Name one fruit.", "What is 2 + 2?"]
-    remote = VLLMChatGenerator("smollm2", engine_url=vllm_server.url)
+    remote = VLLMChatGenerator("smollm2", engine=EngineConfig("vllm", urls=vllm_server.url))
     local = ChatGenerator("smollm2", device="cpu", dtype="float32")
     assert remote.generate(users, max_new_tokens=8) == local.generate(users, max_new_tokens=8)
     first = remote.sample_batch(users, 3, max_new_tokens=12, seed=5)
@@ -377,10 +380,10 @@ def test_the_request_cache_is_named_by_everything_that_changes_a_response(tmp_pa
     """dtype, engine arguments and parallel sizes each give another cache: a bfloat16 run never reads the float32
     run's responses (no server needed: the name is computed from the engine's settings)."""
     from prb_utils.models.vllm_client import CompletionClient
-    from prb_utils.models.vllm_engine import Engine, EngineOptions
+    from prb_utils.models.vllm_engine import Engine
 
     def cache_path(dtype=None, requested=None, **options):
-        opts = EngineOptions.from_mapping({"cache_dir": str(tmp_path), **options})
+        opts = EngineConfig("vllm", cache_dir=str(tmp_path), **options)
         engine = Engine(CompletionClient("http://127.0.0.1:9"), "m", "http://127.0.0.1:9", False, "0.32.0", opts,
                         dtype=dtype, requested_dtype=requested)
         return engine.cache("judge", "fp").path
@@ -661,8 +664,8 @@ def test_an_unusable_rubric_response_is_a_failed_verdict_judged_again(tmp_path, 
                             "response": ["An apple.", "It is 4."]})
     proxy = CountingProxy(vllm_server.url, edit_response=spoil_the_first)
     try:
-        first = judge_samples(data, samples, out=tmp_path, judge="llm:smollm2", progress=False, device="cpu",
-                              engine="vllm", engine_options={"engine_url": proxy.url})
+        first = judge_samples(data, samples, out=tmp_path, judge="llm:smollm2", progress=False,
+                              options=ModelOptions(device="cpu", engine=EngineConfig("vllm", urls=proxy.url)))
     finally:
         proxy.close()
     assert first["failed"].sum() == 1 and first.loc[~first["failed"], "quality"].notna().all()
@@ -670,8 +673,8 @@ def test_an_unusable_rubric_response_is_a_failed_verdict_judged_again(tmp_path, 
     assert cached.loc[cached["failed"], "error"].str.startswith(UNUSABLE_VERDICT).all()
     healthy = CountingProxy(vllm_server.url)   # the next run judges the failed answer again, and only it
     try:
-        second = judge_samples(data, samples, out=tmp_path, judge="llm:smollm2", progress=False, device="cpu",
-                               engine="vllm", engine_options={"engine_url": healthy.url})
+        second = judge_samples(data, samples, out=tmp_path, judge="llm:smollm2", progress=False,
+                               options=ModelOptions(device="cpu", engine=EngineConfig("vllm", urls=healthy.url)))
     finally:
         healthy.close()
     assert not second["failed"].any() and second["quality"].notna().all()

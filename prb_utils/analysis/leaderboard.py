@@ -30,8 +30,8 @@ from prb_utils.analysis.metrics import (
     profile_lift,
     require_columns,
 )
+from prb_utils.models.kinds import MODEL_KINDS
 from prb_utils.profile import condition_sort_key
-from prb_utils.schema import BASELINES
 
 ALPHA = 0.05
 TIE_RULE = ("tied with the leader: an exact McNemar test against the leader on the pairs both scored, "
@@ -67,7 +67,7 @@ def leaderboard(results: pd.DataFrame, *, model: str = "model", baseline: str = 
     require_columns(results, [model, "kind", "profile", "subset", "id", "outcome"])
     rows = results.assign(model=results[model]) if model != "model" else results
     table = accuracy_table(rows, by=["model", "profile"])
-    kinds = rows.groupby("model")["kind"].first().map(lambda k: "baseline" if k in BASELINES else k)
+    kinds = rows.groupby("model")["kind"].first().map(lambda k: MODEL_KINDS[k].label if k in MODEL_KINDS else k)
     table["kind"] = table["model"].map(kinds)
     locks = position_locked(rows) if {"verdict_ab", "verdict_ba"} <= set(rows.columns) else pd.DataFrame()
     locked = {} if locks.empty else {(r.model, r.profile): r.warning for r in locks.itertuples() if r.locked}

@@ -44,25 +44,23 @@ from prb_utils.analysis.metrics import LEVEL, accuracy_table
 from prb_utils.data import load_benchmark
 from prb_utils.downstream.bon import bon_curves, bon_metrics
 from prb_utils.downstream.correlation import no_ranking, rank_agreement_ci
-from prb_utils.downstream.generation import check_causal_lm
 from prb_utils.downstream.plots import bon_curve_plot, coefficient_bars, rank_rank, scatter_fit
 from prb_utils.downstream.rubric_judge import (
     DEFAULT_JUDGE,
     UNUSABLE_VERDICT,
-    chat_generator,
     check_judge_spec,
     choose_quality_rule,
     judge_cache_key,
-    judge_engine,
     judge_item,
     judge_label,
     load_judge,
-    make_engine_options,
     results_frame,
+    runs_a_model,
 )
 from prb_utils.errors import PRBError
-from prb_utils.models import parse_spec
+from prb_utils.models import MODEL_KINDS, ModelOptions, parse_spec
 from prb_utils.models.fingerprint import model_fingerprint
+from prb_utils.models.generation import check_causal_lm
 from prb_utils.profile import parse_condition, rm_visible_fields, selected_posts
 from prb_utils.schema import DEFAULT_ZOO, stable_hash
 from prb_utils.scoring import resolved_placement, score_benchmark
@@ -80,6 +78,26 @@ The user's earlier posts:
 
 Question:
 {question}"""
+
+
+@dataclass(frozen=True)
+class SamplingOptions:
+    """How the policy writes its answers: ``n_samples`` per question, seeing the question and its user's
+    ``policy_posts`` most relevant posts; ``batch_questions`` questions between two writes of the cache."""
+
+    policy: str = "smollm2"
+    n_samples: int = 8
+    max_new_tokens: int = 80
+    temperature: float = 1.0
+    top_p: float = 0.9
+    policy_posts: int = 5
+    batch_questions: int = 8
+
+    def __post_init__(self) -> None:
+        if self.n_samples < 1:
+            raise PRBError(f"n_samples must be at least 1, got {self.n_samples}.")
+        if self.batch_questions < 1:
+            raise PRBError(f"batch_questions must be at least 1, got {self.batch_questions}.")
 
 
 @dataclass
@@ -121,59 +139,54 @@ def question_seed(seed: int, subset: str, qid: str) -> int:
     return int(stable_hash([int(seed), str(subset), str(qid)], length=8), 16)
 
 
-def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, policy: str = "smollm2", n_samples: int = 8,
-                   seed: int = 0, max_new_tokens: int = 80, temperature: float = 1.0, top_p: float = 0.9,
-                   policy_posts: int = 5, batch_questions: int = 8, device: str = "auto",
-                   progress: bool = True, engine: str = "hf", engine_options: dict[str, Any] | None = None
-                   ) -> pd.DataFrame:
-    """N answers per record (columns subset, id, sample_idx, response, prompt_hash, policy), cached.
+def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, sampling: SamplingOptions | None = None,
+                   options: ModelOptions | None = None, progress: bool = True) -> pd.DataFrame:
+    """``sampling.n_samples`` answers per record (columns subset, id, sample_idx, response, prompt_hash,
+    policy), cached; the policy runs on ``options.engine`` (device ``options.device``, seeded by
+    ``options.seed``).
 
-    Each question is sampled on its own (:meth:`~prb_utils.downstream.generation.ChatGenerator.sample_each`:
+    Each question is sampled on its own (:meth:`~prb_utils.models.generation.ChatGenerator.sample_each`:
     in process one ``sample_batch`` call per question, one prefill whose KV cache its ``n_samples`` sequences
     share; on a vLLM server one request per question, one at a time), seeded by :func:`question_seed`, so
-    its answers depend only on its prompt, the policy, ``n_samples``, the sampling options and ``seed``:
+    its answers depend only on its prompt, the policy, ``n_samples``, the sampling options and the seed:
     never on which questions ran before or beside it (a padded batch of questions is not bit-stable, and its
-    random stream is shared). Cached per (policy, its fingerprint, device type and dtype, sampling options)
-    in ``<out>/bon/samples/<key>.parquet`` after every ``batch_questions`` questions, so a killed run
-    resumes; a question is sampled again only when its prompt changed.
-
-    ``engine="vllm"`` samples on a vLLM server (``engine_options``: ``engine_url``, ``tensor_parallel_size``,
-    ``pipeline_parallel_size``, ``engine_args``), each question seeded on its own; its answers are cached
-    apart from the HF engine's.
+    random stream is shared). Cached per (policy, its fingerprint, device type and dtype, sampling options,
+    a server engine's name) in ``<out>/bon/samples/<key>.parquet`` after every ``batch_questions``
+    questions, so a killed run resumes; a question is sampled again only when its prompt changed.
     """
 
-    if n_samples < 1:
-        raise PRBError(f"n_samples must be at least 1, got {n_samples}.")
-    if batch_questions < 1:
-        raise PRBError(f"batch_questions must be at least 1, got {batch_questions}.")
-    options = {"policy": policy, "n": n_samples, "seed": seed, "max_new_tokens": max_new_tokens,
-               "temperature": temperature, "top_p": top_p, "posts": policy_posts, "v": PIPELINE_VERSION}
-    if engine != "hf":
-        options["engine"] = engine
+    sampling, options = sampling or SamplingOptions(), options or ModelOptions()
+    policy, n_samples, seed = sampling.policy, sampling.n_samples, options.seed
+    key = {"policy": policy, "n": n_samples, "seed": seed, "max_new_tokens": sampling.max_new_tokens,
+           "temperature": sampling.temperature, "top_p": sampling.top_p, "posts": sampling.policy_posts,
+           "v": PIPELINE_VERSION}
+    if not options.engine.in_process:
+        key["engine"] = options.engine.name
     # the policy's weights, device type and dtype too: new weights in the same folder sample anew
-    options.update(policy_fp=model_fingerprint(f"judge:{policy}"), **resolved_placement("judge", device, "auto"))
-    path = Path(out) / "bon" / "samples" / f"{stable_hash(options)}.parquet"
+    key.update(policy_fp=model_fingerprint(f"judge:{policy}"), **resolved_placement("judge", options.device, "auto"))
+    path = Path(out) / "bon" / "samples" / f"{stable_hash(key)}.parquet"
     cached = read_parquet_cache(path)
     have = {} if cached is None else {(s, i): h for (s, i), h in
                                       cached.groupby(["subset", "id"])["prompt_hash"].first().items()}
     parts = [] if cached is None else [cached]
     todo = []
     for record in data.to_dict("records"):
-        prompt = policy_prompt(record, posts=policy_posts)
+        prompt = policy_prompt(record, posts=sampling.policy_posts)
         key = (str(record["subset"]), str(record["id"]))
         if have.get(key) != stable_hash(prompt):
             todo.append((key, prompt))
     if todo:
-        generator = chat_generator(policy, engine=engine, device=device, **(engine_options or {}))
+        generator = options.engine.for_run(out, progress=progress).chat_generator(policy, device=options.device)
         if not getattr(generator.tokenizer, "chat_template", None):
             raise PRBError(f"The policy '{policy}' has no chat template; Best-of-N needs a chat (instruct) model.")
         bar = tqdm(total=len(todo), unit="questions", desc=f"sampling {n_samples} answers per question",
                    disable=not progress, file=sys.stderr, dynamic_ncols=True)
-        for start in range(0, len(todo), batch_questions):
-            batch = todo[start:start + batch_questions]
+        for start in range(0, len(todo), sampling.batch_questions):
+            batch = todo[start:start + sampling.batch_questions]
             answers = generator.sample_each([prompt for _, prompt in batch], n_samples, system=POLICY_SYSTEM,
                                             seeds=[question_seed(seed, subset, qid) for (subset, qid), _ in batch],
-                                            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
+                                            max_new_tokens=sampling.max_new_tokens, temperature=sampling.temperature,
+                                            top_p=sampling.top_p)
             new = pd.concat([pd.DataFrame({"subset": subset, "id": qid, "sample_idx": range(n_samples),
                                            "response": replies, "prompt_hash": stable_hash(prompt),
                                            "policy": policy})
@@ -196,9 +209,10 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, policy: str = 
 def _pairs_for(kind: str, n: int, judge_design: str = "pairs") -> list[tuple[int, int]]:
     if n == 1:
         return [(0, 0)]
-    if kind == "judge" and judge_design == "cycle":
+    pairwise = MODEL_KINDS[kind].pairwise
+    if pairwise and judge_design == "cycle":
         return [(0, 1)] if n == 2 else [(i, (i + 1) % n) for i in range(n)]
-    if kind == "judge" and judge_design != "pairs":
+    if pairwise and judge_design != "pairs":
         raise PRBError(f"judge_design must be 'pairs' or 'cycle', got {judge_design!r}.")
     pairs = [(i, i + 1) for i in range(0, n - 1, 2)]
     if n % 2:
@@ -223,12 +237,11 @@ def _pseudo_benchmark(data: pd.DataFrame, samples: pd.DataFrame, kind: str, judg
 
 def score_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.PathLike,
                   models: Sequence[str] = DEFAULT_ZOO, rm_profile: str = "top3", judge_design: str = "pairs",
-                  device: str = "auto", seed: int = 0, progress: bool = True, engine: str = "hf",
-                  engine_options: dict[str, Any] | None = None) -> pd.DataFrame:
+                  options: ModelOptions | None = None, progress: bool = True) -> pd.DataFrame:
     """Every answer scored by every RM: columns model, kind, subset, id, sample_idx, rm_score (NaN = invalid).
 
-    ``engine``/``engine_options`` go to :func:`prb_utils.scoring.score_benchmark` (model-free kinds and
-    ``embedding:`` run in this process either way)."""
+    ``options`` go to :func:`prb_utils.scoring.score_benchmark` (the kinds its engine does not serve run in
+    this process)."""
 
     store = Path(out) / "bon" / "store"
     frames = []
@@ -238,7 +251,7 @@ def score_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
         if pseudo.empty:
             continue
         rows = score_benchmark(pseudo.drop(columns=["_qid", "_i", "_j"]), [spec], [rm_profile], out=store,
-                               device=device, seed=seed, progress=progress, engine=engine, **(engine_options or {}))
+                               options=options, progress=progress)
         merged = pseudo[["subset", "id", "_qid", "_i", "_j"]].merge(
             rows[["subset", "id", "model", "kind", "score_chosen", "score_rejected", "outcome"]],
             on=["subset", "id"], how="inner")
@@ -260,21 +273,18 @@ def score_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
 
 
 def judge_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.PathLike, judge: Any = DEFAULT_JUDGE,
-                  chunk: int = 32, progress: bool = True, engine: str = "hf",
-                  engine_options: dict[str, Any] | None = None, **judge_options: Any) -> pd.DataFrame:
+                  chunk: int = 32, progress: bool = True, options: ModelOptions | None = None) -> pd.DataFrame:
     """Rubric quality per answer: columns subset, id, sample_idx, quality, failed, attempts, judge,
     judge_proxy; cached in ``<out>/bon/judge/<judge>.parquet`` by answer and rubric.
 
     ``judge``: a spec for :func:`prb_utils.downstream.rubric_judge.load_judge` or a judge object (``name``, ``proxy``,
     ``judge(items)``). Answers are judged ``chunk`` at a time and the cache is written after each chunk, so an
-    interrupted run keeps what it judged. ``engine="vllm"`` runs an LLM judge on a vLLM server
-    (``engine_options`` as for :func:`sample_answers`; the proxy stays in this process); its verdicts are
-    cached apart from the HF engine's."""
+    interrupted run keeps what it judged. An LLM judge runs on ``options.engine`` with ``options.device`` (the
+    proxy stays in this process); its verdicts are cached per engine."""
 
-
+    options = options or ModelOptions()
     judge_id = judge if isinstance(judge, str) else str(judge.name)
-    on_server = judge_engine(judge, engine, engine_options)
-    key = judge_cache_key(judge, device=str(judge_options.get("device", "auto")), engine=engine if on_server else "hf")
+    key = judge_cache_key(judge, device=options.device, engine=options.engine)
     path = Path(out) / "bon" / "judge" / f"{stable_hash(key)}.parquet"
     cached = read_parquet_cache(path)
     aspects = {(str(r["subset"]), str(r["id"])): r for r in data.to_dict("records")}
@@ -293,7 +303,8 @@ def judge_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
     if chunk < 1:
         raise PRBError(f"chunk must be at least 1, got {chunk}.")
     if todo:
-        rater = load_judge(judge, **judge_options, **on_server) if isinstance(judge, str) else judge
+        engine = options.engine.for_run(out, progress=progress)
+        rater = load_judge(judge, engine=engine, device=options.device) if isinstance(judge, str) else judge
         bar = tqdm(total=len(todo), unit="answers", desc=f"judging with {judge_id}", disable=not progress,
                    file=sys.stderr, dynamic_ncols=True)
         for start in range(0, len(todo), chunk):
@@ -351,34 +362,28 @@ def run_bon_pipeline(
     data: str | pd.DataFrame = "sample",
     *,
     out: str | os.PathLike = "results",
-    policy: str = "smollm2",
-    n_samples: int = 8,
     models: Sequence[str] = DEFAULT_ZOO,
     rm_profile: str = "top3",
-    judge_design: str = "pairs",
     judge: Any = DEFAULT_JUDGE,
+    judge_design: str = "pairs",
+    sampling: SamplingOptions | None = None,
+    options: ModelOptions | None = None,
     ks: Sequence[int] | None = None,
-    seed: int = 0,
     level: float = LEVEL,
     n_boot: int | None = None,
-    max_new_tokens: int = 80,
-    temperature: float = 1.0,
-    top_p: float = 0.9,
-    policy_posts: int = 5,
-    batch_questions: int = 8,
     limit: int | None = None,
-    device: str = "auto",
+    quality_rule: str = "auto",
     figures: bool = True,
     progress: bool = True,
-    engine: str = "hf",
-    engine_url: str | None = None,
-    tensor_parallel_size: int = 1,
-    pipeline_parallel_size: int = 1,
-    engine_args: Sequence[str] = (),
-    quality_rule: str = "auto",
     folder: str = "bon",
 ) -> BonRun:
     """Run the whole mini pipeline (see the module docstring); a re-run reuses every cached step.
+
+    ``sampling`` (:class:`SamplingOptions`): the policy and how it answers. ``options``
+    (:class:`~prb_utils.models.ModelOptions`): the device, the seed (of the sampling, the RMs and the bootstrap)
+    and the engine: on a server engine (``vllm``) the policy, the LLM RMs and the LLM judge run on its servers
+    (the ones at its ``urls``, or one per model started here, shared by every step and stopped at the end of
+    the process).
 
     ``folder``: where under ``out`` the run's files go (``bon``; ``prb report`` writes its own small run to
     ``bon-report`` so that it never replaces a ``prb bon`` run); the caches of samples, scores and verdicts
@@ -391,29 +396,23 @@ def run_bon_pipeline(
 
     ``data``: a source for :func:`prb_utils.data.load_benchmark` (default the shipped sample) or a loaded
     frame. ``judge``: ``proxy`` (MiniLM similarity, labelled as a proxy) or ``llm:NAME``. ``ks`` defaults to
-    the powers of two up to ``n_samples``. ``level``, ``n_boot`` and ``seed`` set the bootstrap intervals
-    (over questions for the curves, over RMs for the agreement).
-
-    ``engine="vllm"`` runs the policy, the LLM RMs and the LLM judge on vLLM servers: the one at
-    ``engine_url``, or one per model started here with ``tensor_parallel_size``, ``pipeline_parallel_size``
-    and ``engine_args`` (``KEY=VALUE``), shared by every step and stopped at the end of the process.
+    the powers of two up to ``n_samples``. ``level`` and ``n_boot`` set the bootstrap intervals (over
+    questions for the curves, over RMs for the agreement).
     """
 
+    sampling, options = sampling or SamplingOptions(), options or ModelOptions()
+    seed = options.seed
     timings: dict[str, float] = {}
     if parse_condition(rm_profile).oracle:
         raise PRBError(f"The RM profile '{rm_profile}' shows the answer key (the rubric); a Best-of-N RM may not "
                        "see it.")
     if isinstance(judge, str):
-        check_judge_spec(judge)
-        judge_cache_key(judge, device=device)   # a judge that cannot be found fails here, before any sampling
-        kind, name = check_judge_spec(judge)
-        if kind != "proxy":
-            check_causal_lm(name, given=judge)   # a reward model or an encoder as judge: refused before sampling
-    check_causal_lm(policy)
+        judge_cache_key(judge, device=options.device)   # a judge that cannot be found fails here, before any sampling
+        if runs_a_model(judge):
+            check_causal_lm(check_judge_spec(judge)[1], given=judge)   # a reward model or an encoder as judge:
+            # refused before sampling
+    check_causal_lm(sampling.policy)
     choose_quality_rule(pd.DataFrame({"quality": [0.0]}), quality_rule)   # an unknown rule fails before any work
-    on_engine = {"engine": engine, "engine_options": make_engine_options(
-        engine, engine_url=engine_url, tensor_parallel_size=tensor_parallel_size,
-        pipeline_parallel_size=pipeline_parallel_size, engine_args=engine_args)}
 
     for spec in models:
         parse_spec(spec)  # an unknown RM spec fails before any sampling
@@ -426,19 +425,14 @@ def run_bon_pipeline(
     root = Path(out) / folder
 
     t = time.time()
-    samples = sample_answers(data, out=out, policy=policy, n_samples=n_samples, seed=seed,
-                             max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                             policy_posts=policy_posts, batch_questions=batch_questions, device=device,
-                             progress=progress, **on_engine)
+    samples = sample_answers(data, out=out, sampling=sampling, options=options, progress=progress)
     timings["sample"] = time.time() - t
     t = time.time()
     scores = score_samples(data, samples, out=out, models=models, rm_profile=rm_profile,
-                           judge_design=judge_design, device=device, seed=seed, progress=progress, **on_engine)
+                           judge_design=judge_design, options=options, progress=progress)
     timings["score"] = time.time() - t
     t = time.time()
-    llm_judge = isinstance(judge, str) and check_judge_spec(judge)[0] != "proxy"
-    quality = judge_samples(data, samples, out=out, judge=judge, progress=progress, **on_engine,
-                            **({"device": device} if llm_judge else {}))
+    quality = judge_samples(data, samples, out=out, judge=judge, progress=progress, options=options)
     timings["judge"] = time.time() - t
 
     frame = scores.merge(quality, on=["subset", "id", "sample_idx"], how="left")
@@ -448,7 +442,7 @@ def run_bon_pipeline(
         frame = frame.assign(quality_argmax=frame["quality"], quality=frame["quality_expected"])
     frame["quality_rule"] = rule
     write_parquet(frame, root / "bon_frame.parquet")
-    ks = list(ks) if ks is not None else _default_ks(n_samples)
+    ks = list(ks) if ks is not None else _default_ks(sampling.n_samples)
     curves = bon_curves(frame, ks, level=level, n_boot=n_boot, seed=seed)
     judge_name = str(quality["judge"].dropna().iloc[0]) if quality["judge"].notna().any() else str(judge)
     proxy = bool(quality["judge_proxy"].fillna(False).any())
@@ -477,13 +471,11 @@ def run_bon_pipeline(
     if figures:
         gains = bon_curves(frame, ks, level=level, n_boot=n_boot, seed=seed, gain=True, methods=["exact"])
         paths = _figures(curves, gains, metrics, accuracy, agreement, root / "figures", judge_name, proxy, max(ks))
-    meta = {"policy": policy, "n_samples": n_samples, "models": list(models), "rm_profile": rm_profile,
-            "judge_design": judge_design,
-            "judge": judge_name, "judge_proxy": proxy, "seed": seed, "max_new_tokens": max_new_tokens,
-            "temperature": temperature, "top_p": top_p, "policy_posts": policy_posts, "ks": ks,
-            "quality_rule": rule,
-            "engine": engine, **{k: (list(v) if isinstance(v, tuple) else v)
-                                 for k, v in (on_engine["engine_options"] or {}).items()},
+    meta = {"policy": sampling.policy, "n_samples": sampling.n_samples, "models": list(models),
+            "rm_profile": rm_profile, "judge_design": judge_design,
+            "judge": judge_name, "judge_proxy": proxy, "seed": seed, "max_new_tokens": sampling.max_new_tokens,
+            "temperature": sampling.temperature, "top_p": sampling.top_p, "policy_posts": sampling.policy_posts,
+            "ks": ks, "quality_rule": rule, **options.engine.metadata(),
             "n_questions": int(samples.groupby(["subset", "id"]).ngroups), "timings_s": timings}
     (root / "run.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
     return BonRun(samples, frame, curves, agreement, paths, timings, judge_name, proxy)

@@ -64,7 +64,6 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from prb_utils.data import load_benchmark
-from prb_utils.downstream.generation import ChatGenerator, check_causal_lm
 from prb_utils.downstream.pipeline import POLICY_SYSTEM, policy_prompt
 from prb_utils.downstream.reference_files import read_ppo_csv
 from prb_utils.downstream.rubric_judge import (
@@ -72,17 +71,18 @@ from prb_utils.downstream.rubric_judge import (
     check_judge_spec,
     choose_quality_rule,
     judge_cache_key,
-    judge_engine,
     judge_item,
     load_judge,
-    make_engine_options,
     results_frame,
+    runs_a_model,
 )
 from prb_utils.errors import PRBError
-from prb_utils.models import PairInput, load_model, parse_spec
+from prb_utils.models import MODEL_KINDS, ModelOptions, PairInput, load_model, parse_spec
 from prb_utils.models.base import ModelSpec
 from prb_utils.models.device import configure_threads, cpu_threads, free_cuda_memory, resolve_placement
+from prb_utils.models.engines import IN_PROCESS, EngineConfig
 from prb_utils.models.fingerprint import model_fingerprint
+from prb_utils.models.generation import ChatGenerator, check_causal_lm
 from prb_utils.models.hf import load_pretrained, load_tokenizer, resolve_source
 from prb_utils.models.lm import busy_cpus_elsewhere, choose_threads
 from prb_utils.models.quiet import quiet_transformers
@@ -257,13 +257,6 @@ def read_reward_log(run_dir: str | os.PathLike) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["step", "reward", "n", "invalid"])
 
 
-def _rm_engine_options(engine_options: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """:func:`run_ppo`'s engine options as :func:`prb_utils.models.load_model` takes them."""
-    if not engine_options:
-        return None
-    return {("url" if k == "engine_url" else k): v for k, v in engine_options.items()}
-
-
 def _trim_reward_log(run_dir: Path, before_step: int) -> None:
     """Keep only the log lines of steps a checkpoint holds (an interrupted step is run again)."""
     path = run_dir / "rewards.jsonl"
@@ -333,19 +326,18 @@ def _chat(record: Mapping[str, Any], posts: int) -> list[dict[str, str]]:
     return [{"role": "system", "content": POLICY_SYSTEM}, {"role": "user", "content": policy_prompt(record, posts=posts)}]
 
 
-def _train_rows(train: pd.DataFrame, options: TrainOptions) -> list[dict[str, Any]]:
-    return [{"prompt": _chat(r, options.policy_posts), "qid": f"{r['subset']}/{r['id']}",
-             "rm_prompt": rm_user_message(r, options.rm_profile)} for r in train.to_dict("records")]
+def _train_rows(train: pd.DataFrame, training: TrainOptions) -> list[dict[str, Any]]:
+    return [{"prompt": _chat(r, training.policy_posts), "qid": f"{r['subset']}/{r['id']}",
+             "rm_prompt": rm_user_message(r, training.rm_profile)} for r in train.to_dict("records")]
 
 
 def train_policy(spec: str, train: pd.DataFrame, run_dir: str | os.PathLike, *, policy: str = "smollm2",
-                 steps: int = 4, options: TrainOptions | None = None, seed: int = 0, device: str = "auto",
-                 save_steps: int = 10, progress: bool = True, engine: str = "hf",
-                 engine_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 steps: int = 4, training: TrainOptions | None = None, options: ModelOptions | None = None,
+                 save_steps: int = 10, progress: bool = True) -> dict[str, Any]:
     """Train ``policy`` for ``steps`` GRPO steps with ``spec``'s score as the reward, in ``run_dir``.
 
-    ``engine="vllm"`` scores the rewards of ``judge:``, ``implicit:`` and ``classifier:`` RMs on a vLLM server
-    (``engine_options`` as :func:`run_ppo` builds them); the policy trains in this process either way.
+    ``options``: the device and seed of the training, and the RM's (its engine scores the rewards of the
+    kinds it serves); the policy trains in this process either way.
 
     Resumes from the run's last checkpoint (training only the missing steps; none when it has ``steps``).
     Returns ``{"steps_before", "steps", "checkpoint", "seconds"}``; PRBError when the run already holds more
@@ -355,7 +347,8 @@ def train_policy(spec: str, train: pd.DataFrame, run_dir: str | os.PathLike, *, 
     from transformers import ProgressCallback
     from transformers.trainer_callback import PrinterCallback
 
-    options = options or TrainOptions()
+    training, options = training or TrainOptions(), options or ModelOptions()
+    seed, device = options.seed, options.device
     run_dir = Path(run_dir)
     checkpoint, done = last_checkpoint(run_dir)
     if done > steps:
@@ -375,17 +368,17 @@ def train_policy(spec: str, train: pd.DataFrame, run_dir: str | os.PathLike, *, 
     run_dir.mkdir(parents=True, exist_ok=True)
     _trim_reward_log(run_dir, done)
     model, tokenizer = _load_policy(policy)
-    rm = load_model(spec, device=device, seed=seed, engine=engine, engine_options=_rm_engine_options(engine_options))
-    reward = RMReward(rm, pairwise=parse_spec(spec).kind == "judge", log=run_dir / "rewards.jsonl")
-    dataset = Dataset.from_list(_train_rows(train, options))
+    rm = load_model(spec, options)
+    reward = RMReward(rm, pairwise=MODEL_KINDS[parse_spec(spec).kind].pairwise, log=run_dir / "rewards.jsonl")
+    dataset = Dataset.from_list(_train_rows(train, training))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         config = GRPOConfig(
             output_dir=str(run_dir), max_steps=int(steps), seed=int(seed), data_seed=int(seed),
-            per_device_train_batch_size=options.prompts_per_step * options.num_generations,
-            num_generations=options.num_generations, max_completion_length=options.max_new_tokens,
-            temperature=options.temperature, top_p=options.top_p, learning_rate=options.learning_rate,
-            lr_scheduler_type="constant", warmup_steps=0, beta=options.beta, gradient_checkpointing=False,
+            per_device_train_batch_size=training.prompts_per_step * training.num_generations,
+            num_generations=training.num_generations, max_completion_length=training.max_new_tokens,
+            temperature=training.temperature, top_p=training.top_p, learning_rate=training.learning_rate,
+            lr_scheduler_type="constant", warmup_steps=0, beta=training.beta, gradient_checkpointing=False,
             use_cpu=cpu, bf16=bool(not cpu and placement.device.startswith("cuda") and torch.cuda.is_bf16_supported()),
             save_strategy="steps", save_steps=int(save_steps), save_total_limit=1, logging_steps=1,
             report_to="none", disable_tqdm=not progress, remove_unused_columns=False,
@@ -477,11 +470,10 @@ def _cached_answers(path: Path, model: str, held_out: pd.DataFrame, *, posts: in
 
 
 def judge_answers(answers: pd.DataFrame, held_out: pd.DataFrame, *, cache: Path, judge: Any,
-                  progress: bool = True, engine: str = "hf",
-                  engine_options: Mapping[str, Any] | None = None) -> pd.DataFrame:
+                  progress: bool = True, engine: EngineConfig = IN_PROCESS) -> pd.DataFrame:
     """Rubric quality of each answer (columns of ``answers`` + quality, failed, judge, judge_proxy), cached
     by (question, answer, aspects) in ``cache``; the judge is loaded only when something is new (an LLM judge
-    on a vLLM server with ``engine="vllm"``)."""
+    on ``engine``)."""
 
     records = {(str(r["subset"]), str(r["id"])): r for r in held_out.to_dict("records")}
     keys, items = [], {}
@@ -497,7 +489,7 @@ def judge_answers(answers: pd.DataFrame, held_out: pd.DataFrame, *, cache: Path,
     if todo:
         if progress:
             print(f"judging {len(todo)} held-out answers with {judge}", file=sys.stderr)
-        rater = load_judge(judge, **judge_engine(judge, engine, engine_options)) if isinstance(judge, str) else judge
+        rater = load_judge(judge, engine=engine) if isinstance(judge, str) else judge
         judged = results_frame(rater.judge(todo))
         cached = judged if cached is None else pd.concat([cached, judged], ignore_index=True)
         write_parquet(cached, cache)
@@ -556,50 +548,39 @@ def run_ppo(
     steps: int = 4,
     judge: Any = None,
     eval_questions: int = 6,
-    seed: int = 0,
-    device: str = "auto",
-    options: TrainOptions | None = None,
+    training: TrainOptions | None = None,
+    options: ModelOptions | None = None,
     save_steps: int = 10,
     eval_max_new_tokens: int | None = None,
     progress: bool = True,
-    engine: str = "hf",
-    engine_url: str | None = None,
-    tensor_parallel_size: int = 1,
-    pipeline_parallel_size: int = 1,
-    engine_args: Sequence[str] = (),
 ) -> PPORun:
     """Train one policy per RM in ``models``, judge each on the held-out questions, write ``ppo.csv``.
 
     ``judge``: a spec for :func:`prb_utils.downstream.rubric_judge.load_judge` (``None``: :func:`default_judge`)
-    or a judge object. ``eval_max_new_tokens`` defaults to the training ``max_new_tokens``. See the module
-    docstring for the layout under ``<out>/ppo``. ``engine="vllm"`` scores the rewards of the LLM RMs and runs
-    the LLM judge on vLLM servers (the one at ``engine_url`` or one started here, as for
-    :func:`prb_utils.downstream.pipeline.run_bon_pipeline`); the scores do not depend on the engine, so the
-    run keys do not either.
+    or a judge object. ``training``: the GRPO settings (:class:`TrainOptions`). ``options``
+    (:class:`~prb_utils.models.ModelOptions`): the device and seed, and the engine that scores the rewards of
+    the RMs and runs the LLM judge (as for :func:`prb_utils.downstream.pipeline.run_bon_pipeline`); the scores
+    do not depend on the engine, so the run keys do not either. ``eval_max_new_tokens`` defaults to the
+    training ``max_new_tokens``. See the module docstring for the layout under ``<out>/ppo``.
     """
 
-
-    options = options or TrainOptions()
+    training, options = training or TrainOptions(), options or ModelOptions()
+    seed, device = options.seed, options.device
     judge = default_judge() if judge is None else judge
-
-    on_engine = {"engine": engine, "engine_options": make_engine_options(
-        engine, engine_url=engine_url, tensor_parallel_size=tensor_parallel_size,
-        pipeline_parallel_size=pipeline_parallel_size, engine_args=engine_args)}
     if steps < 1:
         raise PRBError(f"steps must be at least 1, got {steps}.")
     if save_steps < 1:
         raise PRBError(f"save_steps must be at least 1, got {save_steps}.")
-    if options.num_generations < 2:
-        raise PRBError(f"GRPO needs at least 2 completions per prompt, got num_generations={options.num_generations}.")
-    if options.prompts_per_step < 1 or options.max_new_tokens < 1 or options.policy_posts < 0:
+    if training.num_generations < 2:
+        raise PRBError(f"GRPO needs at least 2 completions per prompt, got num_generations={training.num_generations}.")
+    if training.prompts_per_step < 1 or training.max_new_tokens < 1 or training.policy_posts < 0:
         raise PRBError("prompts_per_step and max_new_tokens must be at least 1 and policy_posts at least 0.")
-    if parse_condition(options.rm_profile).oracle:
-        raise PRBError(f"The RM profile '{options.rm_profile}' shows the answer key; a reward may not see it.")
+    if parse_condition(training.rm_profile).oracle:
+        raise PRBError(f"The RM profile '{training.rm_profile}' shows the answer key; a reward may not see it.")
     if isinstance(judge, str):
         judge_cache_key(judge, device=device)   # a judge that cannot be found fails here, before any training
-        kind, name = check_judge_spec(judge)
-        if kind != "proxy":
-            check_causal_lm(name, given=judge)   # a reward model or an encoder as judge: refused before training
+        if runs_a_model(judge):   # a reward model or an encoder as judge: refused before training
+            check_causal_lm(check_judge_spec(judge)[1], given=judge)
     check_causal_lm(policy)
     specs = list(dict.fromkeys(parse_spec(s).canonical for s in models))
     if not specs:
@@ -611,19 +592,19 @@ def run_ppo(
     train, held_out = split_questions(data, eval_questions=eval_questions, seed=seed)
     root = Path(out) / "ppo"
     with folder_lock(root, on_wait=_say_waiting):   # one prb ppo per results folder at a time
-        max_new = int(eval_max_new_tokens or options.max_new_tokens)
+        max_new = int(eval_max_new_tokens or training.max_new_tokens)
 
         policy_fp = model_fingerprint(f"implicit:{policy}")
         split_id = stable_hash([[str(s), str(i)] for s, i in zip(train["subset"], train["id"], strict=True)]
-                               + [stable_hash(_train_rows(train, options))])
+                               + [stable_hash(_train_rows(train, training))])
         eval_id = stable_hash([[r["subset"], r["id"], r["question"]] for r in held_out.to_dict("records")])
         timings: dict[str, float] = {}
 
         t = time.time()
         base_key = stable_hash({"v": PPO_VERSION, "policy": policy, "fp": policy_fp, "eval": eval_id,
-                                "posts": options.policy_posts, "max_new_tokens": max_new})
+                                "posts": training.policy_posts, "max_new_tokens": max_new})
         answers = [_cached_answers(root / "baseline" / f"{base_key}.parquet", policy, held_out,
-                                   posts=options.policy_posts, max_new_tokens=max_new, device=device)
+                                   posts=training.policy_posts, max_new_tokens=max_new, device=device)
                    .assign(rm=BASELINE_RM, steps=0)]
         timings["baseline"] = time.time() - t
 
@@ -635,19 +616,19 @@ def run_ppo(
             bar.set_postfix_str(spec)
             key = stable_hash({"v": PPO_VERSION, "trainer": TRAINER, "rm": spec, "rm_fp": model_fingerprint(spec),
                                "policy": policy, "policy_fp": policy_fp, "split": split_id, "seed": int(seed),
-                               "options": options.__dict__})
+                               "options": training.__dict__})
             run_dir = run_dir_for(out, spec, key)
-            info = train_policy(spec, train, run_dir, policy=policy, steps=steps, options=options, seed=seed,
-                                device=device, save_steps=save_steps, progress=progress, **on_engine)
+            info = train_policy(spec, train, run_dir, policy=policy, steps=steps, training=training, options=options,
+                                save_steps=save_steps, progress=progress)
             if info["steps_before"] < info["steps"]:
                 trained.append(spec)
             meta = {"rm": spec, "key": key, "trainer": TRAINER, "policy": policy, "policy_fingerprint": policy_fp,
-                    "seed": int(seed), "options": options.__dict__, "steps": info["steps"],
+                    "seed": int(seed), "options": training.__dict__, "steps": info["steps"],
                     "checkpoint": Path(info["checkpoint"]).name, "train_questions": int(train["question"].nunique()),
                     "versions": _versions()}
             write_text(run_dir / "run.json", json.dumps(meta, indent=1))
             answers.append(_cached_answers(run_dir / f"answers-{eval_id}-{max_new}-step{info['steps']}.parquet",
-                                           info["checkpoint"], held_out, posts=options.policy_posts,
+                                           info["checkpoint"], held_out, posts=training.policy_posts,
                                            max_new_tokens=max_new, device=device).assign(rm=spec, steps=info["steps"]))
         bar.close()
         timings["train"] = time.time() - t
@@ -655,11 +636,10 @@ def run_ppo(
         t = time.time()
 
         judge_id = judge if isinstance(judge, str) else str(judge.name)
-        on_server = bool(judge_engine(judge, engine, on_engine["engine_options"]))
-        key = judge_cache_key(judge, device=device, engine=engine if on_server else "hf")
+        key = judge_cache_key(judge, device=device, engine=options.engine)
         cache = root / "judge" / f"{stable_hash(key)}.parquet"
         judged = judge_answers(pd.concat(answers, ignore_index=True), held_out, cache=cache, judge=judge,
-                               progress=progress, **on_engine)
+                               progress=progress, engine=options.engine)
         timings["judge"] = time.time() - t
         rule = choose_quality_rule(judged)   # a judge that rates every answer alike is read by its expected verdicts
         if rule == "expected":
@@ -669,7 +649,7 @@ def run_ppo(
         judge_name = str(judged["judge"].dropna().iloc[0]) if judged["judge"].notna().any() else str(judge_id)
         proxy = bool(judged["judge_proxy"].fillna(False).astype(bool).any())
         setting = {"policy": policy, "policy_fingerprint": policy_fp, "judge": judge_name, "eval": eval_id,
-                   "steps": int(steps), "seed": int(seed), "options": options.__dict__, "max_new_tokens": max_new}
+                   "steps": int(steps), "seed": int(seed), "options": training.__dict__, "max_new_tokens": max_new}
         table = _merge_previous(root, table, setting)
         write_text(root / "ppo.csv", table.to_csv(index=False))
         write_parquet(judged, root / "answers.parquet")

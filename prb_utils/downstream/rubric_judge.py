@@ -48,17 +48,14 @@ import json5
 import numpy as np
 import pandas as pd
 
-from prb_utils.downstream.generation import ChatGenerator, GivenSpec
 from prb_utils.errors import PRBError
-from prb_utils.models.base import ModelSpec, check_engine
-from prb_utils.models.batching import BudgetBatcher
+from prb_utils.models.base import ModelSpec
+from prb_utils.models.engines import IN_PROCESS, EngineConfig
 from prb_utils.models.fingerprint import model_fingerprint
-from prb_utils.models.hf import DEFAULT_BATCH_TOKENS, load_pretrained, load_tokenizer, resolve_source
+from prb_utils.models.generation import GivenSpec
+from prb_utils.models.hf import load_pretrained, load_tokenizer, resolve_source
 from prb_utils.models.judge import letter_ids
-from prb_utils.models.lm import DecoderRunner, Group, lm_logits
-from prb_utils.models.vllm_adapters import NextTokenLogprobs, logsumexp
 from prb_utils.models.vllm_client import UnusableResponse
-from prb_utils.models.vllm_engine import VLLMChatGenerator
 from prb_utils.schema import stable_hash
 from prb_utils.scoring import resolved_placement
 
@@ -97,16 +94,6 @@ LAMPQA_MAX_NEW_TOKENS = 4096  # the evaluator's SamplingParams(max_tokens=4096, 
 LAMPQA_TOP_P = 0.95
 LAMPQA_MAX_RETRIES = 100  # unreadable replies are asked again, 0.1 hotter each time up to 1.0; then scored 0
 
-#: Which protocol produced a number, as pages name it (``llm:`` and ``llm-all:`` are prb's own prompts).
-JUDGE_PROTOCOLS = {
-    "llm": "prb's per-aspect protocol (one 0/1/2 verdict per aspect, after LaMP-QA's design; prb's own prompt, "
-           "not LaMP-QA's evaluator)",
-    "llm-all": "prb's all-aspects prompt (one list of 0/1/2 scores; prb's own prompt, not the reference's)",
-    "llm-ref": "the benchmark's reference judge, verbatim (prompts/evaluation.txt, BoN/evaluate.py)",
-    "llm-lampqa": "LaMP-QA's evaluator, verbatim (evaluation/evaluator.py: one JSON match_score per aspect, "
-                  "with the user's narrative, the aspect's reason and evidence)",
-    "proxy": "a proxy: MiniLM similarity of the answer to each aspect",
-}
 DEFAULT_JUDGE = "llm:smollm2"
 
 PROMPT = """Grade how well an answer serves one particular user. This user expects the answer to cover \
@@ -329,11 +316,9 @@ class LLMRubricJudge:
     @classmethod
     def from_pretrained(cls, model: str, *, device: str = "auto", dtype: str = "auto", seed: int = 0,
                         max_new_tokens: int = 32, max_retries: int = 2, temperature: float = 0.7,
-                        batch_size: int = 8, engine: str = "hf", **engine_options: Any) -> LLMRubricJudge:
-        """``engine="vllm"`` generates through a vLLM server (``engine_url``, ``tensor_parallel_size``, ...
-        as for :class:`~prb_utils.models.vllm_engine.VLLMChatGenerator`)."""
-        gen = chat_generator(model, engine=engine, device=device, dtype=dtype, batch_size=batch_size,
-                             **engine_options)
+                        batch_size: int = 8, engine: EngineConfig = IN_PROCESS) -> LLMRubricJudge:
+        """The judge on ``engine``'s chat generator (:meth:`~prb_utils.models.engines.EngineConfig.chat_generator`)."""
+        gen = engine.chat_generator(model, device=device, dtype=dtype, batch_size=batch_size)
 
         def generate(prompts: Sequence[str], attempt: int) -> list[str]:
             replies = gen.generate(prompts, system=JUDGE_SYSTEM, max_new_tokens=max_new_tokens,
@@ -394,52 +379,18 @@ class AspectRubricJudge:
 
     @classmethod
     def from_pretrained(cls, model: str, *, device: str = "auto", dtype: str = "auto",
-                        batch_tokens: int | None = None, engine: str = "hf",
-                        **engine_options: Any) -> AspectRubricJudge:
-        """The judge on a transformers causal LM in this process, or (``engine="vllm"``) on a vLLM server: the
-        same prompts and token ids, the digits' next-token probabilities from the server's logprobs
-        (:class:`~prb_utils.models.vllm_adapters.NextTokenLogprobs`)."""
-        if engine != "hf":
-            return cls._from_vllm(model, device=device, dtype=dtype, **engine_options)
-        import torch
-
-
-        gen = ChatGenerator(model, device=device, dtype=dtype)
-        tokenizer = gen.tokenizer
-        digits = [letter_ids(tokenizer, d) for d in "012"]
-        budget = batch_tokens or DEFAULT_BATCH_TOKENS.get(gen.placement.device.split(":")[0], 4096)
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        runner = DecoderRunner(gen.model, pad_id=pad, batcher=BudgetBatcher(budget))
-
-        def probabilities(group: Group, hidden: list[Any]) -> list[tuple[float, float, float]]:
-            logp = torch.log_softmax(lm_logits(gen.model, torch.stack([h[-1] for h in hidden])), dim=-1)
-            per = torch.stack([torch.logsumexp(logp[:, ids], dim=-1) for ids in digits], dim=-1).exp()
-            return [tuple(row) for row in per.tolist()]
-
-        def verdicts(prompts: Sequence[Sequence[str]]) -> list[list[tuple[float, float, float]]]:
-            groups = []
-            for per_answer in prompts:
-                seqs = tuple(tuple(tokenizer(gen.render(p, JUDGE_SYSTEM) + ASPECT_ANSWER_PREFIX,
-                                             add_special_tokens=False)["input_ids"]) for p in per_answer)
-                groups.append(Group(seqs, tuple(len(q) - 1 for q in seqs)))
-            return runner.hidden(groups, reduce=probabilities)
-
-        judge = cls(verdicts, name=f"llm:{model}")
-        judge.metadata = {**gen.metadata(), "digit_token_ids": digits}  # type: ignore[attr-defined]
-        return judge
-
-    @classmethod
-    def _from_vllm(cls, model: str, *, device: str, dtype: str, **engine_options: Any) -> AspectRubricJudge:
-        gen = chat_generator(model, engine="vllm", device=device, dtype=dtype, **engine_options)
+                        batch_tokens: int | None = None, engine: EngineConfig = IN_PROCESS) -> AspectRubricJudge:
+        """The judge on ``engine``'s chat generator: the same prompts and token ids on every engine, the
+        digits' next-token probabilities from its ``next_token_probabilities`` (in process: the prompt cache,
+        ``batch_tokens`` a batch; on a vLLM server: its logprobs)."""
+        gen = engine.chat_generator(model, device=device, dtype=dtype)
         digits = [letter_ids(gen.tokenizer, d) for d in "012"]
-        ask = NextTokenLogprobs(gen.engine, purpose="rubric")
 
         def verdicts(prompts: Sequence[Sequence[str]]) -> list[list[tuple[float, ...]]]:
-            flat = [list(gen.tokenizer(gen.render(p, JUDGE_SYSTEM) + ASPECT_ANSWER_PREFIX,
-                                       add_special_tokens=False)["input_ids"]) for per in prompts for p in per]
-            found = iter(ask(flat, [t for ids in digits for t in ids]))
-            return [[tuple(math.exp(logsumexp([lp[t] for t in ids])) for ids in digits)
-                     for lp in (next(found) for _ in per)] for per in prompts]
+            groups = [[gen.tokenizer(gen.render(p, JUDGE_SYSTEM) + ASPECT_ANSWER_PREFIX,
+                                     add_special_tokens=False)["input_ids"] for p in per_answer]
+                      for per_answer in prompts]
+            return gen.next_token_probabilities(groups, digits, batch_tokens=batch_tokens)
 
         judge = cls(verdicts, name=f"llm:{model}")
         judge.metadata = {**gen.metadata(), "digit_token_ids": digits}  # type: ignore[attr-defined]
@@ -520,9 +471,8 @@ class ReferenceRubricJudge:
 
     @classmethod
     def from_pretrained(cls, model: str, *, device: str = "auto", dtype: str = "auto", batch_size: int = 8,
-                        engine: str = "hf", **engine_options: Any) -> ReferenceRubricJudge:
-        gen = chat_generator(model, engine=engine, device=device, dtype=dtype, batch_size=batch_size,
-                             **engine_options)
+                        engine: EngineConfig = IN_PROCESS) -> ReferenceRubricJudge:
+        gen = engine.chat_generator(model, device=device, dtype=dtype, batch_size=batch_size)
 
         def generate(prompts: Sequence[str]) -> list[str]:
             replies = gen.generate(prompts, system=REFERENCE_JUDGE_SYSTEM, max_new_tokens=32, temperature=0.0)
@@ -608,9 +558,8 @@ class LampQARubricJudge:
 
     @classmethod
     def from_pretrained(cls, model: str, *, device: str = "auto", dtype: str = "auto", batch_size: int = 8,
-                        engine: str = "hf", **engine_options: Any) -> LampQARubricJudge:
-        gen = chat_generator(model, engine=engine, device=device, dtype=dtype, batch_size=batch_size,
-                             **engine_options)
+                        engine: EngineConfig = IN_PROCESS) -> LampQARubricJudge:
+        gen = engine.chat_generator(model, device=device, dtype=dtype, batch_size=batch_size)
 
         def generate(prompts: Sequence[str], temperature: float, seed: int) -> list[str]:
             replies = gen.generate(prompts, system=LAMPQA_JUDGE_SYSTEM, max_new_tokens=LAMPQA_MAX_NEW_TOKENS,
@@ -714,6 +663,56 @@ class ProxyRubricJudge:
         return results
 
 
+@dataclass(frozen=True)
+class RubricJudgeKind:
+    """One rubric judge protocol (the ``KIND`` of ``--judge KIND:NAME``) and its traits: ``load(name, **options)``
+    builds it; ``prompt`` holds what its verdicts depend on besides the model (cache keys); ``llm``: it runs a
+    language model (device, dtype and engine apply); ``default_model``: the model when the spec names none."""
+
+    name: str
+    short: str
+    description: str
+    load: Callable[..., Any]
+    prompt: tuple[Any, ...] = ()
+    llm: bool = True
+    default_model: str | None = None
+
+    @property
+    def form(self) -> str:
+        return self.name if self.default_model else f"{self.name}:NAME"
+
+
+def _all_aspects_judge(name: str, **options: Any) -> LLMRubricJudge:
+    judge = LLMRubricJudge.from_pretrained(name, **options)
+    judge.name = f"llm-all:{name}"
+    return judge
+
+
+def _proxy_judge(name: str, **_: Any) -> ProxyRubricJudge:
+    return ProxyRubricJudge(model=name)   # MiniLM runs in this process, on the CPU, whatever the engine
+
+
+#: The rubric judges by kind (``--judge`` takes these); :data:`JUDGE_PROTOCOLS` describes each on the pages.
+RUBRIC_JUDGES: dict[str, RubricJudgeKind] = {judge.name: judge for judge in (
+    RubricJudgeKind("llm", "one verdict per aspect", "prb's per-aspect protocol (one 0/1/2 verdict per aspect, after "
+                    "LaMP-QA's design; prb's own prompt, not LaMP-QA's evaluator)", AspectRubricJudge.from_pretrained,
+                    (JUDGE_SYSTEM, ASPECT_PROMPT, ASPECT_ANSWER_PREFIX, "verdict-probabilities-kept")),
+    RubricJudgeKind("llm-all", "all aspects in one prompt", "prb's all-aspects prompt (one list of 0/1/2 scores; "
+                    "prb's own prompt, not the reference's)", _all_aspects_judge, (JUDGE_SYSTEM, PROMPT)),
+    RubricJudgeKind("llm-ref", "the benchmark's reference judge", "the benchmark's reference judge, verbatim "
+                    "(prompts/evaluation.txt, BoN/evaluate.py)", ReferenceRubricJudge.from_pretrained,
+                    (REFERENCE_JUDGE_SYSTEM, REFERENCE_JUDGE_PROMPT, "reference-parse")),
+    RubricJudgeKind("llm-lampqa", "LaMP-QA's evaluator", "LaMP-QA's evaluator, verbatim (evaluation/evaluator.py: "
+                    "one JSON match_score per aspect, with the user's narrative, the aspect's reason and evidence)",
+                    LampQARubricJudge.from_pretrained,
+                    (LAMPQA_JUDGE_SYSTEM, LAMPQA_JUDGE_PROMPT, LAMPQA_MAX_NEW_TOKENS, LAMPQA_MAX_RETRIES)),
+    RubricJudgeKind("proxy", "MiniLM similarity", "a proxy: MiniLM similarity of the answer to each aspect",
+                    _proxy_judge, llm=False, default_model="minilm"),
+)}
+#: Which protocol produced a number, as pages name it (``llm:`` and ``llm-all:`` are prb's own prompts).
+JUDGE_PROTOCOLS = {name: judge.description for name, judge in RUBRIC_JUDGES.items()}
+
+
 def check_judge_spec(spec: str) -> tuple[str, str]:
     """(kind, name) of a rubric judge spec, or a PRBError naming the valid forms.
 
@@ -723,16 +722,24 @@ def check_judge_spec(spec: str) -> tuple[str, str]:
     ('proxy', 'minilm')
     """
     kind, _, name = str(spec).strip().partition(":")
-    if kind == "proxy":
-        return kind, name or "minilm"
-    if kind in ("llm", "llm-all", "llm-ref", "llm-lampqa") and name:
-        return kind, name
-    raise PRBError(f"Unknown rubric judge {spec!r}; use 'llm:NAME' (one verdict per aspect), 'llm-all:NAME' "
-                   "(all aspects in one prompt), 'llm-ref:NAME' (the benchmark's reference judge), "
-                   "'llm-lampqa:NAME' (LaMP-QA's evaluator) or 'proxy' (MiniLM similarity).")
+    judge = RUBRIC_JUDGES.get(kind)
+    if judge is not None and (name or judge.default_model):
+        return kind, name or str(judge.default_model)
+    forms = [f"'{j.form}' ({j.short})" for j in RUBRIC_JUDGES.values()]
+    raise PRBError(f"Unknown rubric judge {spec!r}; use {', '.join(forms[:-1])} or {forms[-1]}.")
 
 
-def judge_cache_key(judge: Any, *, device: str = "auto", dtype: str = "auto", engine: str = "hf") -> list[Any]:
+def runs_a_model(judge: Any) -> bool:
+    """Whether ``judge`` is a spec of a judge that runs a language model (device, dtype and engine apply).
+
+    >>> runs_a_model("llm:smollm2"), runs_a_model("proxy")
+    (True, False)
+    """
+    return isinstance(judge, str) and RUBRIC_JUDGES[check_judge_spec(judge)[0]].llm
+
+
+def judge_cache_key(judge: Any, *, device: str = "auto", dtype: str = "auto",
+                    engine: EngineConfig = IN_PROCESS) -> list[Any]:
     """What a judge's cached verdicts depend on: its name, its prompt (:func:`judge_protocol`), its model's
     fingerprint (new weights saved into the same folder are a new judge) and, for an LLM, the device type and
     dtype it runs with and its engine. A judge object is known by its name alone.
@@ -744,14 +751,15 @@ def judge_cache_key(judge: Any, *, device: str = "auto", dtype: str = "auto", en
         return [str(judge.name)]
 
     kind, name = check_judge_spec(judge)
-    spec = GivenSpec("embedding" if kind == "proxy" else "judge", name, judge)
+    llm = RUBRIC_JUDGES[kind].llm
+    spec = GivenSpec("judge" if llm else "embedding", name, judge)
     try:
         fingerprint = model_fingerprint(spec)
     except PRBError as exc:   # named as the user wrote it (``proxy:foo``), never as the spec used inside
         raise PRBError(f"The rubric judge '{judge}' cannot be used: {str(exc)[:1].lower()}{str(exc)[1:]}") from None
     key: list[Any] = [judge, judge_protocol(judge), fingerprint]
-    if kind != "proxy":
-        key += [resolved_placement("judge", device, dtype), engine]
+    if llm:
+        key += [resolved_placement("judge", device, dtype), engine.name]
     return key
 
 
@@ -763,79 +771,21 @@ def judge_protocol(spec: str) -> str:
     'proxy'
     """
     kind = str(spec).strip().partition(":")[0]
-    if kind == "llm":
-        return stable_hash([JUDGE_SYSTEM, ASPECT_PROMPT, ASPECT_ANSWER_PREFIX, "verdict-probabilities-kept"])
-    if kind == "llm-all":
-        return stable_hash([JUDGE_SYSTEM, PROMPT])
-    if kind == "llm-ref":
-        return stable_hash([REFERENCE_JUDGE_SYSTEM, REFERENCE_JUDGE_PROMPT, "reference-parse"])
-    if kind == "llm-lampqa":
-        return stable_hash([LAMPQA_JUDGE_SYSTEM, LAMPQA_JUDGE_PROMPT, LAMPQA_MAX_NEW_TOKENS, LAMPQA_MAX_RETRIES])
-    return kind
+    judge = RUBRIC_JUDGES.get(kind)
+    return stable_hash(list(judge.prompt)) if judge is not None and judge.prompt else kind
 
 
-def make_engine_options(engine: str, *, engine_url: str | None = None, tensor_parallel_size: int = 1,
-                   pipeline_parallel_size: int = 1, engine_args: Sequence[str] = ()) -> dict[str, Any] | None:
-    """The ``--engine vllm`` settings of ``prb bon`` / ``prb ppo`` as one mapping (None for ``hf``), as
-    :func:`chat_generator` and :func:`load_judge` take them.
-
-    >>> make_engine_options("hf") is None
-    True
-    >>> make_engine_options("vllm", engine_url="http://127.0.0.1:8000")["engine_url"]
-    'http://127.0.0.1:8000'
-    """
-    if check_engine(engine) == "hf":
-        return None
-    return {"engine_url": engine_url, "tensor_parallel_size": tensor_parallel_size,
-            "pipeline_parallel_size": pipeline_parallel_size, "engine_args": tuple(engine_args)}
-
-
-def judge_engine(judge: Any, engine: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """:func:`load_judge`'s engine keywords for ``judge``: the engine and its options for an LLM judge spec
-    off the ``hf`` engine, nothing for the proxy or a judge object (they run in this process).
-
-    >>> judge_engine("proxy", "vllm", {"engine_url": "http://x"})
-    {}
-    >>> judge_engine("llm:smollm2", "vllm", {"engine_url": "http://x"})
-    {'engine': 'vllm', 'engine_url': 'http://x'}
-    """
-    if not isinstance(judge, str) or engine == "hf" or check_judge_spec(judge)[0] == "proxy":
-        return {}
-    return {"engine": engine, **(options or {})}
-
-
-def chat_generator(model: str, *, engine: str = "hf", **options: Any) -> Any:
-    """A :class:`~prb_utils.downstream.generation.ChatGenerator` (``engine="hf"``) or a
-    :class:`~prb_utils.models.vllm_engine.VLLMChatGenerator` (``"vllm"``; takes ``engine_url``,
-    ``tensor_parallel_size``, ``pipeline_parallel_size``, ``engine_args``): one API, either engine."""
-    if check_engine(engine) == "hf":
-        return ChatGenerator(model, **options)
-    return VLLMChatGenerator(model, **options)
-
-
-def load_judge(spec: str, *, engine: str = "hf", **options: Any) -> RubricJudge:
-    """``llm:NAME`` -> :class:`AspectRubricJudge`; ``llm-all:NAME`` -> :class:`LLMRubricJudge`; ``proxy`` /
-    ``proxy:minilm`` -> :class:`ProxyRubricJudge` (in this process, no ``engine``). ``engine="vllm"`` runs the
-    LLM judges on a vLLM server (``engine_url``, ``tensor_parallel_size``, ``pipeline_parallel_size``,
-    ``engine_args`` among ``options``).
+def load_judge(spec: str, *, engine: EngineConfig = IN_PROCESS, **options: Any) -> RubricJudge:
+    """The rubric judge of ``spec`` (:data:`RUBRIC_JUDGES`): ``llm:NAME`` -> :class:`AspectRubricJudge`,
+    ``llm-all:NAME`` -> :class:`LLMRubricJudge`, ``llm-ref:NAME`` -> :class:`ReferenceRubricJudge`,
+    ``llm-lampqa:NAME`` -> :class:`LampQARubricJudge`: on ``engine``, with ``options`` (device, dtype, ...);
+    ``proxy`` / ``proxy:minilm`` -> :class:`ProxyRubricJudge`, in this process whatever the engine.
 
     >>> load_judge("proxy").name
     'proxy:minilm'
     """
     kind, name = check_judge_spec(spec)
-    if kind == "proxy":
-        if engine != "hf":
-            raise PRBError("The proxy judge runs in this process; it takes no --engine.")
-        return ProxyRubricJudge(model=name, **options)
-    if kind == "llm":
-        return AspectRubricJudge.from_pretrained(name, engine=engine, **options)
-    if kind == "llm-ref":
-        return ReferenceRubricJudge.from_pretrained(name, engine=engine, **options)
-    if kind == "llm-lampqa":
-        return LampQARubricJudge.from_pretrained(name, engine=engine, **options)
-    judge = LLMRubricJudge.from_pretrained(name, engine=engine, **options)
-    judge.name = f"llm-all:{name}"
-    return judge
+    return RUBRIC_JUDGES[kind].load(name, engine=engine, **options)
 
 
 def judge_label(judge_name: str, proxy: bool) -> str:

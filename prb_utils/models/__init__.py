@@ -5,8 +5,10 @@
 0.5
 """
 
-from prb_utils.models.base import KINDS, ModelSpec, PairInput, PairScore, RewardModel, parse_spec
-from prb_utils.models.registry import list_models, load_model
+from prb_utils.models.base import ModelSpec, PairInput, PairScore, RewardModel, parse_spec
+from prb_utils.models.engines import ENGINES, EngineConfig
+from prb_utils.models.kinds import KINDS, MODEL_KINDS
+from prb_utils.models.registry import ModelOptions, list_models, load_model
 
-__all__ = ["KINDS", "ModelSpec", "PairInput", "PairScore", "RewardModel", "list_models", "load_model",
-           "parse_spec"]
+__all__ = ["ENGINES", "KINDS", "MODEL_KINDS", "EngineConfig", "ModelOptions", "ModelSpec", "PairInput", "PairScore",
+           "RewardModel", "list_models", "load_model", "parse_spec"]

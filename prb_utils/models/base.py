@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from prb_utils.errors import PRBError
-from prb_utils.schema import BASELINES, KINDS
+from prb_utils.models.kinds import MODEL_KINDS
 
 
 @dataclass(frozen=True)
@@ -50,25 +50,8 @@ class ModelSpec:
 
     @property
     def canonical(self) -> str:
-        return self.kind if self.kind in BASELINES else f"{self.kind}:{self.name}"
-
-
-#: The engines a model can run on, by name (``--engine`` takes its choices from here).
-ENGINES = {
-    "hf": "transformers in this process",
-    "vllm": "an OpenAI-compatible vLLM server (judge:, implicit: and classifier: RMs, the BoN policy, LLM judges)",
-}
-
-
-def check_engine(engine: str) -> str:
-    """``engine`` when it names one of :data:`ENGINES`, else a PRBError naming them.
-
-    >>> check_engine("vllm")
-    'vllm'
-    """
-    if engine not in ENGINES:
-        raise PRBError(f"Unknown engine '{engine}'; use {' or '.join(ENGINES)}.")
-    return engine
+        kind = MODEL_KINDS.get(self.kind)
+        return self.kind if kind is not None and not kind.weights else f"{self.kind}:{self.name}"
 
 
 def parse_spec(spec: str) -> ModelSpec:
@@ -82,9 +65,9 @@ def parse_spec(spec: str) -> ModelSpec:
     text = str(spec).strip()
     kind, sep, name = text.partition(":")
     kind, name = kind.strip().lower(), name.strip()
-    if kind not in KINDS:
-        raise PRBError(f"Unknown model kind in '{spec}'; use one of {', '.join(KINDS)} (e.g. judge:smollm2).")
-    if kind in BASELINES:
+    if kind not in MODEL_KINDS:
+        raise PRBError(f"Unknown model kind in '{spec}'; use one of {', '.join(MODEL_KINDS)} (e.g. judge:smollm2).")
+    if not MODEL_KINDS[kind].weights:
         if name:
             raise PRBError(f"The baseline '{kind}' takes no model name; write just '{kind}'.")
         return ModelSpec(kind, "")

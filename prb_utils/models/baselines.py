@@ -58,7 +58,3 @@ class LexicalBaseline:
         return {"spec": self.spec, "kind": self.kind,
                 "measure": "share of the user's content words (question, shown posts) in the response",
                 "device": "none", "dtype": "none"}
-
-
-#: The baseline classes by kind (``prb_utils.schema.BASELINES``).
-BASELINE_CLASSES = {"length": LengthBaseline, "lexical": LexicalBaseline}

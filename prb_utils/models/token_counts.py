@@ -28,12 +28,14 @@ from prb_utils.errors import PRBError
 from prb_utils.models.base import ModelSpec, PairInput, parse_spec
 from prb_utils.models.classifier import ClassifierRM
 from prb_utils.models.embedding import EmbeddingRM
-from prb_utils.models.hf import HFAdapter, declared_lengths, load_pretrained, model_max_length
+from prb_utils.models.hf import HFAdapter, declared_lengths
 from prb_utils.models.implicit import ImplicitRM
 from prb_utils.models.judge import MAX_NEW_TOKENS, MODES, JudgeRM
+from prb_utils.models.kinds import MODEL_KINDS, load_class
 from prb_utils.models.lm import Group
 from prb_utils.models.prompts import load_judge_template
 from prb_utils.models.quiet import quiet_transformers
+from prb_utils.models.registry import ModelOptions
 
 PROMPT_CACHE = "prompt cache"
 WHOLE = "none"
@@ -67,12 +69,8 @@ class TokenCounting(HFAdapter):
     sharing = PROMPT_CACHE
 
     def _weightless(self, spec: ModelSpec, tokenization: str) -> None:
-        from transformers import AutoConfig
-
-        HFAdapter.__init__(self, spec, device="cpu", dtype="float32", batch_tokens=None, seed=0,
-                           tokenization=tokenization)
-        self.config = load_pretrained(spec, self.source, AutoConfig.from_pretrained)
-        self.max_length = model_max_length(self.tokenizer, self.config, self.source)
+        self._setup_weightless(spec, tokenization=tokenization)
+        self._read_context()
 
     @property
     def declared(self) -> dict[str, int]:
@@ -112,7 +110,7 @@ class JudgeTokens(TokenCounting, JudgeRM):
     """A judge's two orders per pair (:class:`~prb_utils.models.judge.JudgeRM`), without its weights."""
 
     def __init__(self, spec: ModelSpec, *, judge_mode: str = "logprob", judge_template: str | None = None,
-                 tokenization: str = "auto") -> None:
+                 tokenization: str = "auto", **_: Any) -> None:
         if judge_mode not in MODES:
             raise PRBError(f"Unknown judge mode '{judge_mode}'; use logprob or generate.")
         self.template = load_judge_template(judge_template)
@@ -181,17 +179,14 @@ class EmbeddingTokens(TokenCounting, EmbeddingRM):
         return out
 
 
-COUNTERS: dict[str, type[TokenCounting]] = {"judge": JudgeTokens, "implicit": ImplicitTokens,
-                                            "classifier": ClassifierTokens, "embedding": EmbeddingTokens}
-
-
-def token_counter(spec: str, *, judge_mode: str = "logprob", judge_template: str | None = None,
-                  tokenization: str = "auto") -> TokenCounting | None:
-    """The weightless token counter of ``spec`` (None for the baselines, which run no model); PRBError as
-    :func:`~prb_utils.models.load_model` gives for a spec, folder, tokenizer or config it cannot read."""
+def token_counter(spec: str, options: ModelOptions | None = None) -> TokenCounting | None:
+    """The weightless token counter of ``spec`` (its kind's :attr:`~prb_utils.models.kinds.ModelKind.counter`;
+    None for the baselines, which run no model) with the options that shape its inputs (``judge_mode``,
+    ``judge_template``, ``tokenization``); PRBError as :func:`~prb_utils.models.load_model` gives for a spec,
+    folder, tokenizer or config it cannot read."""
     parsed = parse_spec(spec)
-    counter = COUNTERS.get(parsed.kind)
-    if counter is None:
+    kind = MODEL_KINDS[parsed.kind]
+    if kind.counter is None:
         return None
     with quiet_transformers():
-        return counter(parsed, judge_mode=judge_mode, judge_template=judge_template, tokenization=tokenization)
+        return load_class(kind.counter)(parsed, **(options or ModelOptions()).for_kind(kind.name))

@@ -43,156 +43,29 @@ from typing import Any
 from prb_utils.errors import PRBError
 from prb_utils.models.base import ModelSpec, PairInput, PairScore
 from prb_utils.models.classifier import ClassifierRM
+from prb_utils.models.engines import EngineConfig
 from prb_utils.models.fingerprint import model_fingerprint
 from prb_utils.models.hf import (
-    load_pretrained,
-    load_tokenizer,
-    model_max_length,
     nonfinite_reason,
-    resolve_source,
 )
 from prb_utils.models.implicit import ImplicitRM
 from prb_utils.models.judge import MAX_NEW_TOKENS, MODES, JudgeRM, letter_ids
-from prb_utils.models.prompts import TOKENIZATIONS, chat_template_hash, has_chat_template, load_judge_template
-from prb_utils.models.vllm_client import Cancelled, EngineError, RequestCache, RequestError, UnusableResponse
-from prb_utils.models.vllm_engine import EngineOptions, completion_text, connect
+from prb_utils.models.prompts import chat_template_hash, has_chat_template, load_judge_template
+from prb_utils.models.vllm_client import Cancelled, EngineError, RequestCache, UnusableResponse
+from prb_utils.models.vllm_engine import (
+    NextTokenLogprobs,
+    asked_prompt_logprobs,
+    completion_text,
+    connect,
+    logsumexp,
+)
 from prb_utils.schema import stable_hash
 
-TOP_LOGPROBS = 20
 CONTRACT_PAIRS = 3   # pairs whose classifier scores are checked before the first chunk
 CONTRACT_TOLERANCE = 0.05   # of max(1, |HF score|): a sigmoid or softmax is far outside it
 HF_CHECK_MAX_BYTES = 2 * 1024**3   # weights this small are loaded in process to check the server against
 SATURATION_SHARE = 0.25   # of the scores tied at the lowest or highest value: a saturated head
 SATURATION_MIN_SCORES = 20
-
-
-def logsumexp(values: Sequence[float]) -> float:
-    """log(sum(exp(v))) without overflow; -inf for no values.
-
-    >>> round(logsumexp([math.log(0.25), math.log(0.5)]), 12) == round(math.log(0.75), 12)
-    True
-    """
-    finite = [v for v in values if v != -math.inf]
-    if not finite:
-        return -math.inf
-    top = max(finite)
-    return top + math.log(sum(math.exp(v - top) for v in finite))
-
-
-def first_choice(response: Any) -> dict[str, Any]:
-    """The first choice of a completions response; :class:`UnusableResponse` when there is none.
-
-    >>> first_choice({"choices": [{"text": "A"}]})
-    {'text': 'A'}
-    """
-    choices = response.get("choices") if isinstance(response, dict) else None
-    if not choices or not isinstance(choices[0], dict):
-        raise UnusableResponse("a completions response without choices")
-    return choices[0]
-
-
-def top_logprobs(response: dict[str, Any]) -> dict[int, float]:
-    """``{token id: log-prob}`` of the first generated position of a completions response asked with
-    ``return_tokens_as_token_ids`` (keys ``"token_id:N"``); :class:`UnusableResponse` without logprobs."""
-    tops = ((first_choice(response).get("logprobs") or {}).get("top_logprobs") or [None])[0]
-    if not isinstance(tops, dict) or not tops:
-        raise UnusableResponse("a completions response without the logprobs asked for")
-    out: dict[int, float] = {}
-    for key, value in tops.items():
-        token = str(key).removeprefix("token_id:")
-        if token.lstrip("-").isdigit() and value is not None:
-            out[int(token)] = float(value)
-    return out
-
-
-def prompt_token_logprobs(choice: dict[str, Any], ids: Sequence[int]) -> list[float | None]:
-    """Per prompt position, the log-prob of the prompt's own token there (None for the first position)."""
-    entries = choice.get("prompt_logprobs") or []
-    out: list[float | None] = []
-    for position, token in enumerate(ids):
-        entry = entries[position] if position < len(entries) else None
-        found = (entry or {}).get(str(token))
-        if isinstance(found, dict):
-            found = found.get("logprob")
-        out.append(None if found is None else float(found))
-    return out
-
-
-def asked_prompt_logprobs(response: dict[str, Any], ids: Sequence[int]) -> list[float | None]:
-    """:func:`prompt_token_logprobs` of a response asked for ``prompt_logprobs``; :class:`UnusableResponse`
-    when a position after the first has no log-prob for its token."""
-    values = prompt_token_logprobs(first_choice(response), ids)
-    if len(ids) > 1 and any(v is None for v in values[1:]):
-        raise UnusableResponse("a completions response without the prompt logprobs asked for")
-    return values
-
-
-class NextTokenLogprobs:
-    """Next-token log-probs of given token ids after each prompt, from a vLLM server (the judge's letters,
-    the rubric judge's digits): asked by id (vLLM's ``logprob_token_ids``; a server that refuses it is asked
-    for its top-k), and a token the server did not return gets its exact log-prob from the prompt logprobs of
-    the prompt followed by that token (the forced continuation), never a default.
-
-    ``cache(purpose)`` gives the request cache of ``<purpose>-letters`` and ``<purpose>-forced`` (or None).
-    """
-
-    def __init__(self, engine: Any, *, purpose: str = "judge",
-                 cache: Any = lambda purpose: None) -> None:
-        self.engine = engine
-        self.purpose = purpose
-        self._cache = cache
-        self.request = "ids"   # or "top-k" on a server without logprob_token_ids
-        self.top_k = TOP_LOGPROBS
-        self.n_fallback = 0
-
-    def __call__(self, prompts: Sequence[Sequence[int]], tokens: Sequence[int]) -> list[dict[int, float]]:
-        """Per prompt (token ids), ``{token: log-prob}`` for every one of ``tokens`` (NaN if the server gave
-        no value even for the forced continuation)."""
-        tokens = list(tokens)
-        found = self._asked([list(p) for p in prompts], tokens)
-        missing = [(i, tok) for i, t in enumerate(found) for tok in tokens if tok not in t]
-        if missing:
-            self.n_fallback += len(missing)
-            forced = [{"model": self.engine.model, "prompt": [*prompts[i], tok], "max_tokens": 1, "temperature": 0.0,
-                       "prompt_logprobs": 0} for i, tok in missing]
-
-            def last(response: dict[str, Any], body: dict[str, Any]) -> float | None:
-                return asked_prompt_logprobs(response, body["prompt"])[-1]
-
-            values = self.engine.client.map(forced, last, cache=self._cache(f"{self.purpose}-forced"))
-            for (i, tok), value in zip(missing, values, strict=True):
-                found[i][tok] = math.nan if value is None else float(value)
-        return found
-
-    def _asked(self, prompts: list[list[int]], tokens: list[int]) -> list[dict[int, float]]:
-        def body(ids: list[int]) -> dict[str, Any]:
-            base = {"model": self.engine.model, "prompt": ids, "max_tokens": 1, "temperature": 0.0,
-                    "return_tokens_as_token_ids": True}
-            if self.request == "ids":
-                return {**base, "logprobs": len(tokens), "logprob_token_ids": tokens}
-            return {**base, "logprobs": self.top_k}
-
-        def reduce(response: dict[str, Any], _: dict[str, Any]) -> dict[str, float]:
-            tops = top_logprobs(response)
-            return {str(t): tops[t] for t in tokens if t in tops}
-
-        while True:
-            try:
-                values = self.engine.client.map([body(p) for p in prompts], reduce,
-                                                cache=self._cache(f"{self.purpose}-letters"))
-                return [{int(k): float(v) for k, v in t.items()} for t in values]
-            except RequestError as exc:
-                text = str(exc)
-                if self.request == "ids" and "logprob_token_ids" in text:
-                    self.request = "top-k"
-                elif self.request == "top-k" and "max allowed" in text and self.top_k != TOP_LOGPROBS:
-                    self.top_k = TOP_LOGPROBS
-                else:
-                    raise
-
-    def metadata(self) -> dict[str, Any]:
-        return {"letter_request": self.request, "top_logprobs": self.top_k if self.request == "top-k" else None,
-                "n_letter_fallbacks": self.n_fallback}
 
 
 class _VLLMMixin:
@@ -232,32 +105,12 @@ class _VLLMMixin:
         raise NotImplementedError
 
     def _setup(self, spec: ModelSpec, *, device: str, dtype: str, seed: int, tokenization: str,
-               engine_options: Any, runner: str | None = None) -> None:
-        from transformers import AutoConfig
-
-
-        if tokenization not in TOKENIZATIONS:
-            raise PRBError(f"Unknown tokenization '{tokenization}'; use {' or '.join(TOKENIZATIONS)}.")
-        self.spec = spec.canonical
-        self._spec = spec
-        self.seed = seed
-        self.tokenization = tokenization
-        self.allow_untrained_head = False
-        self.untrained: list[str] = []
-        self.model = None
-        self._specials = None
-        self.tokenizer_lock = threading.RLock()
-        self._shares_prompt = True
-        self.n_truncated = 0
-        self.n_pairs = 0
-        self.source = resolve_source(spec)
-        self.tokenizer = load_tokenizer(spec, self.source)
-        config = load_pretrained(spec, self.source, AutoConfig.from_pretrained)
-        self.max_length = model_max_length(self.tokenizer, config, self.source)
-        self.engine_options = EngineOptions.from_mapping(engine_options)
-        self.engine = connect(spec.name, self.source, device=device, dtype=dtype, options=self.engine_options,
+               engine_config: EngineConfig, runner: str | None = None) -> None:
+        self._setup_weightless(spec, seed=seed, tokenization=tokenization)
+        self._read_context()
+        self.engine_config = engine_config
+        self.engine = connect(spec.name, self.source, device=device, dtype=dtype, options=engine_config,
                               runner=runner)
-        self.config = config
         self.requested_dtype = dtype
 
     def _cache(self, purpose: str) -> RequestCache | None:
@@ -289,7 +142,7 @@ class VLLMJudgeRM(_VLLMMixin, JudgeRM):
     def __init__(self, spec: ModelSpec, *, device: str = "auto", dtype: str = "auto", seed: int = 0,
                  judge_mode: str = "logprob", judge_template: str | None = None,
                  max_new_tokens: int = MAX_NEW_TOKENS, tokenization: str = "auto",
-                 engine_options: Any = None, **_: Any) -> None:
+                 engine_config: EngineConfig, **_: Any) -> None:
         if judge_mode not in MODES:
             raise PRBError(f"Unknown judge mode '{judge_mode}'; use logprob or generate.")
         self.template = load_judge_template(judge_template)
@@ -297,7 +150,7 @@ class VLLMJudgeRM(_VLLMMixin, JudgeRM):
         self.kv_reuse = False
         self.max_new_tokens = max_new_tokens
         self._setup(spec, device=device, dtype=dtype, seed=seed, tokenization=tokenization,
-                    engine_options=engine_options)
+                    engine_config=engine_config)
         self.a_ids = letter_ids(self.tokenizer, "A")
         self.b_ids = letter_ids(self.tokenizer, "B")
         self.letters = NextTokenLogprobs(self.engine, purpose="judge", cache=self._cache)
@@ -348,10 +201,10 @@ class VLLMImplicitRM(_VLLMMixin, ImplicitRM):
     kind = "implicit"
 
     def __init__(self, spec: ModelSpec, *, device: str = "auto", dtype: str = "auto", seed: int = 0,
-                 tokenization: str = "auto", engine_options: Any = None, **_: Any) -> None:
+                 tokenization: str = "auto", engine_config: EngineConfig, **_: Any) -> None:
         self.kv_reuse = False
         self._setup(spec, device=device, dtype=dtype, seed=seed, tokenization=tokenization,
-                    engine_options=engine_options)
+                    engine_config=engine_config)
 
     def run_remote(self, prepared: Any) -> list[PairScore]:
         flat = [(s, f) for seqs, firsts, _ in prepared.sequences for s, f in zip(seqs, firsts, strict=True)]
@@ -385,10 +238,10 @@ class VLLMClassifierRM(_VLLMMixin, ClassifierRM):
     kind = "classifier"
 
     def __init__(self, spec: ModelSpec, *, device: str = "auto", dtype: str = "auto", seed: int = 0,
-                 tokenization: str = "auto", engine_options: Any = None, **_: Any) -> None:
+                 tokenization: str = "auto", engine_config: EngineConfig, **_: Any) -> None:
         self.kv_reuse = False
         self._setup(spec, device=device, dtype=dtype, seed=seed, tokenization=tokenization,
-                    engine_options=engine_options, runner="pooling")
+                    engine_config=engine_config, runner="pooling")
         self.contract: dict[str, Any] | None = None
         self._contract_lock = threading.Lock()
         self._contract_error: EngineError | None = None

@@ -1,20 +1,21 @@
 """The ``vllm`` engine: a connection to an OpenAI-compatible vLLM server, and the chat generator over it.
 
-:class:`EngineOptions` holds what ``--engine vllm`` takes (``--engine-url``, ``--tensor-parallel-size``,
-``--pipeline-parallel-size``, ``--engine-arg``, ``--engine-concurrency``). :func:`connect` gives an
-:class:`Engine` for one model: the server(s) at ``url`` (checked at once: each must answer and serve the
+Its settings are the :class:`~prb_utils.models.engines.EngineConfig` of ``--engine vllm`` (``--engine-url``,
+``--tensor-parallel-size``, ``--pipeline-parallel-size``, ``--engine-arg``, ``--engine-concurrency``). :func:`connect`
+gives an :class:`Engine` for one model: the server(s) at ``urls`` (checked at once: each must answer and serve the
 model, under the spec's name, its folder or hub id, the same on every server), or one prb starts with
 :mod:`prb_utils.models.vllm_server` (shared by every kind and profile condition of the process).
-:func:`default_concurrency` says how many requests prb keeps in flight per server when not told. The adapters (:mod:`prb_utils.models.vllm_adapters`) send token ids rendered on
-the prb side with the model's own tokenizer and chat template, so both engines see the same tokens.
+:func:`default_concurrency` says how many requests prb keeps in flight per server when not told. The
+adapters (:mod:`prb_utils.models.vllm_adapters`) send token ids rendered on the prb side with the model's own tokenizer and chat template, so both engines see the same tokens.
 
 :class:`VLLMChatGenerator` has the ``generate``/``sample_batch``/``sample_n`` signatures and return shapes of
-:class:`prb_utils.downstream.generation.ChatGenerator` (Best-of-N sampling and the rubric judge), through
+:class:`prb_utils.models.generation.ChatGenerator` (Best-of-N sampling and the rubric judge), through
 the completions endpoint with ``n`` and a per-message seed.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,8 @@ from typing import Any
 from prb_utils.errors import PRBError
 from prb_utils.models.base import ModelSpec
 from prb_utils.models.device import resolve_placement
+from prb_utils.models.engines import EngineConfig
+from prb_utils.models.generation import ChatGeneration
 from prb_utils.models.hf import load_tokenizer, resolve_source
 from prb_utils.models.vllm_client import (
     CompletionClient,
@@ -40,15 +43,7 @@ from prb_utils.schema import stable_hash
 DEFAULT_CONCURRENCY = 16
 #: At most this many requests in flight per server by default, however many engines it reports.
 MAX_DEFAULT_CONCURRENCY = 1024
-_PROCESS = {"concurrency": None}   # set_concurrency(): the CLI's --engine-concurrency for every engine made
-
-
-def set_concurrency(concurrency: int | None) -> None:
-    """Requests in flight per server for every engine this process connects from now on (``--engine-concurrency``;
-    None: :func:`default_concurrency`), unless :class:`EngineOptions` gives one."""
-    if concurrency is not None and int(concurrency) < 1:
-        raise PRBError(f"--engine-concurrency must be at least 1, got {concurrency}.")
-    _PROCESS["concurrency"] = None if concurrency is None else int(concurrency)
+TOP_LOGPROBS = 20   # the top-k asked of a server that does not take logprob_token_ids
 
 
 def default_concurrency(engine_args: Sequence[str] = (), engines: int | None = None) -> tuple[int, str]:
@@ -73,30 +68,6 @@ def default_concurrency(engine_args: Sequence[str] = (), engines: int | None = N
     return total, f"{per} per engine ({per_why}) x {count} engine{'s' if count != 1 else ''} ({count_why})"
 
 
-@dataclass(frozen=True)
-class EngineOptions:
-    """``--engine vllm`` settings; ``cache_dir`` holds the request caches (the store's ``engine/`` folder)."""
-
-    url: str | tuple[str, ...] | None = None   # one server or several serving the same model
-    tensor_parallel_size: int = 1
-    pipeline_parallel_size: int = 1
-    engine_args: tuple[str, ...] = ()
-    concurrency: int | None = None   # per server; None: set_concurrency()'s, else default_concurrency()
-    cache_dir: str | None = None
-    progress: bool = True
-
-    @classmethod
-    def from_mapping(cls, given: Any) -> EngineOptions:
-        if isinstance(given, EngineOptions):
-            return given
-        given = dict(given or {})
-        given["engine_args"] = tuple(given.get("engine_args") or ())
-        if given.get("url") is not None and not isinstance(given["url"], str):
-            given["url"] = tuple(given["url"]) or None
-        known = {k: v for k, v in given.items() if k in cls.__dataclass_fields__ and v is not None}
-        return cls(**known)
-
-
 @dataclass
 class Engine:
     """A usable server for one model: the client, the served model id and what to record about it."""
@@ -106,7 +77,7 @@ class Engine:
     url: str
     launched: bool
     version: str | None
-    options: EngineOptions
+    options: EngineConfig
     launch_command: list[str] = field(default_factory=list)
     start_seconds: float | None = None
     dtype: str | None = None   # of the server prb started (a server at --engine-url: unknown here)
@@ -146,15 +117,12 @@ class Engine:
 
 
 def connect(spec_name: str, source: str, *, device: str = "auto", dtype: str = "auto",
-            options: EngineOptions | dict | None = None, runner: str | None = None) -> Engine:
-    """An :class:`Engine` serving ``source`` (the resolved folder or hub id of ``spec_name``); ``runner``
-    (``pooling`` for classifiers) is passed to the server prb starts."""
-    opts = EngineOptions.from_mapping(options)
-    if opts.tensor_parallel_size < 1 or opts.pipeline_parallel_size < 1:
-        raise PRBError("--tensor-parallel-size and --pipeline-parallel-size must be at least 1.")
-    given = opts.concurrency or _PROCESS["concurrency"]
-    if opts.url:
-        client = CompletionClient(url_list(opts.url), concurrency=given or DEFAULT_CONCURRENCY)
+            options: EngineConfig, runner: str | None = None) -> Engine:
+    """An :class:`Engine` serving ``source`` (the resolved folder or hub id of ``spec_name``) with the settings
+    ``options``; ``runner`` (``pooling`` for classifiers) is passed to the server prb starts."""
+    opts, given = options, options.concurrency
+    if opts.urls:
+        client = CompletionClient(url_list(opts.urls), concurrency=given or DEFAULT_CONCURRENCY)
         model = client.resolve_model([spec_name, source, Path(source).name if Path(source).exists() else ""])
         why = "--engine-concurrency"
         if not given:
@@ -182,6 +150,135 @@ def connect(spec_name: str, source: str, *, device: str = "auto", dtype: str = "
                   concurrency_source=why)
 
 
+def logsumexp(values: Sequence[float]) -> float:
+    """log(sum(exp(v))) without overflow; -inf for no values.
+
+    >>> round(logsumexp([math.log(0.25), math.log(0.5)]), 12) == round(math.log(0.75), 12)
+    True
+    """
+    finite = [v for v in values if v != -math.inf]
+    if not finite:
+        return -math.inf
+    top = max(finite)
+    return top + math.log(sum(math.exp(v - top) for v in finite))
+
+
+def first_choice(response: Any) -> dict[str, Any]:
+    """The first choice of a completions response; :class:`UnusableResponse` when there is none.
+
+    >>> first_choice({"choices": [{"text": "A"}]})
+    {'text': 'A'}
+    """
+    choices = response.get("choices") if isinstance(response, dict) else None
+    if not choices or not isinstance(choices[0], dict):
+        raise UnusableResponse("a completions response without choices")
+    return choices[0]
+
+
+def top_logprobs(response: dict[str, Any]) -> dict[int, float]:
+    """``{token id: log-prob}`` of the first generated position of a completions response asked with
+    ``return_tokens_as_token_ids`` (keys ``"token_id:N"``); :class:`UnusableResponse` without logprobs."""
+    tops = ((first_choice(response).get("logprobs") or {}).get("top_logprobs") or [None])[0]
+    if not isinstance(tops, dict) or not tops:
+        raise UnusableResponse("a completions response without the logprobs asked for")
+    out: dict[int, float] = {}
+    for key, value in tops.items():
+        token = str(key).removeprefix("token_id:")
+        if token.lstrip("-").isdigit() and value is not None:
+            out[int(token)] = float(value)
+    return out
+
+
+def prompt_token_logprobs(choice: dict[str, Any], ids: Sequence[int]) -> list[float | None]:
+    """Per prompt position, the log-prob of the prompt's own token there (None for the first position)."""
+    entries = choice.get("prompt_logprobs") or []
+    out: list[float | None] = []
+    for position, token in enumerate(ids):
+        entry = entries[position] if position < len(entries) else None
+        found = (entry or {}).get(str(token))
+        if isinstance(found, dict):
+            found = found.get("logprob")
+        out.append(None if found is None else float(found))
+    return out
+
+
+def asked_prompt_logprobs(response: dict[str, Any], ids: Sequence[int]) -> list[float | None]:
+    """:func:`prompt_token_logprobs` of a response asked for ``prompt_logprobs``; :class:`UnusableResponse`
+    when a position after the first has no log-prob for its token."""
+    values = prompt_token_logprobs(first_choice(response), ids)
+    if len(ids) > 1 and any(v is None for v in values[1:]):
+        raise UnusableResponse("a completions response without the prompt logprobs asked for")
+    return values
+
+
+class NextTokenLogprobs:
+    """Next-token log-probs of given token ids after each prompt, from a vLLM server (the judge's letters,
+    the rubric judge's digits): asked by id (vLLM's ``logprob_token_ids``; a server that refuses it is asked
+    for its top-k), and a token the server did not return gets its exact log-prob from the prompt logprobs of
+    the prompt followed by that token (the forced continuation), never a default.
+
+    ``cache(purpose)`` gives the request cache of ``<purpose>-letters`` and ``<purpose>-forced`` (or None).
+    """
+
+    def __init__(self, engine: Any, *, purpose: str = "judge",
+                 cache: Any = lambda purpose: None) -> None:
+        self.engine = engine
+        self.purpose = purpose
+        self._cache = cache
+        self.request = "ids"   # or "top-k" on a server without logprob_token_ids
+        self.top_k = TOP_LOGPROBS
+        self.n_fallback = 0
+
+    def __call__(self, prompts: Sequence[Sequence[int]], tokens: Sequence[int]) -> list[dict[int, float]]:
+        """Per prompt (token ids), ``{token: log-prob}`` for every one of ``tokens`` (NaN if the server gave
+        no value even for the forced continuation)."""
+        tokens = list(tokens)
+        found = self._asked([list(p) for p in prompts], tokens)
+        missing = [(i, tok) for i, t in enumerate(found) for tok in tokens if tok not in t]
+        if missing:
+            self.n_fallback += len(missing)
+            forced = [{"model": self.engine.model, "prompt": [*prompts[i], tok], "max_tokens": 1, "temperature": 0.0,
+                       "prompt_logprobs": 0} for i, tok in missing]
+
+            def last(response: dict[str, Any], body: dict[str, Any]) -> float | None:
+                return asked_prompt_logprobs(response, body["prompt"])[-1]
+
+            values = self.engine.client.map(forced, last, cache=self._cache(f"{self.purpose}-forced"))
+            for (i, tok), value in zip(missing, values, strict=True):
+                found[i][tok] = math.nan if value is None else float(value)
+        return found
+
+    def _asked(self, prompts: list[list[int]], tokens: list[int]) -> list[dict[int, float]]:
+        def body(ids: list[int]) -> dict[str, Any]:
+            base = {"model": self.engine.model, "prompt": ids, "max_tokens": 1, "temperature": 0.0,
+                    "return_tokens_as_token_ids": True}
+            if self.request == "ids":
+                return {**base, "logprobs": len(tokens), "logprob_token_ids": tokens}
+            return {**base, "logprobs": self.top_k}
+
+        def reduce(response: dict[str, Any], _: dict[str, Any]) -> dict[str, float]:
+            tops = top_logprobs(response)
+            return {str(t): tops[t] for t in tokens if t in tops}
+
+        while True:
+            try:
+                values = self.engine.client.map([body(p) for p in prompts], reduce,
+                                                cache=self._cache(f"{self.purpose}-letters"))
+                return [{int(k): float(v) for k, v in t.items()} for t in values]
+            except RequestError as exc:
+                text = str(exc)
+                if self.request == "ids" and "logprob_token_ids" in text:
+                    self.request = "top-k"
+                elif self.request == "top-k" and "max allowed" in text and self.top_k != TOP_LOGPROBS:
+                    self.top_k = TOP_LOGPROBS
+                else:
+                    raise
+
+    def metadata(self) -> dict[str, Any]:
+        return {"letter_request": self.request, "top_logprobs": self.top_k if self.request == "top-k" else None,
+                "n_letter_fallbacks": self.n_fallback}
+
+
 def completion_text(response: dict[str, Any]) -> list[str]:
     """The texts of a completions response, in choice order; :class:`UnusableResponse` without choices."""
     choices = sorted(response.get("choices") or [], key=lambda c: int(c.get("index", 0)))
@@ -190,36 +287,35 @@ def completion_text(response: dict[str, Any]) -> list[str]:
     return [str(c.get("text") or "") for c in choices]
 
 
-class VLLMChatGenerator:
-    """Chat replies from a vLLM server, with :class:`~prb_utils.downstream.generation.ChatGenerator`'s API.
+class VLLMChatGenerator(ChatGeneration):
+    """Chat replies from a vLLM server, with :class:`~prb_utils.models.generation.ChatGenerator`'s API.
 
-    ``VLLMChatGenerator(name, engine_url=None, device=..., dtype=..., tensor_parallel_size=...,
-    pipeline_parallel_size=..., engine_args=(...))``: ``name`` is an alias, folder or hub id (as for
-    ``ChatGenerator``). Prompts are rendered with the tokenizer's chat template on the prb side and sent as
+    ``VLLMChatGenerator(name, engine=EngineConfig("vllm", ...), device=..., dtype=...)``: ``name`` is an alias,
+    folder or hub id (as for ``ChatGenerator``). Prompts are rendered with the tokenizer's chat template on the prb side and sent as
     token ids (no special tokens added, as ``ChatGenerator`` encodes them). Sampling is seeded per message:
     message ``i`` of a call gets seed ``seed + i`` and its ``n`` samples come from one request (``n``).
     """
 
-    def __init__(self, name: str, *, device: str = "auto", dtype: str = "auto", batch_size: int = 8,
-                 engine_url: str | Sequence[str] | None = None, tensor_parallel_size: int = 1,
-                 pipeline_parallel_size: int = 1,
-                 engine_args: Sequence[str] = (), concurrency: int | None = None,
-                 progress: bool = True) -> None:
+    def __init__(self, name: str, *, engine: EngineConfig, device: str = "auto", dtype: str = "auto",
+                 batch_size: int = 8) -> None:
         spec = ModelSpec("judge", name)
         self.name = name
         self.source = resolve_source(spec)
         self.tokenizer = load_tokenizer(spec, self.source)
         self.batch_size = int(batch_size)
-        self.engine = connect(name, self.source, device=device, dtype=dtype, options=EngineOptions(
-            url=engine_url if engine_url is None or isinstance(engine_url, str) else tuple(engine_url),
-            tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size,
-            engine_args=tuple(engine_args), concurrency=concurrency, progress=progress))
+        self.engine = connect(name, self.source, device=device, dtype=dtype, options=engine)
+        self._next_tokens = NextTokenLogprobs(self.engine, purpose="next-token")
 
-    def render(self, user: str, system: str | None) -> str:
-        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
-        if getattr(self.tokenizer, "chat_template", None):
-            return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return (f"{system}\n\n" if system else "") + f"User: {user}\nAssistant:"
+    def next_token_probabilities(self, groups: Sequence[Sequence[Sequence[int]]],
+                                 candidates: Sequence[Sequence[int]], *,
+                                 batch_tokens: int | None = None) -> list[list[tuple[float, ...]]]:
+        """Per group of prompts (token ids), per prompt, the probability that the next token is one of each
+        candidate set's ids (:class:`NextTokenLogprobs`; the server plans its own batches, so
+        ``batch_tokens`` is not used here)."""
+        flat = [list(p) for group in groups for p in group]
+        found = iter(self._next_tokens(flat, [t for ids in candidates for t in ids]))
+        return [[tuple(math.exp(logsumexp([lp[t] for t in ids])) for ids in candidates)
+                 for lp in (next(found) for _ in group)] for group in groups]
 
     def metadata(self) -> dict[str, Any]:
         template = getattr(self.tokenizer, "chat_template", None) or ""
@@ -257,22 +353,6 @@ class VLLMChatGenerator:
             raise PRBError(f"temperature must be >= 0, got {temperature}.")
         return self._run(self._bodies(users, system, n=num_return_sequences, max_new_tokens=max_new_tokens,
                                       temperature=temperature, top_p=top_p, seed=seed))
-
-    def sample_n(self, user: str, n: int, *, system: str | None = None, max_new_tokens: int = 128,
-                 temperature: float = 1.0, top_p: float = 0.9, seed: int = 0) -> list[str]:
-        """``n`` sampled replies to one user message."""
-        return self.sample_batch([user], n, system=system, max_new_tokens=max_new_tokens, temperature=temperature,
-                                 top_p=top_p, seed=seed)[0]
-
-    def sample_each(self, users: Sequence[str], n: int, *, seeds: Sequence[int], system: str | None = None,
-                    max_new_tokens: int = 128, temperature: float = 1.0, top_p: float = 0.9) -> list[list[str]]:
-        """``n`` sampled replies to each user message, each seeded by its own seed (``seeds``) and sent on its
-        own, one request after the other: requests in flight together are batched by the server, and a batched
-        forward pass is not bit-stable, so a message's replies would depend on what ran beside it."""
-        if len(seeds) != len(users):
-            raise PRBError(f"sample_each needs one seed per message, got {len(seeds)} for {len(users)}.")
-        return [self.sample_batch([user], n, system=system, max_new_tokens=max_new_tokens, temperature=temperature,
-                                  top_p=top_p, seed=int(one))[0] for user, one in zip(users, seeds, strict=True)]
 
     def sample_batch(self, users: Sequence[str], n: int, *, system: str | None = None, max_new_tokens: int = 128,
                      temperature: float = 1.0, top_p: float = 0.9, seed: int = 0) -> list[list[str]]:

@@ -28,9 +28,9 @@ import pandas as pd
 from prb_utils.analysis.metrics import N_BOOT
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
+from prb_utils.models.kinds import KINDS
 from prb_utils.profile import RETRIEVERS, parse_condition
 from prb_utils.resources import resource_dir, source_root
-from prb_utils.schema import KINDS
 from prb_utils.store import query_results
 
 PROJECT_ROOT = source_root()  # the repository in a source checkout; None for an installed package

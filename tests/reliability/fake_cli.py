@@ -115,10 +115,10 @@ def install() -> None:
 
     real = scoring._load_model
 
-    def load_model(spec, **options):
+    def load_model(spec, options):
         if str(spec).strip().startswith("classifier:fake-"):
             return FakeModel(str(spec).strip())
-        return real(spec, **options)
+        return real(spec, options)
 
     scoring._load_model = load_model  # the scorer's one loading seam, as tests/test_scoring.py patches it
     real_fingerprint = scoring._fingerprint

@@ -14,8 +14,16 @@ from typing import Any
 
 from prb_utils.errors import PRBError
 from prb_utils.models.base import ModelSpec
+from prb_utils.models.batching import BudgetBatcher
 from prb_utils.models.device import configure_threads, resolve_placement
-from prb_utils.models.hf import load_pretrained, load_tokenizer, newly_initialized, resolve_source
+from prb_utils.models.hf import (
+    DEFAULT_BATCH_TOKENS,
+    load_pretrained,
+    load_tokenizer,
+    newly_initialized,
+    resolve_source,
+)
+from prb_utils.models.lm import DecoderRunner, Group, lm_logits
 from prb_utils.schema import stable_hash
 
 GENERATIVE_ARCHITECTURES = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
@@ -55,7 +63,43 @@ def check_causal_lm(name: str, *, given: str | None = None) -> None:
                        "sample answers or judge them; give a chat (instruct) model.")
 
 
-class ChatGenerator:
+class ChatGeneration:
+    """What the chat generators of every engine share (:class:`ChatGenerator` in process,
+    :class:`~prb_utils.models.vllm_engine.VLLMChatGenerator` on a server): the chat rendering, and
+    :meth:`sample_n` and :meth:`sample_each` over the engine's own ``sample_batch``."""
+
+    tokenizer: Any
+
+    def render(self, user: str, system: str | None) -> str:
+        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
+        if getattr(self.tokenizer, "chat_template", None):
+            return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return (f"{system}\n\n" if system else "") + f"User: {user}\nAssistant:"
+
+    def sample_n(self, user: str, n: int, *, system: str | None = None, max_new_tokens: int = 128,
+                 temperature: float = 1.0, top_p: float = 0.9, seed: int = 0) -> list[str]:
+        """``n`` sampled replies to one user message (:meth:`sample_batch` with one message)."""
+        return self.sample_batch([user], n, system=system, max_new_tokens=max_new_tokens, temperature=temperature,
+                                 top_p=top_p, seed=seed)[0]
+
+    def sample_each(self, users: Sequence[str], n: int, *, seeds: Sequence[int], system: str | None = None,
+                    max_new_tokens: int = 128, temperature: float = 1.0, top_p: float = 0.9) -> list[list[str]]:
+        """``n`` sampled replies to each user message, each message seeded on its own (``seeds``): a message's
+        replies depend only on it, ``n``, the options and its seed, never on the messages beside it. In process
+        that means one :meth:`sample_batch` call per message (a padded batch is not bit-stable); on a server, one
+        request after the other (requests in flight together are batched by the server, and a batched forward
+        pass is not bit-stable either)."""
+        if len(seeds) != len(users):
+            raise PRBError(f"sample_each needs one seed per message, got {len(seeds)} for {len(users)}.")
+        return [self.sample_batch([user], n, system=system, max_new_tokens=max_new_tokens, temperature=temperature,
+                                  top_p=top_p, seed=int(one))[0] for user, one in zip(users, seeds, strict=True)]
+
+    def sample_batch(self, users: Sequence[str], n: int, *, system: str | None = None, max_new_tokens: int = 128,
+                     temperature: float = 1.0, top_p: float = 0.9, seed: int = 0) -> list[list[str]]:
+        raise NotImplementedError   # pragma: no cover - every engine's generator defines it
+
+
+class ChatGenerator(ChatGeneration):
     """Generate replies to chat messages with a causal LM.
 
     ``generate(users, system=..., max_new_tokens=..., temperature=0 (greedy) or >0, top_p, seed,
@@ -86,11 +130,25 @@ class ChatGenerator:
         self.model.eval()
         self.batch_size = int(batch_size)
 
-    def render(self, user: str, system: str | None) -> str:
-        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
-        if getattr(self.tokenizer, "chat_template", None):
-            return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return (f"{system}\n\n" if system else "") + f"User: {user}\nAssistant:"
+    def next_token_probabilities(self, groups: Sequence[Sequence[Sequence[int]]],
+                                 candidates: Sequence[Sequence[int]], *,
+                                 batch_tokens: int | None = None) -> list[list[tuple[float, ...]]]:
+        """Per group of prompts (token ids), per prompt, the probability that the next token is one of each
+        candidate set's ids; the prefix a group's prompts share runs once, on the prompt cache
+        (:class:`~prb_utils.models.lm.DecoderRunner`, ``batch_tokens`` tokens a batch)."""
+        import torch
+
+        budget = batch_tokens or DEFAULT_BATCH_TOKENS.get(self.placement.device.split(":")[0], 4096)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        runner = DecoderRunner(self.model, pad_id=pad, batcher=BudgetBatcher(budget))
+
+        def probabilities(group: Group, hidden: list[Any]) -> list[tuple[float, ...]]:
+            logp = torch.log_softmax(lm_logits(self.model, torch.stack([h[-1] for h in hidden])), dim=-1)
+            per = torch.stack([torch.logsumexp(logp[:, list(ids)], dim=-1) for ids in candidates], dim=-1).exp()
+            return [tuple(row) for row in per.tolist()]
+
+        packed = [Group(tuple(tuple(p) for p in group), tuple(len(p) - 1 for p in group)) for group in groups]
+        return runner.hidden(packed, reduce=probabilities)
 
     def metadata(self) -> dict[str, Any]:
         template = getattr(self.tokenizer, "chat_template", None) or ""
@@ -135,31 +193,6 @@ class ChatGenerator:
                 group = texts[i * num_return_sequences:(i + 1) * num_return_sequences]
                 out.append([t.strip() for t in group])
         return out
-
-    def sample_n(
-        self,
-        user: str,
-        n: int,
-        *,
-        system: str | None = None,
-        max_new_tokens: int = 128,
-        temperature: float = 1.0,
-        top_p: float = 0.9,
-        seed: int = 0,
-    ) -> list[str]:
-        """``n`` sampled replies to one user message (:meth:`sample_batch` with one message)."""
-        return self.sample_batch([user], n, system=system, max_new_tokens=max_new_tokens, temperature=temperature,
-                                 top_p=top_p, seed=seed)[0]
-
-    def sample_each(self, users: Sequence[str], n: int, *, seeds: Sequence[int], system: str | None = None,
-                    max_new_tokens: int = 128, temperature: float = 1.0, top_p: float = 0.9) -> list[list[str]]:
-        """``n`` sampled replies to each user message, each message seeded on its own (``seeds``): a message's
-        replies depend only on it, ``n``, the options and its seed, never on the messages beside it. In process
-        that means one :meth:`sample_batch` call per message (a padded batch is not bit-stable)."""
-        if len(seeds) != len(users):
-            raise PRBError(f"sample_each needs one seed per message, got {len(seeds)} for {len(users)}.")
-        return [self.sample_batch([user], n, system=system, max_new_tokens=max_new_tokens, temperature=temperature,
-                                  top_p=top_p, seed=int(one))[0] for user, one in zip(users, seeds, strict=True)]
 
     def sample_batch(
         self,
