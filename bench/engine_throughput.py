@@ -86,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
 
             source = str(resolve_alias(args.model, kind)) if args.model in ALIASES else args.model
             started = time.perf_counter()
-            options = LaunchOptions(dtype="float32", device=args.device, engine_args=tuple(args.engine_arg),
+            options = LaunchOptions(dtype="float32", device=args.device,
+                                    engine=EngineConfig("vllm", engine_args=tuple(args.engine_arg)),
                                     runner="pooling" if kind == "classifier" else None)
             servers[runner] = VLLMServer(source, args.model, options).start(progress=False)
             print(f"vLLM server start-up ({runner}): {time.perf_counter() - started:.0f} s", flush=True)

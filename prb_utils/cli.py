@@ -134,9 +134,8 @@ def _add_scoring_options(parser: argparse.ArgumentParser, *, default_models: Seq
 
 def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=tuple(ENGINES), default="hf",
-                        help="hf: transformers in this process (default); vllm: judge:, implicit: and classifier: RMs "
-                             "(and the BoN policy and LLM rubric judge) through an OpenAI-compatible vLLM server "
-                             "(--engine-url, or one prb starts from .venv-vllm)")
+                        help="; ".join(f"{name}: {engine.help}" for name, engine in ENGINES.items())
+                        + " (default: hf)")
     parser.add_argument("--engine-url", action="append", default=None, metavar="URL",
                         help="a running vLLM server (e.g. http://host:8000); repeat it for several servers of the "
                              "same model, which share the requests; without it prb starts one itself")
@@ -397,14 +396,13 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
-def _score(args: argparse.Namespace, models: Sequence[str], profiles: Sequence[str], out: str,
+def _score(args: argparse.Namespace, options: ModelOptions, models: Sequence[str], profiles: Sequence[str], out: str,
            *, also: Sequence[tuple[Sequence[str], Sequence[str]]] = ()) -> pd.DataFrame:
     """Score ``models`` under ``profiles`` (then each ``(models, profiles)`` of ``also``) on the data of
     ``args`` into the store ``out``; the rows of the first set."""
 
     for condition in profiles:
         parse_condition(condition)
-    options = _model_options(args)
     _warn_options_without_effect(args, options, models, profiles)
     frame = _load(args)
     _check_writable(out, writes=False)
@@ -423,7 +421,7 @@ def _score(args: argparse.Namespace, models: Sequence[str], profiles: Sequence[s
 def cmd_score(args: argparse.Namespace) -> int:
     if not args.model:
         raise PRBError("Give at least one --model KIND:NAME (see `prb models`).")
-    results = _score(args, args.model, args.profile or ["none"], args.out)
+    results = _score(args, _model_options(args), args.model, args.profile or ["none"], args.out)
     if results.empty:
         raise PRBError("No pairs were scored.")
     if world().is_main:   # under torchrun, rank 0 alone prints the table
@@ -529,17 +527,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     curve_models = [] if args.profile else [m for m in models if MODEL_KINDS[parse_spec(m).kind].quick]
     diagnostic = [] if args.profile else [m for m in models if not MODEL_KINDS[parse_spec(m).kind].weights]
     check_out_folder(args.out)  # before scoring: never overwrite the source notebooks
+    options = _model_options(args)
     if args.bon_n > 0:
         check_judge_spec(args.bon_judge)
         judge_cache_key(args.bon_judge, device=args.device)   # a judge that cannot be found fails before scoring
     also = [(curve_models, CURVE_PROFILES)] if curve_models else []
-    _score(args, models, profiles, args.results, also=[*also, (diagnostic, ORACLE_CONDITIONS)] if diagnostic else also)
+    _score(args, options, models, profiles, args.results,
+           also=[*also, (diagnostic, ORACLE_CONDITIONS)] if diagnostic else also)
     if diagnostic and args.retriever in (None, "bm25"):   # the ablation's other retriever, on the same pairs
-        _score(argparse.Namespace(**{**vars(args), "retriever": "random"}), diagnostic, [ABLATION_PROFILE], args.results)
+        _score(argparse.Namespace(**{**vars(args), "retriever": "random"}), options, diagnostic, [ABLATION_PROFILE],
+               args.results)
     pages: dict[str, dict[str, Any]] = {}
     if args.bon_n > 0:
         plain = [p for p in profiles if not parse_condition(p).oracle] or ["none"]   # never the rubric oracle
-        bon_dir = _report_bon(args, models, rm_profile="top3" if "top3" in plain else plain[-1])
+        bon_dir = _report_bon(args, options, models, rm_profile="top3" if "top3" in plain else plain[-1])
         pages["03_downstream_correlation"] = {"bon_dir": str(bon_dir.resolve())}
     _check_writable(args.out)
     if curve_models:
@@ -555,7 +556,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 REPORT_BON_FOLDER = "bon-report"
 
 
-def _report_bon(args: argparse.Namespace, models: Sequence[str], *, rm_profile: str) -> Path:
+def _report_bon(args: argparse.Namespace, options: ModelOptions, models: Sequence[str], *, rm_profile: str) -> Path:
     """The Best-of-N run page 03 shows: a ``prb bon`` run in ``RESULTS/bon`` that covers the report's models,
     profile condition, answers and questions, or else the report's own small run (``--bon-n``, ``--bon-limit``,
     ``--bon-judge``) written apart, to ``RESULTS/bon-report``, so that it never replaces a larger run."""
@@ -577,7 +578,7 @@ def _report_bon(args: argparse.Namespace, models: Sequence[str], *, rm_profile: 
     print(f"Best-of-{args.bon_n} on {len(data)} questions ({args.bon_limit} per subset), judged by {args.bon_judge}",
           file=sys.stderr)
     run_bon_pipeline(data, out=args.results, models=models, rm_profile=rm_profile, judge=args.bon_judge,
-                     sampling=SamplingOptions(n_samples=args.bon_n), options=_model_options(args), figures=False,
+                     sampling=SamplingOptions(n_samples=args.bon_n), options=options, figures=False,
                      progress=not args.no_progress, folder=REPORT_BON_FOLDER)
     return Path(args.results) / REPORT_BON_FOLDER
 

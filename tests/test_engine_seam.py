@@ -156,8 +156,9 @@ ENGINE_KEYWORDS = {"engine_url", "urls", "tensor_parallel_size", "pipeline_paral
 
 
 def test_the_engine_settings_are_one_object_never_retyped_as_keywords():
-    """No function takes two or more of the engine's settings as parameters (they travel as one EngineConfig),
-    and no parameter named ``engine`` is a plain string."""
+    """No function takes two or more of the engine's settings as parameters and no class but EngineConfig holds two
+    or more of them as fields (they travel as one EngineConfig), and no parameter named ``engine`` is a plain
+    string."""
     found = []
     for path, tree in _sources():
         for node in ast.walk(tree):
@@ -167,4 +168,8 @@ def test_the_engine_settings_are_one_object_never_retyped_as_keywords():
                     found.append(f"{path.name}:{node.name}")
                 found += [f"{path.name}:{node.name}(engine: str)" for a in params
                           if a.arg == "engine" and isinstance(a.annotation, ast.Name) and a.annotation.id == "str"]
+            elif isinstance(node, ast.ClassDef) and node.name != "EngineConfig":
+                held = {s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+                if len(ENGINE_KEYWORDS & held) >= 2:
+                    found.append(f"{path.name}:{node.name}")
     assert found == []

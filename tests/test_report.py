@@ -599,10 +599,11 @@ def test_the_reports_best_of_n_never_replaces_a_larger_run(tmp_path, monkeypatch
                               engine_arg=[], engine_concurrency=None)
     (full / "run.json").write_text(json.dumps({"models": ["length", "lexical", "embedding:minilm"], "rm_profile": "top3",
                                                "n_samples": 8, "n_questions": 42}), encoding="utf-8")
-    assert cli._report_bon(args, ["length", "lexical"], rm_profile="top3") == full and calls == []
+    options = cli._model_options(args)
+    assert cli._report_bon(args, options, ["length", "lexical"], rm_profile="top3") == full and calls == []
     (full / "run.json").write_text(json.dumps({"models": ["length"], "rm_profile": "top3", "n_samples": 8,
                                                "n_questions": 42}), encoding="utf-8")   # lexical is missing
-    shown = cli._report_bon(args, ["length", "lexical"], rm_profile="top3")
+    shown = cli._report_bon(args, options, ["length", "lexical"], rm_profile="top3")
     assert shown == tmp_path / "results" / cli.REPORT_BON_FOLDER
     assert [c["folder"] for c in calls] == [cli.REPORT_BON_FOLDER]
     assert (full / "bon_frame.parquet").read_bytes() == b"the full run's frame"

@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from scipy.stats import spearmanr
-from vllm_proxy import EAGER, CountingProxy
+from vllm_proxy import EAGER_ENGINE, CountingProxy
 
 from prb_utils.cli import main
 from prb_utils.data import load_benchmark
@@ -50,7 +50,7 @@ def classifier_server(classifier_dir):
     except PRBError as exc:
         pytest.fail(f"{exc} These tests need the vLLM environment: run `make vllm`.")
     server = VLLMServer(str(classifier_dir), str(classifier_dir),
-                        LaunchOptions(dtype="float32", device="cpu", runner="pooling", engine_args=EAGER), python=python)
+                        LaunchOptions(dtype="float32", device="cpu", runner="pooling", engine=EAGER_ENGINE), python=python)
     server.start(progress=False)
     yield server
     server.stop()
@@ -153,7 +153,7 @@ def saturating_dir(tmp_path_factory):
 def test_a_saturating_classifier_is_flagged_in_one_line(saturating_dir, tmp_path, capsys):
     """Its scores tie at 1.0: a one-line warning and the share in the run metadata (before: nothing said)."""
     server = VLLMServer(str(saturating_dir), str(saturating_dir),
-                        LaunchOptions(dtype="float32", device="cpu", runner="pooling", engine_args=EAGER),
+                        LaunchOptions(dtype="float32", device="cpu", runner="pooling", engine=EAGER_ENGINE),
                         python=find_python())
     server.start(progress=False)
     try:

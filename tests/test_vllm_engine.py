@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy.stats import spearmanr
-from vllm_proxy import EAGER, CountingProxy
+from vllm_proxy import EAGER, EAGER_ENGINE, CountingProxy
 
 from prb_utils.cli import main
 from prb_utils.data import load_benchmark
@@ -49,7 +49,7 @@ def vllm_python() -> Path:
 
 @pytest.fixture(scope="module")
 def vllm_server(vllm_python):
-    server = VLLMServer(str(smollm2_dir()), "smollm2", LaunchOptions(dtype="float32", device="cpu", engine_args=EAGER),
+    server = VLLMServer(str(smollm2_dir()), "smollm2", LaunchOptions(dtype="float32", device="cpu", engine=EAGER_ENGINE),
                         python=vllm_python)
     server.start(progress=False)
     yield server
@@ -598,7 +598,8 @@ def test_data_parallel_size_reaches_vllm_serve_and_raises_the_default_concurrenc
                                   "--engine", "vllm", "--engine-arg", "data-parallel-size=2",
                                   "--engine-concurrency", "3", "--out", str(tmp_path / "s"), "--no-progress"])
     assert "PRB_VLLM_PYTHON" in line
-    command = VLLMServer("m", "m", LaunchOptions(engine_args=("data-parallel-size=2",)), python=Path("py")).command()
+    launch = LaunchOptions(engine=EngineConfig("vllm", engine_args=("data-parallel-size=2",)))
+    command = VLLMServer("m", "m", launch, python=Path("py")).command()
     assert command[command.index("--data-parallel-size") + 1] == "2"
     assert default_concurrency(("data-parallel-size=2",))[0] == 2 * DEFAULT_CONCURRENCY
     assert default_concurrency(("data-parallel-size=2", "max-num-seqs=5"))[0] == 10

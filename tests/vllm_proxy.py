@@ -12,9 +12,13 @@ import urllib.request
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from prb_utils.models import EngineConfig
+
 #: ``--engine-arg`` for the test servers: eager mode skips the torch.compile warm-up (about 100 s of a 2-core
 #: CPU machine at every start, its AOT cache does not reload there); the numbers compared are the same.
 EAGER = ("enforce-eager=true",)
+#: The engine of the servers the tests start themselves.
+EAGER_ENGINE = EngineConfig("vllm", engine_args=EAGER)
 
 
 class CountingProxy:

@@ -40,8 +40,9 @@ class EngineType:
 ENGINES: dict[str, EngineType] = {engine.name: engine for engine in (
     EngineType("hf", "transformers in this process", "prb_utils.models.generation:ChatGenerator",
                in_process=True),
-    EngineType("vllm", "an OpenAI-compatible vLLM server (judge:, implicit: and classifier: RMs, the BoN policy, "
-               "LLM judges)", "prb_utils.models.vllm_engine:VLLMChatGenerator",
+    EngineType("vllm", "judge:, implicit: and classifier: RMs, the BoN policy and the LLM rubric judges on an "
+               "OpenAI-compatible vLLM server (one prb starts from .venv-vllm, or the --engine-url given)",
+               "prb_utils.models.vllm_engine:VLLMChatGenerator",
                {"judge": "prb_utils.models.vllm_adapters:VLLMJudgeRM",
                 "implicit": "prb_utils.models.vllm_adapters:VLLMImplicitRM",
                 "classifier": "prb_utils.models.vllm_adapters:VLLMClassifierRM"}),

