@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from prb_utils.downstream.correlation import correlation_difference, rank_agreement
+from prb_utils.downstream.correlation import correlation_difference, p_display, rank_agreement
 from prb_utils.downstream.predictors import STATISTICS, benchmark_statistics, predictor_table
 from prb_utils.errors import PRBError
 
@@ -66,5 +66,15 @@ def test_predictor_table_ranks_statistics_and_tests_them_against_mean_accuracy()
     joined = stats.assign(down=downstream)
     expected = correlation_difference(joined, "down", "worst_subset", "mean_accuracy", n_boot=300)
     assert worst["diff"] == pytest.approx(expected["diff"]) and worst["diff_p"] == pytest.approx(expected["p_value"])
+    assert worst["diff_n_boot_valid"] == expected["n_boot_valid"]
     with pytest.raises(PRBError, match="at least 3"):
         predictor_table(stats.head(2), downstream)
+
+
+def test_a_difference_p_value_at_its_floor_shows_as_below_it():
+    """diff_p is a bootstrap p-value: 2 / (1 + valid draws) is its smallest value, shown as "< ..." and never as a
+    number that reads as exact (the same rule as correlation_difference's p_value)."""
+    table = pd.DataFrame({"predictor": ["a", "b", "mean_accuracy"], "diff_p": [2 / 301, 0.25, np.nan],
+                          "diff_n_boot_valid": [300, 300, np.nan]})
+    shown = p_display(table)["diff_p"].tolist()
+    assert shown == ["< 0.007", "0.25", "n/a"]

@@ -476,7 +476,9 @@ def p_text(p: float, floor: float | None = None) -> str:
 def p_display(table: pd.DataFrame) -> pd.DataFrame:
     """A copy of an agreement table for display, its p-values as :func:`p_text`: ``p_perm`` (floor
     1 / (1 + n_perm) when Monte Carlo, i.e. more than :data:`EXACT_PERMUTATIONS_MAX_N` RMs), ``p_value`` of
-    :func:`correlation_difference` (floor 2 / (1 + n_boot_valid)), ``williams_p`` and ``diff_p`` (text).
+    :func:`correlation_difference` (floor 2 / (1 + n_boot_valid)), ``diff_p`` of
+    :func:`~prb_utils.downstream.predictors.predictor_table` (the same floor, from ``diff_n_boot_valid``) and
+    ``williams_p``.
 
     >>> t = pd.DataFrame({"metric": ["spearman"], "p_perm": [1 / 10001], "n": [17], "n_perm": [10000]})
     >>> p_display(t)["p_perm"].tolist()
@@ -488,12 +490,13 @@ def p_display(table: pd.DataFrame) -> pd.DataFrame:
                   for n, k in zip(out.get("n", pd.Series(np.inf, index=out.index)),
                                   out.get("n_perm", pd.Series(N_PERM, index=out.index)), strict=True)]
         out["p_perm"] = [p_text(p, f) for p, f in zip(out["p_perm"], floors, strict=True)]
-    if "p_value" in out.columns and "n_boot_valid" in out.columns:
-        out["p_value"] = [p_text(p, 2 / (1 + k) if k else None)
-                          for p, k in zip(out["p_value"], out["n_boot_valid"], strict=True)]
-    for col in ("williams_p", "diff_p"):
-        if col in out.columns:
-            out[col] = [p_text(p) for p in out[col]]
+    # a bootstrap p-value's floor is 2 / (1 + its valid draws); a p_value without its draws is left as it is
+    for col, draws in (("p_value", "n_boot_valid"), ("diff_p", "diff_n_boot_valid"), ("williams_p", None)):
+        if col not in out.columns or (col == "p_value" and draws not in out.columns):
+            continue
+        counts = out[draws] if draws in out.columns else pd.Series(np.nan, index=out.index)
+        out[col] = [p_text(p, 2 / (1 + k) if k and not pd.isna(k) else None)
+                    for p, k in zip(out[col], counts, strict=True)]
     return out
 
 

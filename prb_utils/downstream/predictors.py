@@ -74,7 +74,8 @@ def predictor_table(statistics: pd.DataFrame, downstream: pd.Series, *, metric: 
                     n_perm: int = N_PERM) -> pd.DataFrame:
     """Each statistic's ``metric`` agreement with ``downstream`` (a Series indexed like ``statistics``), best
     first: columns predictor, estimate, ci_low, ci_high, chance, p_perm, n, n_perm, and the paired test against
-    ``baseline``: diff, diff_ci_low, diff_ci_high, diff_p (NaN for the baseline itself)."""
+    ``baseline``: diff, diff_ci_low, diff_ci_high, diff_p and diff_n_boot_valid (the bootstrap draws its p-value
+    counts, so :func:`~prb_utils.downstream.correlation.p_display` shows its floor; NaN for the baseline itself)."""
     joined = statistics.join(downstream.rename("_downstream"), how="inner")
     if len(joined) < 3:
         raise PRBError(f"Only {len(joined)} RM(s) have both benchmark statistics and the downstream outcome; "
@@ -91,10 +92,11 @@ def predictor_table(statistics: pd.DataFrame, downstream: pd.Series, *, metric: 
         if name != baseline and baseline in joined.columns:
             d = correlation_difference(joined, "_downstream", name, baseline, metric=metric, level=level,
                                        n_boot=n_boot, seed=seed)
-            row.update(diff=d["diff"], diff_ci_low=d["ci_low"], diff_ci_high=d["ci_high"], diff_p=d["p_value"])
+            row.update(diff=d["diff"], diff_ci_low=d["ci_low"], diff_ci_high=d["ci_high"], diff_p=d["p_value"],
+                       diff_n_boot_valid=d["n_boot_valid"])
         rows.append(row)
     if not rows:
         raise PRBError("No benchmark statistic has values for at least 3 RMs.")
     columns = ["predictor", "estimate", "ci_low", "ci_high", "chance", "p_perm", "n", "n_perm", "diff", "diff_ci_low",
-               "diff_ci_high", "diff_p"]
+               "diff_ci_high", "diff_p", "diff_n_boot_valid"]
     return pd.DataFrame(rows).reindex(columns=columns).sort_values("estimate", ascending=False, ignore_index=True)
