@@ -22,7 +22,7 @@ import pandas as pd
 from prb_utils.analysis.metrics import compare, summarize
 from prb_utils.data import load_benchmark, read_benchmark, subset_counts
 from prb_utils.distributed import world
-from prb_utils.downstream.rubric_judge import DEFAULT_JUDGE, check_judge_spec, judge_cache_key, judge_label
+from prb_utils.downstream.rubric_judge import DEFAULT_JUDGE, check_judge, judge_label
 from prb_utils.errors import DataError, PRBError
 from prb_utils.export import FORMATS, export_results
 from prb_utils.models import MODEL_KINDS, EngineConfig, ModelOptions, list_models, parse_spec
@@ -346,9 +346,9 @@ def _warn_options_without_effect(args: argparse.Namespace, options: ModelOptions
     unused = []
     if args.retriever is not None and not top_k:
         unused.append(("--retriever", "there is no top{K} profile condition (only top{K} retrieves posts)"))
-    if args.judge_template is not None and not judges:
+    if options.judge_template is not None and not judges:
         unused.append(("--judge-template", "no --model is a judge: model"))
-    if args.judge_mode != "logprob" and not judges:
+    if options.judge_mode != "logprob" and not judges:
         unused.append(("--judge-mode", "no --model is a judge: model"))
     engine = options.engine
     if not engine.in_process and not any(engine.remote(kind) for kind in kinds):
@@ -529,8 +529,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     check_out_folder(args.out)  # before scoring: never overwrite the source notebooks
     options = _model_options(args)
     if args.bon_n > 0:
-        check_judge_spec(args.bon_judge)
-        judge_cache_key(args.bon_judge, device=args.device)   # a judge that cannot be found fails before scoring
+        check_judge(args.bon_judge, device=options.device)   # a judge that cannot be used fails before scoring
     also = [(curve_models, CURVE_PROFILES)] if curve_models else []
     _score(args, options, models, profiles, args.results,
            also=[*also, (diagnostic, ORACLE_CONDITIONS)] if diagnostic else also)

@@ -48,14 +48,13 @@ from prb_utils.downstream.plots import bon_curve_plot, coefficient_bars, rank_ra
 from prb_utils.downstream.rubric_judge import (
     DEFAULT_JUDGE,
     UNUSABLE_VERDICT,
-    check_judge_spec,
+    check_judge,
     choose_quality_rule,
     judge_cache_key,
     judge_item,
     judge_label,
     load_judge,
     results_frame,
-    runs_a_model,
 )
 from prb_utils.errors import PRBError
 from prb_utils.models import MODEL_KINDS, ModelOptions, parse_spec
@@ -406,11 +405,7 @@ def run_bon_pipeline(
     if parse_condition(rm_profile).oracle:
         raise PRBError(f"The RM profile '{rm_profile}' shows the answer key (the rubric); a Best-of-N RM may not "
                        "see it.")
-    if isinstance(judge, str):
-        judge_cache_key(judge, device=options.device)   # a judge that cannot be found fails here, before any sampling
-        if runs_a_model(judge):
-            check_causal_lm(check_judge_spec(judge)[1], given=judge)   # a reward model or an encoder as judge:
-            # refused before sampling
+    check_judge(judge, device=options.device)   # a judge that cannot be used fails here, before any sampling
     check_causal_lm(sampling.policy)
     choose_quality_rule(pd.DataFrame({"quality": [0.0]}), quality_rule)   # an unknown rule fails before any work
 

@@ -68,13 +68,12 @@ from prb_utils.downstream.pipeline import POLICY_SYSTEM, policy_prompt
 from prb_utils.downstream.reference_files import read_ppo_csv
 from prb_utils.downstream.rubric_judge import (
     DEFAULT_JUDGE,
-    check_judge_spec,
+    check_judge,
     choose_quality_rule,
     judge_cache_key,
     judge_item,
     load_judge,
     results_frame,
-    runs_a_model,
 )
 from prb_utils.errors import PRBError
 from prb_utils.models import MODEL_KINDS, ModelOptions, PairInput, load_model, parse_spec
@@ -577,10 +576,7 @@ def run_ppo(
         raise PRBError("prompts_per_step and max_new_tokens must be at least 1 and policy_posts at least 0.")
     if parse_condition(training.rm_profile).oracle:
         raise PRBError(f"The RM profile '{training.rm_profile}' shows the answer key; a reward may not see it.")
-    if isinstance(judge, str):
-        judge_cache_key(judge, device=device)   # a judge that cannot be found fails here, before any training
-        if runs_a_model(judge):   # a reward model or an encoder as judge: refused before training
-            check_causal_lm(check_judge_spec(judge)[1], given=judge)
+    check_judge(judge, device=device)   # a judge that cannot be used fails here, before any training
     check_causal_lm(policy)
     specs = list(dict.fromkeys(parse_spec(s).canonical for s in models))
     if not specs:

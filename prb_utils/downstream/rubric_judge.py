@@ -52,7 +52,7 @@ from prb_utils.errors import PRBError
 from prb_utils.models.base import ModelSpec
 from prb_utils.models.engines import IN_PROCESS, EngineConfig
 from prb_utils.models.fingerprint import model_fingerprint
-from prb_utils.models.generation import GivenSpec
+from prb_utils.models.generation import GivenSpec, check_causal_lm
 from prb_utils.models.hf import load_pretrained, load_tokenizer, resolve_source
 from prb_utils.models.judge import letter_ids
 from prb_utils.models.vllm_client import UnusableResponse
@@ -761,6 +761,20 @@ def judge_cache_key(judge: Any, *, device: str = "auto", dtype: str = "auto",
     if llm:
         key += [resolved_placement("judge", device, dtype), engine.name]
     return key
+
+
+def check_judge(judge: Any, *, device: str = "auto") -> None:
+    """Fail before any work, in one sentence, for a judge spec that cannot be used: an unknown form, a model that
+    cannot be found (:func:`judge_cache_key`) or, for an LLM judge, a model that is not a causal LM (a reward
+    model or an encoder would judge from a random head). A judge object passes as it is.
+
+    >>> check_judge("proxy")
+    """
+    if not isinstance(judge, str):
+        return
+    judge_cache_key(judge, device=device)
+    if runs_a_model(judge):
+        check_causal_lm(check_judge_spec(judge)[1], given=judge)
 
 
 def judge_protocol(spec: str) -> str:

@@ -32,7 +32,6 @@ from prb_utils.models.vllm_client import (
     RequestCache,
     RequestError,
     UnusableResponse,
-    url_list,
 )
 from prb_utils.models.vllm_server import LaunchOptions, engine_arg_value, get_server
 from prb_utils.schema import stable_hash
@@ -122,7 +121,7 @@ def connect(spec_name: str, source: str, *, device: str = "auto", dtype: str = "
     ``options``; ``runner`` (``pooling`` for classifiers) is passed to the server prb starts."""
     opts, given = options, options.concurrency
     if opts.urls:
-        client = CompletionClient(url_list(opts.urls), concurrency=given or DEFAULT_CONCURRENCY)
+        client = CompletionClient(opts.urls, concurrency=given or DEFAULT_CONCURRENCY)
         model = client.resolve_model([spec_name, source, Path(source).name if Path(source).exists() else ""])
         why = "--engine-concurrency"
         if not given:
