@@ -221,20 +221,20 @@ def test_position_locked_flags_judges_that_answer_by_position():
     assert position_locked(baseline).empty
 
 
-def test_headline_marks_a_position_locked_judge():
-    from prb_utils.notebook.report import _headline_html, _locked_jobs
+def test_the_findings_never_rank_a_position_locked_judge_and_say_why_once():
+    from prb_utils.analysis.findings import compute_findings
+    from prb_utils.notebook.report import _findings_html
 
     rows = pd.concat([judge_rows("judge:a", ["chosen"] * 4, ["rejected"] * 4),
                       judge_rows("judge:fair", ["chosen"] * 4, ["chosen"] * 4)], ignore_index=True)
-    locks = _locked_jobs(rows)
-    assert list(locks) == [("judge:a", "none")] and locks["judge:a", "none"].startswith("⚠ Position-locked")
-    table = pd.DataFrame([{"profile": "none", "model": "judge:a", "accuracy": 0.5, "ci_low": 0.2, "ci_high": 0.8,
-                           "n": 4, "oracle": False, "position_locked": True, "warning": locks["judge:a", "none"]},
-                          {"profile": "top3", "model": "judge:fair", "accuracy": 0.4, "ci_low": 0.1, "ci_high": 0.7,
-                           "n": 4, "oracle": False, "position_locked": False, "warning": ""}])
-    page = _headline_html(table)
-    assert page.count("Position-locked judge judge:a") == 2  # beside the lead sentence and in its row
-    assert "<td>judge:fair</td>" in page  # an unflagged row is unchanged
+    found = compute_findings(rows, calibrate=False)
+    board = found.board.set_index("model")
+    assert bool(board.loc["judge:a", "locked"]) and np.isnan(board.loc["judge:a", "rank"])
+    assert board.loc["judge:fair", "rank"] == 1 and board.loc["judge:a", "chance"] == ""
+    assert [h["leaders"] for h in found.headline()] == [["judge:fair"]]
+    page = _findings_html(found)
+    assert page.count("Position-locked judge judge:a") == 1  # its reason, once, under the table
+    assert "<td>judge:fair</td>" in page
 
 
 def test_by_category_orders_by_pairs_and_marks_the_small_ones():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
 
@@ -31,21 +32,62 @@ def planted() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_the_tied_group_is_mcnemar_against_the_leader_with_holm():
+def test_shared_ranks_follow_mcnemar_over_every_pair_with_holm():
+    """Without units every pair is its own cluster: the clustered test is the exact McNemar test, Holm-adjusted
+    over the condition's three pairs of models; rank = 1 + the models clearly better."""
     rows = planted()
     board = leaderboard(rows, n_boot=200).set_index(["profile", "model"])
     top3 = rows[rows["profile"] == "top3"].pivot(index="id", columns="model", values="outcome").eq("correct")
-    raw = []
-    for other in ("B", "C"):
-        table = pd.crosstab(top3["A"], top3[other]).reindex(index=[False, True], columns=[False, True], fill_value=0)
-        raw.append(mcnemar(table.to_numpy(), exact=True).pvalue)
-    holm = multipletests(raw, method="holm")[1]
+    raw = {}
+    for first, other in (("A", "B"), ("A", "C"), ("B", "C")):
+        table = pd.crosstab(top3[first], top3[other]).reindex(index=[False, True], columns=[False, True], fill_value=0)
+        raw[first, other] = mcnemar(table.to_numpy(), exact=True).pvalue
+    holm = dict(zip(raw, multipletests(list(raw.values()), method="holm")[1], strict=True))
     assert board.loc[("top3", "A"), "rank"] == 1 and board.loc[("top3", "A"), "tied_with_leader"]
-    assert board.loc[("top3", "B"), "p_vs_leader"] == np.float64(holm[0])
-    assert board.loc[("top3", "C"), "p_vs_leader"] == np.float64(holm[1])
-    assert holm[0] >= 0.05 and bool(board.loc[("top3", "B"), "tied_with_leader"])
-    assert holm[1] < 0.05 and not bool(board.loc[("top3", "C"), "tied_with_leader"])
+    assert board.loc[("top3", "B"), "p_vs_leader"] == pytest.approx(holm["A", "B"], rel=1e-9)
+    assert board.loc[("top3", "C"), "p_vs_leader"] == pytest.approx(holm["A", "C"], rel=1e-9)
+    assert holm["A", "B"] >= 0.05 and board.loc[("top3", "B"), "rank"] == 1
+    assert holm["A", "C"] < 0.05 and holm["B", "C"] < 0.05 and board.loc[("top3", "C"), "rank"] == 3
+    assert not bool(board.loc[("top3", "C"), "tied_with_leader"])
     assert board.loc[("top3", "C"), "kind"] == "baseline"
+
+
+def test_a_shared_rank_is_one_plus_the_models_clearly_better():
+    """A > B > C, A and C clearly apart (12 pairs one way), B apart from neither (6 pairs one way each, Holm over
+    three comparisons): A and B share rank 1 and C is rank 2, not 3 ("tied with the leader" is not transitive)."""
+    n = 60
+    a, b, c = (np.arange(n) < 48), (np.arange(n) < 42), (np.arange(n) < 36)
+    rows = pd.DataFrame(_rows("A", "classifier", "none", a) + _rows("B", "classifier", "none", b)
+                        + _rows("C", "classifier", "none", c))
+    board = leaderboard(rows, n_boot=50).set_index("model")
+    assert board["rank"].to_dict() == {"A": 1, "B": 1, "C": 2}
+    assert board["tied_with_leader"].to_dict() == {"A": True, "B": True, "C": False}
+
+
+def test_equal_accuracies_share_a_rank_and_no_model_outranks_a_more_accurate_one():
+    n = 60
+    a = np.arange(n) < 48
+    c = np.arange(n) < 24
+    rows = pd.DataFrame(_rows("A", "classifier", "none", a) + _rows("C", "classifier", "none", c)
+                        + _rows("D", "classifier", "none", c[::-1]) + _rows("E", "classifier", "none", np.arange(n) < 23))
+    board = leaderboard(rows, n_boot=50).set_index("model")
+    assert board.loc["C", "rank"] == board.loc["D", "rank"]   # equal accuracies, one rank
+    ordered = board.sort_values("accuracy", ascending=False)["rank"].tolist()
+    assert ordered == sorted(ordered)
+
+
+def test_clustering_by_question_widens_what_counts_as_clearly_better():
+    """The same outcomes, each question asked for four users with the same result: clustered by question the
+    evidence is ten questions, not forty pairs, and the two models can no longer be told apart."""
+    a = np.repeat(np.arange(10) < 9, 4)
+    b = np.repeat(np.arange(10) < 5, 4)
+    rows = pd.DataFrame(_rows("A", "classifier", "none", a) + _rows("B", "classifier", "none", b))
+    rows["question"] = [f"question {int(i[1:]) // 4}" for i in rows["id"]]
+    pairs = leaderboard(rows, n_boot=50).set_index("model")
+    questions = leaderboard(rows, units="question", n_boot=200).set_index("model")
+    assert pairs.loc["B", "rank"] == 2 and questions.loc["B", "rank"] == 1
+    assert questions.loc["B", "p_vs_leader"] > pairs.loc["B", "p_vs_leader"]
+    assert questions.loc["B", "ci_high"] - questions.loc["B", "ci_low"] > pairs.loc["B", "ci_high"] - pairs.loc["B", "ci_low"]
 
 
 def test_a_position_locked_judge_is_never_ranked_first_and_says_why():
@@ -64,12 +106,16 @@ def test_the_lift_verdict_follows_its_stated_rule():
     assert board.loc[("none", "A"), "lift_verdict"] == ""   # the baseline condition has no lift
 
 
-def test_the_index_shows_the_leaderboard_with_its_rules_and_greys_a_locked_judge():
-    from prb_utils.notebook.report import _leaderboard_html
+def test_the_index_shows_the_findings_with_their_rules_and_greys_a_locked_judge():
+    from prb_utils.analysis.findings import compute_findings
+    from prb_utils.notebook.report import _findings_html
 
-    page = _leaderboard_html(leaderboard(planted(), n_boot=200))
+    found = compute_findings(planted(), calibrate=False, n_boot=200)
+    page = _findings_html(found)
     assert 'class="leaderboard"' in page and page.count('<tr class="locked">') == 1
     locked_row = page[page.index('<tr class="locked">'):].split("</tr>")[0]
-    assert "<td>&mdash;</td><td>J</td>" in locked_row and "locked: not ranked" in locked_row
-    assert "Tied group: tied with the leader: an exact McNemar test" in page and "Lift verdict: helps" in page
-    assert "<b>helps</b>" in page
+    assert "<td>—</td><td>J</td>" in locked_row and "position-locked: not ranked" in locked_row
+    assert "Shared rank: 1 + the number of models clearly more accurate" in page
+    assert "Helps: the lift over none" in page and "<b>helps</b>" in page
+    for sentence in found.headline():
+        assert sentence["sentence"] in page

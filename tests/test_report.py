@@ -36,8 +36,8 @@ from prb_utils.notebook.report import (
     build_report,
     check_out_folder,
     export_html,
-    headline_table,
     record_numbers,
+    report_findings,
     run_notebook,
     write_index,
 )
@@ -277,38 +277,30 @@ def test_pages_reference_nothing_on_the_network(report):
             assert cdn not in text.lower(), f"{page.name} mentions {cdn}"
 
 
-def _best_by_condition(results: Path, models, profiles) -> dict[str, tuple[set[str], float]]:
-    """Independently of the report: per condition, the most accurate jobs and their accuracy."""
-    from prb_utils.analysis.metrics import summarize
-    from prb_utils.store import load_results
-
-    rows = load_results(results)
-    rows = rows[rows["model"].isin(models) & rows["profile"].isin(profiles)]
-    table = summarize(rows.assign(model=rows["job_label"]), ["model", "profile"])
-    best = {}
-    for profile, group in table.groupby("profile"):
-        top = group["accuracy"].max()
-        best[str(profile)] = (set(group.loc[np.isclose(group["accuracy"], top), "model"]), float(top))
-    return best
-
-
-def test_index_opens_with_the_headline_result(report, sample_report):
+def test_index_opens_with_the_findings_and_02_says_the_same(report, sample_report):
+    """The index's headline is the findings layer's: per condition, the tied group at rank 1 (recomputed here from
+    the store) in one sentence, the same sentence and leaders page 02 records, and no "best" by point estimate."""
     from conftest import REPORT_MODELS, REPORT_PROFILES
+
+    from prb_utils.analysis.findings import compute_findings
+    from prb_utils.data import load_benchmark
+    from prb_utils.store import load_results
 
     index = (report / "index.html").read_text(encoding="utf-8")
     assert index.index('id="headline"') < index.index("<h2>Notebooks</h2>") < index.index("<h2>Scoring jobs</h2>")
-    headline = index[index.index('id="headline"'):index.index("<h2>Notebooks</h2>")]
-    best = _best_by_condition(sample_report.results, REPORT_MODELS, REPORT_PROFILES)
-    assert sorted(best) == sorted(REPORT_PROFILES)
-    cells = re.findall(r"<tr><td>([^<]+)</td><td>([^<]+)</td><td>([\d.]+)%</td><td>([\d.]+)%&ndash;([\d.]+)%</td>"
-                       r"<td>(\d+)</td></tr>", headline)
-    assert [c[0] for c in cells] == ["none", "top3"]  # none first
-    for profile, models, acc, low, high, n in cells:
-        assert set(models.split(" = ")) == best[profile][0], profile
-        assert float(acc) == pytest.approx(100 * best[profile][1], abs=0.051), profile
-        assert float(low) < float(acc) < float(high) and int(n) > 0, profile
-    overall = max(best.items(), key=lambda item: item[1][1])
-    assert f"with profile <b>{overall[0]}</b>, <b>{100 * overall[1][1]:.1f}%</b> (95% CI" in headline
+    headline = html.unescape(index[index.index('id="headline"'):index.index("<h2>Notebooks</h2>")])
+    rows = load_results(sample_report.results)
+    rows = rows[rows["model"].isin(REPORT_MODELS) & rows["profile"].isin(REPORT_PROFILES)]
+    found = compute_findings(rows, load_benchmark("sample"), model="job_label", calibrate=False)
+    said = found.headline()
+    assert [h["profile"] for h in said] == ["none", "top3"]  # none first
+    for h in said:
+        assert h["sentence"] in headline
+        ranked = found.board[(found.board["profile"] == h["profile"]) & (found.board["rank"] == 1)]
+        assert sorted(h["leaders"]) == sorted(ranked["model"])
+    assert "Best accuracy" not in headline and "best model" not in headline
+    page02 = json.loads((report / "02_accuracy_breakdown.numbers.json").read_text(encoding="utf-8"))
+    assert page02["numbers"]["findings"]["headline"] == said
 
 
 def _score_sample(store: Path, models, profiles) -> None:
@@ -317,19 +309,15 @@ def _score_sample(store: Path, models, profiles) -> None:
     assert main(["score", "--data", "sample", *specs, *conditions, "--out", str(store), "--no-progress"]) == 0
 
 
-def test_headline_table_and_job_order_follow_model_then_condition(tmp_path, capsys):
+def test_findings_and_job_order_follow_model_then_condition(tmp_path, capsys):
     store = tmp_path / "results"
     _score_sample(store, ["lexical", "length"], ["top3", "full", "none"])
     capsys.readouterr()
-    table = headline_table(str(store), [], [])
-    assert table["profile"].tolist() == ["none", "top3", "full"]
-    best = _best_by_condition(store, ["lexical", "length"], ["none", "top3", "full"])
-    for row in table.itertuples():
-        assert set(row.model.split(" = ")) == best[row.profile][0]
-        assert row.accuracy == pytest.approx(best[row.profile][1])
-        assert row.ci_low < row.accuracy < row.ci_high and not row.oracle
-    assert headline_table(str(store), ["length"], ["none"])["model"].tolist() == ["length"]
-    assert headline_table(str(tmp_path / "empty"), [], []).empty
+    found = report_findings(str(store), [], [])
+    assert found.conditions() == ["none", "top3", "full"]
+    assert set(found.board["model"]) == {"lexical", "length"}
+    assert report_findings(str(store), ["length"], ["none"]).board["model"].tolist() == ["length"]
+    assert report_findings(str(tmp_path / "empty"), [], []) is None
     write_index(tmp_path, [], data="sample", results=str(store), models=[], profiles=[])
     index = (tmp_path / "index.html").read_text(encoding="utf-8")
     jobs = index[index.index("<h2>Scoring jobs</h2>"):]
@@ -337,7 +325,6 @@ def test_headline_table_and_job_order_follow_model_then_condition(tmp_path, caps
     assert listed == [(m, p) for m in ("length", "lexical") for p in ("none", "top3", "full")]
     write_index(tmp_path, [], data="sample", results=str(tmp_path / "empty"), models=[], profiles=[])
     assert "No scored pairs in the store" in (tmp_path / "index.html").read_text(encoding="utf-8")
-
 
 def test_a_report_kernel_runs_over_ipc_without_the_tcp_warning_and_logs_only_critical_errors(tmp_path, capfd):
     notebook = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
@@ -612,7 +599,7 @@ def test_the_reports_best_of_n_never_replaces_a_larger_run(tmp_path, monkeypatch
 def test_the_index_and_results_csv_count_only_the_reports_data(tmp_path):
     """A store that also holds another file's pairs: the headline and results.csv use the report's pairs only."""
     from prb_utils.data import load_benchmark
-    from prb_utils.notebook.report import headline_table, write_results_csv
+    from prb_utils.notebook.report import report_findings, write_results_csv
     from prb_utils.scoring import score_benchmark
 
     ours = load_benchmark("sample", limit=2)
@@ -620,11 +607,11 @@ def test_the_index_and_results_csv_count_only_the_reports_data(tmp_path):
     results = str(tmp_path / "results")
     for data in (ours, other):
         score_benchmark(data, ["length"], ["none"], out=results, progress=False)
-    headline = headline_table(results, ["length"], ["none"], ours[["subset", "id"]])
-    assert headline["n"].tolist() == [len(ours)]
+    headline = report_findings(results, ["length"], ["none"], ours[["subset", "id"]])
+    assert headline.board["n"].tolist() == [len(ours)]
     written = pd.read_csv(write_results_csv(tmp_path, results, [], [], ours[["subset", "id"]]))
     assert sorted(written["id"].astype(str)) == sorted(ours["id"].astype(str))
-    assert headline_table(results, ["length"], ["none"])["n"].tolist() == [len(ours) + len(other)]   # unrestricted
+    assert report_findings(results, ["length"], ["none"]).board["n"].tolist() == [len(ours) + len(other)]   # unrestricted
 
 
 def test_prb_report_subset_and_limit_reach_every_page(tmp_path, monkeypatch, notebook_calls):

@@ -47,6 +47,7 @@ from prb_utils.analysis.metrics import (
     accuracy_table,
     as_list,
     bootstrap_ci,
+    question_units,
     require_columns,
 )
 from prb_utils.analysis.profile_curves import job_retrievers, rm_inputs
@@ -59,6 +60,8 @@ N_QUANTILES = 5  # quantile bins of |margin| for accuracy against confidence
 LOG_LOSS_EPS = 1e-15  # probabilities are clipped to [eps, 1 - eps] in the log loss
 PROBABILITY_KINDS = ("judge",)  # kinds whose own P(chosen) is used; every other kind goes through a temperature
 CALIBRATION_STATISTICS = ("ece", "brier", "log_loss")
+#: Why a generate-mode judge has no calibration: its P(chosen) is a vote, 0 or 1.
+VOTES_REASON = "n/a: votes, not probabilities (a judge in generate mode answers A or B)"
 PAIR_COLUMNS = ["model", "kind", "profile", "subset", "id", "question", "outcome", "margin", "p_chosen", "source",
                 "temperature", "fold", "note"]
 
@@ -296,17 +299,6 @@ def degenerate_reason(values, outcomes, *, min_pairs: int = MIN_PAIRS) -> str | 
     return None
 
 
-def _questions(results: pd.DataFrame, data: pd.DataFrame | None) -> pd.Series:
-    """The question text of each row (the cross-fitting and resampling unit); the pair itself without data."""
-    pair = results["subset"].astype(str) + "/" + results["id"].astype(str)
-    if data is None:
-        return pair
-    require_columns(data, ["subset", "id", "question"], what="benchmark")
-    lookup = dict(zip(data["subset"].astype(str) + "/" + data["id"].astype(str), data["question"].astype(str),
-                      strict=True))
-    return pair.map(lookup).fillna(pair)
-
-
 def pair_probabilities(results: pd.DataFrame, data: pd.DataFrame | None = None, *,
                        by: str | Sequence[str] = ("model", "profile"), n_folds: int = N_FOLDS, seed: int = SEED,
                        min_pairs: int = MIN_PAIRS) -> pd.DataFrame:
@@ -339,19 +331,22 @@ def pair_probabilities(results: pd.DataFrame, data: pd.DataFrame | None = None, 
     for column in ("p_chosen_ab", "p_chosen_ba"):
         if column not in rows.columns:
             rows[column] = np.nan
-    rows["question"] = _questions(rows, data).to_numpy()
+    rows["question"] = question_units(rows, data).to_numpy()
     judge_p = (pd.to_numeric(rows["p_chosen_ab"], errors="coerce") + pd.to_numeric(rows["p_chosen_ba"],
                                                                                      errors="coerce")) / 2
-    rows["source"] = np.where(rows["kind"].isin(PROBABILITY_KINDS) & judge_p.notna(), "judge", "temperature")
+    votes = _voted(rows)
+    rows["source"] = np.where(rows["kind"].isin(PROBABILITY_KINDS) & (judge_p.notna() | votes),
+                              np.where(votes, "votes", "judge"), "temperature")
     rows["p_chosen"] = np.where(rows["source"] == "judge", judge_p, np.nan)
     rows["temperature"] = np.nan
     rows["fold"] = pd.array([pd.NA] * len(rows), dtype="Int64")
     rows["note"] = None
     for _, group in (rows.groupby([*by, "source"], sort=True, observed=True) if len(rows) else []):
         index = group.index
-        judged = group["source"].iloc[0] == "judge"
+        judged = group["source"].iloc[0] != "temperature"
         values = group["p_chosen"] if judged else group["margin"]
-        reason = degenerate_reason(values, group["outcome"], min_pairs=min_pairs)
+        reason = (VOTES_REASON if group["source"].iloc[0] == "votes"
+                  else degenerate_reason(values, group["outcome"], min_pairs=min_pairs))
         if reason is None and not judged:
             try:
                 p, t, folds = cross_fit_temperature(group["margin"], group["question"], n_folds=n_folds, seed=seed)
@@ -365,6 +360,14 @@ def pair_probabilities(results: pd.DataFrame, data: pd.DataFrame | None = None, 
             rows.loc[index, "p_chosen"] = np.nan
     columns = [*dict.fromkeys([*by, *PAIR_COLUMNS])]
     return rows[columns].reset_index(drop=True)
+
+
+def _voted(rows: pd.DataFrame) -> pd.Series:
+    """True for the rows of a judge in generate mode (its raw answers kept): its P(chosen) is a 0/1 vote."""
+    answers = [c for c in ("answer_ab", "answer_ba") if c in rows.columns]
+    if not answers:
+        return pd.Series(False, index=rows.index)
+    return rows[answers].notna().any(axis=1)
 
 
 # -------------------------------------------------------------------------------------- group tables
@@ -426,13 +429,13 @@ def calibration_wide(table: pd.DataFrame) -> pd.DataFrame:
     """
     keys = [c for c in table.columns if c not in ("statistic", "value", "ci_low", "ci_high")]
     frame = table.assign(note=table["note"].fillna(""))
-    wide = frame.pivot_table(index=keys, columns="statistic", values=["value", "ci_low", "ci_high"],
-                             aggfunc="first", dropna=False, sort=False)
+    # one row per group that exists (a pivot over every key would build their Cartesian product)
+    wide = frame.set_index([*keys, "statistic"])[["value", "ci_low", "ci_high"]].unstack("statistic", sort=False)
     out = pd.DataFrame(index=wide.index)
     for name in CALIBRATION_STATISTICS:
-        out[name] = wide[("value", name)]
-        out[f"{name}_low"] = wide[("ci_low", name)]
-        out[f"{name}_high"] = wide[("ci_high", name)]
+        out[name] = wide[("value", name)] if ("value", name) in wide.columns else np.nan
+        out[f"{name}_low"] = wide[("ci_low", name)] if ("ci_low", name) in wide.columns else np.nan
+        out[f"{name}_high"] = wide[("ci_high", name)] if ("ci_high", name) in wide.columns else np.nan
     out = out.reset_index()
     out["note"] = out["note"].replace("", None)
     return out[[*[k for k in keys if k != "note"], *out.columns[len(keys):], "note"]]

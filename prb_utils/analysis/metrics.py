@@ -79,6 +79,25 @@ def as_list(by: str | Sequence[str] | None) -> list[str]:
     return list(by)
 
 
+def question_units(results: pd.DataFrame, data: pd.DataFrame | None = None) -> pd.Series:
+    """The question of each row, the unit every clustered interval and test resamples: a question asked for
+    several users, and twin pairs (the same question and answers, roles swapped), share one unit. The question
+    text comes from ``data`` (the benchmark records); without it, or for a pair it lacks, the pair itself.
+
+    >>> res = pd.DataFrame({"subset": "s", "id": ["1", "2", "3"]})
+    >>> data = pd.DataFrame({"subset": "s", "id": ["1", "2"], "question": ["q?", "q?"]})
+    >>> question_units(res, data).tolist()
+    ['q?', 'q?', 's/3']
+    """
+    pair = results["subset"].astype(str) + "/" + results["id"].astype(str)
+    if data is None:
+        return pair
+    require_columns(data, ["subset", "id", "question"], what="benchmark")
+    lookup = dict(zip(data["subset"].astype(str) + "/" + data["id"].astype(str), data["question"].astype(str),
+                      strict=True))
+    return pair.map(lookup).fillna(pair)
+
+
 def _check_outcomes(results: pd.DataFrame) -> None:
     bad = sorted(set(results["outcome"].dropna().astype(str)) - set(OUTCOMES))
     if bad or results["outcome"].isna().any():
@@ -286,6 +305,47 @@ def mcnemar_exact(a_only: int, b_only: int, *, both: int = 0, neither: int = 0) 
     return float(mcnemar(table, exact=True).pvalue)
 
 
+def sign_flip_p(cluster_differences) -> float:
+    """Two-sided p-value of the clustered paired test: under the null the two sides of every cluster are
+    exchangeable, so each cluster's difference ``d_k`` (its pairs only ``b`` gets right minus those only ``a``
+    gets right) is as likely to be ``+d_k`` as ``-d_k``; the p-value is the share of the ``2**K`` sign flips
+    whose ``|sum|`` is at least the observed one, computed exactly (a convolution over the integer sums, no
+    sampling). With one pair per cluster it is the exact McNemar test; its normal approximation is Durkalski's
+    clustered McNemar statistic ``(sum d_k)**2 / sum d_k**2``. 1.0 when no cluster differs.
+
+    >>> round(sign_flip_p([1, 1, 1, 1, 1, 1, 1, 1, 1, -1, -1]), 4) == round(mcnemar_exact(2, 9), 4)
+    True
+    >>> sign_flip_p([0, 0]), round(sign_flip_p([5, -1, 4, 3]), 3)
+    (1.0, 0.25)
+    """
+    d = np.abs(np.asarray(cluster_differences, dtype=float).round()).astype(np.int64)
+    observed = abs(int(np.asarray(cluster_differences, dtype=float).round().sum()))
+    d = d[d != 0]
+    if not d.size:
+        return 1.0
+    total = int(d.sum())
+    dist = np.zeros(2 * total + 1)
+    dist[total] = 1.0  # index = sum + total
+    for k in d:
+        dist = 0.5 * (np.roll(dist, k) + np.roll(dist, -k))
+    sums = np.arange(-total, total + 1)
+    return float(min(1.0, dist[np.abs(sums) >= observed].sum()))
+
+
+def clustered_paired_test(a, b, units=None) -> float:
+    """The p-value of :func:`sign_flip_p` for two 0/1 outcome vectors on the same pairs, clustered by ``units``
+    (one label per pair, e.g. the question; None: every pair its own cluster, the exact McNemar test).
+
+    >>> clustered_paired_test([1, 1, 0, 0], [0, 0, 1, 1], units=["q1", "q1", "q2", "q2"])
+    1.0
+    """
+    diff = np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
+    if units is None:
+        return sign_flip_p(diff)
+    codes = pd.factorize(pd.Series(list(units)), sort=True)[0]
+    return sign_flip_p(np.bincount(codes, weights=diff)) if len(diff) else 1.0
+
+
 # --------------------------------------------------------------------------------------------- accuracy
 def accuracy_table(
     results: pd.DataFrame,
@@ -444,8 +504,9 @@ def compare(
     neither, accuracy_a, accuracy_b, diff`` (accuracy_b − accuracy_a), ``ci_low, ci_high`` (percentile
     bootstrap over pairs at ``level``,
     fixed seed; with ``units``, a column such as ``"question"``, whole units are resampled, so the pairs
-    of one question for different users move together), ``p_value`` (exact McNemar) and ``p_holm`` (Holm
-    over all rows of the frame). Ties and invalids count as not correct.
+    of one question for different users move together), ``p_value`` (exact McNemar; with ``units``, the same
+    test clustered by unit: :func:`clustered_paired_test`) and ``p_holm`` (Holm over all rows of the frame).
+    Ties and invalids count as not correct.
     """
     within = _default_within(results, column) if by is None else as_list(by)
     if column in within:
@@ -490,11 +551,17 @@ def compare(
             }
             clusters = None if units is None else both.index.get_level_values(units).to_numpy()
             low, high = bootstrap_ci(cb - ca, units=clusters, n_boot=n_boot, seed=seed, level=level)
+            if not n:
+                p = np.nan
+            elif units is None:
+                p = mcnemar_exact(counts["a_only"], counts["b_only"])
+            else:
+                p = clustered_paired_test(ca, cb, clusters)
             rows.append({
                 **dict(zip(within, key, strict=True)), "level_a": a, "level_b": b, "n_pairs": n, **counts,
                 "accuracy_a": ca.mean() if n else np.nan, "accuracy_b": cb.mean() if n else np.nan,
                 "diff": (cb.mean() - ca.mean()) if n else np.nan, "ci_low": low, "ci_high": high,
-                "p_value": mcnemar_exact(counts["a_only"], counts["b_only"]) if n else np.nan,
+                "p_value": p,
             })
     columns = [*within, "level_a", "level_b", "n_pairs", "both_correct", "a_only", "b_only", "neither",
                "accuracy_a", "accuracy_b", "diff", "ci_low", "ci_high", "p_value", "p_holm"]
@@ -509,6 +576,7 @@ def profile_lift(
     baseline: str = "none",
     by: str | Sequence[str] = "model",
     include_oracle: bool = False,
+    units: str | None = None,
     n_boot: int | None = None,
     seed: int = SEED,
     level: float = LEVEL,
@@ -519,7 +587,7 @@ def profile_lift(
 
     Columns ``*by, profile, baseline, n_pairs, accuracy_baseline, accuracy_condition, lift, ci_low, ci_high,
     p_value, p_holm`` (lift = accuracy_condition − accuracy_baseline; paired bootstrap CI at ``level``;
-    exact McNemar; Holm over all rows).
+    exact McNemar; Holm over all rows; with ``units``, both clustered: :func:`compare`).
 
     >>> import pandas as pd
     >>> res = pd.DataFrame({"model": "m", "profile": ["none"] * 3 + ["top3"] * 3, "subset": "s",
@@ -534,7 +602,8 @@ def profile_lift(
         raise PRBError(f"No results for the baseline profile condition {baseline!r}.")
     if not include_oracle:
         results = results[~results["profile"].map(is_oracle) | (results["profile"].astype(str) == baseline)]
-    cmp = compare(results, "profile", baseline=baseline, by=by, n_boot=n_boot, seed=seed, level=level)
+    cmp = compare(results, "profile", baseline=baseline, by=by, units=units, n_boot=n_boot, seed=seed,
+                  level=level)
     out = cmp.rename(columns={"level_a": "baseline", "level_b": "profile", "accuracy_a": "accuracy_baseline",
                               "accuracy_b": "accuracy_condition", "diff": "lift"})
     return out[[*by, "profile", "baseline", "n_pairs", "accuracy_baseline", "accuracy_condition", "lift",

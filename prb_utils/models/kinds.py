@@ -46,6 +46,7 @@ class ModelKind:
     quick: bool = False      # scores the shipped sample in seconds on a CPU (prb report draws its profile curve)
     counter: str | None = None   # the weightless token counter of ``prb plan`` (None: no model, no tokens)
     model_type: str = "Baseline"   # reward-bench's model type, in ``prb export --format rewardbench``
+    reads_profile: bool = True   # False: the profile never reaches its score (no lift, ablation or oracle to show)
 
     @property
     def label(self) -> str:
@@ -81,7 +82,7 @@ MODEL_KINDS: dict[str, ModelKind] = {kind.name: kind for kind in (
               "prb_utils.models.embedding:EmbeddingRM", WEIGHT_OPTIONS, quick=True,
               counter="prb_utils.models.token_counts:EmbeddingTokens", model_type="Embedding similarity"),
     ModelKind("length", "baseline: the longer response wins (characters)",
-              "prb_utils.models.baselines:LengthBaseline", weights=False, quick=True),
+              "prb_utils.models.baselines:LengthBaseline", weights=False, quick=True, reads_profile=False),
     ModelKind("lexical", "baseline: the response sharing more of the RM input's content words wins",
               "prb_utils.models.baselines:LexicalBaseline", weights=False, quick=True),
 )}

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Iterable
 from pathlib import PurePath
 
 _TICKS = re.compile(r"`+")
@@ -37,21 +35,3 @@ def display_path(value: object) -> str:
 
     text = str(value)
     return PurePath(text).name if PurePath(text).is_absolute() else text
-
-
-def column_format(values: Iterable[object]) -> str:
-    """One format for a whole column of numbers (a ``str.format`` pattern): fixed decimals that give its
-    smallest non-zero magnitude 3 significant digits when every magnitude lies in [1e-3, 1e3) (never
-    e-notation there), else 3 significant digits in e-notation for the whole column.
-
-    >>> column_format([0.5, 0.25]), column_format([0.0123, 0.9]), column_format([12.5, 340.0])
-    ('{:.3f}', '{:.4f}', '{:.1f}')
-    >>> column_format([0.5, 0.00002]), column_format([0.0, float("nan")])
-    ('{:.2e}', '{:.3f}')
-    """
-    sizes = [abs(float(v)) for v in values if isinstance(v, (int, float)) and math.isfinite(float(v)) and v != 0]
-    if not sizes:
-        return "{:.3f}"
-    if min(sizes) < 1e-3 or max(sizes) >= 1e3:
-        return "{:.2e}"
-    return f"{{:.{max(0, 2 - math.floor(math.log10(min(sizes))))}f}}"

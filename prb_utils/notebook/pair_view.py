@@ -26,7 +26,7 @@ import pandas as pd
 
 from prb_utils.analysis.breakdowns import position_locked
 from prb_utils.errors import PRBError
-from prb_utils.notebook.markup import column_format
+from prb_utils.notebook.formatting import format_value
 from prb_utils.profile import rm_user_message, selected_posts
 from prb_utils.schema import FILTERS
 
@@ -196,14 +196,13 @@ def scores_html(table: pd.DataFrame) -> str:
     if table.empty:
         return "<p><i>No model has scored this pair yet (run <code>prb score</code>).</i></p>"
     head = "".join(f"<th>{esc(c)}</th>" for c in table.columns)
-    formats = {c: column_format(table[c]) for c in table.columns if pd.api.types.is_float_dtype(table[c])}
     body = []
     for _, row in table.iterrows():
         cells = []
         for column in table.columns:
             value = row[column]
             if isinstance(value, (float, np.floating)):
-                text = "" if np.isnan(value) else formats.get(column, "{:.3g}").format(value)
+                text = "" if np.isnan(value) else format_value(value, column)
             else:
                 text = "" if value is None else str(value)
             style = f' style="background:{_OUTCOME_COLOURS[value]}"' if column == "outcome" and value in \

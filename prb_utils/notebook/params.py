@@ -16,6 +16,7 @@ prb_utils.errors.PRBError: Parameter 'max_pairs' must be an integer, got '3' (st
 
 from __future__ import annotations
 
+import json
 import os
 import types
 import typing
@@ -96,6 +97,34 @@ def resolve_data_source(source: str) -> str:
         return source
     resolved = resolve_path(source)
     return str(resolved) if resolved.exists() else source
+
+
+#: The file in a store where ``prb report`` keeps, per notebook, the models and conditions its page showed.
+REPORT_VIEW = "report_view.json"
+
+
+def report_view(results: str | os.PathLike) -> dict[str, dict[str, list[str]]]:
+    """Per notebook, the ``models`` and ``profiles`` its page showed in the last report on the store
+    ``results`` ({} when no report has run there, or the file cannot be read).
+
+    >>> report_view("no-such-store")
+    {}
+    """
+    try:
+        view = json.loads((Path(results) / REPORT_VIEW).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return view if isinstance(view, dict) else {}
+
+
+def write_report_view(results: str | os.PathLike, view: typing.Mapping[str, typing.Mapping[str, Any]]) -> Path:
+    """Record :func:`report_view` in the store ``results`` (the folder is made when missing)."""
+    target = Path(results) / REPORT_VIEW
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps({name: {"models": list(v.get("models") or []),
+                                         "profiles": list(v.get("profiles") or [])} for name, v in view.items()},
+                                 indent=1) + "\n", encoding="utf-8")
+    return target
 
 
 @dataclass(frozen=True)
@@ -195,9 +224,15 @@ class NotebookParams:
         column holds the job label (the spec, plus what differs where several jobs share a spec: another
         seed, dtype, judge mode, ``judge:smollm2 [generate]``), so ``(model, profile)`` names exactly one
         job and every table and figure grouped by ``model`` shows one row per job. ``model_spec`` keeps the
-        spec as given (the key that downstream tables match on)."""
+        spec as given (the key that downstream tables match on). When neither models nor conditions are given
+        and ``prb report`` has run on this store, the page shows what its report page showed
+        (:func:`report_view`), so the live notebook and the static page have the same jobs and labels."""
 
-        rows = query_results(self.results_dir, models=self.models, profiles=self.profiles, data=data)
+        models, profiles = self.models, self.profiles
+        if not models and not profiles:  # a live page shows the jobs its last report page showed
+            view = report_view(self.results_dir).get(self.notebook, {})
+            models, profiles = list(view.get("models") or []), list(view.get("profiles") or [])
+        rows = query_results(self.results_dir, models=models, profiles=profiles, data=data)
         rows = rows.assign(model_spec=rows["model"], model=rows["job_label"])
         return rows.reset_index(drop=True)
 
@@ -251,14 +286,15 @@ class AccuracyParams(NotebookParams):
 
     baseline_profile: str = "none"
     half_credit: bool = False
-    n_boot: int = N_BOOT
+    n_boot: int = 0  # 0: automatic (metrics.default_n_boot), the same resamples as every other page
 
     notebook: ClassVar[str] = "02_accuracy_breakdown"
 
     def _check_values(self) -> None:
         super()._check_values()
         self._check_condition("baseline_profile")
-        self._check_at_least("n_boot", 100)
+        if self.n_boot:
+            self._check_at_least("n_boot", 100)
 
 
 @dataclass(frozen=True)

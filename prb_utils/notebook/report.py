@@ -34,16 +34,20 @@ from tqdm.auto import tqdm
 
 import prb_utils
 from prb_utils import __version__
-from prb_utils.analysis.breakdowns import position_locked
-from prb_utils.analysis.leaderboard import leaderboard, leaderboard_notes
-from prb_utils.analysis.metrics import summarize
+from prb_utils.analysis.findings import Findings, compute_findings
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
+from prb_utils.notebook.formatting import format_interval, format_signed, format_value
 from prb_utils.notebook.markup import display_path
-from prb_utils.notebook.params import PARAMS_BY_NOTEBOOK, NotebookParams, resolve_data_source
+from prb_utils.notebook.params import (
+    PARAMS_BY_NOTEBOOK,
+    NotebookParams,
+    resolve_data_source,
+    write_report_view,
+)
 from prb_utils.profile import condition_sort_key, parse_condition
 from prb_utils.resources import resource_dir
-from prb_utils.schema import ORACLE_CONDITIONS, canonical_spec
+from prb_utils.schema import canonical_spec
 from prb_utils.store import load_run_metadata, query_results
 
 NOTEBOOK_DIR = resource_dir("notebooks")  # the repository's notebooks/, or the packaged copy
@@ -422,12 +426,12 @@ def report_rows(results: str, models: Sequence[str], profiles: Sequence[str],
 
 
 def _report_pairs(data: str, *, subsets: Sequence[str] = (), limit: int | None = None) -> pd.DataFrame | None:
-    """The (subset, id) of the report's data (its ``subsets`` and ``limit``), for the index and
+    """The (subset, id, question) of the report's data (its ``subsets`` and ``limit``), for the index and
     ``results.csv`` (None when it cannot be read: its pages then say why)."""
 
     try:
         return load_benchmark(data, subsets=list(subsets) or None, limit=limit or None,
-                              drop_invalid=True)[["subset", "id"]]
+                              drop_invalid=True)[["subset", "id", "question"]]
     except PRBError:
         return None
 
@@ -461,112 +465,73 @@ def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def headline_table(results: str, models: Sequence[str], profiles: Sequence[str],
-                   data: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The index's headline: per profile condition (none, topK, full, then oracle conditions), the most
-    accurate job (ties: all of them) with its accuracy and Wilson 95% CI (:func:`summarize` of the store's
-    rows for the chosen models and conditions; ties between the answers count as wrong). Columns
-    ``profile, model, accuracy, ci_low, ci_high, n, oracle, position_locked, warning``: a judge job that
-    answers by position (:func:`prb_utils.analysis.breakdowns.position_locked`) is flagged with its one-line
-    warning ("" otherwise); empty when the store holds no such rows."""
-
-    columns = ["profile", "model", "accuracy", "ci_low", "ci_high", "n", "oracle", "position_locked", "warning"]
+def report_findings(results: str, models: Sequence[str], profiles: Sequence[str],
+                    data: pd.DataFrame | None = None) -> Findings | None:
+    """The findings of the report's rows (:func:`report_rows`, one job per ``job_label``), clustered by the
+    question of ``data`` (its ``question`` column, when it has one): the verdicts the index renders, the same
+    :func:`prb_utils.analysis.findings.compute_findings` page 02 renders. None when the store has no such rows."""
     rows = report_rows(results, models, profiles, data)
     if rows.empty:
-        return pd.DataFrame(columns=columns)
-    rows = rows.assign(model=rows["job_label"])  # one row per job, as in the notebooks
-    table = summarize(rows, ["model", "profile"])
-    locks = _locked_jobs(rows)
-    best = []
-    for profile in sorted(table["profile"].astype(str).unique(), key=condition_sort_key):
-        group = table[(table["profile"].astype(str) == profile) & table["accuracy"].notna()]
-        if group.empty:
-            continue
-        top = group[np.isclose(group["accuracy"], group["accuracy"].max())].sort_values("model")
-        first = top.iloc[0]
-        best.append({"profile": profile, "model": " = ".join(top["model"].astype(str)),
-                     "accuracy": float(first["accuracy"]), "ci_low": float(first["ci_low"]),
-                     "ci_high": float(first["ci_high"]), "n": int(first["n"]),
-                     "oracle": profile in ORACLE_CONDITIONS,
-                     "position_locked": any((m, profile) in locks for m in top["model"].astype(str)),
-                     "warning": " ".join(locks[m, profile] for m in top["model"].astype(str)
-                                         if (m, profile) in locks)})
-    return pd.DataFrame(best, columns=columns)
+        return None
+    questions = data if data is not None and "question" in data.columns else None
+    return compute_findings(rows, questions, model="job_label", calibrate=False)
 
 
-def _locked_jobs(rows: pd.DataFrame) -> dict[tuple[str, str], str]:
-    """``(job label, profile) -> warning`` for the position-locked judge jobs among ``rows``."""
-
-    if not {"verdict_ab", "verdict_ba"} <= set(rows.columns):
-        return {}
-    locks = position_locked(rows, by=["model", "profile"])
-    locks = locks[locks["locked"]]
-    return {(str(r.model), str(r.profile)): str(r.warning) for r in locks.itertuples()}
+def _cell(value: Any, column: str, css: str = "") -> str:
+    """One table cell: ``value`` by the meaning of ``column`` (text as it is), escaped, with the class ``css``."""
+    shown = value if isinstance(value, str) else format_value(value, column)
+    attribute = f' class="{css}"' if css else ""
+    return f"<td{attribute}>{html.escape(shown)}</td>"
 
 
-def _percent(value: float) -> str:
-    return f"{100 * value:.1f}%"
-
-
-def _headline_html(table: pd.DataFrame) -> str:
+def _findings_html(found: Findings | None) -> str:
+    """The index's headline: each condition's tied group and its standing against chance in one sentence
+    (:meth:`Findings.headline`), the leaderboard (shared ranks, accuracy [CI] and its verdict against chance,
+    the lift and its verdict; a locked judge greyed, unranked, with its reason), the oracle apart with its
+    verdict, and the rules under them; every number through :mod:`prb_utils.notebook.formatting`."""
     esc = html.escape
-    if table.empty:
+    if found is None:
         return ('<p class="headline"><i>No scored pairs in the store for these models and conditions: '
                 "run <code>prb score</code> first.</i></p>")
-    benchmark = table[~table["oracle"]]
-    lead = benchmark.loc[benchmark["accuracy"].idxmax()] if not benchmark.empty else table.iloc[0]
-    sentence = (f'<p class="headline">Best accuracy: <b>{esc(str(lead["model"]))}</b> with profile '
-                f'<b>{esc(str(lead["profile"]))}</b>, <b>{_percent(lead["accuracy"])}</b> '
-                f'(95% CI {_percent(lead["ci_low"])}&ndash;{_percent(lead["ci_high"])}) '
-                f'on {int(lead["n"])} pairs.</p>')
-    if lead.get("position_locked", False):
-        sentence += f'<p class="headline warn">{esc(str(lead["warning"]))}</p>'
-    flag = ('<br><span class="warn">{}</span>').format
-    rows = "".join(
-        f"<tr><td>{esc(str(r.profile))}{' <i>(oracle: an upper bound, not a benchmark result)</i>' if r.oracle else ''}"
-        f"</td><td>{esc(str(r.model))}{flag(esc(r.warning)) if getattr(r, 'position_locked', False) else ''}"
-        f"</td><td>{_percent(r.accuracy)}</td>"
-        f"<td>{_percent(r.ci_low)}&ndash;{_percent(r.ci_high)}</td><td>{r.n}</td></tr>"
-        for r in table.itertuples())
-    return (f'{sentence}<table class="headline-table"><thead><tr><th>profile condition</th><th>best model</th>'
-            f"<th>accuracy</th><th>95% CI (Wilson)</th><th>pairs</th></tr></thead><tbody>{rows}</tbody></table>"
-            '<p class="note">Accuracy: the share of pairs where the model prefers the chosen answer (ties count '
-            "as wrong). The Accuracy breakdown page compares the models and conditions on the same pairs.</p>")
+    sentences = "".join(f'<p class="headline">{esc(h["sentence"])}</p>' for h in found.headline())
+    board = found.board
+    rows = []
+    for r in board[~board["oracle"]].itertuples():
+        lift = (f"{format_signed(r.lift)} [{format_signed(r.lift_low)}, {format_signed(r.lift_high)}]"
+                if r.lift_verdict else "")
+        rows.append(f"<tr{LOCKED_ROW if r.locked else ''}>{_cell(r.profile, 'profile')}"
+                    f"{_cell('—' if r.locked else r.rank, 'rank')}{_cell(r.model, 'model')}"
+                    f"{_cell(r.kind, 'kind', 'secondary')}"
+                    f"{_cell(format_interval(r.accuracy, r.ci_low, r.ci_high), 'accuracy')}"
+                    f"{_cell('position-locked: not ranked' if r.locked else r.chance, 'chance')}"
+                    f"{_cell(r.n, 'n', 'secondary')}{_cell(r.ties, 'ties', 'secondary')}"
+                    f"{_cell(lift, 'lift', 'secondary')}<td><b>{esc(r.lift_verdict)}</b></td></tr>")
+    table = ('<div class="scroll"><table class="leaderboard"><thead><tr><th>profile condition</th><th>rank</th>'
+             '<th>model</th><th class="secondary">kind</th><th>accuracy [95% CI]</th><th>against chance</th>'
+             '<th class="secondary">pairs</th><th class="secondary">ties</th>'
+             '<th class="secondary">lift over none [95% CI]</th><th>lift verdict</th></tr></thead>'
+             f'<tbody>{"".join(rows)}</tbody></table></div>')
+    oracle = ""
+    if not found.oracle.empty:
+        cells = "".join(
+            f"<tr>{_cell(r.model, 'model')}{_cell(r.oracle_accuracy, 'accuracy')}{_cell(r.best_condition, 'profile')}"
+            f"{_cell(r.best_accuracy, 'accuracy')}{_cell(format_signed(r.gap), 'gap')}{_cell(r.verdict, 'verdict')}</tr>"
+            for r in found.oracle.itertuples())
+        oracle = ('<h3>Oracle: the RM saw the answer key (a diagnostic, never a benchmark result)</h3>'
+                  '<div class="scroll"><table class="oracle"><thead><tr><th>model</th><th>oracle accuracy</th>'
+                  '<th>best benchmark condition</th><th>its accuracy</th><th>gap</th><th>verdict</th></tr></thead>'
+                  f"<tbody>{cells}</tbody></table></div>")
+    notes = "".join(f'<p class="note">{esc(note)}</p>' for note in found.notes())
+    return f"{sentences}{table}{notes}{oracle}"
 
 
 LOCKED_ROW = ' class="locked"'
 
 
-def _leaderboard_html(board: pd.DataFrame) -> str:
-    """The index's leaderboard (:func:`prb_utils.analysis.leaderboard.leaderboard`): one table, conditions in
-    order, locked judges greyed without a rank, and the rules under it."""
-
-    if board.empty:
-        return ""
-    esc = html.escape
-
-    def lift(r: Any) -> str:
-        if not np.isfinite(r.lift):
-            return ""
-        return (f"{100 * r.lift:+.1f} pts [{100 * r.lift_low:+.1f}, {100 * r.lift_high:+.1f}] "
-                f"<b>{esc(r.lift_verdict)}</b>")
-
-    rows = "".join(
-        f"<tr{LOCKED_ROW if r.locked else ''}><td>{esc(str(r.profile))}</td>"
-        f'<td>{"&mdash;" if r.locked else int(r.rank)}</td><td>{esc(str(r.model))}</td><td>{esc(str(r.kind))}</td>'
-        f"<td>{_percent(r.accuracy)} [{_percent(r.ci_low)}, {_percent(r.ci_high)}]</td><td>{int(r.n)}</td>"
-        f'<td>{"locked: not ranked" if r.locked else ("yes" if r.tied_with_leader else "no")}</td><td>{lift(r)}</td></tr>'
-        for r in board.itertuples())
-    notes = "".join(f'<p class="note">{esc(note)}</p>' for note in leaderboard_notes(board))
-    return ('<div class="scroll"><table class="leaderboard"><thead><tr><th>profile condition</th><th>rank</th>'
-            "<th>model</th><th>kind</th><th>accuracy [95% CI]</th><th>pairs</th><th>tied with the leader</th>"
-            f"<th>lift over none [95% CI], verdict</th></tr></thead><tbody>{rows}</tbody></table></div>{notes}")
-
-
 def write_index(out: Path, pages: Sequence[PageResult], *, data: str, results: str, models: Sequence[str],
                 profiles: Sequence[str], csv: Path | None = None, pairs: pd.DataFrame | None = None,
                 job_profiles: Sequence[str] | None = None) -> Path:
-    """``out/index.html``: the headline result (:func:`headline_table`), a link per notebook page with the
+    """``out/index.html``: the findings (:func:`report_findings`, :func:`_findings_html`), a link per notebook page with the
     question it answers (:data:`QUESTIONS`), its executed notebook, its ``numbers.json``, status and time;
     the run facts (the store by :func:`store_display`); and every scoring job the pages used (the
     conditions of ``job_profiles``, default ``profiles``; all when empty), by model then condition, with its
@@ -591,11 +556,7 @@ def write_index(out: Path, pages: Sequence[PageResult], *, data: str, results: s
         question = f'<br><span class="question">{esc(QUESTIONS[page.name])}</span>' if page.name in QUESTIONS else ""
         rows.append(f"<tr><td>{link}{question}</td><td>{' · '.join(files)}</td><td>{status}</td>"
                     f"<td>{page.seconds:.1f} s</td></tr>")
-    headline = _headline_html(headline_table(results, models, profiles, pairs))
-
-    ranked = report_rows(results, models, profiles, pairs)
-    board = leaderboard(ranked.assign(model=ranked["job_label"])) if not ranked.empty else pd.DataFrame()
-    headline += _leaderboard_html(board)
+    headline = _findings_html(report_findings(results, models, profiles, pairs))
     meta = _metadata_table(results, models, profiles if job_profiles is None else job_profiles)
     total = ""
     if "wall_s" in meta.columns and meta["wall_s"].notna().any():
@@ -626,6 +587,14 @@ tr.locked td {{ color: #777; }}
 .question {{ color: #555; font-size: 0.9em; }}
 .scroll {{ max-width: 100%; overflow-x: auto; }}
 .scroll td, .scroll th {{ white-space: nowrap; }}
+@media screen and (max-width: 600px) {{ .secondary {{ display: none; }} }}
+@page {{ size: A4 landscape; margin: 12mm; }}
+@media print {{
+  body {{ max-width: none; margin: 0; }}
+  .scroll {{ overflow: visible; }}
+  .scroll td, .scroll th {{ white-space: normal; }}
+  th, td {{ padding: 2px 5px; font-size: 0.75em; }}
+}}
 @media screen and (prefers-color-scheme: dark) {{
   body {{ background: #111; color: #e6e6e6; }}
   th, td {{ border-bottom-color: #444; }}
@@ -689,6 +658,7 @@ def build_report(
     paths = {name: NOTEBOOK_DIR / f"{name}.ipynb" for name in names}
     chosen = {name: notebook_parameters(name, values, paths[name], (parameters or {}).get(name)) for name in names}
     out_dir.mkdir(parents=True, exist_ok=True)
+    write_report_view(values["results"], chosen)  # a live notebook on this store then shows what its page shows
     done: dict[str, PageResult] = {}
     bar = tqdm(total=len(names), desc="notebooks", unit="notebook", disable=not progress)
     # the kernels are mostly single-threaded Python: two at a time keep two cores busy

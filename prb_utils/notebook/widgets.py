@@ -8,7 +8,6 @@ HTML tables instead, so the HTML reports are complete.
 from __future__ import annotations
 
 import html
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +19,7 @@ from prb_utils.analysis import plots
 from prb_utils.analysis.breakdowns import locked_warnings, position_locked
 from prb_utils.analysis.metrics import wilson_ci
 from prb_utils.errors import PRBError
-from prb_utils.notebook.markup import column_format
+from prb_utils.notebook.formatting import MISSING, format_frame, format_value, meaning, render_js
 from prb_utils.notebook.pair_view import (
     FLIP_COLUMNS,
     PAIR_LIST_ID,
@@ -63,19 +62,12 @@ def use_widgets(interactive: bool) -> bool:
     return bool(interactive) and not headless()
 
 
-def frame_html(frame: pd.DataFrame, *, float_format: str | None = None, max_rows: int | None = 60,
-               formats: dict[str, str] | None = None) -> str:
-    """A frame as a compact HTML table, one number format per column: ``formats[column]``, else
-    ``float_format`` for every float column, else each float column's own
-    :func:`prb_utils.notebook.markup.column_format` (3 significant digits, no e-notation between 1e-3 and
-    1e3); index dropped; the first ``max_rows`` rows (all when None), and a line saying how many more."""
+def frame_html(frame: pd.DataFrame, *, max_rows: int | None = 60) -> str:
+    """A frame as a compact HTML table, every cell by its column's meaning
+    (:func:`prb_utils.notebook.formatting.format_frame`); index dropped; the first ``max_rows`` rows (all when
+    None), and a line saying how many more."""
     shown = frame if max_rows is None else frame.head(max_rows)
-    chosen = {c: float_format or column_format(frame[c]) for c in frame.columns
-              if pd.api.types.is_float_dtype(frame[c])}
-    chosen.update(formats or {})
-    formatters = {c: (lambda x, f=f: "" if pd.isna(x) else f.format(x)) for c, f in chosen.items()
-                  if c in shown.columns}
-    table = shown.to_html(index=False, border=0, classes="prb-table", formatters=formatters, na_rep="")
+    table = format_frame(shown).to_html(index=False, border=0, classes="prb-table", na_rep=MISSING)
     more = len(frame) - len(shown)
     return table + (f"<p><i>… and {more} more rows.</i></p>" if more > 0 else "")
 
@@ -106,36 +98,38 @@ def _shell() -> Any:
     return get_ipython()
 
 
-def number_render(pattern: str) -> str:
-    """A DataTables render function that shows a column's numbers in ``pattern`` (``{:.Nf}`` or ``{:.Ne}``, as
-    :func:`prb_utils.notebook.markup.column_format` gives) and sorts them as numbers.
-
-    >>> number_render("{:.3f}")
-    "function (data, type) { return type === 'display' && typeof data === 'number' ? data.toFixed(3) : data; }"
-    """
-    match = re.fullmatch(r"\{:\.(\d+)([fe])\}", pattern)
-    if match is None:
-        raise PRBError(f"Number format {pattern!r} is not {{:.Nf}} or {{:.Ne}}.")
-    method = "toFixed" if match.group(2) == "f" else "toExponential"
-    return (f"function (data, type) {{ return type === 'display' && typeof data === 'number' ? "
-            f"data.{method}({match.group(1)}) : data; }}")
-
-
-def table_html(frame: pd.DataFrame) -> str:
-    """``frame`` as an interactive table (itables, offline) whose float columns each show one number format
-    (:func:`prb_utils.notebook.markup.column_format`: 3 significant digits for the column's smallest value,
-    no e-notation between 1e-3 and 1e3) and sort as numbers; a named index becomes columns. A frame with
-    two header rows (MultiIndex columns) or repeated column names keeps itables' formats."""
+def table_html(frame: pd.DataFrame, *, caption: str = "") -> str:
+    """``frame`` as an interactive table (itables, offline) whose numeric and boolean columns each show one
+    format by the column's meaning (:func:`prb_utils.notebook.formatting.render_js`, the same text as the static
+    tables) and sort as numbers; a named index becomes columns; missing values show "—". A frame with two header
+    rows (MultiIndex columns) or repeated column names is formatted cell by cell
+    (:func:`prb_utils.notebook.formatting.format_frame`)."""
     import itables
 
     plain = isinstance(frame.index, pd.RangeIndex) and frame.index.name is None
     shown = frame if plain else frame.reset_index(allow_duplicates=True)
-    if isinstance(shown.columns, pd.MultiIndex) or not shown.columns.is_unique:  # itables' own table and formats
-        return itables.to_html_datatable(frame, connected=False, maxBytes=0)
-    defs = [{"targets": i, "render": itables.JavascriptFunction(number_render(column_format(shown.iloc[:, i])))}
-            for i in range(shown.shape[1]) if pd.api.types.is_float_dtype(shown.iloc[:, i])]
+    options: dict[str, Any] = {"caption": caption} if caption else {}
+    if isinstance(shown.columns, pd.MultiIndex) or not shown.columns.is_unique:
+        return itables.to_html_datatable(format_frame(frame), connected=False, maxBytes=0, **options)
+    shown = shown.copy()
+    for column in shown.columns:
+        if pd.api.types.is_bool_dtype(shown[column]):
+            shown[column] = shown[column].map({True: "yes", False: "no"})
+        elif shown[column].dtype == object and shown[column].map(lambda v: isinstance(v, float)).any():
+            shown[column] = [format_value(v, column) if isinstance(v, float) else v for v in shown[column]]
+    defs = [{"targets": i, "render": itables.JavascriptFunction(render_js(meaning(shown.columns[i])))}
+            for i in range(shown.shape[1]) if pd.api.types.is_numeric_dtype(shown.iloc[:, i])
+            and not pd.api.types.is_bool_dtype(shown.iloc[:, i])]
     return itables.to_html_datatable(shown, connected=False, showIndex=False, maxBytes=0,
-                                     text_in_header_can_be_selected=False, **({"columnDefs": defs} if defs else {}))
+                                     text_in_header_can_be_selected=False, **options,
+                                     **({"columnDefs": defs} if defs else {}))
+
+
+def show_table(frame: pd.DataFrame, *, caption: str = "") -> None:
+    """Display ``frame`` as :func:`table_html` (with a caption): the one way a page shows a table."""
+    from IPython.display import HTML
+
+    _display(HTML(table_html(frame, caption=caption)))
 
 
 def figure_title(fig: Any) -> str:
@@ -530,7 +524,7 @@ def comparison_view(session: QuizSession) -> pd.DataFrame:
                 f"<code>quiz_answers</code> to a headless run. Below: the models on all {len(session.items)} quiz "
                 "pairs.</p>")
     shown = table.drop(columns=["ci_low", "ci_high"])
-    _display(_html(view(head + (frame_html(shown, formats={"accuracy": "{:.3f}"}) if len(shown) else "")
+    _display(_html(view(head + (frame_html(shown) if len(shown) else "")
                         + locked_judges_html(session.results) + ("" if has_scores else NO_SCORES_NOTE))))
     drawn = table.dropna(subset=["accuracy"])
     if len(drawn):
