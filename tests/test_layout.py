@@ -13,7 +13,7 @@ PACKAGE = Path(prb_utils.__file__).parent
 
 # The flow, lowest first: a module may import only from its own layer or a lower one.
 LAYERS = [
-    {"prb_utils.errors", "prb_utils.schema", "prb_utils.resources", "prb_utils.distributed"},
+    {"prb_utils.errors", "prb_utils.schema", "prb_utils.resources", "prb_utils.distributed", "prb_utils.formatting"},
     {"prb_utils.data"},
     {"prb_utils.profile"},
     {"prb_utils.models"},

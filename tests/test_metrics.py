@@ -12,9 +12,11 @@ from statsmodels.stats.proportion import proportion_confint
 from prb_utils.analysis.metrics import (
     accuracy_table,
     bootstrap_ci,
+    clustered_paired_test,
     compare,
     holm,
     macro_accuracy,
+    mcnemar_exact,
     profile_lift,
     summarize,
     wilson_ci,
@@ -369,7 +371,13 @@ def test_compare_units_moves_a_questions_pairs_together():
     res = pd.concat([a, b], ignore_index=True)
     clustered = compare(res, "profile", baseline="none", units="question", n_boot=2000).iloc[0]
     plain = compare(res, "profile", baseline="none", n_boot=2000).iloc[0]
-    assert clustered["diff"] == plain["diff"] == 0.5 and clustered["p_value"] == plain["p_value"]
+    assert clustered["diff"] == plain["diff"] == 0.5
+    # the p-value is clustered too: sign flips over whole questions, far fewer units than pairs
+    assert plain["p_value"] == mcnemar_exact(int(plain["a_only"]), int(plain["b_only"]))
+    assert clustered["p_value"] == clustered_paired_test((a["outcome"] == "correct").to_numpy(int),
+                                                         (b["outcome"] == "correct").to_numpy(int),
+                                                         a["question"].to_numpy())
+    assert clustered["p_value"] > plain["p_value"]
     diff = (b["outcome"] == "correct").to_numpy(float) - (a["outcome"] == "correct").to_numpy(float)
     assert (clustered["ci_low"], clustered["ci_high"]) == bootstrap_ci(diff, units=a["question"].to_numpy(),
                                                                        n_boot=2000)

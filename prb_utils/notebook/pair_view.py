@@ -26,7 +26,7 @@ import pandas as pd
 
 from prb_utils.analysis.breakdowns import position_locked
 from prb_utils.errors import PRBError
-from prb_utils.notebook.formatting import format_value
+from prb_utils.formatting import format_value
 from prb_utils.profile import rm_user_message, selected_posts
 from prb_utils.schema import FILTERS
 

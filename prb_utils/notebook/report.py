@@ -37,7 +37,7 @@ from prb_utils import __version__
 from prb_utils.analysis.findings import Findings, compute_findings
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
-from prb_utils.notebook.formatting import format_interval, format_signed, format_value
+from prb_utils.formatting import format_interval, format_signed, format_value
 from prb_utils.notebook.markup import display_path
 from prb_utils.notebook.params import (
     PARAMS_BY_NOTEBOOK,
@@ -488,7 +488,7 @@ def _findings_html(found: Findings | None) -> str:
     """The index's headline: each condition's tied group and its standing against chance in one sentence
     (:meth:`Findings.headline`), the leaderboard (shared ranks, accuracy [CI] and its verdict against chance,
     the lift and its verdict; a locked judge greyed, unranked, with its reason), the oracle apart with its
-    verdict, and the rules under them; every number through :mod:`prb_utils.notebook.formatting`."""
+    verdict, and the rules under them; every number through :mod:`prb_utils.formatting`."""
     esc = html.escape
     if found is None:
         return ('<p class="headline"><i>No scored pairs in the store for these models and conditions: '

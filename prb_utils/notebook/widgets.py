@@ -19,7 +19,7 @@ from prb_utils.analysis import plots
 from prb_utils.analysis.breakdowns import locked_warnings, position_locked
 from prb_utils.analysis.metrics import wilson_ci
 from prb_utils.errors import PRBError
-from prb_utils.notebook.formatting import MISSING, format_frame, format_value, meaning, render_js
+from prb_utils.formatting import MISSING, format_frame, format_value, meaning, render_js
 from prb_utils.notebook.pair_view import (
     FLIP_COLUMNS,
     PAIR_LIST_ID,
@@ -64,7 +64,7 @@ def use_widgets(interactive: bool) -> bool:
 
 def frame_html(frame: pd.DataFrame, *, max_rows: int | None = 60) -> str:
     """A frame as a compact HTML table, every cell by its column's meaning
-    (:func:`prb_utils.notebook.formatting.format_frame`); index dropped; the first ``max_rows`` rows (all when
+    (:func:`prb_utils.formatting.format_frame`); index dropped; the first ``max_rows`` rows (all when
     None), and a line saying how many more."""
     shown = frame if max_rows is None else frame.head(max_rows)
     table = format_frame(shown).to_html(index=False, border=0, classes="prb-table", na_rep=MISSING)
@@ -100,10 +100,10 @@ def _shell() -> Any:
 
 def table_html(frame: pd.DataFrame, *, caption: str = "") -> str:
     """``frame`` as an interactive table (itables, offline) whose numeric and boolean columns each show one
-    format by the column's meaning (:func:`prb_utils.notebook.formatting.render_js`, the same text as the static
+    format by the column's meaning (:func:`prb_utils.formatting.render_js`, the same text as the static
     tables) and sort as numbers; a named index becomes columns; missing values show "—". A frame with two header
     rows (MultiIndex columns) or repeated column names is formatted cell by cell
-    (:func:`prb_utils.notebook.formatting.format_frame`)."""
+    (:func:`prb_utils.formatting.format_frame`)."""
     import itables
 
     plain = isinstance(frame.index, pd.RangeIndex) and frame.index.name is None
