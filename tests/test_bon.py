@@ -103,7 +103,7 @@ def test_per_question_and_curves():
     assert 8 not in set(per_q["k"])  # only 4 samples per question
     curves = bon_curves(frame, [1, 2, 4])
     good = curves[(curves.model == "good") & (curves.method == "exact")].set_index("k")
-    oracle = curves[curves.model == "oracle"].set_index("k")
+    oracle = curves[(curves.model == "oracle") & (curves.method == "exact")].set_index("k")
     # an RM whose score is the quality itself is the oracle
     assert np.allclose(good["mean"], oracle["mean"])
     assert (good["n"] == 6).all()
@@ -219,3 +219,39 @@ def test_gain_is_taken_per_question_before_averaging():
     assert metrics.loc["b", "bon_gain@2"] == pytest.approx(((1.0 - 0.5) + (1.0 - 1.0)) / 2)
     gains = bon_curves(pd.DataFrame(rows), [2], methods=["exact"], n_boot=50, gain=True).set_index("model")
     assert gains.loc["a", "mean"] == pytest.approx(metrics.loc["a", "bon_gain@2"])  # the gain curve agrees
+
+
+def test_each_method_has_its_own_oracle_and_random_and_no_rm_passes_its_oracle():
+    # the first sample of every question is its best answer: best-of-first-1 is then the best quality, far
+    # above the exact oracle at k=1 (the mean quality), so a first-k curve needs a first-k ceiling
+    rng = np.random.default_rng(11)
+    rows = []
+    for q in range(5):
+        quality = np.concatenate([[1.0], rng.random(5) * 0.5])
+        for model in ("a", "b"):
+            scores = rng.normal(size=6)
+            rows += [dict(model=model, subset="s", id=f"q{q}", sample_idx=i, rm_score=scores[i], quality=quality[i])
+                     for i in range(6)]
+    frame = pd.DataFrame(rows)
+    per_q = per_question_best_of_k(frame, [1, 2, 4])
+    assert set(zip(per_q["model"], per_q["method"], strict=True)) >= {("oracle", "exact"), ("oracle", "first"),
+                                                         ("random", "exact"), ("random", "first")}
+    for (subset, qid), grp in frame[frame.model == "a"].groupby(["subset", "id"]):
+        q = grp.sort_values("sample_idx")["quality"].to_numpy()
+        mine = per_q[(per_q.subset == subset) & (per_q.id == qid)].set_index(["model", "method", "k"])["value"]
+        for k in (1, 2, 4):
+            assert mine[("oracle", "first", k)] == pytest.approx(q[:k].max())   # brute force: the best of the first k
+            assert mine[("random", "first", k)] == pytest.approx(q[:k].mean())
+            assert mine[("oracle", "exact", k)] == pytest.approx(brute_force(q, q, k))
+    curves = bon_curves(frame, [1, 2, 4], n_boot=50).set_index(["model", "method", "k"])["mean"]
+    assert curves[("a", "first", 1)] > curves[("oracle", "exact", 1)]   # what the old panel showed
+    for method in ("exact", "first"):
+        for k in (1, 2, 4):
+            for model in ("a", "b"):
+                assert curves[(model, method, k)] <= curves[("oracle", method, k)] + 1e-12
+    # the gain stays the gain over one random answer of all N, whatever the method
+    gain = bon_curves(frame, [2], n_boot=50, gain=True).set_index(["model", "method", "k"])["mean"]
+    assert gain[("a", "first", 2)] == pytest.approx(curves[("a", "first", 2)] - curves[("random", "exact", 2)])
+    only_first = bon_curves(frame, [2], methods=["first"], n_boot=50)
+    assert set(only_first["method"]) == {"first"}
+    assert set(only_first["model"]) == {"a", "b", "oracle", "random"}

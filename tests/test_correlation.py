@@ -437,3 +437,67 @@ def test_join_by_spec_matches_job_labels_to_specs_and_names_what_it_leaves_out()
     assert join_by_spec(accuracy[["length"]], bon_table[["length"]])[1] == ""
     with pytest.raises(PRBError, match="twice"):
         join_by_spec(accuracy, pd.Series([1.0, 2.0], index=["judge:x", "Judge:x"]))
+
+
+# ------------------------------------------------------------------------ can a run rank its RMs at all?
+
+
+def test_above_chance_needs_both_a_small_p_and_an_interval_clear_of_chance():
+    from prb_utils.downstream.correlation import above_chance
+
+    table = pd.DataFrame({"estimate": [0.9, 0.9, 0.9, 0.9, np.nan], "ci_low": [0.5, 0.5, -0.1, 0.88, np.nan],
+                          "ci_high": 1.0, "chance": [0.0, 0.0, 0.0, 0.9, 0.0],
+                          "p_perm": [0.01, 0.05, 0.01, 0.01, np.nan]})
+    # evidence; p at alpha; interval reaches 0; interval reaches its chance 0.9; undefined
+    assert above_chance(table).tolist() == [True, False, False, False, False]
+    assert above_chance(table, alpha=0.1).tolist() == [True, True, False, False, False]
+    with pytest.raises(PRBError, match="p_perm"):
+        above_chance(table.drop(columns="p_perm"))
+
+
+def test_three_rms_cannot_be_ranked_even_in_perfect_agreement():
+    from prb_utils.downstream.correlation import ranking_sufficiency
+
+    table = rank_agreement_ci([0.5, 0.6, 0.7], [0.1, 0.2, 0.3], n_boot=200)
+    found = ranking_sufficiency(table, questions=4, headroom=0.25, k=8)
+    floor = 1 / math.factorial(3)
+    assert (table["p_perm"] >= floor).all()  # the smallest p three RMs allow is above 0.05
+    assert found["verdict"] == "cannot rank" and found["above_chance"] == []
+    assert found["n_rms"] == 3 and found["questions"] == 4 and found["headroom"] == 0.25
+    sentence = found["sentence"]
+    assert sentence.startswith("This run cannot rank these RMs: with 3 RMs and 4 questions (headroom 0.250")
+    assert "best-of-8" in sentence and f"1/3! = {floor:.3f}" in sentence
+    assert "none of the 5 rank coefficients" in sentence   # pearson is not a rank coefficient
+    bare = ranking_sufficiency(table)
+    assert "questions" not in bare["sentence"] and "headroom" not in bare["sentence"]
+    assert "no headroom" in ranking_sufficiency(table, headroom=0.0)["sentence"]
+
+
+def test_enough_rms_in_agreement_can_be_ranked_and_the_evidence_is_named():
+    from prb_utils.downstream.correlation import ranking_sufficiency
+
+    x = np.arange(10, dtype=float)
+    table = rank_agreement_ci(x, x + np.random.default_rng(0).normal(0, 0.3, 10), n_boot=300, n_perm=2000)
+    found = ranking_sufficiency(table)
+    spearman = table.set_index("metric").loc["spearman"]
+    assert spearman["p_perm"] < 0.05 and spearman["ci_low"] > spearman["chance"]
+    assert found["verdict"] == "can rank" and "spearman" in found["above_chance"]
+    assert "pearson" not in found["above_chance"]
+    assert found["sentence"].startswith("This run can rank these RMs: ") and "1/10!" not in found["sentence"]
+    # a ranking against the benchmark is not evidence that the run ranks the RMs
+    against = ranking_sufficiency(rank_agreement_ci(x, -x, n_boot=300, n_perm=2000))
+    assert against["verdict"] == "cannot rank" and "1/" not in against["sentence"]
+
+
+def test_pearson_alone_never_makes_a_run_rank():
+    from prb_utils.downstream.correlation import ranking_sufficiency
+
+    table = pd.DataFrame({"metric": ["spearman", "pearson"], "estimate": [0.1, 0.9], "ci_low": [-0.5, 0.6],
+                          "ci_high": [0.6, 1.0], "chance": 0.0, "p_perm": [0.4, 0.001], "n": 12})
+    found = ranking_sufficiency(table)
+    assert found["verdict"] == "cannot rank" and "spearman 0.100 [-0.500, 0.600]" in found["sentence"]
+    assert "the one rank coefficient is not above chance" in found["sentence"]
+    flat = table.assign(estimate=np.nan, ci_low=np.nan, ci_high=np.nan, p_perm=np.nan)
+    assert "no coefficient is defined" in ranking_sufficiency(flat)["sentence"]
+    with pytest.raises(PRBError, match="none of the rank coefficients"):
+        ranking_sufficiency(table[table["metric"] == "pearson"])

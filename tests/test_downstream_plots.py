@@ -109,3 +109,47 @@ def test_group_markers_on_scatter_and_rank_rank():
     ax = rank_rank(bench, down, groups=groups)
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["on-policy", "off-policy", "poor"]
     assert {t.get_text() for t in ax.texts} == set("abcde")
+
+
+def test_the_first_k_panel_draws_its_own_oracle_and_no_rm_above_it():
+    # every question's first sample is its best answer: the first-k picks at k=1 sit above the exact oracle
+    rng = np.random.default_rng(4)
+    quality = np.hstack([np.ones((4, 1)), rng.random((4, 3)) * 0.5])
+    rows = [dict(model=m, subset="s", id=f"q{q}", sample_idx=i, rm_score=rng.random(), quality=quality[q, i])
+            for m in ("a", "b") for q in range(4) for i in range(4)]
+    curves = bon_curves(pd.DataFrame(rows), [1, 2, 4], n_boot=50)
+    ax = bon_curve_plot(curves, method="first")
+    lines = {line.get_label(): np.asarray(line.get_ydata(), float) for line in ax.lines}
+    assert set(lines) == {"a", "b", "oracle of the first k", "random of the first k"}
+    expected = curves[(curves.model == "oracle") & (curves.method == "first")].sort_values("k")["mean"].to_numpy()
+    np.testing.assert_allclose(lines["oracle of the first k"], expected)
+    for model in ("a", "b"):
+        assert (lines[model] <= lines["oracle of the first k"] + 1e-12).all()
+    exact_oracle = curves[(curves.model == "oracle") & (curves.method == "exact")].sort_values("k")["mean"]
+    assert lines["a"][0] > exact_oracle.iloc[0]   # the exact oracle would have been passed at k=1
+    # curves without first-k reference rows (an older file) get no reference line at all, not another rule's
+    older = curves[~(curves.model.isin(["oracle", "random"]) & (curves.method == "first"))]
+    labels = [line.get_label() for line in bon_curve_plot(older, method="first").lines]
+    assert labels == ["a", "b"]
+
+
+def _agreement_table(p_perm, ci_low, chance=0.0):
+    return pd.DataFrame({"metric": ["spearman", "kendall", "ndcg"], "estimate": [0.8, 0.6, 0.9],
+                         "ci_low": ci_low, "ci_high": [1.0, 1.0, 1.0], "chance": chance, "p_perm": p_perm})
+
+
+def test_a_coefficient_not_above_chance_is_drawn_hollow_and_the_legend_says_why():
+    # spearman: evidence; kendall: p too large; ndcg: the interval reaches its chance value 0.85
+    table = _agreement_table([0.01, 0.2, 0.01], [0.5, 0.2, 0.8], chance=[0.0, 0.0, 0.85])
+    ax = coefficient_bars(table)
+    filled = [p.get_height() for p in ax.patches if p.get_facecolor()[3] > 0]
+    hollow = [p.get_height() for p in ax.patches if p.get_facecolor()[3] == 0]
+    assert filled == [pytest.approx(0.8)] and sorted(hollow) == [pytest.approx(0.6), pytest.approx(0.9)]
+    assert any(t.get_text().startswith("hollow: not above chance") for t in ax.get_legend().get_texts())
+    # every coefficient with evidence: all filled, and no word about hollow bars
+    ax = coefficient_bars(_agreement_table([0.01] * 3, [0.5, 0.3, 0.7]))
+    assert all(p.get_facecolor()[3] > 0 for p in ax.patches) and len(ax.patches) == 3
+    assert not any("hollow" in t.get_text() for t in ax.get_legend().get_texts())
+    # a table without p_perm (no test of chance) is drawn as before
+    ax = coefficient_bars(_agreement_table([0.5] * 3, [0.0] * 3).drop(columns="p_perm"))
+    assert all(p.get_facecolor()[3] > 0 for p in ax.patches)

@@ -204,6 +204,60 @@ def test_oracle_gap_is_marked_and_matches_brute_force(store):
         pc.oracle_gap(results, oracle="full")
 
 
+def test_a_model_that_never_reads_the_profile_is_split_off_by_its_kind(store):
+    from prb_utils.models.kinds import MODEL_KINDS
+
+    _, results, meta = store
+    kept, blind = pc.split_profile_blind(results, meta)
+    assert blind == sorted({m for m, k in zip(results["model"], results["kind"], strict=True)
+                            if not MODEL_KINDS[k].reads_profile}) == ["length"]
+    assert set(kept["kind"]) == {k for k in results["kind"] if MODEL_KINDS[k].reads_profile} == {"lexical"}
+    assert len(kept) == (results["model"] == "lexical").sum()
+    assert pc.reads_profile(results.assign(kind="someone-elses-kind")).all()  # an unknown kind is not left out
+    sighted, none = pc.split_profile_blind(results[results["model"] == "lexical"], meta)
+    assert none == [] and len(sighted) == (results["model"] == "lexical").sum()
+    # the ablation and the oracle gap of the rows that read the profile hold no profile-blind model
+    assert set(pc.retrieval_ablation(kept, run_metadata=meta, n_boot=100)["model"]) == {"lexical"}
+    assert set(pc.oracle_gap(kept, n_boot=100)["model"]) == {"lexical"}
+
+
+def _accuracy(rows: pd.DataFrame) -> float:
+    return float(rows["outcome"].eq("correct").mean())
+
+
+def test_the_oracle_is_called_an_upper_bound_only_where_it_is_one(store):
+    from prb_utils.analysis.findings import oracle_gaps
+
+    data, results, meta = store
+    curve = pc.profile_size_curve(results, data, run_metadata=meta, n_boot=100)
+    board = pc.oracle_board(curve, results, run_metadata=meta)
+    # the benchmark retriever's points and the oracle, never the random retriever's top2 (an ablation)
+    assert sorted(board[board["model"] == "lexical"]["profile"]) == ["full", "none", "rubric", "top1", "top2"]
+    assert len(board) == 10 and not board["locked"].any()
+    retriever = results["job"].map(dict(zip(meta["job"], meta["option_retriever"], strict=True)))
+    gaps = oracle_gaps(board, profile_blind=pc.split_profile_blind(results, meta)[1]).set_index("model")
+    lexical = results[(results["model"] == "lexical") & ~retriever.eq("random")]
+    bench = {c: _accuracy(lexical[lexical["profile"] == c]) for c in ("none", "top1", "top2", "full")}
+    oracle = _accuracy(lexical[lexical["profile"] == "rubric"])
+    assert gaps.loc["lexical", "gap"] == pytest.approx(oracle - max(bench.values()))
+    assert gaps.loc["lexical", "verdict"] == ("upper bound" if oracle >= max(bench.values()) else "not an upper bound")
+    assert gaps.loc["length", "verdict"] == "profile-blind"
+    sentences = dict(zip(gaps.index, pc.oracle_sentences(gaps.reset_index()), strict=True))
+    assert sentences["length"] == "length: profile-blind, so it has no oracle gap."
+    assert f"the oracle (rubric, {oracle:.3f}) is " in sentences["lexical"]
+    # lower the oracle below a benchmark condition, then raise it above all: the words follow
+    for shift, words in ((-0.5, "is not an upper bound: it is below"), (+0.5, "is an upper bound: at least")):
+        moved = board.assign(accuracy=np.where(board["oracle"], board["accuracy"] + shift, board["accuracy"]))
+        said = pc.oracle_sentences(oracle_gaps(moved[moved["model"] == "lexical"]))
+        assert len(said) == 1 and words in said[0]
+    # a position-locked condition is not a benchmark condition to beat
+    locked = board.assign(locked=(board["model"] == "lexical") & (board["profile"] != "none") & ~board["oracle"])
+    best = oracle_gaps(locked[locked["model"] == "lexical"]).iloc[0]
+    assert best["best_condition"] == "none" and best["best_accuracy"] == pytest.approx(bench["none"])
+    assert pc.oracle_board(curve[~curve["oracle"]]).query("oracle").empty
+    assert oracle_gaps(pc.oracle_board(curve.iloc[0:0])).empty
+
+
 def test_missing_sections_name_the_command(store):
     _, results, meta = store
     assert pc.missing_sections(results, meta) == {}
@@ -233,7 +287,7 @@ def _execute(folder, store, monkeypatch):
     nb = nbformat.read(str(folder / f"{NOTEBOOK}.ipynb"), as_version=4)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
-    text = "\n".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+    text = "\n".join(o.get("text", "") or o.get("data", {}).get("text/markdown", "") for o in outputs)
     images = sum("image/png" in o.get("data", {}) for o in outputs)
     import json
 
@@ -295,10 +349,24 @@ def test_notebook_04_on_the_sample(tmp_path, monkeypatch):
     assert main([*base, "--profile", "top3", "--retriever", "random"]) == 0
     numbers, text, _ = _execute(tmp_path / "second", store, monkeypatch)
     assert "Fill it with" not in text
-    assert {(r["model"], r["retriever"]) for r in numbers["ablation"]} == {("length", "random"), ("lexical", "random")}
-    assert [r["is_oracle"] for r in numbers["oracle_gap"]] == [True, True]
+    # length never reads the profile: left out of the ablation and the oracle gap, and named once
+    assert numbers["left_out_profile_blind"] == ["length"]
+    assert text.count("Left out of the retrieval ablation and the oracle gap: length (never reads the profile).") == 1
+    assert {(r["model"], r["retriever"]) for r in numbers["ablation"]} == {("lexical", "random")}
+    assert [(r["model"], r["is_oracle"]) for r in numbers["oracle_gap"]] == [("lexical", True)]
     rubric = [p for p in numbers["curve"] if p["profile"] == "rubric"]
     assert len(rubric) == 2 and all(p["oracle"] and p["k"] is None for p in rubric)
+    # the oracle is an upper bound only where it is at least every benchmark condition, counted by hand
+    rows = load_results(store)
+    lexical = rows[(rows["model"] == "lexical") & (rows["job_label"] != "lexical [random]")]
+    bench = {c: brute_accuracy(lexical[lexical["profile"] == c]) for c in ("none", "top3", "full")}
+    oracle = brute_accuracy(lexical[lexical["profile"] == "rubric"])
+    [found] = numbers["oracle_gaps"]
+    assert found["model"] == "lexical" and found["oracle_accuracy"] == pytest.approx(oracle)
+    assert found["best_accuracy"] == pytest.approx(max(bench.values()))
+    verdict = "upper bound" if oracle >= max(bench.values()) else "not an upper bound"
+    assert found["verdict"] == verdict and f"lexical: the oracle (rubric, {oracle:.3f}) is " in text
+    assert (f"is {verdict}:" if verdict != "upper bound" else "is an upper bound:") in text
 
 
 def brute_accuracy(rows: pd.DataFrame) -> float:

@@ -939,3 +939,72 @@ def test_interactive_tables_show_one_number_format_per_column_and_sort_as_number
     assert shown[2] == ["5.00e-1", "2.00e-5", "1.00e+0"]
     assert shown[3] == ["10", "2", "3"]
     assert direction == "ascending" and ordered == ["0.0123", "0.2500", "0.5000"]
+
+
+# ------------------------------------------------------------------ one formatting layer, every page, printed
+A4_LANDSCAPE = {"width": 1123, "height": 794}  # A4 landscape at 96 px per inch
+NUMBER_CELL = re.compile(r"^[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:e[+-]?\d+)?$", re.IGNORECASE)
+PRINT_PROBE = """async () => {
+  const totals = () => [...document.querySelectorAll('table.dataTable')].map(t => {
+    const info = t.closest('.dt-container')?.querySelector('.dt-info');
+    const m = info && info.innerText.match(/of ([\\d,]+) entr/);
+    return m ? Number(m[1].replace(/,/g, '')) : t.querySelectorAll('tbody tr').length; });
+  return totals();
+}"""
+ROWS_SHOWN = """() => [...document.querySelectorAll('table.dataTable')].map(t => t.querySelectorAll('tbody tr').length)"""
+CELLS = """() => ({cells: [...document.querySelectorAll("td")].filter(td => td.offsetParent !== null)
+                   .map(td => td.innerText.trim()).filter(Boolean),
+              width: document.documentElement.scrollWidth})"""
+
+
+def _significant_digits(text: str) -> int:
+    mantissa = re.split(r"[eE]", text.replace(",", "").lstrip("+-"))[0]
+    digits = mantissa.replace(".", "").lstrip("0")
+    return len(digits.rstrip("0")) if "." not in mantissa else len(digits)
+
+
+def _printed_pages(page) -> dict:
+    """One page in print emulation at A4 landscape: each interactive table's total rows, the rows it prints,
+    every table cell's text and the page's width."""
+    totals = page.evaluate(PRINT_PROBE)
+    page.emulate_media(media="print")
+    expected = json.dumps(json.dumps(totals, separators=(",", ":")))  # a JS string literal of the JSON
+    if totals:
+        page.wait_for_function(f"JSON.stringify(({ROWS_SHOWN})()) === {expected}", timeout=20_000)
+    facts = {"totals": totals, "printed": page.evaluate(ROWS_SHOWN), **page.evaluate(CELLS)}
+    page.emulate_media(media="screen")
+    return facts
+
+
+def test_every_page_prints_every_row_and_says_each_number_one_way(report):
+    """Across the index and every page, printed at A4 landscape: every interactive table prints all its rows,
+    no page is wider than the paper, and no table cell holds "NaN", e-notation inside [1e-3, 1e3] or a decimal
+    number with more than 4 significant digits (one formatting layer by meaning)."""
+    pages = [report / "index.html", *(report / f"{name}.html" for name in NAMES)]
+    seen = _open_offline(pages, width=A4_LANDSCAPE["width"], probe=_printed_pages)
+    for name, facts in seen.items():
+        probe = facts["probe"]
+        assert facts["errors"] == [], (name, facts["errors"])
+        assert probe["printed"] == probe["totals"], f"{name}: printed {probe['printed']} of {probe['totals']} rows"
+        assert probe["width"] <= A4_LANDSCAPE["width"], f"{name} is {probe['width']} px wide in print"
+        numbers = [c for c in probe["cells"] if NUMBER_CELL.match(c)]
+        assert numbers, f"{name}: no number in any table"
+        assert not [c for c in probe["cells"] if c.lower() in ("nan", "inf", "-inf") or c == "None"], name
+        inside = [c for c in numbers if "e" in c.lower() and 1e-3 <= abs(float(c.replace(",", ""))) < 1e3]
+        assert not inside, f"{name}: e-notation inside [1e-3, 1e3]: {inside[:5]}"
+        long = [c for c in numbers if "." in c and "e" not in c.lower() and _significant_digits(c) > 4]
+        assert not long, f"{name}: more than 4 significant digits: {long[:5]}"
+
+
+def test_the_leader_and_tied_group_are_the_same_on_the_index_and_page_02(report):
+    """The index and page 02 render one findings object: the headline sentences (leaders and tied group per
+    condition) printed on both pages are the same, and the locked judge is never ranked on either."""
+    numbers = json.loads((report / "02_accuracy_breakdown.numbers.json").read_text(encoding="utf-8"))["numbers"]
+    headline = numbers["findings"]["headline"]
+    index = html.unescape((report / "index.html").read_text(encoding="utf-8"))
+    page = html.unescape((report / "02_accuracy_breakdown.html").read_text(encoding="utf-8"))
+    assert headline, "page 02 recorded no headline"
+    for said in headline:
+        assert said["sentence"] in index and said["sentence"] in page
+    board = pd.DataFrame(numbers["findings"]["leaderboard"])
+    assert board.loc[board["locked"], "rank"].isna().all()

@@ -119,6 +119,12 @@ class Findings:
             return frame
         return frame.sort_values(["_best", "model"]).drop(columns="_best").reset_index(drop=True)
 
+    def marks(self) -> dict[str, str]:
+        """What every figure says beside a name (:func:`prb_utils.analysis.plots.set_marks`): each
+        position-locked job and each oracle condition of the board."""
+        locked = {str(m): "⚠ position-locked" for m in self.board.loc[self.board["locked"], "model"]}
+        return {**locked, **{str(c): "(oracle)" for c in self.board.loc[self.board["oracle"], "profile"]}}
+
     def numbers(self) -> dict[str, Any]:
         """The findings as plain data, for ``record_numbers`` and the index."""
         return {"unit": self.unit, "rules": self.rules, "leaderboard": self.board, "lifts": self.lifts,

@@ -14,6 +14,7 @@ them unscaled and their text stays at least :data:`MIN_TEXT_PX` high (:func:`sma
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Iterable, Sequence
 
@@ -54,6 +55,42 @@ def set_theme(*, context: str = "notebook", font_scale: float = 1.0,
     plt.rcParams.update({"axes.titleweight": "bold", "figure.dpi": 100, "savefig.bbox": "tight"})
     _UNIVERSE[:] = sorted({str(m) for m in (() if models is None else models)})
     return sns.color_palette(PALETTE)
+
+
+_MARKS: dict[str, str] = {}  # name -> what every figure says beside it (set_marks)
+_TOKEN = re.compile(r"[^\s,|/()\[\]]+")
+
+
+def set_marks(marks: dict[str, str] | None = None) -> None:
+    """Register what every figure shown afterwards says beside a name (:func:`mark_figure`): e.g. a
+    position-locked judge's label -> "⚠ position-locked", the oracle condition -> "oracle". ``None`` clears."""
+    _MARKS.clear()
+    _MARKS.update({str(k): str(v) for k, v in (marks or {}).items() if v})
+
+
+def mark_figure(fig: Figure, marks: dict[str, str] | None = None) -> Figure:
+    """Append its mark to every legend entry, tick label and title of ``fig`` that names a marked model or
+    condition (``marks``, default those of :func:`set_marks`), once.
+
+    >>> fig, ax = plt.subplots(); _ = ax.plot([0, 1], label="judge:x"); _ = ax.legend(); _ = ax.set_title("none")
+    >>> _ = mark_figure(fig, {"judge:x": "⚠ position-locked"})
+    >>> ax.get_legend().get_texts()[0].get_text()
+    'judge:x ⚠ position-locked'
+    >>> plt.close(fig)
+    """
+    marks = _MARKS if marks is None else marks
+    if not marks:
+        return fig
+    texts = [t for ax in fig.axes for t in (ax.get_xticklabels() + ax.get_yticklabels())]
+    texts += [t for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+    texts += [ax.title for ax in fig.axes]
+    for text in texts:
+        content = text.get_text()
+        tokens = set(_TOKEN.findall(content))
+        extra = [mark for name, mark in marks.items() if name in tokens and mark not in content]
+        if extra:
+            text.set_text(f"{content} {' '.join(dict.fromkeys(extra))}")
+    return fig
 
 
 def model_palette(models: Iterable[str] = (), *, universe: Iterable[str] | None = None

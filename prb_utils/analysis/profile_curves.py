@@ -34,10 +34,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from prb_utils.analysis.breakdowns import position_locked
+from prb_utils.analysis.leaderboard import RULES
 from prb_utils.analysis.metrics import LEVEL, SEED, bootstrap_ci, compare, require_columns
 from prb_utils.analysis.plots import model_palette
 from prb_utils.errors import PRBError
+from prb_utils.formatting import format_signed, format_value
 from prb_utils.models.aliases import ALIASES, resolve_alias
+from prb_utils.models.kinds import MODEL_KINDS
 from prb_utils.profile import parse_condition, rm_user_message
 from prb_utils.schema import is_oracle
 from prb_utils.scoring import retriever_from_label, retriever_label
@@ -407,6 +411,91 @@ def oracle_gap(
     table["is_oracle"] = True
     return table[["model", "reference", "oracle", "n_pairs", "accuracy_reference", "accuracy_oracle", "gap",
                   "ci_low", "ci_high", "p_value", "p_holm", "is_oracle"]]
+
+
+# ------------------------------------------------------------------------------------ profile-blind models
+def reads_profile(results: pd.DataFrame) -> pd.Series:
+    """Per row: does its model's kind read the profile (:attr:`prb_utils.models.kinds.ModelKind.reads_profile`)?
+    A kind outside :data:`~prb_utils.models.kinds.MODEL_KINDS` counts as reading it.
+
+    >>> reads_profile(pd.DataFrame({"kind": ["length", "lexical", "custom"]})).tolist()
+    [False, True, True]
+    """
+    require_columns(results, ["kind"])
+    return results["kind"].map(lambda k: MODEL_KINDS[k].reads_profile if k in MODEL_KINDS else True).astype(bool)
+
+
+def split_profile_blind(results: pd.DataFrame, run_metadata: pd.DataFrame | None = None,
+                        ) -> tuple[pd.DataFrame, list[str]]:
+    """The rows of the models that read the profile, and the names (:func:`job_series`, as the curve names
+    them) of those that never do: a ``length`` baseline scores the same under every condition, so its lift is
+    0 by construction and an ablation or an oracle gap of it says nothing.
+
+    >>> rows = pd.DataFrame({"model": ["length", "lexical"], "kind": ["length", "lexical"], "profile": "none"})
+    >>> kept, blind = split_profile_blind(rows)
+    >>> kept["model"].tolist(), blind
+    (['lexical'], ['length'])
+    """
+    reads = reads_profile(results)
+    blind = sorted(set(job_series(results[~reads], run_metadata).astype(str))) if (~reads).any() else []
+    return results[reads], blind
+
+
+def oracle_board(curve: pd.DataFrame, results: pd.DataFrame | None = None, *,
+                 run_metadata: pd.DataFrame | None = None, retriever: str = "bm25") -> pd.DataFrame:
+    """The accuracies :func:`prb_utils.analysis.findings.oracle_gaps` judges the oracle by, from ``curve``: per
+    model, the benchmark points of ``retriever``'s curve (``none``, its ``top{K}``, ``full``) and the oracle
+    point, with ``locked`` True where ``results`` (the rows behind the curve) show a position-locked judge (its
+    accuracy measures the answer order, so it is no benchmark condition to beat). Columns model, profile,
+    oracle, accuracy, locked.
+
+    >>> curve = pd.DataFrame({"model": "lexical", "retriever": [None, "random", None, None],
+    ...                       "profile": ["none", "top3", "full", "rubric"], "k": [0.0, 3.0, 4.0, float("nan")],
+    ...                       "oracle": [False, False, False, True], "accuracy": [0.429, 0.7, 0.667, 0.619]})
+    >>> oracle_board(curve)["profile"].tolist()  # the random retriever's top3 is an ablation, not a condition
+    ['none', 'full', 'rubric']
+    """
+    columns = ["model", "profile", "oracle", "accuracy", "locked"]
+    if curve.empty:
+        return pd.DataFrame(columns=columns)
+    board = pd.concat([curve_points(curve, retriever=retriever), curve[curve["oracle"].astype(bool)]],
+                      ignore_index=True)
+    board = board.assign(oracle=board["oracle"].astype(bool), locked=False)
+    if results is not None and len(results) and {"verdict_ab", "verdict_ba"} <= set(results.columns):
+        rows = results.reset_index(drop=True)
+        own = job_retrievers(rows, run_metadata).fillna(retriever).eq(retriever).to_numpy()
+        locks = position_locked(rows.assign(model=job_series(rows, run_metadata).to_numpy())[own])
+        locked = {(r.model, r.profile) for r in locks.itertuples() if r.locked} if not locks.empty else set()
+        board["locked"] = [(m, c) in locked for m, c in zip(board["model"], board["profile"], strict=True)]
+    return board[columns].reset_index(drop=True)
+
+
+def oracle_sentences(gaps: pd.DataFrame) -> list[str]:
+    """Each model's oracle verdict (a row of :func:`prb_utils.analysis.findings.oracle_gaps`) in one sentence
+    with its numbers: an upper bound only where the verdict says so.
+
+    >>> gaps = pd.DataFrame({"model": ["lexical", "m"], "oracle_condition": "rubric", "oracle_accuracy": [0.619, 0.8],
+    ...                      "best_condition": "full", "best_accuracy": [0.667, 0.7], "gap": [-0.048, 0.1],
+    ...                      "verdict": ["not an upper bound", "upper bound"]})
+    >>> for sentence in oracle_sentences(gaps):
+    ...     print(sentence)
+    lexical: the oracle (rubric, 0.619) is not an upper bound: it is below its best benchmark condition, full (0.667), a gap of -0.048.
+    m: the oracle (rubric, 0.800) is an upper bound: at least its best benchmark condition, full (0.700), a gap of +0.100.
+    """
+    bound, not_bound, blind = RULES["oracle"].verdicts
+    out = []
+    for row in gaps.itertuples():
+        oracle = f"the oracle ({row.oracle_condition}, {format_value(row.oracle_accuracy, kind='proportion')})"
+        best = f"{row.best_condition} ({format_value(row.best_accuracy, kind='proportion')})"
+        if row.verdict == blind:
+            out.append(f"{row.model}: {blind}, so it has no oracle gap.")
+        elif row.verdict == not_bound:
+            out.append(f"{row.model}: {oracle} is {not_bound}: it is below its best benchmark condition, {best}, a gap of "
+                       f"{format_signed(row.gap)}.")
+        else:
+            out.append(f"{row.model}: {oracle} is an {bound}: at least its best benchmark condition, {best}, a gap "
+                       f"of {format_signed(row.gap)}.")
+    return out
 
 
 def missing_sections(results: pd.DataFrame, run_metadata: pd.DataFrame | None = None) -> Mapping[str, str]:

@@ -186,15 +186,26 @@ def _quality_pool(df: pd.DataFrame) -> pd.DataFrame:
     return pool.drop_duplicates(keys).sort_values(keys, kind="stable")
 
 
-def _baseline_rows(pool: pd.DataFrame, ks: Sequence[int]) -> list[tuple]:
+def _baseline_rows(pool: pd.DataFrame, ks: Sequence[int], methods: Sequence[str] = ("exact", "first")) -> list[tuple]:
+    """The ``oracle`` and ``random`` rows of each method, each under the rule its RMs pick by.
+
+    ``exact``: the best quality of a random k-subset, and one random answer of the N (the mean quality).
+    ``first``: the best quality among the first k samples (``sample_idx`` order; the pool is sorted so), and
+    one random answer of those k. A first-k pick can beat the exact oracle on a question (the first k are one
+    subset, not the average subset), so each panel gets the ceiling of its own rule.
+    """
     rows: list[tuple] = []
     for (subset, qid), grp in pool.groupby(["subset", "id"], sort=False):
         q = grp["quality"].to_numpy()
         for k in ks:
             if k > q.size:
                 continue
-            rows.append(("oracle", subset, qid, "exact", k, q.size, oracle_best_of_k(q, k)))
-            rows.append(("random", subset, qid, "exact", k, q.size, float(q.mean())))
+            if "exact" in methods:
+                rows.append(("oracle", subset, qid, "exact", k, q.size, oracle_best_of_k(q, k)))
+                rows.append(("random", subset, qid, "exact", k, q.size, float(q.mean())))
+            if "first" in methods:
+                rows.append(("oracle", subset, qid, "first", k, q.size, float(q[:k].max())))
+                rows.append(("random", subset, qid, "first", k, q.size, float(q[:k].mean())))
     return rows
 
 
@@ -208,16 +219,20 @@ def per_question_best_of_k(
     """Per-question best-of-k quality: columns model, subset, id, method, k, n (samples), value.
 
     ``method`` is ``exact`` (expectation over all k-subsets), ``first`` (the reference: best of the first k
-    by integer ``sample_idx``, first wins ties) or, with ``oracle=True``, the rows of model ``oracle`` (best
-    quality of a random k-subset; method ``exact``) and ``random`` (mean quality, the k=1 value for every
-    k). For an RM, samples with a missing score or quality (invalid RM output, judge failure) are dropped;
-    the baselines use the whole pool of samples with a quality, whatever any RM scored. Questions with
-    fewer than k samples have no row for that k.
+    by integer ``sample_idx``, first wins ties) or, with ``oracle=True``, the rows of model ``oracle`` and
+    ``random`` for each method, under that method's rule: ``exact`` the best quality of a random k-subset
+    and the mean quality (the k=1 value for every k); ``first`` the best quality among the first k samples
+    and their mean. For an RM, samples with a missing score or quality (invalid RM output, judge failure)
+    are dropped; the baselines use the whole pool of samples with a quality, whatever any RM scored (so an
+    RM that lost one of its first k samples picks among later ones). Questions with fewer than k samples
+    have no row for that k.
 
     >>> frame = pd.DataFrame({"model": "rm", "subset": "s", "id": "q", "sample_idx": [0, 1],
     ...     "rm_score": [1.0, float("nan")], "quality": [0.0, 1.0]})
     >>> per_question_best_of_k(frame, [1], methods=["exact"])[["model", "n", "value"]].values.tolist()
     [['rm', 1, 0.0], ['oracle', 2, 0.5], ['random', 2, 0.5]]
+    >>> per_question_best_of_k(frame, [1], methods=["first"])[["model", "method", "value"]].values.tolist()
+    [['rm', 'first', 0.0], ['oracle', 'first', 0.0], ['random', 'first', 0.0]]
     """
     df = check_bon_frame(frame)
     for method in methods:
@@ -241,7 +256,7 @@ def per_question_best_of_k(
             if "first" in methods:
                 rows.append((model, subset, qid, "first", k, s.size, best_of_first_k(s, q, k)))
     if oracle:
-        rows.extend(_baseline_rows(pool, ks))
+        rows.extend(_baseline_rows(pool, ks, methods))
     return pd.DataFrame(rows, columns=["model", "subset", "id", "method", "k", "n", "value"])
 
 
@@ -266,7 +281,9 @@ def bon_curves(
     percentile bootstrap over questions (:func:`bootstrap_mean_ci`: ``level``, ``n_boot``, ``seed``), so it
     stays within the range of the questions' values (a quality in [0, 1] keeps its interval in [0, 1]).
     ``gain=True`` reports each question's best-of-k quality minus its mean quality (one random sample),
-    paired by question: the question-to-question spread cancels, so RMs separate more clearly.
+    paired by question: the question-to-question spread cancels, so RMs separate more clearly. With
+    ``oracle=True`` each method has its own ``oracle`` and ``random`` rows, under its own rule
+    (:func:`per_question_best_of_k`): no RM's ``first`` curve passes the ``first`` oracle.
 
     >>> frame = pd.DataFrame({"model": "rm", "subset": "s", "id": ["a"] * 3 + ["b"] * 3,
     ...     "sample_idx": [0, 1, 2] * 2, "rm_score": [1, 2, 3, 3, 2, 1],
@@ -276,8 +293,10 @@ def bon_curves(
     [{'k': 1, 'n': 2, 'mean': 0.5}, {'k': 3, 'n': 2, 'mean': 0.5}]
     """
     check_uncertainty(level, n_boot)
-    per_q = per_question_best_of_k(frame, ks, methods=methods, oracle=True)
-    base = per_q[per_q["model"] == "random"][["subset", "id", "k", "value"]].rename(columns={"value": "_base"})
+    per_q = per_question_best_of_k(frame, ks, methods=[*methods, "exact"], oracle=True)
+    exact_random = (per_q["model"] == "random") & (per_q["method"] == "exact")  # one random answer of the N
+    base = per_q[exact_random][["subset", "id", "k", "value"]].rename(columns={"value": "_base"})
+    per_q = per_q[per_q["method"].isin(methods)]
     per_q = per_q.merge(base, on=["subset", "id", "k"], how="left")
     per_q["_gain"] = per_q["value"] - per_q["_base"]
     if gain:

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from prb_utils.analysis.leaderboard import ALPHA
 from prb_utils.analysis.metrics import (
     LEVEL,
     SEED,
@@ -35,9 +36,13 @@ from prb_utils.analysis.metrics import (
     resample_indices,
 )
 from prb_utils.errors import PRBError
+from prb_utils.formatting import format_interval, format_value
 from prb_utils.schema import canonical_spec
 
 METRICS = ("spearman", "kendall", "weighted_tau", "pearson", "ndcg", "rbo")
+#: The coefficients that compare rankings (Pearson compares the values themselves).
+RANK_METRICS = ("spearman", "kendall", "weighted_tau", "ndcg", "rbo")
+RANKING_VERDICTS = ("can rank", "cannot rank")
 #: Coefficients whose mean over every permutation of one ranking is exactly 0 (each term has a mirror image).
 CENTRED = ("spearman", "kendall", "pearson")
 RBO_P = 0.9
@@ -447,6 +452,91 @@ def rank_agreement_ci(
         rows.append((m, est[m], lo, hi, chance, p, x.size, int(np.isfinite(boots[m]).sum()), len(perms)))
     return pd.DataFrame(rows, columns=["metric", "estimate", "ci_low", "ci_high", "chance", "p_perm", "n",
                                        "n_boot_valid", "n_perm"])
+
+
+def above_chance(table: pd.DataFrame, *, alpha: float = ALPHA) -> pd.Series:
+    """Per row of an agreement table (:func:`rank_agreement_ci`, :func:`compare_benchmarks`): True where the
+    coefficient has chance-corrected evidence, i.e. its permutation ``p_perm`` is below ``alpha`` *and* its
+    interval lies above its ``chance`` value; False for an undefined coefficient.
+
+    >>> t = pd.DataFrame({"estimate": [0.9, 0.9, 0.4], "ci_low": [0.5, -0.2, 0.1], "ci_high": [1.0, 1.0, 0.6],
+    ...                   "chance": [0.0, 0.0, 0.0], "p_perm": [0.01, 0.01, 0.2]})
+    >>> above_chance(t).tolist()
+    [True, False, False]
+    """
+    for column in ("estimate", "ci_low", "chance", "p_perm"):
+        if column not in table.columns:
+            raise PRBError(f"The agreement table lacks the column {column!r}.")
+    values = {c: pd.to_numeric(table[c], errors="coerce").astype(float) for c in ("estimate", "ci_low", "chance",
+                                                                                   "p_perm")}
+    defined = np.isfinite(values["estimate"]) & np.isfinite(values["p_perm"]) & np.isfinite(values["ci_low"])
+    return (defined & (values["p_perm"] < alpha) & (values["ci_low"] > values["chance"].fillna(0.0))).astype(bool)
+
+
+def ranking_sufficiency(table: pd.DataFrame, *, questions: int | None = None, headroom: float | None = None,
+                        k: int | None = None, alpha: float = ALPHA,
+                        metrics: Sequence[str] = RANK_METRICS) -> dict[str, object]:
+    """Can this downstream run rank these RMs? The verdict of an agreement table's rank coefficients
+    (``metrics``, Pearson left out: it compares values, not rankings) under :func:`above_chance`.
+
+    ``verdict`` is ``can rank`` when at least one rank coefficient is above chance, else ``cannot rank``;
+    ``reason`` says why with the numbers behind it: the RMs, the ``questions`` of the run and its
+    ``headroom`` (the oracle's pick minus a random pick at best-of-``k``, :func:`prb_utils.downstream.bon.headroom`)
+    when given, the coefficient closest to evidence (smallest ``p_perm``), and, with so few RMs that no permutation p-value can be below
+    ``alpha`` (1 / n!), that floor. ``sentence`` is what a page shows; ``above_chance`` names the coefficients
+    with evidence, and ``n_rms``, ``questions``, ``headroom``, ``k``, ``alpha`` repeat the inputs.
+
+    >>> t = rank_agreement_ci([0.5, 0.6, 0.7], [0.2, 0.3, 0.4], n_boot=200)
+    >>> r = ranking_sufficiency(t, questions=4, headroom=0.2, k=8)
+    >>> r["verdict"], r["above_chance"]
+    ('cannot rank', [])
+    >>> print(r["sentence"])  # doctest: +NORMALIZE_WHITESPACE
+    This run cannot rank these RMs: with 3 RMs and 4 questions (headroom 0.200: the oracle's pick minus a random
+    pick at best-of-8), none of the 5 rank coefficients is above chance (p_perm < 0.05 and its 95% interval above its
+    chance value); the closest to evidence, spearman 1.000 [1.000, 1.000] (chance 0.000), has p_perm 0.167, and with 3 RMs no
+    permutation p-value can be below 1/3! = 0.167.
+    """
+    rows = table[table["metric"].isin(metrics)] if "metric" in table.columns else table.iloc[0:0]
+    if rows.empty:
+        raise PRBError(f"The agreement table has none of the rank coefficients {', '.join(metrics)}.")
+    evidence = above_chance(rows, alpha=alpha)
+    above = list(dict.fromkeys(rows.loc[evidence, "metric"].astype(str)))
+    n = int(pd.to_numeric(rows["n"], errors="coerce").max()) if "n" in rows.columns else None
+    facts = []
+    if n is not None:
+        facts.append(f"{n} RMs")
+    if questions is not None:
+        facts.append(f"{int(questions)} questions")
+    scope = f"with {' and '.join(facts)}" if facts else "here"
+    if headroom is not None and math.isfinite(headroom):
+        at = f" at best-of-{int(k)}" if k is not None else ""
+        scope += (f" (headroom {format_value(headroom, kind='proportion')}: the oracle's pick minus a random pick{at})"
+                  if headroom > 1e-12 else f" (no headroom{at}: the judge rates every answer of the pool alike)")
+    floor = 1 / math.factorial(n) if n is not None and n <= EXACT_PERMUTATIONS_MAX_N else None
+    out: dict[str, object] = {"above_chance": above, "n_rms": n, "questions": questions, "headroom": headroom,
+                              "k": k, "alpha": alpha}
+    rule = f"p_perm < {alpha:g} and its 95% interval above its chance value"
+    if above:
+        reason = (f"{', '.join(above)} {'is' if len(above) == 1 else 'are'} above chance ({rule}) {scope}; "
+                  f"{len(rows) - len(above)} of the {len(rows)} rank coefficients are not")
+        return {"verdict": RANKING_VERDICTS[0], "reason": reason,
+                "sentence": f"This run can rank these RMs: {reason}.", **out}
+    defined = rows[np.isfinite(pd.to_numeric(rows["p_perm"], errors="coerce").astype(float))]
+    none = f"none of the {len(rows)} rank coefficients is" if len(rows) > 1 else "the one rank coefficient is not"
+    reason = f"{scope}, {none} above chance ({rule})"
+    if defined.empty:
+        reason += "; no coefficient is defined"
+    else:
+        margin = pd.to_numeric(defined["estimate"]) - pd.to_numeric(defined["chance"]).fillna(0.0)
+        best = defined.assign(_margin=margin).sort_values(["p_perm", "_margin"], ascending=[True, False],
+                                                          kind="stable").iloc[0]
+        shown = format_interval(float(best["estimate"]), float(best["ci_low"]), float(best["ci_high"]))
+        chance = format_value(float(best["chance"]), kind="proportion")
+        reason += f"; the closest to evidence, {best['metric']} {shown} (chance {chance}), has p_perm {p_text(float(best['p_perm']))}"
+    if floor is not None and floor >= alpha:
+        reason += f", and with {n} RMs no permutation p-value can be below 1/{n}! = {floor:.3f}"
+    return {"verdict": RANKING_VERDICTS[1], "reason": reason,
+            "sentence": f"This run cannot rank these RMs: {reason}.", **out}
 
 
 def _ceil_power(x: float) -> str:

@@ -16,9 +16,12 @@ import pandas as pd
 import seaborn as sns
 import statsmodels.api as sm
 from matplotlib.axes import Axes
+from matplotlib.patches import Patch
 
+from prb_utils.analysis.leaderboard import ALPHA
 from prb_utils.analysis.metrics import LEVEL, require_columns
 from prb_utils.analysis.plots import PALETTE, REFERENCE_COLOUR, axes_or_new, model_palette
+from prb_utils.downstream.correlation import above_chance
 from prb_utils.errors import PRBError
 
 
@@ -32,8 +35,10 @@ def bon_curve_plot(curves: pd.DataFrame, *, method: str = "exact", ax: Axes | No
                    title: str | None = "Best-of-k rubric quality (95% CI over questions)") -> Axes:
     """Mean best-of-k quality against k (log2 axis) per RM, with CI bands, from :func:`prb_utils.downstream.bon.bon_curves`.
 
-    Each RM in its :func:`~prb_utils.analysis.plots.model_palette` colour (or ``palette``); ``oracle`` and
-    ``random`` rows are drawn as grey reference lines when ``reference``.
+    Each RM in its :func:`~prb_utils.analysis.plots.model_palette` colour (or ``palette``); the ``oracle`` and
+    ``random`` rows of the same ``method`` are drawn as grey reference lines when ``reference`` (for ``first``:
+    the best and a random one of the first k samples, the ceiling and floor of that rule; curves without
+    them, such as older files, get no reference line rather than another rule's).
     """
     require_columns(curves, ["model", "method", "k", "mean", "ci_low", "ci_high"], what="plotted")
     ax = axes_or_new(ax, (7, 4.5))
@@ -47,9 +52,10 @@ def bon_curve_plot(curves: pd.DataFrame, *, method: str = "exact", ax: Axes | No
         ax.fill_between(d["k"], d["ci_low"], d["ci_high"], color=color, alpha=0.1, linewidth=0)
     if reference:
         for name, style in (("oracle", "--"), ("random", ":")):
-            d = curves[curves["model"] == name].sort_values("k")
+            d = sub[sub["model"] == name].sort_values("k")
             if not d.empty:
-                ax.plot(d["k"], d["mean"], linestyle=style, color=REFERENCE_COLOUR, label=name)
+                ax.plot(d["k"], d["mean"], linestyle=style, color=REFERENCE_COLOUR,
+                        label=name if method == "exact" else f"{name} of the {method} k")
     ks = sorted(sub["k"].unique())
     if ks:
         ax.set_xscale("log", base=2)
@@ -151,13 +157,25 @@ def coefficient_bars(table: pd.DataFrame, *, hue: str | None = None, ax: Axes | 
     """Bars of each coefficient (``metric``) with its CI, from :func:`prb_utils.downstream.correlation.rank_agreement_ci`
     or :func:`~prb_utils.downstream.correlation.compare_benchmarks` (then ``hue="benchmark"`` sets benchmarks side by side).
     A black tick marks each coefficient's ``chance`` value (a random ranking) when the table has it. An
-    undefined coefficient (NaN: e.g. a constant ranking) is written "n/a" where its bar would be.
+    undefined coefficient (NaN: e.g. a constant ranking) is written "n/a" where its bar would be. With
+    ``p_perm`` in the table, a coefficient that is not above chance
+    (:func:`~prb_utils.downstream.correlation.above_chance`) is drawn hollow, its outline and interval only,
+    and the legend says what a hollow bar means.
+
+    >>> from prb_utils.downstream.correlation import rank_agreement_ci
+    >>> ax = coefficient_bars(rank_agreement_ci([1, 2, 3], [1, 2, 3], n_boot=50))  # 3 RMs: nothing above chance
+    >>> sorted({float(p.get_facecolor()[3]) for p in ax.patches})  # every face transparent
+    [0.0]
+    >>> import matplotlib.pyplot as plt
+    >>> plt.close(ax.figure)
     """
     require_columns(table, ["metric", "estimate", "ci_low", "ci_high"], what="plotted")
     ax = axes_or_new(ax, (7, 4))
     metrics = list(dict.fromkeys(table["metric"]))
     groups = list(dict.fromkeys(table[hue])) if hue else [None]
     width = 0.8 / len(groups)
+    judged = {"p_perm", "chance", "ci_low"} <= set(table.columns)
+    any_hollow = False
     for gi, (color, group) in enumerate(zip(_colors(len(groups)), groups, strict=True)):
         d = table if group is None else table[table[hue] == group]
         d = d.set_index("metric").reindex(metrics)
@@ -166,8 +184,14 @@ def coefficient_bars(table: pd.DataFrame, *, hue: str | None = None, ax: Axes | 
         ok = np.isfinite(est)   # an undefined coefficient gets the words "n/a", never a bar at 0
         err = np.vstack([(est - d["ci_low"].to_numpy(float)).clip(min=0),
                          (d["ci_high"].to_numpy(float) - est).clip(min=0)])
-        ax.bar(x[ok], est[ok], width=width, color=color, label=None if group is None else str(group))
+        solid = ok & (above_chance(d).to_numpy(bool) if judged else True)
+        hollow = ok & ~solid   # not above chance: an outline, never a filled bar
+        name = None if group is None else str(group)   # one legend entry per group: on its solid bars if any
+        ax.bar(x[solid], est[solid], width=width, color=color, label=name if solid.any() else None)
+        ax.bar(x[hollow], est[hollow], width=width, facecolor="none", edgecolor=color, linewidth=1.5,
+               label=None if solid.any() else name)
         ax.errorbar(x[ok], est[ok], yerr=np.nan_to_num(err[:, ok]), fmt="none", ecolor="0.2", capsize=3)
+        any_hollow = any_hollow or bool(hollow.any())
         for xi in x[~ok]:
             ax.text(xi, 0.05, "n/a", ha="center", va="bottom", fontsize="small", color="0.3", rotation=90)
         if "chance" in d.columns:
@@ -178,8 +202,12 @@ def coefficient_bars(table: pd.DataFrame, *, hue: str | None = None, ax: Axes | 
     ax.set_xticks(np.arange(len(metrics)), metrics)
     ax.set_ylim(-1.05, 1.05)
     ax.set_ylabel("coefficient")
-    if (hue or "chance" in table.columns) and ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize="small", frameon=False)
+    handles, labels = ax.get_legend_handles_labels()
+    if any_hollow:  # a legend entry only, no patch on the axes
+        handles.append(Patch(facecolor="none", edgecolor="0.3"))
+        labels.append(f"hollow: not above chance (p_perm ≥ {ALPHA:g} or CI reaches it)")
+    if (hue or "chance" in table.columns or any_hollow) and handles:
+        ax.legend(handles, labels, fontsize="small", frameon=False)
     if title:
         ax.set_title(title)
     return ax

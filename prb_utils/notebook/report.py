@@ -238,12 +238,14 @@ PAGE_CSS = """
   .jp-RenderedImage img { background: #fff; }
 }
 """
-#: Before printing, every interactive table shows all its rows (its page length set to "All"), and after,
+#: Before printing, every interactive table shows all its rows (its page length set to "All", an option added
+#: where the table's menu lacks it), and after,
 #: the length it had; on a screen that prefers dark, the page tells itables so (its tables follow the
 #: ``data-jp-theme-light`` flag of the page).
 PAGE_SCRIPT = """(() => {
   const every = () => document.querySelectorAll('.dt-length select').forEach(s => {
     if (s.value === '-1') return;
+    if (![...s.options].some(o => o.value === '-1')) s.add(new Option('All', '-1'));
     s.dataset.prbBefore = s.value; s.value = '-1'; s.dispatchEvent(new Event('change', {bubbles: true})); });
   const back = () => document.querySelectorAll('.dt-length select[data-prb-before]').forEach(s => {
     s.value = s.dataset.prbBefore; delete s.dataset.prbBefore; s.dispatchEvent(new Event('change', {bubbles: true})); });

@@ -111,12 +111,12 @@ def table_html(frame: pd.DataFrame, *, caption: str = "") -> str:
     options: dict[str, Any] = {"caption": caption} if caption else {}
     if isinstance(shown.columns, pd.MultiIndex) or not shown.columns.is_unique:
         return itables.to_html_datatable(format_frame(frame), connected=False, maxBytes=0, **options)
-    shown = shown.copy()
+    shown = shown.rename_axis(columns=None)  # a named column axis (a pivot's) would become a column of its own
     for column in shown.columns:
         if pd.api.types.is_bool_dtype(shown[column]):
             shown[column] = shown[column].map({True: "yes", False: "no"})
-        elif shown[column].dtype == object and shown[column].map(lambda v: isinstance(v, float)).any():
-            shown[column] = [format_value(v, column) if isinstance(v, float) else v for v in shown[column]]
+        elif not pd.api.types.is_numeric_dtype(shown[column]):  # text, or numbers mixed with text or gaps
+            shown[column] = [v if isinstance(v, str) else format_value(v, column) for v in shown[column]]
     defs = [{"targets": i, "render": itables.JavascriptFunction(render_js(meaning(shown.columns[i])))}
             for i in range(shown.shape[1]) if pd.api.types.is_numeric_dtype(shown.iloc[:, i])
             and not pd.api.types.is_bool_dtype(shown.iloc[:, i])]
@@ -150,9 +150,10 @@ def figure_title(fig: Any) -> str:
 
 
 def figures_with_alt_text() -> None:
-    """In an IPython kernel with the inline backend: every figure shown afterwards carries
-    :func:`figure_title` as the ``alt`` of its PNG (output metadata, which the report pages write on the
-    image). Elsewhere nothing changes."""
+    """In an IPython kernel with the inline backend: every figure shown afterwards names the marked models and
+    conditions as such (:func:`prb_utils.analysis.plots.mark_figure`) and carries :func:`figure_title` as the
+    ``alt`` of its PNG (output metadata, which the report pages write on the image). Elsewhere nothing
+    changes."""
     shell = _shell()
     if shell is None:
         return
@@ -169,6 +170,7 @@ def figures_with_alt_text() -> None:
         return
 
     def with_alt(fig: Any) -> Any:
+        plots.mark_figure(fig)  # the locked judges and the oracle, named as such in every figure
         data = printer(fig)
         title = figure_title(fig)
         return (data, {"alt": title}) if title and data is not None else data
