@@ -11,6 +11,7 @@ True
 
 from __future__ import annotations
 
+import subprocess
 from importlib import resources
 from pathlib import Path
 
@@ -46,3 +47,19 @@ def resource_dir(name: str) -> Path:
 def _check_name(name: str) -> None:
     if name not in FOLDERS:
         raise ValueError(f"Unknown shipped folder {name!r}; expected one of {', '.join(FOLDERS)}.")
+
+
+def source_commit() -> str | None:
+    """The commit of the source checkout the package is imported from (``git rev-parse HEAD``, with ``+changes``
+    when its tracked files differ from it), or None (an installed wheel, no git, not a repository)."""
+    root = source_root()
+    if root is None or not (root / ".git").exists():
+        return None
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{head}+changes" if head and dirty else head or None

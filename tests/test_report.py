@@ -62,7 +62,7 @@ def test_index_links_every_page_with_run_metadata(report, sample_report):
     from prb_utils.store import load_run_metadata
 
     index = (report / "index.html").read_text(encoding="utf-8")
-    links = re.findall(r'<a href="([^"]+)"', index)
+    links = [link for link in re.findall(r'<a href="([^"]+)"', index) if not link.startswith("jobs/")]
     assert links == [*(f"{name}{ending}" for name in NAMES for ending in (".html", ".ipynb", ".numbers.json")),
                      "results.csv"]  # each page, its executed notebook and its key numbers; every result
     for name in NAMES:
@@ -1008,3 +1008,49 @@ def test_the_leader_and_tied_group_are_the_same_on_the_index_and_page_02(report)
         assert said["sentence"] in index and said["sentence"] in page
     board = pd.DataFrame(numbers["findings"]["leaderboard"])
     assert board.loc[board["locked"], "rank"].isna().all()
+
+
+# ------------------------------------------------------------------ provenance and the live view
+def test_the_index_cites_each_job_and_results_csv_holds_every_row_the_pages_used(report, sample_report):
+    """Each scoring job links to the report's copy of its job.json (its key, fingerprint, options); results.csv
+    holds the rows of every condition any page used (page 04's extra conditions included), with their pair
+    hash; the index names the prb version (and the commit, from a source checkout)."""
+    from prb_utils import __version__
+    from prb_utils.store import load_results
+
+    index = (report / "index.html").read_text(encoding="utf-8")
+    jobs = re.findall(r'<a href="jobs/([0-9a-f]+)\.json">', index)
+    assert jobs, "no job.json linked"
+    for job in jobs:
+        record = json.loads((report / "jobs" / f"{job}.json").read_text(encoding="utf-8"))
+        assert record["key"] == job and record["model"] and "fingerprint" in record
+    assert f"<th>prb</th><td>{__version__}" in index
+    used = set()
+    for name in NAMES:
+        params = json.loads((report / f"{name}.numbers.json").read_text(encoding="utf-8"))["params"]
+        used |= set(params.get("profiles") or [])
+    written = pd.read_csv(report / "results.csv")
+    assert used <= set(written["profile"]), (used, set(written["profile"]))
+    stored = load_results(sample_report.results)
+    expected = stored[stored["profile"].isin(used)]
+    assert len(written) == len(expected) and written["pair_hash"].notna().all()
+
+
+def test_a_live_notebook_on_a_reported_store_shows_the_jobs_its_page_showed(report, sample_report, tmp_path):
+    """Opened live with no models or conditions, page 02 shows the jobs the report's page showed, not every job
+    of the store (a later job under another condition stays out), and says the same tied group."""
+    from prb_utils.analysis.findings import compute_findings
+    from prb_utils.notebook.params import REPORT_VIEW
+
+    store = tmp_path / "results"
+    shutil.copytree(sample_report.results, store)
+    _score_sample(store, ["length"], ["full"])   # a job the report never showed
+    params = AccuracyParams(results=str(store))
+    bench = params.load_data()
+    live = params.load_results(bench)
+    numbers = json.loads((report / "02_accuracy_breakdown.numbers.json").read_text(encoding="utf-8"))["numbers"]
+    static = pd.DataFrame(numbers["findings"]["leaderboard"])
+    assert set(zip(live["model"], live["profile"], strict=True)) == set(zip(static["model"], static["profile"], strict=True))
+    assert compute_findings(live, bench).headline() == numbers["findings"]["headline"]
+    (store / REPORT_VIEW).unlink()   # no report on this store: every job
+    assert "full" in set(AccuracyParams(results=str(store)).load_results(bench)["profile"])

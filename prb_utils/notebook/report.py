@@ -37,7 +37,7 @@ from prb_utils import __version__
 from prb_utils.analysis.findings import Findings, compute_findings
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
-from prb_utils.formatting import format_interval, format_signed, format_value
+from prb_utils.formatting import format_frame, format_interval, format_signed, format_value
 from prb_utils.notebook.markup import display_path
 from prb_utils.notebook.params import (
     PARAMS_BY_NOTEBOOK,
@@ -46,9 +46,9 @@ from prb_utils.notebook.params import (
     write_report_view,
 )
 from prb_utils.profile import condition_sort_key, parse_condition
-from prb_utils.resources import resource_dir
+from prb_utils.resources import resource_dir, source_commit
 from prb_utils.schema import canonical_spec
-from prb_utils.store import load_run_metadata, query_results
+from prb_utils.store import JOB_FILE, JOBS_DIR, load_run_metadata, query_results
 
 NOTEBOOK_DIR = resource_dir("notebooks")  # the repository's notebooks/, or the packaged copy
 KERNEL = "python3"
@@ -61,7 +61,7 @@ TITLES = {
     "03_downstream_correlation": "Downstream correlation",
     "04_personalization_diagnostics": "Personalization diagnostics",
 }
-METADATA_COLUMNS = ("model", "kind", "profile", "retriever", "n_rows", "n_pairs", "wall_s", "dtype", "device", "seed",
+METADATA_COLUMNS = ("job", "model", "kind", "profile", "retriever", "n_rows", "n_pairs", "wall_s", "dtype", "device", "seed",
                     "prb", "torch", "transformers", "python", "n_truncated", "n_failed", "finished")
 #: The one question each page answers, under its link on the index.
 QUESTIONS = {
@@ -405,6 +405,29 @@ def _metadata_table(results: str, models: Sequence[str], profiles: Sequence[str]
     return meta[[c for c in METADATA_COLUMNS if c in meta.columns]].reset_index(drop=True)
 
 
+JOB_FILES = "jobs"  # the report's copies of each job's job.json
+
+
+def _with_job_files(out: Path, results: str, meta: pd.DataFrame) -> pd.DataFrame:
+    """``meta`` (:func:`_metadata_table`) with its text escaped and a last column ``job.json``: a link to the
+    report's copy of each job's record (``out/jobs/<job>.json``: its key, options, fingerprints and run
+    metadata), so a reader can cite exactly what was scored."""
+    if meta.empty or "job" not in meta.columns:
+        return meta.map(lambda v: html.escape(v) if isinstance(v, str) else v)
+    folder = out / JOB_FILES
+    folder.mkdir(parents=True, exist_ok=True)
+    links = []
+    for job in meta["job"].astype(str):
+        source = Path(results) / JOBS_DIR / job / JOB_FILE
+        if source.is_file():
+            shutil.copyfile(source, folder / f"{job}.json")
+            links.append(f'<a href="{JOB_FILES}/{html.escape(job)}.json"><code>{html.escape(job)}</code></a>')
+        else:
+            links.append(html.escape(job))
+    shown = meta.drop(columns="job").map(lambda v: html.escape(v) if isinstance(v, str) else v)
+    return shown.assign(**{"job.json": links})
+
+
 def store_display(results: str | Path) -> str:
     """How the index names the store: relative to the working folder when it lies under it, else by its last
     part (a page never shows where this machine keeps its files).
@@ -564,9 +587,12 @@ def write_index(out: Path, pages: Sequence[PageResult], *, data: str, results: s
     if "wall_s" in meta.columns and meta["wall_s"].notna().any():
         total = (f'<p>{len(meta)} scoring jobs, <b>{meta["wall_s"].sum():.0f} s</b> of wall time in all (each job\'s '
                  "time is kept to the second; a job scored in an earlier run shows that run's time).</p>")
-    meta_html = (f'{total}<div class="scroll">{meta.to_html(index=False, border=0, na_rep="", float_format="{:.0f}".format)}'
+    meta = _with_job_files(out, results, meta)
+    meta_html = (f'{total}<div class="scroll">{format_frame(meta).to_html(index=False, border=0, escape=False)}'
                  "</div>" if not meta.empty else "<p><i>No scoring job in the store for these models and conditions.</i></p>")
-    facts = [("generated", datetime.now(UTC).isoformat(timespec="seconds")), ("prb", __version__),
+    commit = source_commit()
+    facts = [("generated", datetime.now(UTC).isoformat(timespec="seconds")),
+             ("prb", __version__ + (f" (commit {commit})" if commit else "")),
              ("data", data), ("store", store_display(results)), ("models", ", ".join(models) or "all in the store"),
              ("profile conditions", ", ".join(profiles) or "all in the store")]
     facts_html = "".join(f"<tr><th>{esc(k)}</th><td>{esc(str(v))}</td></tr>" for k, v in facts)
@@ -673,9 +699,9 @@ def build_report(
     bar.close()
     pages = [done[name] for name in names]
     pairs = _report_pairs(values["data"], subsets=subsets, limit=limit)
-    csv = write_results_csv(out_dir, values["results"], models, profiles, pairs)
     asked = [chosen[name].get("profiles", list(profiles)) for name in names]
     used = [] if any(not p for p in asked) else list(dict.fromkeys(c for p in asked for c in p))
+    csv = write_results_csv(out_dir, values["results"], models, used, pairs)  # every row any page used
     index = write_index(out_dir, pages, data=data, results=values["results"], models=models, profiles=profiles,
                         csv=csv, pairs=pairs, job_profiles=used)
     failed = [p for p in pages if p.error]
