@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from prb_utils.analysis.metrics import compare, summarize
+from prb_utils.analysis.metrics import compare, question_units, summarize
 from prb_utils.data import load_benchmark, read_benchmark, subset_counts
 from prb_utils.distributed import world
 from prb_utils.downstream.rubric_judge import DEFAULT_JUDGE, check_judge, judge_label
@@ -31,7 +31,7 @@ from prb_utils.plan import plan_frame, plan_text
 from prb_utils.profile import parse_condition
 from prb_utils.schema import DEFAULT_ZOO, ORACLE_CONDITIONS
 from prb_utils.scoring import score_benchmark
-from prb_utils.store import StoreShortfallWarning, load_results, read_json_cache
+from prb_utils.store import StoreShortfallWarning, load_results, pair_questions, read_json_cache
 
 DEFAULT_REPORT_PROFILES = ("none", "top3")
 #: Without ``--profile``, ``prb report`` also scores these profile sizes for its models that need no LLM
@@ -196,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("summarize", help="accuracy with 95%% CIs from the store",
                        description="One row per group: n, correct, ties, invalid, accuracy, ci_low, ci_high "
-                                   "(Wilson 95%). Groups always keep model and job_label (one row per job, "
+                                   "(95%, resampling whole questions; --units pair: Wilson). Groups always keep model and job_label (one row per job, "
                                    "never two jobs pooled) unless --pool is given.")
     p.add_argument("--results", type=_folder_name, default="results", help="store folder (default: results)")
     p.add_argument("--by", default="model,profile",
@@ -208,11 +208,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "--compare, table and csv add the test columns to each row and json is "
                         "{\"summary\": [rows], \"comparisons\": [one row per test]}")
     p.add_argument("--compare", choices=("profile", "model"), default=None,
-                   help="paired exact McNemar tests (Holm-adjusted) of each level of this column against its "
+                   help="paired tests (Holm-adjusted; clustered by --units) of each level of this column against its "
                         "baseline (profile: none; model: the first job) within the other --by groups: columns "
                         "vs, n_pairs, diff, diff_ci_low, diff_ci_high, p_value, p_holm")
     p.add_argument("--half-credit", action="store_true",
                    help="count ties as half correct (not with --compare: the tests count strict correctness)")
+    p.add_argument("--units", choices=UNIT_CHOICES, default="question",
+                   help="what the intervals resample and the paired tests permute: question (default: the pairs "
+                        "of one question, its users and twins, move together; a bootstrap over questions and the "
+                        "clustered sign-flip test) or pair (pairs as independent: Wilson and exact McNemar)")
 
     p = sub.add_parser("report", help="score what is missing, run every notebook, write HTML reports")
     _add_data_options(p, required=False)
@@ -426,7 +430,8 @@ def cmd_score(args: argparse.Namespace) -> int:
         raise PRBError("No pairs were scored.")
     if world().is_main:   # under torchrun, rank 0 alone prints the table
         labels = results["job"].map(_store_job_labels(args.out))   # as prb summarize labels them
-        _print_frame(summarize(results.assign(job_label=labels), by=("model", "job_label", "profile")))
+        rows, units, _ = _with_units(results.assign(job_label=labels), args.out, "question")   # its intervals too
+        _print_frame(summarize(rows, by=("model", "job_label", "profile"), units=units))
     return 0
 
 
@@ -497,20 +502,42 @@ def cmd_summarize(args: argparse.Namespace) -> int:
         print(f"prb: note: --compare {args.compare} has nothing to compare: the store holds one level of "
               f"{column} ({levels}); score another {args.compare} to test against it.", file=sys.stderr)
         column = None
-    table = summarize(results, by, compare=column, half_credit=args.half_credit)
+    results, units, note = _with_units(results, args.results, args.units)
+    table = summarize(results, by, compare=column, half_credit=args.half_credit, units=units)
+    if note:
+        print(note, file=sys.stderr)
     if args.format == "json":
-        summary = _records(summarize(results, by, half_credit=args.half_credit))
+        summary = _records(summarize(results, by, half_credit=args.half_credit, units=units))
         if not column:
             print(json.dumps(summary, indent=2))
             return 0
         within = [c for c in by if c != column]
-        comparisons = compare(results, column, baseline=_baseline(results, column), by=within)
+        comparisons = compare(results, column, baseline=_baseline(results, column), by=within, units=units)
         print(json.dumps({"summary": summary, "comparisons": _records(comparisons)}, indent=2))
         return 0
     if args.format == "table" and args.pool:
         print(f"Pooled over every job that shares the levels of {', '.join(by) or 'the whole store'}.")
     _print_frame(table, args.format)
     return 0
+
+
+UNIT_CHOICES = ("question", "pair")
+
+
+def _with_units(results: pd.DataFrame, store: str, unit: str) -> tuple[pd.DataFrame, str | None, str]:
+    """``results`` with the cluster column of ``unit`` (``question``: from the questions the store's jobs
+    recorded, :func:`prb_utils.store.pair_questions`), the column's name (None for ``pair``), and a note for
+    stderr when a pair's question was not recorded (a job scored by an older prb: that pair is its own unit)."""
+    if unit == "pair":
+        return results, None, ""
+    questions = pair_questions(store)
+    known = set(zip(questions["subset"].astype(str), questions["id"].astype(str), strict=True))
+    missing = sum((s, i) not in known for s, i in zip(results["subset"].astype(str), results["id"].astype(str),
+                                                       strict=True))
+    note = (f"prb: note: {missing} of {len(results)} rows come from jobs that did not record their question "
+            "(scored by an older prb): each of those pairs is its own unit; score them again to cluster them."
+            if missing else "")
+    return results.assign(question=question_units(results, questions).to_numpy()), "question", note
 
 
 def _baseline(results: pd.DataFrame, column: str) -> str:

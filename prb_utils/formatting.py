@@ -33,6 +33,7 @@ MISSING = "—"
 NOISE = 1e-9  # a float closer to 0 than this is rounding noise, shown as 0
 P_FLOOR = 1e-3  # p-values below it are shown as "< 0.001"
 MEANINGS = ("proportion", "count", "rank", "length", "p_value", "temperature", "seconds", "number")
+PROPORTION, COUNT = MEANINGS[0], MEANINGS[1]
 
 _P_VALUE = re.compile(r"(^p$|^p_|_p$|p_value|p_holm|p_perm|p_vs_)")
 _RANK = re.compile(r"(^rank$|rank$|^rank_|_rank$)")
@@ -58,10 +59,10 @@ def meaning(column: Any) -> str:
     name = name.split(": ")[-1].replace(" ", "_")
     if "temperature" in name:
         return "temperature"
-    for pattern, kind in ((_P_VALUE, "p_value"), (_RANK, "rank"), (_COUNT, "count"), (_LENGTH, "length"),
+    for pattern, sense in ((_P_VALUE, "p_value"), (_RANK, "rank"), (_COUNT, "count"), (_LENGTH, "length"),
                           (_SECONDS, "seconds"), (_PROPORTION, "proportion")):
         if pattern.search(name):
-            return kind
+            return sense
     return "number"
 
 
@@ -75,15 +76,15 @@ def _significant(value: float, digits: int) -> str:
     size = abs(value)
     if size >= 1e3:
         return f"{value:,.0f}"
-    if size < 1e-3:
-        return f"{value:.{digits - 1}e}"
+    if size < 1e-3:  # as JavaScript's toExponential writes it: no leading zero in the exponent
+        return re.sub(r"e([+-])0*(\d)", r"e\1\2", f"{value:.{digits - 1}e}")
     decimals = max(0, digits - 1 - math.floor(math.log10(size)))
     text = f"{value:.{decimals}f}"
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-def format_value(value: Any, column: Any = "", *, kind: str | None = None) -> str:
-    """``value`` as the page shows it, by the meaning of ``column`` (or ``kind``, one of :data:`MEANINGS`)."""
+def format_value(value: Any, column: Any = "", *, sense: str | None = None) -> str:
+    """``value`` as the page shows it, by the meaning of ``column`` (or ``sense``, one of :data:`MEANINGS`)."""
     if value is None or value is pd.NA or value is pd.NaT:
         return MISSING
     if isinstance(value, bool):
@@ -94,49 +95,49 @@ def format_value(value: Any, column: Any = "", *, kind: str | None = None) -> st
         return "yes" if value else "no"
     if not isinstance(value, (int, float)):
         return str(value)
-    kind = kind or meaning(column)
+    sense = sense or meaning(column)
     number = float(value)
     if math.isnan(number):
         return MISSING
     if math.isinf(number):
-        if kind == "temperature":
+        if sense == "temperature":
             return "infinite" if number > 0 else "minus infinity"
         return "∞" if number > 0 else "-∞"
     if abs(number) < NOISE:
         number = 0.0
-    if kind == "proportion":
+    if sense == "proportion":
         return f"{number:.3f}"
-    if kind in ("count", "rank", "length", "seconds"):
+    if sense in ("count", "rank", "length", "seconds"):
         return f"{number:,.0f}"
-    if kind == "p_value":
+    if sense == "p_value":
         return f"< {P_FLOOR:g}" if number < P_FLOOR else f"{number:.3f}"
-    if kind == "temperature":
+    if sense == "temperature":
         return _significant(number, 3) if number else "0"
     if float(number).is_integer() and abs(number) < 1e15:
         return f"{number:,.0f}"
     return _significant(number, 4)
 
 
-def format_interval(estimate: float, low: float, high: float, *, kind: str = "proportion") -> str:
+def format_interval(estimate: float, low: float, high: float, *, sense: str = "proportion") -> str:
     """An estimate and its interval in one cell, all three in one format.
 
     >>> format_interval(0.2, float("nan"), float("nan"))
     '0.200'
     """
-    shown = format_value(estimate, kind=kind)
+    shown = format_value(estimate, sense=sense)
     if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in (low, high)):
         return shown
-    return f"{shown} [{format_value(low, kind=kind)}, {format_value(high, kind=kind)}]"
+    return f"{shown} [{format_value(low, sense=sense)}, {format_value(high, sense=sense)}]"
 
 
-def format_signed(value: float, *, kind: str = "proportion") -> str:
+def format_signed(value: float, *, sense: str = "proportion") -> str:
     """A difference with its sign ("+0.240", "-0.050"; 0 unsigned).
 
     >>> format_signed(0.24), format_signed(-0.05), format_signed(1e-18)
     ('+0.240', '-0.050', '0.000')
     """
-    text = format_value(value, kind=kind)
-    return text if text in (MISSING, format_value(0.0, kind=kind)) or text.startswith("-") else f"+{text}"
+    text = format_value(value, sense=sense)
+    return text if text in (MISSING, format_value(0.0, sense=sense)) or text.startswith("-") else f"+{text}"
 
 
 def format_frame(frame: pd.DataFrame) -> pd.DataFrame:
@@ -147,13 +148,13 @@ def format_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """
     out = frame.copy()
     for column in out.columns:
-        kind = meaning(column)
-        out[column] = [format_value(v, kind=kind) if not isinstance(v, str) else v for v in frame[column]]
+        sense = meaning(column)
+        out[column] = [format_value(v, sense=sense) if not isinstance(v, str) else v for v in frame[column]]
     return out
 
 
-def render_js(kind: str) -> str:
-    """A DataTables render function that shows a column's numbers by ``kind`` (:func:`format_value`'s rules, the
+def render_js(sense: str) -> str:
+    """A DataTables render function that shows a column's numbers by ``sense`` (:func:`format_value`'s rules, the
     same text) and sorts them as numbers; missing values show "—".
 
     >>> "toFixed(3)" in render_js("proportion")
@@ -172,7 +173,7 @@ def render_js(kind: str) -> str:
                   "if (Number.isInteger(v)) return v.toLocaleString('en-US'); "
                   "if (a >= 1000) return Math.round(v).toLocaleString('en-US'); "
                   "if (a < 0.001) return v.toExponential(3); return String(Number(v.toPrecision(4)));",
-    }[kind]
+    }[sense]
     return ("function (data, type) { if (type !== 'display') return data; "
             f"if (data === null || data === undefined || data === 'NaN' || (typeof data === 'number' && isNaN(data))) "
             f"return '{MISSING}'; "

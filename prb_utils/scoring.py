@@ -91,6 +91,11 @@ class _Pair:
         return f"{self.subset}/{self.id}"
 
     @property
+    def question_key(self) -> str:
+        """The hash of the pair's question: pairs of one question (its users, twin pairs) share it."""
+        return stable_hash(str(self._record.get("question") or ""))
+
+    @property
     def prompt(self) -> str:
         if self._prompt is None:
             self._prompt = _user_message(self._record, self._condition, self._retriever)
@@ -269,6 +274,13 @@ def _build_pairs(
 
 def _pair_hashes(pairs: Sequence[_Pair]) -> dict[str, str]:
     return {p.key: p.hash for p in pairs}
+
+
+def _record_pairs(meta: dict[str, Any], pairs: Sequence[_Pair]) -> None:
+    """Keep in the job's record each pair's RM-input hash and its question's hash (the unit every clustered
+    interval and test resamples: :func:`prb_utils.store.pair_questions`)."""
+    meta["pairs"] = {**(meta.get("pairs") or {}), **_pair_hashes(pairs)}
+    meta["questions"] = {**(meta.get("questions") or {}), **{p.key: p.question_key for p in pairs}}
 
 
 # ------------------------------------------------------------------------------------------ scoring
@@ -525,7 +537,7 @@ def _run_job(
     if not ranks.is_main:
         return
 
-    meta["pairs"] = {**(meta.get("pairs") or {}), **_pair_hashes(run["pairs"])}   # every RM input is built now
+    _record_pairs(meta, run["pairs"])   # every RM input is built now
     meta["data_fingerprint"] = run["data_fingerprint"].result()
     meta["run"].update(_model_metadata(model))  # again: adapters report counters (cumulative per model)
     meta["run"]["n_scored"] = len(everyone)
@@ -569,7 +581,7 @@ def _finish_unfinished(store: JobStore, run: dict[str, Any]) -> None:
     if meta.get("finished"):
         return  # another process finished it meanwhile
     meta.update(n_pairs=run["n_pairs"], data_fingerprint=run["data_fingerprint"].result())
-    meta["pairs"] = {**(meta.get("pairs") or {}), **_pair_hashes(run["pairs"])}
+    _record_pairs(meta, run["pairs"])
     _finish_job(store, meta)
 
 

@@ -480,6 +480,17 @@ def load_results(out: str | os.PathLike = "results", *, strict: bool = False) ->
     return rows
 
 
+def pair_questions(out: str | os.PathLike = "results") -> pd.DataFrame:
+    """``subset, id, question`` of every pair the store's jobs recorded with its question (a hash of the question
+    text, kept in each ``job.json`` since question clustering), for :func:`prb_utils.analysis.metrics.
+    question_units`; jobs written before that add nothing (their pairs are then their own units)."""
+    keys: dict[str, str] = {}
+    for folder in _job_folders(out):
+        keys.update(_read_json(folder / JOB_FILE).get("questions") or {})
+    pairs = [(*key.split("/", 1), question) for key, question in keys.items() if "/" in key]
+    return pd.DataFrame(pairs, columns=["subset", "id", "question"])
+
+
 def query_results(out: str | os.PathLike, *, models: Sequence[str] = (), profiles: Sequence[str] = (),
                   data: pd.DataFrame | None = None) -> pd.DataFrame:
     """The store's rows of these model specs and profile conditions (all when a list is empty), restricted to

@@ -39,3 +39,15 @@ def test_gpu_throughput_runs_its_tiny_shape_on_a_cpu(tmp_path):
                                                                                        "prb no cache"}
     text = (tmp_path / "out" / "gpu_throughput.txt").read_text()
     assert "GEMM ceiling" in text and "prb score, command" in text
+
+
+def test_verdict_size_simulates_the_unclustered_test_over_rejecting_and_the_clustered_one_not():
+    """A small run of bench/verdict_size.py: at ICC 0.7 the pairs-as-independent McNemar test rejects a true
+    null far more often than 5%, and the clustered test does not (300 benchmarks: a loose band, not a timing)."""
+    out = subprocess.run([sys.executable, str(REPO / "bench" / "verdict_size.py"), "--sims", "300", "--icc", "0.7"],
+                         capture_output=True, text=True, check=True, cwd=REPO).stdout
+    line = dict(field.split("=") for field in out.strip().splitlines()[-1].split())
+    assert line["icc"] == "0.7"
+    assert float(line["size_unclustered"]) > 0.25
+    assert float(line["size_clustered"]) < 0.09
+    assert 0 <= float(line["power_clustered"]) <= float(line["power_unclustered"]) <= 1

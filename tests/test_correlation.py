@@ -380,7 +380,7 @@ def test_correlation_difference_shows_williams_and_zou_beside_the_bootstrap():
     r = correlation_difference(table, "bon", "good", "bad", n_boot=500)
     expected = overlapping_correlation_tests(spearmanr(table["good"], table["bon"])[0],
                                              spearmanr(table["bad"], table["bon"])[0],
-                                             spearmanr(table["good"], table["bad"])[0], 12)
+                                             spearmanr(table["good"], table["bad"])[0], 12, spearman=True)
     for key, value in expected.items():
         assert r[key] == pytest.approx(value, rel=1e-9)
     assert r["zou_ci_low"] < r["diff"] < r["zou_ci_high"]
@@ -501,3 +501,28 @@ def test_pearson_alone_never_makes_a_run_rank():
     assert "no coefficient is defined" in ranking_sufficiency(flat)["sentence"]
     with pytest.raises(PRBError, match="none of the rank coefficients"):
         ranking_sufficiency(table[table["metric"] == "pearson"])
+
+
+def test_zous_interval_for_a_spearman_difference_uses_bonett_wrights_standard_error():
+    """The Fisher-z interval of a Spearman coefficient is wider than Pearson's by sqrt(1 + r^2/2) (Bonett and
+    Wright 2000); Zou's interval for the difference of two Spearman correlations uses it."""
+    import math
+
+    from prb_utils.downstream.correlation import correlation_difference, overlapping_correlation_tests
+
+    pearson = overlapping_correlation_tests(0.6, 0.3, 0.2, 12)
+    ranks = overlapping_correlation_tests(0.6, 0.3, 0.2, 12, spearman=True)
+    assert ranks["williams_t"] == pearson["williams_t"]
+    assert ranks["zou_ci_low"] < pearson["zou_ci_low"] and ranks["zou_ci_high"] > pearson["zou_ci_high"]
+    z = 1.959963984540054
+    l_a = math.tanh(math.atanh(0.6) - z * math.sqrt((1 + 0.6**2 / 2) / 9))
+    u_b = math.tanh(math.atanh(0.3) + z * math.sqrt((1 + 0.3**2 / 2) / 9))
+    c = ((0.2 - 0.6 * 0.3 / 2) * (1 - 0.36 - 0.09 - 0.04) + 0.2**3) / ((1 - 0.36) * (1 - 0.09))
+    low = 0.3 - math.sqrt((0.6 - l_a) ** 2 + (u_b - 0.3) ** 2 - 2 * c * (0.6 - l_a) * (u_b - 0.3))
+    assert ranks["zou_ci_low"] == pytest.approx(low, rel=1e-9)
+    table = pd.DataFrame({"y": [1, 2, 3, 4, 5, 6, 7, 8], "a": [2, 1, 3, 5, 4, 6, 8, 7], "b": [3, 1, 2, 8, 5, 4, 6, 7]})
+    spearman = correlation_difference(table, "y", "a", "b", n_boot=200)
+    pearson_rows = correlation_difference(table, "y", "a", "b", metric="pearson", n_boot=200)
+    assert spearman["zou_ci_high"] - spearman["zou_ci_low"] > 0
+    assert spearman["williams_t"] == pytest.approx(pearson_rows["williams_t"])  # the data are ranks already
+    assert spearman["zou_ci_high"] - spearman["zou_ci_low"] > pearson_rows["zou_ci_high"] - pearson_rows["zou_ci_low"]

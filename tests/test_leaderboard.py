@@ -114,8 +114,32 @@ def test_the_index_shows_the_findings_with_their_rules_and_greys_a_locked_judge(
     page = _findings_html(found)
     assert 'class="leaderboard"' in page and page.count('<tr class="locked">') == 1
     locked_row = page[page.index('<tr class="locked">'):].split("</tr>")[0]
-    assert "<td>—</td><td>J</td>" in locked_row and "position-locked: not ranked" in locked_row
+    assert "<td>—</td><td class=\"secondary\"></td><td>J</td>" in locked_row and "position-locked: not ranked" in locked_row
     assert "Shared rank: 1 + the number of models clearly more accurate" in page
     assert "Helps: the lift over none" in page and "<b>helps</b>" in page
     for sentence in found.headline():
         assert sentence["sentence"] in page
+
+
+def test_rank_intervals_come_from_resampling_whole_questions_by_hand():
+    """Two models that trade places from question to question: every rank between 1 and 2 is plausible; a
+    model right everywhere is ranked 1 in every resample. Checked against ranks recomputed by hand on the same
+    resamples (the same seed draws the same multinomial weights)."""
+    from prb_utils.analysis.leaderboard import rank_intervals
+
+    a = np.tile([1, 1, 0, 0], 10).astype(bool)
+    b = np.tile([0, 0, 1, 1], 10).astype(bool)
+    rows = pd.DataFrame(_rows("A", "classifier", "none", a) + _rows("B", "classifier", "none", b)
+                        + _rows("T", "classifier", "none", np.ones(40, bool)))
+    rows["question"] = [f"q{int(i[1:]) // 2}" for i in rows["id"]]
+    spans = rank_intervals(rows, units="question", n_boot=400, seed=3).set_index("model")
+    assert spans.loc["T"].tolist() == [1, 1]
+    assert spans.loc["A"].tolist() == [2, 3] and spans.loc["B"].tolist() == [2, 3]
+    questions = sorted(rows["question"].unique())
+    weights = np.random.default_rng(3).multinomial(len(questions), np.full(len(questions), 1 / len(questions)),
+                                                    size=400)
+    per = rows.assign(c=rows["outcome"].eq("correct")).pivot_table(index="question", columns="model", values="c",
+                                                                   aggfunc="sum").loc[questions]
+    acc = weights @ per.to_numpy() / (weights.sum(axis=1, keepdims=True) * 2)
+    ranks_a = 1 + (acc > acc[:, [0]] + 1e-12).sum(axis=1)
+    assert [int(np.quantile(ranks_a, q, method="inverted_cdf")) for q in (0.025, 0.975)] == spans.loc["A"].tolist()

@@ -384,3 +384,19 @@ def test_compare_units_moves_a_questions_pairs_together():
     assert clustered["ci_high"] - clustered["ci_low"] > 1.25 * (plain["ci_high"] - plain["ci_low"])
     with pytest.raises(PRBError, match="units"):
         compare(res, "profile", units="model")
+
+
+def test_summarize_with_units_rejects_no_difference_that_only_repeated_questions_make():
+    """Eight questions, each asked for six users with the same outcomes: over pairs the difference looks clear
+    (exact McNemar over 48 pairs), over questions it is 8 units and not (the sign-flip test over questions)."""
+    outcomes_none = ["wrong"] * 5 + ["correct"] * 3
+    outcomes_top3 = ["correct"] * 8
+    rows = pd.DataFrame([{"model": "m", "profile": profile, "subset": "s", "id": f"q{q}-u{u}", "question": f"q{q}",
+                          "outcome": outcomes[q]}
+                         for profile, outcomes in (("none", outcomes_none), ("top3", outcomes_top3))
+                         for q in range(8) for u in range(6)])
+    pairs = summarize(rows, "profile", compare="profile", n_boot=500).set_index("profile")
+    questions = summarize(rows, "profile", compare="profile", units="question", n_boot=500).set_index("profile")
+    assert pairs.loc["top3", "p_value"] < 0.05 <= questions.loc["top3", "p_value"]
+    assert questions.loc["top3", "p_value"] == pytest.approx(2 * 0.5**5)
+    assert pairs.loc["top3", "diff"] == questions.loc["top3", "diff"]

@@ -225,18 +225,37 @@ def test_pair_inspection_numbers_match_the_store(sample_report, executed):
     assert n_images(nb) >= 1
 
 
-def test_accuracy_breakdown_numbers_match_the_store(sample_report, executed):
+def clustered_intervals(rows: pd.DataFrame, by: list[str], bench: pd.DataFrame, n_boot: int) -> pd.DataFrame:
+    """Per group: the 95% percentile bootstrap of the accuracy over whole questions (``n_boot`` resamples, seed
+    0), the unit every interval of page 02 resamples, with the question text taken from the benchmark records."""
+    from prb_utils.analysis.metrics import bootstrap_ci
+
+    question = dict(zip(bench["subset"].astype(str) + "/" + bench["id"].astype(str), bench["question"], strict=True))
+    out = {}
+    for key, group in rows.groupby(by):
+        units = (group["subset"].astype(str) + "/" + group["id"].astype(str)).map(question).to_numpy()
+        out[key] = bootstrap_ci((group["outcome"] == "correct").to_numpy(float), units=units, n_boot=n_boot, seed=0)
+    return pd.DataFrame(out, index=["ci_low", "ci_high"]).T.sort_index()
+
+
+def test_accuracy_breakdown_numbers_match_the_store(sample_report, executed, bench):
     recorded = numbers(sample_report, "02_accuracy_breakdown")
+    n_boot = json.loads((sample_report.out / "02_accuracy_breakdown.numbers.json").read_text())["params"]["n_boot"]
     rows = store_rows(sample_report)
-    assert_same_table(frame(recorded["overall"], KEYS), expected_accuracy(rows, KEYS))
+    counts = ["n", "correct", "ties", "invalid", "accuracy"]
     by_subset = [*KEYS, "subset"]
-    assert_same_table(frame(recorded["per_subset"], by_subset), expected_accuracy(rows, by_subset))
+    for table, by in ((recorded["overall"], KEYS), (recorded["per_subset"], by_subset)):
+        shown = frame(table, by)
+        assert_same_table(shown, expected_accuracy(rows, by)[counts])
+        # one unit on every page: the interval resamples whole questions, never Wilson's independent pairs
+        assert_same_table(shown, clustered_intervals(rows, by, bench, n_boot or None))
     assert set(frame(recorded["overall"], KEYS)["n"]) == {42}  # every pair scored by every job
-    board = pd.DataFrame(recorded["leaderboard"])   # ranked by accuracy, the leader in its own tied group
-    for _, part in board.groupby("profile"):
-        ranked = part[~part["locked"]].sort_values("rank")
+    board = pd.DataFrame(recorded["leaderboard"])   # shared ranks: the leader at rank 1, never above a better one
+    for _, part in board[~board["oracle"]].groupby("profile"):
+        ranked = part[~part["locked"]].sort_values(["rank", "accuracy"], ascending=[True, False])
         assert ranked["accuracy"].tolist() == sorted(ranked["accuracy"], reverse=True)
-        assert ranked["rank"].tolist() == list(range(1, len(ranked) + 1)) and ranked["tied_with_leader"].iloc[0]
+        assert ranked["rank"].iloc[0] == 1 and ranked["rank"].is_monotonic_increasing
+        assert (ranked["tied_with_leader"] == (ranked["rank"] == 1)).all()
 
     text = html_text(executed["02_accuracy_breakdown"])
     for column in ("ci_low", "a_only", "p_holm", "longer_wins", "theme", "aspects_bin", "rubric_inferable"):

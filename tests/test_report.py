@@ -910,17 +910,20 @@ def test_the_flip_table_counts_each_direction_and_links_to_cards_and_back(report
     assert probe["back"] == ("#prb-pair-list", True)
 
 
-def test_interactive_tables_show_one_number_format_per_column_and_sort_as_numbers(tmp_path):
-    """A frame shown as the notebooks show every frame (widgets.table_html): each float column in one format,
-    3 significant digits for its smallest value (itables alone showed 3 decimals: 0.0123 as 0.012), e-notation
-    for a whole column only when a value lies outside [1e-3, 1e3); a header click sorts by the numbers."""
+def test_interactive_tables_say_each_number_as_the_static_ones_and_sort_as_numbers(tmp_path):
+    """A frame shown as the notebooks show every frame (widgets.table_html): each cell in the browser reads
+    exactly as the formatting layer's Python rule writes it (proportions with 3 decimals, p-values with their
+    floor, counts whole, other numbers at most 4 significant digits, a gap as a dash); a header click sorts by
+    the numbers, not the text."""
     import itables
     from itables.javascript import generate_init_offline_itables_html
 
+    from prb_utils.formatting import format_value
     from prb_utils.notebook.widgets import table_html
 
-    frame = pd.DataFrame({"model": ["a", "b", "c"], "share": [0.5, 0.0123, 0.25], "p": [0.5, 0.00002, 1.0],
-                          "n": [10, 2, 3]})
+    frame = pd.DataFrame({"model": ["a", "b", "c"], "share": [0.5, 0.0123, 0.25], "p_holm": [0.5, 0.00002, 1.0],
+                          "n": [10, 2, 1234], "margin": [12.5, -0.2081588767313895, 0.000012],
+                          "lift": [-1.85e-17, float("nan"), 0.25]})
     page = tmp_path / "table.html"
     page.write_text("<!DOCTYPE html><html><head><title>t</title><link rel='icon' href='data:,'></head><body>"
                     + generate_init_offline_itables_html(itables.options.dt_bundle)
@@ -929,16 +932,17 @@ def test_interactive_tables_show_one_number_format_per_column_and_sort_as_number
     def probe(p):
         table = p.evaluate("document.querySelector('table[id]').id")
         p.wait_for_selector(f"#{table}.dataTable")
-        shown = [p.evaluate(COLUMN_TEXT, [table, i]) for i in range(4)]
+        shown = [p.evaluate(COLUMN_TEXT, [table, i]) for i in range(frame.shape[1])]
         return shown, _click_header(p, table, "share")
 
     facts = _open_offline([page], probe=probe)["table.html"]
     assert facts["console"] == [] and facts["errors"] == [], facts
     shown, (direction, ordered) = facts["probe"]
-    assert shown[1] == ["0.5000", "0.0123", "0.2500"]
-    assert shown[2] == ["5.00e-1", "2.00e-5", "1.00e+0"]
-    assert shown[3] == ["10", "2", "3"]
-    assert direction == "ascending" and ordered == ["0.0123", "0.2500", "0.5000"]
+    for i, column in enumerate(frame.columns[1:], start=1):
+        assert shown[i] == [format_value(v, column) for v in frame[column]], column
+    assert shown[1] == ["0.500", "0.012", "0.250"] and shown[2] == ["0.500", "< 0.001", "1.000"]
+    assert shown[3] == ["10", "2", "1,234"] and shown[5] == ["0.000", "—", "0.250"]
+    assert direction == "ascending" and ordered == ["0.012", "0.250", "0.500"]
 
 
 # ------------------------------------------------------------------ one formatting layer, every page, printed

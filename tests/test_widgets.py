@@ -235,7 +235,7 @@ def test_browser_widgets_narrow_categories_and_honour_the_model_in_every_filter(
 def test_frame_html_formats_each_column_by_its_meaning():
     frame = pd.DataFrame({"margin": [12.0, 0.000012, -0.5], "accuracy": [0.5, 1.0, float("nan")]})
     html = frame_html(frame, max_rows=None)
-    assert re.findall(r"<td>([^<]*)</td>", html) == ["12", "0.500", "1.200e-05", "1.000", "-0.5", "—"]
+    assert re.findall(r"<td>([^<]*)</td>", html) == ["12", "0.500", "1.200e-5", "1.000", "-0.5", "—"]
     assert "more rows" in frame_html(frame, max_rows=2) and "more rows" not in frame_html(frame, max_rows=None)
 
 

@@ -159,6 +159,8 @@ def judge_order(results: pd.DataFrame, *, by: str | Sequence[str] = ("model", "p
       pick the same response; Wilson interval.
     - ``position_a``: among the same pairs, the share of verdicts that say "A" (AB: chosen, BA: rejected);
       0.5 means no position bias. Bootstrap over pairs (both verdicts of a pair move together).
+    - ``tie_rate`` (when the rows have ``outcome``): the share of pairs whose two orders leave the chosen and
+      the rejected answer equal, a tie, which counts as not correct; Wilson interval.
     """
     by = as_list(by)
     require_columns(results, [*by, "verdict_ab", "verdict_ba"])
@@ -181,6 +183,11 @@ def judge_order(results: pd.DataFrame, *, by: str | Sequence[str] = ("model", "p
         low, high = bootstrap_ci(share_a, n_boot=n_boot, seed=seed)
         rows.append({**key, "statistic": "position_a", "n": nv,
                      "value": float(share_a.mean()) if nv else np.nan, "ci_low": low, "ci_high": high})
+        if "outcome" in g.columns:   # beside the position numbers: the pairs the two orders leave tied
+            ties = int((g["outcome"] == "tie").sum())
+            low, high = wilson_ci(ties, n)
+            rows.append({**key, "statistic": "tie_rate", "n": n, "value": ties / n if n else np.nan,
+                         "ci_low": low, "ci_high": high})
     return pd.DataFrame(rows, columns=[*by, "statistic", "n", "value", "ci_low", "ci_high"])
 
 

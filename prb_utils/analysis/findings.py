@@ -29,6 +29,7 @@ import pandas as pd
 from prb_utils.analysis import calibration as calib
 from prb_utils.analysis.leaderboard import RULES, leaderboard, leaderboard_notes, profile_lifts, unit_name
 from prb_utils.analysis.metrics import LEVEL, SEED, question_units
+from prb_utils.analysis.style import style_controlled_accuracy
 from prb_utils.models.kinds import MODEL_KINDS
 from prb_utils.profile import condition_sort_key
 from prb_utils.schema import is_oracle
@@ -46,6 +47,7 @@ class Findings:
     lifts: pd.DataFrame  #: :func:`prb_utils.analysis.leaderboard.profile_lifts`: the lifts behind the board's verdicts
     calibration: pd.DataFrame  #: one row per model x condition: source, ECE, Brier, log loss [CI], note
     oracle: pd.DataFrame  #: per model: best benchmark condition, its accuracy, the oracle's, gap, verdict
+    style: pd.DataFrame = field(default_factory=pd.DataFrame)  #: style-controlled accuracy (analysis.style)
     unit: str = UNIT
     profile_blind: tuple[str, ...] = ()  #: models whose kind never reads the profile
     rules: dict[str, str] = field(default_factory=dict)
@@ -105,9 +107,11 @@ class Findings:
                     row[f"oracle ({r.profile})"] = r.accuracy
                     continue
                 row[f"{r.profile}: rank"] = "locked" if r.locked else r.rank
+                row[f"{r.profile}: rank interval"] = "" if r.locked else rank_span(r.rank_low, r.rank_high)
                 row[f"{r.profile}: accuracy"] = r.accuracy
                 row[f"{r.profile}: ci_low"], row[f"{r.profile}: ci_high"] = r.ci_low, r.ci_high
                 row[f"{r.profile}: chance"] = r.chance
+                row[f"{r.profile}: tie rate"] = r.tie_rate
                 if r.lift_verdict:
                     row[f"{r.profile}: lift"] = r.lift
                     row[f"{r.profile}: lift verdict"] = r.lift_verdict
@@ -128,8 +132,20 @@ class Findings:
     def numbers(self) -> dict[str, Any]:
         """The findings as plain data, for ``record_numbers`` and the index."""
         return {"unit": self.unit, "rules": self.rules, "leaderboard": self.board, "lifts": self.lifts,
+                "style": self.style,
                 "headline": self.headline(),
                 "calibration": self.calibration, "oracle": self.oracle, "profile_blind": list(self.profile_blind)}
+
+
+def rank_span(low: float, high: float) -> str:
+    """A rank interval as text ("1–3", or "2" when it is one rank; "" when undefined).
+
+    >>> rank_span(1, 3), rank_span(2.0, 2.0), rank_span(float("nan"), 1)
+    ('1–3', '2', '')
+    """
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return ""
+    return f"{int(low)}" if int(low) == int(high) else f"{int(low)}–{int(high)}"
 
 
 def oracle_gaps(board: pd.DataFrame, *, profile_blind: Sequence[str] = ()) -> pd.DataFrame:
@@ -192,5 +208,7 @@ def compute_findings(results: pd.DataFrame, data: pd.DataFrame | None = None, *,
     calibration = (calibration_findings(rows, data, board, n_boot=n_boot, seed=seed) if calibrate
                    else pd.DataFrame())
     unit = unit_name(UNIT)
-    return Findings(board=board, lifts=lifts, calibration=calibration, oracle=oracle_gaps(board, profile_blind=blind), unit=UNIT,
+    style = (style_controlled_accuracy(rows, data, level=level)
+             if data is not None and {"chosen", "rejected"} <= set(data.columns) else pd.DataFrame())
+    return Findings(board=board, lifts=lifts, style=style, calibration=calibration, oracle=oracle_gaps(board, profile_blind=blind), unit=UNIT,
                     profile_blind=blind, rules={name: rule.say(unit) for name, rule in RULES.items()})

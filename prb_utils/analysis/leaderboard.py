@@ -31,6 +31,7 @@ from prb_utils.analysis.metrics import (
     SEED,
     accuracy_table,
     compare,
+    default_n_boot,
     profile_lift,
     require_columns,
 )
@@ -62,8 +63,10 @@ class Rule:
 
 #: Every verdict of the findings, one rule each: the only place these rules are worded.
 RULES: dict[str, Rule] = {rule.name: rule for rule in (
-    Rule("accuracy", (), "accuracy: correct / pairs (ties and invalid scores count as not correct); its 95% interval "
-                         "is a percentile bootstrap over whole {unit}s (seed 0)"),
+    Rule("accuracy", (), "accuracy: correct / pairs; a tie (the chosen and the rejected answer scored equal: its "
+                         "share is the tie rate) and an invalid score count as not correct, as in the reference "
+                         "scripts (half credit only on request, and then said); its 95% interval is a percentile "
+                         "bootstrap over whole {unit}s (seed 0)"),
     Rule("chance", ("above chance", "not distinguishable from chance", "below chance"),
          "above chance: the accuracy's 95% interval lies above {chance}; below chance: below it; otherwise not "
          "distinguishable from chance"),
@@ -72,6 +75,9 @@ RULES: dict[str, Rule] = {rule.name: rule for rule in (
          "sign-flip test over whole {unit}s (the clustered McNemar test), Holm-adjusted over the condition's pairs "
          "of models, gives p < {alpha}; equal accuracies share the best rank among them, no model ranks above a more "
          "accurate one, and the models of rank 1 are tied with the leader"),
+    Rule("rank_interval", (),
+         "rank interval: the 2.5th and 97.5th percentiles of the model's rank (1 + the models strictly more "
+         "accurate) over bootstrap resamples of whole {unit}s"),
     Rule("lift", ("helps", "hurts", "inconclusive"),
          "helps: the lift over none has its 95% paired interval (over whole {unit}s) above 0 and its clustered "
          "paired test, Holm-adjusted over every lift, gives p < {alpha}; hurts: both the other way; otherwise "
@@ -84,9 +90,9 @@ RULES: dict[str, Rule] = {rule.name: rule for rule in (
          "its accuracy is at least that of every benchmark condition of the model; a model that never reads the "
          "profile (profile-blind) has no oracle gap"),
 )}
-LEADERBOARD_COLUMNS = ["profile", "oracle", "rank", "model", "kind", "accuracy", "ci_low", "ci_high", "n", "ties",
-                       "invalid", "chance", "tied_with_leader", "p_vs_leader", "lift", "lift_low", "lift_high",
-                       "lift_verdict", "locked", "locked_reason"]
+LEADERBOARD_COLUMNS = ["profile", "oracle", "rank", "rank_low", "rank_high", "model", "kind", "accuracy", "ci_low",
+                       "ci_high", "n", "ties", "tie_rate", "invalid", "chance", "tied_with_leader", "p_vs_leader",
+                       "lift", "lift_low", "lift_high", "lift_verdict", "locked", "locked_reason"]
 
 
 def unit_name(units: str | None) -> str:
@@ -147,10 +153,45 @@ def shared_ranks(accuracy: pd.Series, clearly_better: set[tuple[str, str]]) -> p
     return pd.Series(ranks, dtype=int)[accuracy.index]
 
 
-def _ranked(part: pd.DataFrame, rows: pd.DataFrame, *, units: str | None, seed: int, level: float) -> pd.DataFrame:
+def rank_intervals(rows: pd.DataFrame, *, units: str | None = None, n_boot: int | None = None, seed: int = SEED,
+                   level: float = LEVEL) -> pd.DataFrame:
+    """Each model's ``level`` rank interval (:data:`RULES` ``rank_interval``): its rank (1 + the models strictly
+    more accurate) in every bootstrap resample of whole ``units`` (pairs when None), and the percentiles of those
+    ranks. ``rows``: one condition's per-pair rows of the ranked models. Columns ``model, rank_low, rank_high``.
+
+    >>> rows = pd.DataFrame({"model": ["a"] * 20 + ["b"] * 20, "subset": "s", "id": list(range(20)) * 2,
+    ...                      "outcome": ["correct"] * 20 + ["wrong"] * 20})
+    >>> rank_intervals(rows, n_boot=200).values.tolist()
+    [['a', 1, 1], ['b', 2, 2]]
+    """
+    models = sorted(rows["model"].astype(str).unique())
+    if not models:
+        return pd.DataFrame(columns=["model", "rank_low", "rank_high"])
+    cluster = rows[units].astype(str) if units else rows["subset"].astype(str) + "/" + rows["id"].astype(str)
+    codes, uniques = pd.factorize(cluster, sort=True)
+    correct = (rows["outcome"] == "correct").to_numpy(float)
+    column = pd.Categorical(rows["model"].astype(str), categories=models).codes
+    sums = np.zeros((len(uniques), len(models)))
+    sizes = np.zeros((len(uniques), len(models)))
+    np.add.at(sums, (codes, column), correct)
+    np.add.at(sizes, (codes, column), 1.0)
+    draws = default_n_boot(len(uniques), n_boot)
+    rng = np.random.default_rng(seed)
+    weights = rng.multinomial(len(uniques), np.full(len(uniques), 1 / len(uniques)), size=draws)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        accuracy = (weights @ sums) / (weights @ sizes)
+    accuracy = np.nan_to_num(accuracy, nan=-1.0)
+    ranks = 1 + (accuracy[:, None, :] > accuracy[:, :, None] + 1e-12).sum(axis=2)
+    low, high = np.quantile(ranks, [0.5 - level / 2, 0.5 + level / 2], axis=0, method="inverted_cdf")
+    return pd.DataFrame({"model": models, "rank_low": low.astype(int), "rank_high": high.astype(int)})
+
+
+def _ranked(part: pd.DataFrame, rows: pd.DataFrame, *, units: str | None, seed: int, level: float,
+            n_boot: int | None = None) -> pd.DataFrame:
     """``part`` (one benchmark condition) with ``rank``, ``tied_with_leader`` and ``p_vs_leader``."""
     part = part.sort_values(["locked", "accuracy", "model"], ascending=[True, False, True]).copy()
     part["rank"], part["tied_with_leader"], part["p_vs_leader"] = np.nan, False, np.nan
+    part["rank_low"], part["rank_high"] = np.nan, np.nan
     ranked = part[~part["locked"]]
     if ranked.empty:
         return part
@@ -169,6 +210,10 @@ def _ranked(part: pd.DataFrame, rows: pd.DataFrame, *, units: str | None, seed: 
     ranks = shared_ranks(accuracy, better)
     part.loc[~part["locked"], "rank"] = part.loc[~part["locked"], "model"].map(ranks).astype(float)
     part["tied_with_leader"] = part["rank"] == 1
+    spans = rank_intervals(rows[rows["model"].isin(ranked["model"])], units=units, n_boot=n_boot, seed=seed,
+                           level=level).set_index("model")
+    part["rank_low"] = part["model"].astype(str).map(spans["rank_low"]).where(~part["locked"])
+    part["rank_high"] = part["model"].astype(str).map(spans["rank_high"]).where(~part["locked"])
     return part.sort_values(["locked", "rank", "accuracy", "model"], ascending=[True, True, False, True])
 
 
@@ -210,6 +255,7 @@ def leaderboard(results: pd.DataFrame, *, model: str = "model", baseline: str = 
     kinds = rows.groupby("model")["kind"].first()
     table["kind"] = table["model"].map(kinds.map(lambda k: MODEL_KINDS[k].label if k in MODEL_KINDS else k))
     table["oracle"] = table["profile"].map(is_oracle)
+    table["tie_rate"] = table["ties"] / table["n"].where(table["n"] > 0)
     locks = position_locked(rows) if {"verdict_ab", "verdict_ba"} <= set(rows.columns) else pd.DataFrame()
     locked = {} if locks.empty else {(r.model, r.profile): r.warning for r in locks.itertuples() if r.locked}
     pairs = list(zip(table["model"], table["profile"], strict=True))
@@ -225,8 +271,10 @@ def leaderboard(results: pd.DataFrame, *, model: str = "model", baseline: str = 
         if is_oracle(condition):
             part = part.sort_values(["accuracy", "model"], ascending=[False, True])
             part["rank"], part["tied_with_leader"], part["p_vs_leader"] = np.nan, False, np.nan
+            part["rank_low"], part["rank_high"] = np.nan, np.nan
         else:
-            part = _ranked(part, rows[rows["profile"] == condition], units=units, seed=seed, level=level)
+            part = _ranked(part, rows[rows["profile"] == condition], units=units, seed=seed, level=level,
+                           n_boot=n_boot)
         if not lifts.empty:
             mine = lifts[lifts["profile"] == condition].set_index("model")
             part["lift"] = part["model"].map(mine["lift"])
@@ -255,11 +303,11 @@ def leaderboard_notes(board: pd.DataFrame, *, units: str | None = None) -> list[
     >>> board = pd.DataFrame({"lift": [0.2], "lift_low": [0.05], "lift_high": [0.4], "lift_verdict": ["inconclusive"],
     ...                       "locked_reason": [""], "oracle": [False]})
     >>> len(leaderboard_notes(board))
-    5
+    6
     """
     unit = unit_name(units)
     notes = [f"{RULES[name].say(unit)[0].upper()}{RULES[name].say(unit)[1:]}."
-             for name in ("accuracy", "chance", "rank", "lift")]
+             for name in ("accuracy", "chance", "rank", "rank_interval", "lift")]
     disagree = board[(board["lift_verdict"] == "inconclusive") & ((board["lift_low"] > 0) | (board["lift_high"] < 0))]
     if not disagree.empty:
         notes.append("Where a lift's interval excludes 0 and the verdict is still inconclusive, the test is adjusted "

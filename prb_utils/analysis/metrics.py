@@ -618,12 +618,14 @@ def summarize(
     *,
     baseline: str | None = None,
     half_credit: bool = False,
+    units: str | None = None,
     level: float = LEVEL,
     n_boot: int | None = None,
     seed: int = SEED,
 ) -> pd.DataFrame:
     """The table ``prb summarize`` prints: one row per group of ``by`` with
-    ``n, correct, ties, invalid, accuracy, ci_low, ci_high`` (Wilson 95%).
+    ``n, correct, ties, invalid, accuracy, ci_low, ci_high`` (Wilson 95%; with ``units``, e.g. ``"question"``, a
+    bootstrap over whole units, and the paired tests clustered by them too).
 
     With ``compare`` (e.g. ``"profile"`` or ``"model"``), that column is added to ``by`` when missing and
     each row is tested against the baseline level of its group on the same pairs: added columns ``vs``,
@@ -647,7 +649,8 @@ def summarize(
                        "ties as not correct; drop half credit or the comparison.")
     if compare is not None and compare not in by:
         by = [*by, compare]
-    table = accuracy_table(results, by, half_credit=half_credit, level=level)
+    table = accuracy_table(results, by, half_credit=half_credit, ci="bootstrap" if units else "wilson", units=units,
+                           n_boot=n_boot, seed=seed, level=level)
     if compare is None:
         return table
     levels = sorted(results[compare].dropna().astype(str).unique())
@@ -657,7 +660,8 @@ def summarize(
     if baseline is None:
         baseline = "none" if compare == "profile" and "none" in levels else levels[0]
     within = [c for c in by if c != compare]
-    cmp = _compare_fn(results, compare, baseline=baseline, by=within, n_boot=n_boot, seed=seed, level=level)
+    cmp = _compare_fn(results, compare, baseline=baseline, by=within, units=units, n_boot=n_boot, seed=seed,
+                      level=level)
     cmp = cmp.rename(columns={"level_a": "vs", "level_b": compare, "ci_low": "diff_ci_low",
                               "ci_high": "diff_ci_high"})
     keep = [*within, compare, "vs", "n_pairs", "diff", "diff_ci_low", "diff_ci_high", "p_value", "p_holm"]

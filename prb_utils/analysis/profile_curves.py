@@ -39,7 +39,7 @@ from prb_utils.analysis.leaderboard import RULES
 from prb_utils.analysis.metrics import LEVEL, SEED, bootstrap_ci, compare, require_columns
 from prb_utils.analysis.plots import model_palette
 from prb_utils.errors import PRBError
-from prb_utils.formatting import format_signed, format_value
+from prb_utils.formatting import PROPORTION, format_signed, format_value
 from prb_utils.models.aliases import ALIASES, resolve_alias
 from prb_utils.models.kinds import MODEL_KINDS
 from prb_utils.profile import parse_condition, rm_user_message
@@ -485,8 +485,8 @@ def oracle_sentences(gaps: pd.DataFrame) -> list[str]:
     bound, not_bound, blind = RULES["oracle"].verdicts
     out = []
     for row in gaps.itertuples():
-        oracle = f"the oracle ({row.oracle_condition}, {format_value(row.oracle_accuracy, kind='proportion')})"
-        best = f"{row.best_condition} ({format_value(row.best_accuracy, kind='proportion')})"
+        oracle = f"the oracle ({row.oracle_condition}, {format_value(row.oracle_accuracy, sense=PROPORTION)})"
+        best = f"{row.best_condition} ({format_value(row.best_accuracy, sense=PROPORTION)})"
         if row.verdict == blind:
             out.append(f"{row.model}: {blind}, so it has no oracle gap.")
         elif row.verdict == not_bound:

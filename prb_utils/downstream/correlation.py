@@ -36,7 +36,7 @@ from prb_utils.analysis.metrics import (
     resample_indices,
 )
 from prb_utils.errors import PRBError
-from prb_utils.formatting import format_interval, format_value
+from prb_utils.formatting import PROPORTION, format_interval, format_value
 from prb_utils.schema import canonical_spec
 
 METRICS = ("spearman", "kendall", "weighted_tau", "pearson", "ndcg", "rbo")
@@ -510,7 +510,7 @@ def ranking_sufficiency(table: pd.DataFrame, *, questions: int | None = None, he
     scope = f"with {' and '.join(facts)}" if facts else "here"
     if headroom is not None and math.isfinite(headroom):
         at = f" at best-of-{int(k)}" if k is not None else ""
-        scope += (f" (headroom {format_value(headroom, kind='proportion')}: the oracle's pick minus a random pick{at})"
+        scope += (f" (headroom {format_value(headroom, sense=PROPORTION)}: the oracle's pick minus a random pick{at})"
                   if headroom > 1e-12 else f" (no headroom{at}: the judge rates every answer of the pool alike)")
     floor = 1 / math.factorial(n) if n is not None and n <= EXACT_PERMUTATIONS_MAX_N else None
     out: dict[str, object] = {"above_chance": above, "n_rms": n, "questions": questions, "headroom": headroom,
@@ -531,7 +531,7 @@ def ranking_sufficiency(table: pd.DataFrame, *, questions: int | None = None, he
         best = defined.assign(_margin=margin).sort_values(["p_perm", "_margin"], ascending=[True, False],
                                                           kind="stable").iloc[0]
         shown = format_interval(float(best["estimate"]), float(best["ci_low"]), float(best["ci_high"]))
-        chance = format_value(float(best["chance"]), kind="proportion")
+        chance = format_value(float(best["chance"]), sense=PROPORTION)
         reason += f"; the closest to evidence, {best['metric']} {shown} (chance {chance}), has p_perm {p_text(float(best['p_perm']))}"
     if floor is not None and floor >= alpha:
         reason += f", and with {n} RMs no permutation p-value can be below 1/{n}! = {floor:.3f}"
@@ -609,7 +609,7 @@ def _bootstrap_p(diffs: np.ndarray) -> float:
 
 
 def overlapping_correlation_tests(r_ya: float, r_yb: float, r_ab: float, n: int, *,
-                                  level: float = LEVEL) -> dict[str, float]:
+                                  level: float = LEVEL, spearman: bool = False) -> dict[str, float]:
     """Williams' t and Zou's interval for ``r_ya - r_yb``, two correlations that share the variable y.
 
     Williams' t (Williams 1959, as recommended by Steiger 1980, Psychological Bulletin 87:245, eq. 7), with
@@ -620,7 +620,9 @@ def overlapping_correlation_tests(r_ya: float, r_yb: float, r_ab: float, n: int,
     estimates, c = [(r_ab - r_ya r_yb / 2)(1 - r_ya² - r_yb² - r_ab²) + r_ab³] / [(1 - r_ya²)(1 - r_yb²)],
     L = d - √[(r_ya - l_a)² + (u_b - r_yb)² - 2c (r_ya - l_a)(u_b - r_yb)] and
     U = d + √[(u_a - r_ya)² + (r_yb - l_b)² - 2c (u_a - r_ya)(r_yb - l_b)], d = r_ya - r_yb. Both assume
-    bivariate normality; NaN when n < 4 or a correlation is ±1.
+    bivariate normality; NaN when n < 4 or a correlation is ±1. With ``spearman`` (rank correlations), each
+    Fisher-z interval uses Bonett and Wright's (2000, Psychometrika 65:23) standard error √[(1 + r²/2)/(n - 3)]
+    instead of Pearson's 1/√(n - 3), which is too narrow for a Spearman coefficient.
 
     Zou's worked example (r = .396, .179, r_ab = .088, n = 66) gives (-0.093, 0.517):
 
@@ -638,8 +640,11 @@ def overlapping_correlation_tests(r_ya: float, r_yb: float, r_ab: float, n: int,
         return nan
     t = (r_ya - r_yb) * math.sqrt((n - 1) * (1 + r_ab) / denominator)
     z = float(stats.norm.ppf(0.5 + level / 2))
-    (l_a, u_a), (l_b, u_b) = ((math.tanh(math.atanh(r) - z / math.sqrt(n - 3)),
-                               math.tanh(math.atanh(r) + z / math.sqrt(n - 3))) for r in (r_ya, r_yb))
+    def se(r: float) -> float:
+        return math.sqrt((1 + r**2 / 2 if spearman else 1.0) / (n - 3))
+
+    (l_a, u_a), (l_b, u_b) = ((math.tanh(math.atanh(r) - z * se(r)), math.tanh(math.atanh(r) + z * se(r)))
+                              for r in (r_ya, r_yb))
     c = ((r_ab - r_ya * r_yb / 2) * (1 - r_ya**2 - r_yb**2 - r_ab**2) + r_ab**3) / ((1 - r_ya**2) * (1 - r_yb**2))
     d = r_ya - r_yb
     low = d - math.sqrt(max(0.0, (r_ya - l_a) ** 2 + (u_b - r_yb) ** 2 - 2 * c * (r_ya - l_a) * (u_b - r_yb)))
@@ -677,7 +682,8 @@ def correlation_difference(
     finds. Beside it, for ``spearman`` and ``pearson`` (Spearman as the Pearson correlation of the ranks),
     the classical tests for two correlations that share the downstream variable
     (:func:`overlapping_correlation_tests`): ``williams_t``, ``williams_p`` (Williams' t, Steiger 1980) and
-    ``zou_ci_low``/``zou_ci_high`` (Zou 2007); NaN for the other metrics.
+    ``zou_ci_low``/``zou_ci_high`` (Zou 2007; for Spearman with Bonett-Wright's standard error); NaN for the
+    other metrics.
 
     >>> t = pd.DataFrame({"prb": [1, 2, 3, 4, 5, 6], "rb": [2, 1, 4, 3, 6, 5], "bon": [1, 2, 3, 4, 5, 6]})
     >>> r = correlation_difference(t, "bon", "prb", "rb", n_boot=500)
@@ -703,7 +709,7 @@ def correlation_difference(
         with np.errstate(invalid="ignore", divide="ignore"):
             r = np.corrcoef(np.vstack(cols))
         classical = overlapping_correlation_tests(float(r[0, 2]), float(r[1, 2]), float(r[0, 1]), len(frame),
-                                                  level=level)
+                                                  level=level, spearman=metric == "spearman")
     return {"metric": metric, "diff": est_a - est_b, "ci_low": lo, "ci_high": hi, "p_value": _bootstrap_p(diffs),
             "estimate_a": est_a, "estimate_b": est_b, "n": len(frame), "n_boot_valid": int(diffs.size),
             **classical}

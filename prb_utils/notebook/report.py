@@ -34,10 +34,10 @@ from tqdm.auto import tqdm
 
 import prb_utils
 from prb_utils import __version__
-from prb_utils.analysis.findings import Findings, compute_findings
+from prb_utils.analysis.findings import Findings, compute_findings, rank_span
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
-from prb_utils.formatting import format_frame, format_interval, format_signed, format_value
+from prb_utils.formatting import COUNT, PROPORTION, format_frame, format_interval, format_signed, format_value
 from prb_utils.notebook.markup import display_path
 from prb_utils.notebook.params import (
     PARAMS_BY_NOTEBOOK,
@@ -524,16 +524,19 @@ def _findings_html(found: Findings | None) -> str:
     for r in board[~board["oracle"]].itertuples():
         lift = (f"{format_signed(r.lift)} [{format_signed(r.lift_low)}, {format_signed(r.lift_high)}]"
                 if r.lift_verdict else "")
+        ties = f"{format_value(r.ties, sense=COUNT)} ({format_value(r.tie_rate, sense=PROPORTION)})"
         rows.append(f"<tr{LOCKED_ROW if r.locked else ''}>{_cell(r.profile, 'profile')}"
-                    f"{_cell('—' if r.locked else r.rank, 'rank')}{_cell(r.model, 'model')}"
+                    f"{_cell('—' if r.locked else r.rank, 'rank')}"
+                    f"{_cell(rank_span(r.rank_low, r.rank_high), 'rank', 'secondary')}{_cell(r.model, 'model')}"
                     f"{_cell(r.kind, 'kind', 'secondary')}"
                     f"{_cell(format_interval(r.accuracy, r.ci_low, r.ci_high), 'accuracy')}"
                     f"{_cell('position-locked: not ranked' if r.locked else r.chance, 'chance')}"
-                    f"{_cell(r.n, 'n', 'secondary')}{_cell(r.ties, 'ties', 'secondary')}"
+                    f"{_cell(r.n, 'n', 'secondary')}"
+                    f"{_cell(ties, 'ties', 'secondary')}"
                     f"{_cell(lift, 'lift', 'secondary')}<td><b>{esc(r.lift_verdict)}</b></td></tr>")
     table = ('<div class="scroll"><table class="leaderboard"><thead><tr><th>profile condition</th><th>rank</th>'
-             '<th>model</th><th class="secondary">kind</th><th>accuracy [95% CI]</th><th>against chance</th>'
-             '<th class="secondary">pairs</th><th class="secondary">ties</th>'
+             '<th class="secondary">rank interval</th><th>model</th><th class="secondary">kind</th><th>accuracy [95% CI]</th><th>against chance</th>'
+             '<th class="secondary">pairs</th><th class="secondary">ties (rate)</th>'
              '<th class="secondary">lift over none [95% CI]</th><th>lift verdict</th></tr></thead>'
              f'<tbody>{"".join(rows)}</tbody></table></div>')
     oracle = ""
