@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from prb_utils.analysis.metrics import compare, question_units, summarize
+from prb_utils.analysis.metrics import compare, summarize, unit_labels
 from prb_utils.data import load_benchmark, read_benchmark, subset_counts
 from prb_utils.distributed import world
 from prb_utils.downstream.rubric_judge import DEFAULT_JUDGE, check_judge, judge_label
@@ -31,7 +31,7 @@ from prb_utils.plan import plan_frame, plan_text
 from prb_utils.profile import parse_condition
 from prb_utils.schema import DEFAULT_ZOO, ORACLE_CONDITIONS
 from prb_utils.scoring import score_benchmark
-from prb_utils.store import StoreShortfallWarning, load_results, pair_questions, read_json_cache
+from prb_utils.store import StoreShortfallWarning, load_results, pair_units, read_json_cache
 
 DEFAULT_REPORT_PROFILES = ("none", "top3")
 #: Without ``--profile``, ``prb report`` also scores these profile sizes for its models that need no LLM
@@ -216,7 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--units", choices=UNIT_CHOICES, default="question",
                    help="what the intervals resample and the paired tests permute: question (default: the pairs "
                         "of one question, its users and twins, move together; a bootstrap over questions and the "
-                        "clustered sign-flip test) or pair (pairs as independent: Wilson and exact McNemar)")
+                        "clustered sign-flip test), user (one user's pairs move together) or pair (pairs as "
+                        "independent: Wilson and exact McNemar)")
 
     p = sub.add_parser("report", help="score what is missing, run every notebook, write HTML reports")
     _add_data_options(p, required=False)
@@ -521,23 +522,24 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     return 0
 
 
-UNIT_CHOICES = ("question", "pair")
+UNIT_CHOICES = ("question", "user", "pair")
 
 
 def _with_units(results: pd.DataFrame, store: str, unit: str) -> tuple[pd.DataFrame, str | None, str]:
-    """``results`` with the cluster column of ``unit`` (``question``: from the questions the store's jobs
-    recorded, :func:`prb_utils.store.pair_questions`), the column's name (None for ``pair``), and a note for
-    stderr when a pair's question was not recorded (a job scored by an older prb: that pair is its own unit)."""
+    """``results`` with the cluster column of ``unit`` (``question`` or ``user``: from what the store's jobs
+    recorded, :func:`prb_utils.store.pair_units`), the column's name (None for ``pair``), and a note for stderr
+    when a pair's unit was not recorded (a job scored by an older prb: that pair is its own unit)."""
     if unit == "pair":
         return results, None, ""
-    questions = pair_questions(store)
-    known = set(zip(questions["subset"].astype(str), questions["id"].astype(str), strict=True))
+    units = pair_units(store)
+    units = units[units[unit].notna()]
+    known = set(zip(units["subset"].astype(str), units["id"].astype(str), strict=True))
     missing = sum((s, i) not in known for s, i in zip(results["subset"].astype(str), results["id"].astype(str),
                                                        strict=True))
-    note = (f"prb: note: {missing} of {len(results)} rows come from jobs that did not record their question "
+    note = (f"prb: note: {missing} of {len(results)} rows come from jobs that did not record their {unit} "
             "(scored by an older prb): each of those pairs is its own unit; score them again to cluster them."
             if missing else "")
-    return results.assign(question=question_units(results, questions).to_numpy()), "question", note
+    return results.assign(**{unit: unit_labels(results, units, unit).to_numpy()}), unit, note
 
 
 def _baseline(results: pd.DataFrame, column: str) -> str:

@@ -463,3 +463,14 @@ def data_fingerprint(frame: pd.DataFrame) -> str:
     keys = ["subset", "id", "question", "profile", "chosen", "rejected"]
     digests = sorted(stable_hash([row[k] for k in keys], length=64) for row in frame[keys].to_dict("records"))
     return stable_hash("".join(digests))
+
+
+def user_key(profile: Any) -> str:
+    """The hash of a user's profile (their posts' texts, in order): the unit "user" of clustered intervals and
+    tests. A question asked by two users has two user keys; one user's pairs share one.
+
+    >>> user_key([{"text": "a"}]) == user_key([{"text": "a", "id": "x"}]) != user_key([{"text": "b"}])
+    True
+    """
+    posts = profile if isinstance(profile, (list, tuple)) else []
+    return stable_hash([str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in posts])

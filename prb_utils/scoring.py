@@ -39,7 +39,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from prb_utils import __version__
-from prb_utils.data import data_fingerprint
+from prb_utils.data import data_fingerprint, user_key
 from prb_utils.distributed import World, barrier, broadcast, kill_point, setup, world
 from prb_utils.errors import PRBError
 from prb_utils.models import ModelOptions, PairInput, load_model
@@ -94,6 +94,11 @@ class _Pair:
     def question_key(self) -> str:
         """The hash of the pair's question: pairs of one question (its users, twin pairs) share it."""
         return stable_hash(str(self._record.get("question") or ""))
+
+    @property
+    def user_key(self) -> str:
+        """The hash of the pair's user (:func:`prb_utils.data.user_key` of the profile)."""
+        return user_key(self._record.get("profile"))
 
     @property
     def prompt(self) -> str:
@@ -277,10 +282,11 @@ def _pair_hashes(pairs: Sequence[_Pair]) -> dict[str, str]:
 
 
 def _record_pairs(meta: dict[str, Any], pairs: Sequence[_Pair]) -> None:
-    """Keep in the job's record each pair's RM-input hash and its question's hash (the unit every clustered
-    interval and test resamples: :func:`prb_utils.store.pair_questions`)."""
+    """Keep in the job's record each pair's RM-input hash, its question's and its user's hash (the units a
+    clustered interval or test resamples: :func:`prb_utils.store.pair_units`)."""
     meta["pairs"] = {**(meta.get("pairs") or {}), **_pair_hashes(pairs)}
     meta["questions"] = {**(meta.get("questions") or {}), **{p.key: p.question_key for p in pairs}}
+    meta["users"] = {**(meta.get("users") or {}), **{p.key: p.user_key for p in pairs}}
 
 
 # ------------------------------------------------------------------------------------------ scoring

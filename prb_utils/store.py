@@ -70,6 +70,7 @@ from prb_utils.schema import (  # noqa: F401
 
 STORE_VERSION = 1
 JOBS_DIR = "jobs"
+UNITS = ("question", "user")  #: the clusters a job records per pair (besides the pair itself)
 JOB_FILE = "job.json"
 PART_RE = re.compile(r"^part-(\d+)(?:-r(\d+))?\.parquet$")
 
@@ -480,15 +481,18 @@ def load_results(out: str | os.PathLike = "results", *, strict: bool = False) ->
     return rows
 
 
-def pair_questions(out: str | os.PathLike = "results") -> pd.DataFrame:
-    """``subset, id, question`` of every pair the store's jobs recorded with its question (a hash of the question
-    text, kept in each ``job.json`` since question clustering), for :func:`prb_utils.analysis.metrics.
-    question_units`; jobs written before that add nothing (their pairs are then their own units)."""
-    keys: dict[str, str] = {}
+def pair_units(out: str | os.PathLike = "results") -> pd.DataFrame:
+    """``subset, id, question, user`` of every pair the store's jobs recorded (hashes of the question text and of
+    the user's profile, kept in each ``job.json``), for :func:`prb_utils.analysis.metrics.unit_labels`; jobs
+    written before prb recorded them add nothing (their pairs are then their own units)."""
+    keys: dict[str, dict[str, str]] = {}
     for folder in _job_folders(out):
-        keys.update(_read_json(folder / JOB_FILE).get("questions") or {})
-    pairs = [(*key.split("/", 1), question) for key, question in keys.items() if "/" in key]
-    return pd.DataFrame(pairs, columns=["subset", "id", "question"])
+        meta = _read_json(folder / JOB_FILE)
+        for unit in UNITS:
+            for pair, value in (meta.get(f"{unit}s") or {}).items():
+                keys.setdefault(pair, {})[unit] = value
+    rows = [(*pair.split("/", 1), *(units.get(u) for u in UNITS)) for pair, units in keys.items() if "/" in pair]
+    return pd.DataFrame(rows, columns=["subset", "id", *UNITS])
 
 
 def query_results(out: str | os.PathLike, *, models: Sequence[str] = (), profiles: Sequence[str] = (),

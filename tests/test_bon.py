@@ -255,3 +255,21 @@ def test_each_method_has_its_own_oracle_and_random_and_no_rm_passes_its_oracle()
     only_first = bon_curves(frame, [2], methods=["first"], n_boot=50)
     assert set(only_first["method"]) == {"first"}
     assert set(only_first["model"]) == {"a", "b", "oracle", "random"}
+
+
+def test_an_rms_headroom_share_is_measured_on_its_own_questions_and_never_exceeds_one():
+    """An RM that scored only the easy question (all the pool's headroom elsewhere is out of its reach) used to be
+    compared with the pool's mean headroom and could realise '4.6x' of it; on its own questions it is at most 1."""
+    from prb_utils.downstream.bon import bon_curves, headroom
+
+    rows = []
+    for q, qualities in (("easy", [0.0, 1.0]), ("hard", [0.0, 0.1])):
+        for i, quality in enumerate(qualities):
+            rows.append({"model": "rm", "subset": "s", "id": q, "sample_idx": i, "rm_score": quality,
+                         "quality": quality})
+            if q == "easy":
+                rows.append({"model": "partial", "subset": "s", "id": q, "sample_idx": i, "rm_score": quality,
+                             "quality": quality})
+    curves = bon_curves(pd.DataFrame(rows), [2], oracle=True, methods=["exact"], n_boot=50)
+    share = headroom(curves).set_index("model")["share"]
+    assert share["rm"] == pytest.approx(1.0) and share["partial"] == pytest.approx(1.0)

@@ -144,21 +144,25 @@ def test_prb_score_and_prb_summarize_label_a_job_alike(tmp_path, capsys):
 def test_jobs_record_their_questions_and_summarize_clusters_by_them(tmp_path, capsys):
     """`prb score` keeps each pair's question (hashed) in job.json; `prb summarize` resamples whole questions by
     default (a twin pair's two users in one unit) and pairs with --units pair (Wilson, exact McNemar)."""
-    from prb_utils.data import load_benchmark
+    from prb_utils.data import load_benchmark, user_key
     from prb_utils.schema import stable_hash
-    from prb_utils.store import pair_questions
+    from prb_utils.store import pair_units
 
     out = str(tmp_path / "r")
     assert main(["score", "--data", "sample", "--model", "length", "--model", "lexical", "--profile", "none",
                  "--profile", "top3", "--out", out, "--no-progress"]) == 0
     capsys.readouterr()
     bench = load_benchmark("sample")
-    questions = pair_questions(out).set_index(["subset", "id"])["question"]
+    units = pair_units(out).set_index(["subset", "id"])
     for record in bench.itertuples():
-        assert questions[record.subset, str(record.id)] == stable_hash(record.question)
+        assert units.loc[(record.subset, str(record.id)), "question"] == stable_hash(record.question)
+        assert units.loc[(record.subset, str(record.id)), "user"] == user_key(record.profile)
+    questions = units["question"]
     assert questions.nunique() < len(questions)   # the sample's twin pairs share a question
     clustered = summarize(capsys, out, "--compare", "profile", "--format", "csv")[1]
     pairs = summarize(capsys, out, "--compare", "profile", "--format", "csv", "--units", "pair")[1]
     a, b = (pd.read_csv(io.StringIO(t)).set_index(["job_label", "profile"]) for t in (clustered, pairs))
     assert (a["accuracy"] == b["accuracy"]).all()
     assert not np.allclose(a["ci_low"], b["ci_low"])   # a bootstrap over questions, not Wilson over pairs
+    users = summarize(capsys, out, "--format", "csv", "--units", "user")[1]
+    assert (pd.read_csv(io.StringIO(users)).set_index(["job_label", "profile"])["accuracy"] == a["accuracy"]).all()

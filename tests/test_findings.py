@@ -120,3 +120,14 @@ def test_the_oracle_is_an_upper_bound_only_where_it_is_one():
     assert gaps.loc["lexical", "verdict"] == "not an upper bound" and gaps.loc["lexical", "gap"] < 0
     assert gaps.loc["m", "verdict"] == "upper bound" and gaps.loc["m", "best_condition"] == "full"
     assert gaps.loc["length", "verdict"] == "profile-blind"
+
+
+def test_the_wide_leaderboard_has_a_column_per_subset_when_there_are_several():
+    rows, data = mixed_store()
+    rows = rows.assign(subset=np.where(rows["id"].str[1:].astype(int) < N // 2, "a", "b"))
+    data = data.assign(subset=np.where(data["id"].str[1:].astype(int) < N // 2, "a", "b"))
+    wide = compute_findings(rows, data, calibrate=False, n_boot=100).wide().set_index("model")
+    for subset in ("a", "b"):
+        mine = rows[(rows["model"] == "classifier:rm") & (rows["profile"] == "none") & (rows["subset"] == subset)]
+        assert wide.loc["classifier:rm", f"none: accuracy in {subset}"] == pytest.approx(
+            (mine["outcome"] == "correct").mean())

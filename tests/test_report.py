@@ -827,7 +827,8 @@ DARK_PROBE = """() => {
   return {body: [getComputedStyle(document.body).color, background(document.body)],
           dark_class: document.documentElement.classList.contains('dark'),
           text: pick('.jp-RenderedHTMLCommon p'), boxes: pick('.prb-view div[style*="background"]'),
-          tables: pick('table.dataTable td')};
+          tables: pick('table.dataTable td'),
+          figures: [...document.querySelectorAll('.jp-RenderedImage img')].map(i => getComputedStyle(i).filter)};
 }"""
 
 
@@ -841,6 +842,8 @@ def test_pages_follow_the_preferred_colour_scheme_with_readable_text(report, sch
     assert facts["console"] == [] and facts["errors"] == [], facts
     text, behind = probe["body"]
     assert (_luminance(behind) < 0.05) == (scheme == "dark") and probe["dark_class"] == (scheme == "dark")
+    assert probe["figures"], "no figure sampled"   # a dark screen draws each figure dark, a light one as drawn
+    assert all(("invert" in f) == (scheme == "dark") for f in probe["figures"]), probe["figures"]
     for kind in ("text", "boxes", "tables"):
         assert probe[kind], f"no {kind} sampled"
         low = [(fg, bg) for fg, bg in probe[kind] if _contrast(fg, bg) < 4.5]

@@ -281,3 +281,23 @@ def test_frame_html_says_each_meaning_one_way():
     assert cells[3::6] == ["1", "2", "3"]
     assert cells[4::6] == ["448", "12", "—"]
     assert cells[5::6] == ["1.5", "infinite", "0.25"]
+
+
+def test_browser_widgets_search_and_step_through_the_matching_pairs(monkeypatch, shown):
+    monkeypatch.setattr(widgets, "use_widgets", lambda interactive: interactive)
+    box = widgets.pair_browser(_data(), _results(), interactive=True)
+    count, pair_w = box.children[2], box.children[3]
+    search_w, previous_w, next_w = box.children[4].children
+    first = pair_w.value
+    next_w.click()
+    assert pair_w.value == [v for _, v in pair_w.options][1]
+    previous_w.click()
+    previous_w.click()   # wraps around to the last
+    assert pair_w.value == [v for _, v in pair_w.options][-1] and pair_w.value != first
+    target = _data().iloc[2]
+    search_w.value = str(target["question"])[:12].upper()   # case does not matter
+    assert f"\t{target['id']}" in pair_w.value and "<b>" in count.value
+    search_w.value = "no pair has these words"
+    assert pair_w.options == () and "<b>0</b> of 6" in count.value
+    for child in (*box.children[0].children, *box.children[1].children, search_w):
+        assert child.style.description_width == "initial"

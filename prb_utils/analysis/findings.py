@@ -28,7 +28,7 @@ import pandas as pd
 
 from prb_utils.analysis import calibration as calib
 from prb_utils.analysis.leaderboard import RULES, leaderboard, leaderboard_notes, profile_lifts, unit_name
-from prb_utils.analysis.metrics import LEVEL, SEED, question_units
+from prb_utils.analysis.metrics import LEVEL, SEED, accuracy_table, question_units
 from prb_utils.analysis.style import style_controlled_accuracy
 from prb_utils.models.kinds import MODEL_KINDS
 from prb_utils.profile import condition_sort_key
@@ -48,6 +48,7 @@ class Findings:
     calibration: pd.DataFrame  #: one row per model x condition: source, ECE, Brier, log loss [CI], note
     oracle: pd.DataFrame  #: per model: best benchmark condition, its accuracy, the oracle's, gap, verdict
     style: pd.DataFrame = field(default_factory=pd.DataFrame)  #: style-controlled accuracy (analysis.style)
+    subsets: pd.DataFrame = field(default_factory=pd.DataFrame)  #: accuracy per model, condition and subset
     unit: str = UNIT
     profile_blind: tuple[str, ...] = ()  #: models whose kind never reads the profile
     rules: dict[str, str] = field(default_factory=dict)
@@ -93,9 +94,10 @@ class Findings:
         return f" Against chance: {', '.join(said)}." if said else ""
 
     def wide(self) -> pd.DataFrame:
-        """One row per model: kind, then per benchmark condition its rank and accuracy [CI] with the chance
-        verdict, the lift verdicts, and the oracle's accuracy as a separate, marked column; a locked job says
-        so instead of a rank. Sorted by the best rank the model has."""
+        """One row per model: kind, then per benchmark condition its shared rank and rank interval, accuracy [CI]
+        with the chance verdict and the tie rate, the lift and its verdict, and its accuracy per subset (when there
+        are several), and the oracle's accuracy as a separate, marked column; a locked job says so instead of a
+        rank. Sorted by the best rank the model has."""
         board = self.board
         models = list(dict.fromkeys(board["model"]))
         rows = []
@@ -115,6 +117,10 @@ class Findings:
                 if r.lift_verdict:
                     row[f"{r.profile}: lift"] = r.lift
                     row[f"{r.profile}: lift verdict"] = r.lift_verdict
+                if not self.subsets.empty and self.subsets["subset"].nunique() > 1:
+                    mine = self.subsets[(self.subsets["model"] == model) & (self.subsets["profile"] == r.profile)]
+                    for sub in mine.itertuples():
+                        row[f"{r.profile}: accuracy in {sub.subset}"] = sub.accuracy
             ranks = [v for k, v in row.items() if k.endswith(": rank") and not isinstance(v, str)]
             row["_best"] = min(ranks) if ranks else np.inf
             rows.append(row)
@@ -210,5 +216,7 @@ def compute_findings(results: pd.DataFrame, data: pd.DataFrame | None = None, *,
     unit = unit_name(UNIT)
     style = (style_controlled_accuracy(rows, data, level=level)
              if data is not None and {"chosen", "rejected"} <= set(data.columns) else pd.DataFrame())
-    return Findings(board=board, lifts=lifts, style=style, calibration=calibration, oracle=oracle_gaps(board, profile_blind=blind), unit=UNIT,
+    subsets = accuracy_table(rows, by=["model", "profile", "subset"], ci=None)[["model", "profile", "subset", "n",
+                                                                                "accuracy"]]
+    return Findings(board=board, lifts=lifts, style=style, subsets=subsets, calibration=calibration, oracle=oracle_gaps(board, profile_blind=blind), unit=UNIT,
                     profile_blind=blind, rules={name: rule.say(unit) for name, rule in RULES.items()})

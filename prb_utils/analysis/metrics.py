@@ -47,6 +47,7 @@ from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_confint
 
+from prb_utils.data import user_key
 from prb_utils.errors import PRBError
 from prb_utils.schema import OUTCOMES, is_oracle
 
@@ -79,23 +80,41 @@ def as_list(by: str | Sequence[str] | None) -> list[str]:
     return list(by)
 
 
+def unit_labels(results: pd.DataFrame, data: pd.DataFrame | None = None, unit: str = "question") -> pd.Series:
+    """The cluster of each row for ``unit``: ``question`` (a question asked for several users, and twin pairs,
+    the same question and answers with the roles swapped, share one), ``user`` (one user's pairs share one: the
+    profile's hash, :func:`prb_utils.data.user_key`, or a ``user`` column of ``data``) or ``pair``. The values
+    come from ``data`` (benchmark records, or :func:`prb_utils.store.pair_units`); without it, or for a pair it
+    lacks, the pair itself.
+
+    >>> res = pd.DataFrame({"subset": "s", "id": ["1", "2", "3"]})
+    >>> data = pd.DataFrame({"subset": "s", "id": ["1", "2"], "question": ["q?", "q?"]})
+    >>> unit_labels(res, data).tolist()
+    ['q?', 'q?', 's/3']
+    """
+    pair = results["subset"].astype(str) + "/" + results["id"].astype(str)
+    if data is None or unit == "pair":
+        return pair
+    if unit not in ("question", "user"):
+        raise PRBError(f"Unknown unit {unit!r}; use question, user or pair.")
+    if unit == "user" and "user" not in data.columns:
+        require_columns(data, ["subset", "id", "profile"], what="benchmark")
+        data = data.assign(user=data["profile"].map(user_key))
+    require_columns(data, ["subset", "id", unit], what="benchmark")
+    keys = data["subset"].astype(str) + "/" + data["id"].astype(str)
+    lookup = {k: v for k, v in zip(keys, data[unit], strict=True) if isinstance(v, str) and v}
+    return pair.map(lookup).fillna(pair)
+
+
 def question_units(results: pd.DataFrame, data: pd.DataFrame | None = None) -> pd.Series:
-    """The question of each row, the unit every clustered interval and test resamples: a question asked for
-    several users, and twin pairs (the same question and answers, roles swapped), share one unit. The question
-    text comes from ``data`` (the benchmark records); without it, or for a pair it lacks, the pair itself.
+    """:func:`unit_labels` by question, the unit every clustered interval and test of the pages resamples.
 
     >>> res = pd.DataFrame({"subset": "s", "id": ["1", "2", "3"]})
     >>> data = pd.DataFrame({"subset": "s", "id": ["1", "2"], "question": ["q?", "q?"]})
     >>> question_units(res, data).tolist()
     ['q?', 'q?', 's/3']
     """
-    pair = results["subset"].astype(str) + "/" + results["id"].astype(str)
-    if data is None:
-        return pair
-    require_columns(data, ["subset", "id", "question"], what="benchmark")
-    lookup = dict(zip(data["subset"].astype(str) + "/" + data["id"].astype(str), data["question"].astype(str),
-                      strict=True))
-    return pair.map(lookup).fillna(pair)
+    return unit_labels(results, data, "question")
 
 
 def _check_outcomes(results: pd.DataFrame) -> None:

@@ -299,6 +299,10 @@ def bon_curves(
     per_q = per_q[per_q["method"].isin(methods)]
     per_q = per_q.merge(base, on=["subset", "id", "k"], how="left")
     per_q["_gain"] = per_q["value"] - per_q["_base"]
+    best = per_q[per_q["model"] == "oracle"][["subset", "id", "k", "method", "value"]].rename(
+        columns={"value": "_oracle"})
+    per_q = per_q.merge(best, on=["subset", "id", "k", "method"], how="left")
+    per_q["_room"] = per_q["_oracle"] - per_q["_base"]   # the pool's headroom on this question
     if gain:
         per_q["value"] = per_q["_gain"]
     if not oracle:
@@ -312,8 +316,9 @@ def bon_curves(
     for key, grp in per_q.groupby(keys, sort=True):
         values = grp["value"].to_numpy(dtype=float)
         lo, hi = bootstrap_mean_ci(values, level=level, n_boot=n_boot, seed=seed)
-        rows.append((*key, values.size, float(values.mean()), lo, hi, float(grp["_gain"].mean())))
-    return pd.DataFrame(rows, columns=[*keys, "n", "mean", "ci_low", "ci_high", "gain"])
+        rows.append((*key, values.size, float(values.mean()), lo, hi, float(grp["_gain"].mean()),
+                     float(grp["_room"].mean())))
+    return pd.DataFrame(rows, columns=[*keys, "n", "mean", "ci_low", "ci_high", "gain", "room"])
 
 
 def bon_metrics(curves: pd.DataFrame, *, method: str = "exact") -> pd.DataFrame:
@@ -347,9 +352,11 @@ def headroom(curves: pd.DataFrame, *, k: int | None = None, method: str = "exact
     """How much of the pool's headroom each RM realises at best-of-``k`` (default the largest k).
 
     The pool's headroom is ``oracle - random`` (what a perfect picker gains over a random answer); an RM's
-    ``share`` is ``(rm - random) / (oracle - random)``: 1 = as good as the oracle, 0 = no better than chance,
-    negative = worse than a random pick; NaN when the pool has no headroom (every answer rated the same).
-    Columns model, k, bon, random, oracle, headroom, share.
+    ``share`` is ``(rm - random) / (oracle - random)``, both averaged over the questions the RM scored (the
+    curves' ``gain`` and ``room``), so an RM that scored some questions only is never compared with the pool's
+    headroom elsewhere and its share is at most 1: 1 = as good as the oracle, 0 = no better than chance,
+    negative = worse than a random pick; NaN when its questions have no headroom (every answer rated the same).
+    Columns model, k, bon, random, oracle, headroom, share (``headroom``: the pool's, over every question).
 
     >>> curves = pd.DataFrame({"model": ["rm", "oracle", "random"], "method": "exact", "k": 4,
     ...                        "mean": [0.5, 0.75, 0.25]})
@@ -363,6 +370,14 @@ def headroom(curves: pd.DataFrame, *, k: int | None = None, method: str = "exact
         raise PRBError("headroom needs the oracle and random rows of bon_curves (oracle=True).")
     oracle, rand = float(at["oracle"]), float(at["random"])
     room = oracle - rand
-    rows = [(m, k, float(v), rand, oracle, room, (float(v) - rand) / room if room > 1e-12 else np.nan)
-            for m, v in at.items() if m not in ("oracle", "random")]
+    own = sub[sub["k"] == k].set_index("model")
+    rows = []
+    for m, v in at.items():
+        if m in ("oracle", "random"):
+            continue
+        if {"gain", "room"} <= set(own.columns) and np.isfinite(own.loc[m, "room"]):
+            gain, mine = float(own.loc[m, "gain"]), float(own.loc[m, "room"])   # on the RM's own questions
+        else:   # curves without them (older files): the pool's means
+            gain, mine = float(v) - rand, room
+        rows.append((m, k, float(v), rand, oracle, room, gain / mine if mine > 1e-12 else np.nan))
     return pd.DataFrame(rows, columns=["model", "k", "bon", "random", "oracle", "headroom", "share"])

@@ -235,7 +235,9 @@ PAGE_CSS = """
   .prb-view [style*="background"] a { color: #0b4f9c !important; }
   .prb-view [style*="color:#555"] { color: #bbb !important; }
   .prb-view summary[style*="color:#1565c0"] { color: #8ab4f8 !important; }
-  .jp-RenderedImage img { background: #fff; }
+  /* figures are drawn light; on a dark screen their lightness is inverted and their hues turned back, so each
+     model keeps its hue on a dark background (the print and light pages keep the drawn figure) */
+  .jp-RenderedImage img { background: #fff; filter: invert(0.9) hue-rotate(180deg); }
 }
 """
 #: Before printing, every interactive table shows all its rows (its page length set to "All", an option added

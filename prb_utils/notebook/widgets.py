@@ -206,7 +206,8 @@ def pair_browser(
     ``model`` narrows every filter to the pairs that model gets wrong).
 
     With widgets: the list of every pair (search, sort), dropdowns for the filters and the pair (the
-    category list narrows to the chosen subset), the pair shown below. Static: the list of the matching
+    category list narrows to the chosen subset), a search box over the ids, categories and questions, previous
+    and next buttons, the pair shown below. Static: the list of the matching
     pairs, each row linked to its card; the first ``max_pairs`` cards (``pair_id`` first; 0 for all) in
     full, the others as short collapsed cards, so every listed pair is reachable. Returns the widget box,
     or the frame of matching pairs when static.
@@ -222,14 +223,19 @@ def pair_browser(
         return [("(any)", "")] + [(v, v) for v in values]
 
     models = sorted(results["model"].unique()) if not results.empty else []
+    style = {"description_width": "initial"}  # a label is never cut ("wrong mo...")
     subset_w = w.Dropdown(options=options(sorted(summary["subset"].dropna().unique())), value=subset or "",
-                          description="subset")
+                          description="subset", style=style)
     category_w = w.Dropdown(options=options(categories(summary, subset)), value=category or "",
-                            description="category")
-    mode_w = w.Dropdown(options=list(FILTERS), value=mode, description="filter")
+                            description="category", style=style)
+    mode_w = w.Dropdown(options=list(FILTERS), value=mode, description="filter", style=style)
     model_w = w.Dropdown(options=[("(any)", "")] + [(m, m) for m in models], value=model or "",
-                         description="wrong model")
-    pair_w = w.Dropdown(options=[], description="pair", layout=w.Layout(width="60%"))
+                         description="wrong model", style=style)
+    pair_w = w.Dropdown(options=[], description="pair", layout=w.Layout(width="60%"), style=style)
+    search_w = w.Text(value="", placeholder="id, category or words of the question", description="search",
+                      style=style, continuous_update=False)
+    previous_w = w.Button(description="◀ previous", tooltip="the previous matching pair")
+    next_w = w.Button(description="next ▶", tooltip="the next matching pair")
     count_w = w.HTML()
     out = w.Output()
     narrowing = [False]  # True while the category list is being replaced
@@ -239,6 +245,11 @@ def pair_browser(
             return
         found = filter_pairs(summary, subset=subset_w.value or None, category=category_w.value or None,
                              mode=mode_w.value, model=model_w.value or None)
+        words = search_w.value.strip().lower()
+        if words:
+            text = (found["subset"].astype(str) + "/" + found["id"].astype(str) + " " + found["category"].astype(str)
+                    + " " + found["question"].astype(str)).str.lower()
+            found = found[text.str.contains(words, regex=False)]
         count_w.value = f"<b>{len(found)}</b> of {len(summary)} pairs match"
         labels = [(f"{r.subset}/{r.id} [{r.category}] {r.question[:60]}", f"{r.subset}\t{r.id}")
                   for r in found.itertuples()]
@@ -268,11 +279,20 @@ def pair_browser(
             narrowing[0] = False
         refresh()
 
+    def step(delta: int) -> None:
+        values = [v for _, v in pair_w.options]
+        if values:
+            here = values.index(pair_w.value) if pair_w.value in values else 0
+            pair_w.value = values[(here + delta) % len(values)]
+
     subset_w.observe(narrow_categories, names="value")
-    for widget in (category_w, mode_w, model_w):
+    for widget in (category_w, mode_w, model_w, search_w):
         widget.observe(refresh, names="value")
     pair_w.observe(show, names="value")
-    box = w.VBox([w.HBox([subset_w, category_w]), w.HBox([mode_w, model_w]), count_w, pair_w, out])
+    previous_w.on_click(lambda _: step(-1))
+    next_w.on_click(lambda _: step(1))
+    box = w.VBox([w.HBox([subset_w, category_w]), w.HBox([mode_w, model_w]), count_w, pair_w,
+                  w.HBox([search_w, previous_w, next_w]), out])
     refresh()
     pair_list(summary, links=False, title=f"<h4>Every pair ({len(summary)}): search or sort, then pick one "
                                           "below</h4>")
