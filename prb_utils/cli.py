@@ -12,7 +12,7 @@ import math
 import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -20,20 +20,23 @@ from typing import Any
 import pandas as pd
 
 from prb_utils.analysis.metrics import compare, summarize, unit_labels
-from prb_utils.data import load_benchmark, read_benchmark, subset_counts
-from prb_utils.distributed import world
+from prb_utils.analysis.probe_effects import READING_RULE, probe_effects, reading_verdicts
+from prb_utils.data import load_benchmark, read_benchmark, record_digests, subset_counts
+from prb_utils.distributed import check_same_run, setup, world
 from prb_utils.downstream.rubric_judge import DEFAULT_JUDGE, check_judge, judge_label
 from prb_utils.errors import DataError, PRBError
 from prb_utils.export import FORMATS, export_results
 from prb_utils.models import MODEL_KINDS, EngineConfig, ModelOptions, list_models, parse_spec
 from prb_utils.models.engines import ENGINES
 from prb_utils.plan import plan_frame, plan_text
+from prb_utils.probes import PROBES
 from prb_utils.profile import parse_condition
 from prb_utils.schema import DEFAULT_ZOO, ORACLE_CONDITIONS
 from prb_utils.scoring import score_benchmark
 from prb_utils.store import StoreShortfallWarning, load_results, pair_units, read_json_cache
 
 DEFAULT_REPORT_PROFILES = ("none", "top3")
+PROBED_PROFILE = "top3"   # the condition prb report probes for its quick models (page 05)
 #: Without ``--profile``, ``prb report`` also scores these profile sizes for its models that need no LLM
 #: (the kinds marked ``quick``: seconds on a CPU), so that notebook 04 draws a profile-size curve (k = 0, 1, 2,
 #: 3, all).
@@ -45,6 +48,9 @@ ABLATION_PROFILE = "top2"
 #: The Best-of-N run inside ``prb report``: small enough for the report's few minutes on a CPU (N answers for
 #: the first ``limit`` questions of each subset); ``prb bon`` runs the pipeline at any size.
 REPORT_BON = {"n": 4, "limit": 1}
+EXACT_SAMPLING_HELP = ("Best-of-N: sample each question on its own, seeded by its id (one generate call, or one server "
+                       "request at a time), so its answers never depend on the questions sampled before or beside it; "
+                       "slower. Default: several questions sampled together (their answers cached apart)")
 
 
 def _int_at_least(text: str, low: int, what: str) -> int:
@@ -72,11 +78,9 @@ def _seed(text: str) -> int:
 
 
 def _positive_float(text: str) -> float:
-    """A finite number > 0 (a learning rate): argparse's error for anything else (nan, inf, 0, -1, words)."""
-    value = _nonnegative_float(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number above 0")
-    return value
+    """A finite number > 0 (a rate): argparse's error for anything else (nan, inf, 0, -1, words), one sentence
+    for every number out of range."""
+    return _finite_float(text, "above 0", lambda value: value > 0)
 
 
 def _count(text: str) -> int:
@@ -85,12 +89,18 @@ def _count(text: str) -> int:
 
 def _nonnegative_float(text: str) -> float:
     """A finite number >= 0 (a coefficient): argparse's error for anything else (nan, inf, -1, words)."""
+    return _finite_float(text, "of 0 or more", lambda value: value >= 0)
+
+
+def _finite_float(text: str, allowed: str, ok: Callable[[float], bool]) -> float:
+    """``text`` as a finite number that ``ok`` accepts; else argparse's error "'TEXT' is not a finite number
+    ALLOWED" (or "is not a number")."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of 0 or more")
+    if not (math.isfinite(value) and ok(value)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number {allowed}")
     return value
 
 
@@ -182,6 +192,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scoring_options(p, default_models=None)
     p.add_argument("--out", type=_folder_name, default="results", help="store folder (default: results)")
 
+    p = sub.add_parser("probe", help="is the RM reading this user? score the personalization probes and say",
+                       description="Scores the base condition (--profile, default top3) and each probe of it "
+                                   "(condition BASE+PROBE: swap, shuffle, distract, label-swap, retest; see "
+                                   "prb_utils.probes) like any job, then prints each probe against its base on the same "
+                                   "pairs and, per model, whether it reads the user.")
+    _add_data_options(p, required=True)
+    _add_scoring_options(p, default_models=None)
+    p.add_argument("--probe", action="append", choices=list(PROBES), default=None,
+                   help="a probe to run (repeatable; default: all)")
+    p.add_argument("--out", type=_folder_name, default="results", help="store folder (default: results)")
+
     p = sub.add_parser("plan", help="before scoring: pairs, tokens, truncated pairs and device time per model and "
                                     "profile condition (tokenizers only, no weights)",
                        description="Takes the options of prb score. For each model x profile condition: the pairs, "
@@ -231,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"Best-of-N in the report: first N questions of each subset (default {REPORT_BON['limit']})")
     p.add_argument("--bon-judge", default=DEFAULT_JUDGE, metavar="SPEC",
                    help=f"Best-of-N in the report: the rubric judge (default {DEFAULT_JUDGE}; see `prb bon --help`)")
+    p.add_argument("--exact-sampling", action="store_true", help=EXACT_SAMPLING_HELP)
 
     p = sub.add_parser("bon", help="Best-of-N: sample answers, score them with every RM, judge them, best-of-k curves",
                        description="The offline Best-of-N pipeline: the policy samples N answers per question, every "
@@ -254,6 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an llm: judge's answer quality from its most probable verdicts (argmax) or their "
                         "expected value (expected, the G-Eval practice); auto: argmax unless it rates every "
                         "answer alike (default: auto)")
+    p.add_argument("--exact-sampling", action="store_true", help=EXACT_SAMPLING_HELP)
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--seed", type=_seed, default=0)
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
@@ -375,6 +398,10 @@ def _print_frame(frame: pd.DataFrame, fmt: str = "table") -> None:
         print(frame.to_json(orient="records", indent=2))
     else:
         print(frame.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        failed = int(frame["failed"].sum()) if "failed" in frame.columns else 0
+        if failed:
+            print(f"{failed} failed pair(s) (the model or its server raised) are left out of n and of the accuracy; "
+                  "running the same prb score again scores them.")
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -402,19 +429,29 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def _score(args: argparse.Namespace, options: ModelOptions, models: Sequence[str], profiles: Sequence[str], out: str,
-           *, also: Sequence[tuple[Sequence[str], Sequence[str]]] = ()) -> pd.DataFrame:
+           *, also: Sequence[tuple[Sequence[str], Sequence[str]]] = (), stage: Any = None) -> pd.DataFrame:
     """Score ``models`` under ``profiles`` (then each ``(models, profiles)`` of ``also``) on the data of
-    ``args`` into the store ``out``; the rows of the first set."""
+    ``args`` into the store ``out``; the rows of the first set. ``stage``: a progress bar over jobs, moved as
+    each model's jobs finish (the models are then scored one at a time)."""
 
     for condition in profiles:
         parse_condition(condition)
     _warn_options_without_effect(args, options, models, profiles)
     frame = _load(args)
+    if world().distributed and options.engine.in_process:   # (a server engine refuses ranks in score_benchmark)
+        # rank 0 compares every rank's command line and data before any work; the data by its records, not its
+        # path (a node may keep it elsewhere)
+        check_same_run(setup(), {k: v for k, v in vars(args).items() if k != "data"}, record_digests(frame))
     _check_writable(out, writes=False)
     runs = []
     for run_models, run_profiles in [(models, profiles), *also]:
-        runs.append(score_benchmark(frame, run_models, run_profiles, out=out, options=options,
-                                    retriever=args.retriever, progress=not args.no_progress))
+        parts = []
+        for some in [[m] for m in run_models] if stage is not None else [run_models]:
+            parts.append(score_benchmark(frame, some, run_profiles, out=out, options=options,
+                                         retriever=args.retriever, progress=not args.no_progress))
+            if stage is not None:
+                stage.update(len(some) * len(run_profiles))
+        runs.append(parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True))
     truncated = sum(int(r["truncated"].fillna(False).astype(bool).sum()) for r in runs if "truncated" in r.columns)
     if truncated and world().is_main:   # under torchrun, rank 0 alone speaks
         print(f"Note: {truncated} scored pair(s) exceeded a model's context and were truncated (the user "
@@ -433,6 +470,38 @@ def cmd_score(args: argparse.Namespace) -> int:
         labels = results["job"].map(_store_job_labels(args.out))   # as prb summarize labels them
         rows, units, _ = _with_units(results.assign(job_label=labels), args.out, "question")   # its intervals too
         _print_frame(summarize(rows, by=("model", "job_label", "profile"), units=units))
+    return 0
+
+
+def probe_conditions(base: str, probes: Sequence[str] | None = None) -> list[str]:
+    """The base condition and each probe of it (all of :data:`prb_utils.probes.PROBES` when ``probes`` is empty).
+
+    >>> probe_conditions("top3", ["swap", "retest"])
+    ['top3', 'top3+swap', 'top3+retest']
+    """
+    base = parse_condition(base)
+    if base.probe or base.oracle:
+        raise PRBError(f"--profile {base.name}: a probe transforms none, full or topK (e.g. --profile top3).")
+    return [base.name, *(f"{base.name}+{name}" for name in dict.fromkeys(probes or PROBES))]
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    """``prb probe``: the base condition and its probes scored like ``prb score``, then what they found."""
+    if not args.model:
+        raise PRBError("Give at least one --model KIND:NAME (see `prb models`).")
+    if args.profile and len(args.profile) > 1:
+        raise PRBError("prb probe takes one --profile (the base condition the probes transform, default top3).")
+    conditions = probe_conditions((args.profile or ["top3"])[0], args.probe)
+    results = _score(args, _model_options(args), args.model, conditions, args.out)
+    if world().is_main:
+        data = _load(args)
+        rows = results.assign(model=results["job"].map(_store_job_labels(args.out)))
+        effects = probe_effects(rows, data)
+        _print_frame(effects.drop(columns=["p_value"]))
+        verdicts = reading_verdicts(effects)
+        if not verdicts.empty:
+            print(f"\nRule: {READING_RULE}.")
+            _print_frame(verdicts)
     return 0
 
 
@@ -550,6 +619,7 @@ def _baseline(results: pd.DataFrame, column: str) -> str:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from prb_utils.notebook.report import build_report, check_out_folder
+    from prb_utils.notebook.stages import Stages
 
     models = args.model or list(DEFAULT_ZOO)
     profiles = args.profile or list(DEFAULT_REPORT_PROFILES)
@@ -560,23 +630,31 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.bon_n > 0:
         check_judge(args.bon_judge, device=options.device)   # a judge that cannot be used fails before scoring
     also = [(curve_models, CURVE_PROFILES)] if curve_models else []
-    _score(args, options, models, profiles, args.results,
-           also=[*also, (diagnostic, ORACLE_CONDITIONS)] if diagnostic else also)
-    if diagnostic and args.retriever in (None, "bm25"):   # the ablation's other retriever, on the same pairs
-        _score(argparse.Namespace(**{**vars(args), "retriever": "random"}), options, diagnostic, [ABLATION_PROFILE],
-               args.results)
+    also = [*also, (diagnostic, ORACLE_CONDITIONS)] if diagnostic else also
+    probed = probe_conditions(PROBED_PROFILE) if curve_models else []   # page 05: the quick models' probes
+    also = [*also, (curve_models, probed[1:])] if probed else also
+    ablation = diagnostic and args.retriever in (None, "bm25")   # the ablation's other retriever, on the same pairs
+    jobs = sum(len(m) * len(p) for m, p in [(models, profiles), *also]) + (len(diagnostic) if ablation else 0)
+    stages = Stages(progress=not args.no_progress)
+    with stages.stage(f"scoring {jobs} jobs (models x profile conditions)", total=jobs, unit="job") as bar:
+        _score(args, options, models, profiles, args.results, also=also, stage=bar)
+        if ablation:
+            _score(argparse.Namespace(**{**vars(args), "retriever": "random"}), options, diagnostic,
+                   [ABLATION_PROFILE], args.results, stage=bar)
     pages: dict[str, dict[str, Any]] = {}
     if args.bon_n > 0:
         plain = [p for p in profiles if not parse_condition(p).oracle] or ["none"]   # never the rubric oracle
-        bon_dir = _report_bon(args, options, models, rm_profile="top3" if "top3" in plain else plain[-1])
+        with stages.stage("Best-of-N (sampling, scoring, judging)", kind="bon"):
+            bon_dir = _report_bon(args, options, models, rm_profile="top3" if "top3" in plain else plain[-1])
         pages["03_downstream_correlation"] = {"bon_dir": str(bon_dir.resolve())}
     _check_writable(args.out)
     if curve_models:
         extra = [*CURVE_PROFILES, *(ORACLE_CONDITIONS if diagnostic else ())]
         pages["04_personalization_diagnostics"] = {"profiles": list(dict.fromkeys([*profiles, *extra]))}
+        pages["05_reading_the_user"] = {"models": list(curve_models), "profiles": probed}
     index = build_report(data=args.data, results=args.results, out=args.out, models=models, profiles=profiles,
                          progress=not args.no_progress, parameters=pages or None, subsets=args.subset or (),
-                         limit=args.limit)
+                         limit=args.limit, stages=stages)
     print(f"Report written to {index}")
     return 0
 
@@ -586,9 +664,11 @@ REPORT_BON_FOLDER = "bon-report"
 
 def _report_bon(args: argparse.Namespace, options: ModelOptions, models: Sequence[str], *, rm_profile: str) -> Path:
     """The Best-of-N run page 03 shows: a ``prb bon`` run in ``RESULTS/bon`` that covers the report's models,
-    profile condition, answers and questions, or else the report's own small run (``--bon-n``, ``--bon-limit``,
-    ``--bon-judge``) written apart, to ``RESULTS/bon-report``, so that it never replaces a larger run."""
-    from prb_utils.downstream.pipeline import SamplingOptions, run_bon_pipeline
+    profile condition, answers and questions (the same records: question, profile, rubric) and was judged by
+    ``--bon-judge``, or else the report's own small run (``--bon-n``, ``--bon-limit``, ``--bon-judge``) written
+    apart, to ``RESULTS/bon-report``, so that it never replaces a larger run."""
+    from prb_utils.downstream.pipeline import SamplingOptions, question_digests, run_bon_pipeline
+    from prb_utils.downstream.rubric_judge import judge_identity
 
     data = _load(args)
     data = data.groupby("subset", sort=False).head(args.bon_limit)
@@ -597,7 +677,19 @@ def _report_bon(args: argparse.Namespace, options: ModelOptions, models: Sequenc
         found = read_json_cache(full / "run.json")
     except PRBError:   # a damaged run is not one to show: the report writes its own apart
         found = {}
-    if (set(models) <= set(found.get("models") or ()) and found.get("rm_profile") == rm_profile
+    held = found.get("questions") if isinstance(found.get("questions"), dict) else {}
+    other = [why for why, differs in (
+        ("on other data", any(held.get(k) != v for k, v in question_digests(data).items())),
+        (f"with another judge than {args.bon_judge}", found.get("judge_identity") != judge_identity(args.bon_judge)))
+        if differs]
+    if "questions" not in found or "judge_identity" not in found:
+        other = ["by a prb that did not record its data and judge"]
+    if found and other and (full / "bon_frame.parquet").is_file():
+        print(f"Best-of-N: the run in {full} was made {' and '.join(other)}; page 03 shows the report's own "
+              "run", file=sys.stderr)
+    # an exact run serves either mode (a run before the modes existed sampled exactly); a batched one, the default
+    if (not other and set(models) <= set(found.get("models") or ()) and found.get("rm_profile") == rm_profile
+            and (found.get("sampling", "exact") == "exact" or not args.exact_sampling)
             and int(found.get("n_samples") or 0) >= args.bon_n and int(found.get("n_questions") or 0) >= len(data)
             and (full / "bon_frame.parquet").is_file()):
         print(f"Best-of-N: page 03 shows the run in {full} ({found['n_questions']} questions x {found['n_samples']} "
@@ -606,7 +698,8 @@ def _report_bon(args: argparse.Namespace, options: ModelOptions, models: Sequenc
     print(f"Best-of-{args.bon_n} on {len(data)} questions ({args.bon_limit} per subset), judged by {args.bon_judge}",
           file=sys.stderr)
     run_bon_pipeline(data, out=args.results, models=models, rm_profile=rm_profile, judge=args.bon_judge,
-                     sampling=SamplingOptions(n_samples=args.bon_n), options=options, figures=False,
+                     sampling=SamplingOptions(n_samples=args.bon_n, exact=args.exact_sampling), options=options,
+                     figures=False,
                      progress=not args.no_progress, folder=REPORT_BON_FOLDER)
     return Path(args.results) / REPORT_BON_FOLDER
 
@@ -634,7 +727,8 @@ def cmd_bon(args: argparse.Namespace) -> int:
     data = _load(args)
     _check_writable(args.results)
     run = run_bon_pipeline(data, out=args.results, models=args.model or list(DEFAULT_ZOO), rm_profile=args.rm_profile,
-                           judge=args.judge, sampling=SamplingOptions(policy=args.policy, n_samples=args.n),
+                           judge=args.judge, sampling=SamplingOptions(policy=args.policy, n_samples=args.n,
+                                                                      exact=args.exact_sampling),
                            options=options, progress=not args.no_progress, quality_rule=args.quality_rule)
     table = run.curves[run.curves["method"] == "exact"].pivot_table(index="model", columns="k", values="mean")
     rule = str(run.frame["quality_rule"].iloc[0])
@@ -658,6 +752,8 @@ def cmd_ppo(args: argparse.Namespace) -> int:
     run = run_ppo(data, out=args.results, policy=args.policy, models=args.model or list(PPO_ZOO), steps=args.steps,
                   judge=args.judge, eval_questions=args.eval_questions, training=training, options=options,
                   save_steps=args.save_steps, progress=not args.no_progress)
+    for spec, reason in run.diverged.items():
+        print(f"prb: warning: the policy trained on {spec} {reason}; it is left out of the RL table.", file=sys.stderr)
     print(f"Held-out rubric quality after {args.steps} GRPO steps per RM ({judge_label(run.judge, run.judge_proxy)}):")
     print(run.table.pivot_table(index="rm", columns="subset", values="score").round(3).to_string())
     print(f"Trained now: {', '.join(run.trained) or 'nothing (all runs were finished)'}; "
@@ -666,7 +762,7 @@ def cmd_ppo(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"validate": cmd_validate, "models": cmd_models, "plan": cmd_plan, "score": cmd_score,
+COMMANDS = {"validate": cmd_validate, "models": cmd_models, "plan": cmd_plan, "score": cmd_score, "probe": cmd_probe,
             "summarize": cmd_summarize, "report": cmd_report, "bon": cmd_bon, "ppo": cmd_ppo, "export": cmd_export}
 
 
@@ -680,8 +776,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.modules["prb_utils.models.vllm_server"].stop_started()
 
 
+#: The commands that split their work over torchrun's ranks; the others refuse ranks in one sentence.
+RANKED_COMMANDS = ("score",)
+
+
 def _run_command(args: argparse.Namespace) -> int:
     try:
+        if args.command not in RANKED_COMMANDS and world().distributed:
+            raise PRBError(f"prb {args.command} runs as one process: start it without torchrun (only prb "
+                           f"{' and prb '.join(RANKED_COMMANDS)} splits its work over torchrun's ranks).")
         return COMMANDS[args.command](args)
     except DataError as exc:
         for line in exc.problems:

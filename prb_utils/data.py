@@ -25,7 +25,7 @@ import yaml
 
 from prb_utils.errors import DataError, PRBError
 from prb_utils.resources import resource_dir
-from prb_utils.schema import stable_hash
+from prb_utils.schema import pair_key, stable_hash
 
 SAMPLE_DIR = resource_dir("data") / "sample"  # the repository's data/, or the packaged copy
 HUB_ID = "QiyaoMa/Personalized-RewardBench"
@@ -382,6 +382,7 @@ def read_benchmark(source: str, *, subsets: Sequence[str] | None = None, limit: 
     problems: list[Problem] = []
     bad: list[str] = []
     seen: dict[tuple[str, str], str] = {}
+    named: dict[str, tuple[str, str]] = {}   # pair_key -> (subset, id): "x/y" + "z" and "x" + "y/z" are refused
     for item in _iter_source(source, subsets):
         if isinstance(item, Problem):
             problems.append(item)
@@ -392,11 +393,18 @@ def read_benchmark(source: str, *, subsets: Sequence[str] | None = None, limit: 
             continue
         if row is not None:
             key = (row["subset"], row["id"])
+            other = named.get(pair_key(*key))
             if key in seen:
                 found = [Problem(item.origin, row["id"], "id", f"duplicate id (first seen at {seen[key]})")]
                 row = None
+            elif other is not None:
+                found = [Problem(item.origin, row["id"], "id", f"subset {key[0]!r} with this id names the same "
+                                 f"pair ({pair_key(*key)}) as id {other[1]!r} of subset {other[0]!r} (first seen "
+                                 f"at {seen[other]}); rename one of the two ids")]
+                row = None
             else:
                 seen[key] = item.origin
+                named[pair_key(*key)] = key
         if found:
             problems += found
             bad.append(found[0].record_id or item.origin)
@@ -460,9 +468,21 @@ def data_fingerprint(frame: pd.DataFrame) -> str:
     >>> data_fingerprint(a) == data_fingerprint(a.iloc[::-1])
     True
     """
+    return stable_hash("".join(sorted(record_digests(frame).values())))
+
+
+def record_digests(frame: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """``{(subset, id): digest}`` of what a reward model can see in each record (the parts of
+    :func:`data_fingerprint`): ranks of one run compare them to find an edited record.
+
+    >>> a = load_benchmark("sample", limit=1)
+    >>> b = a.assign(chosen=a["chosen"] + "!")
+    >>> [k for k, v in record_digests(a).items() if record_digests(b)[k] != v][:1]
+    [('Art_and_Entertainment', 'art-001')]
+    """
     keys = ["subset", "id", "question", "profile", "chosen", "rejected"]
-    digests = sorted(stable_hash([row[k] for k in keys], length=64) for row in frame[keys].to_dict("records"))
-    return stable_hash("".join(digests))
+    return {(str(row["subset"]), str(row["id"])): stable_hash([row[k] for k in keys], length=64)
+            for row in frame[keys].to_dict("records")}
 
 
 def user_key(profile: Any) -> str:

@@ -5,8 +5,13 @@ and each rank's share of a job's pairs.
 ``LOCAL_RANK`` set; :func:`setup` puts each rank on its own device (``cuda:LOCAL_RANK`` when CUDA is there,
 else the CPU) and joins them into one process group on the ``gloo`` backend: the ranks only exchange pair keys
 and meet at barriers (no tensor ever crosses), which gloo carries on CPUs and GPU machines alike, with no
-communicator memory on the GPUs. Without those variables :func:`world` is the single process (rank 0 of 1) and
-nothing here touches torch.distributed.
+communicator memory on the GPUs. Without those variables, or with ``WORLD_SIZE=1`` (a leftover of an earlier
+launch), :func:`world` is the single process (rank 0 of 1) and nothing here touches torch.distributed.
+
+Ranks that never meet are one sentence, not a wait: the ranks must all join within :data:`JOIN_TIMEOUT`
+(``PRB_RANK_JOIN_TIMEOUT`` seconds overrides it); once joined, a rank waits for the others up to
+:data:`WAIT_FOR_RANKS` (a slow share, a job lock held by another run). Before any work :func:`check_same_run`
+has rank 0 compare every rank's arguments and data and name the first difference.
 
 >>> World(rank=1, size=2, local_rank=1).share(["a", "b", "c"])
 ['b']
@@ -29,6 +34,11 @@ Item = TypeVar("Item")
 #: How long a rank waits for the others (the slowest share, a job lock held by another run, a model loading)
 #: before torch.distributed gives up.
 WAIT_FOR_RANKS = timedelta(hours=24)
+#: How long the ranks wait for one another to join the run (torchrun starts them together; a WORLD_SIZE and
+#: RANK left in the environment without torchrun wait for ranks that never come).
+JOIN_TIMEOUT = timedelta(minutes=5)
+#: Seconds that replace :data:`JOIN_TIMEOUT` when set.
+JOIN_TIMEOUT_ENV = "PRB_RANK_JOIN_TIMEOUT"
 #: Test hook: the rank named here kills itself (SIGKILL) right after its first part file is in the store.
 KILL_RANK_ENV = "PRB_TEST_KILL_RANK"
 
@@ -88,7 +98,29 @@ def world(environ: Mapping[str, str] | None = None) -> World:
                        f"{env.get('LOCAL_RANK')!r} must be whole numbers (torchrun sets them).") from None
     if not (size >= 1 and 0 <= rank < size and local_rank >= 0):
         raise PRBError(f"RANK={rank} is not a rank of WORLD_SIZE={size} (torchrun sets them).")
+    if size == 1:   # one process, whoever set the variables
+        return World()
     return World(rank=rank, size=size, local_rank=local_rank, distributed=True)
+
+
+def join_timeout(environ: Mapping[str, str] | None = None) -> timedelta:
+    """How long the ranks wait for one another to join: :data:`JOIN_TIMEOUT`, or ``PRB_RANK_JOIN_TIMEOUT``
+    seconds.
+
+    >>> join_timeout({JOIN_TIMEOUT_ENV: "2.5"}).total_seconds(), join_timeout({}) == JOIN_TIMEOUT
+    (2.5, True)
+    """
+    env = os.environ if environ is None else environ
+    text = env.get(JOIN_TIMEOUT_ENV, "").strip()
+    if not text:
+        return JOIN_TIMEOUT
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise PRBError(f"{JOIN_TIMEOUT_ENV}={text!r} must be a number of seconds above 0.")
+    return timedelta(seconds=seconds)
 
 
 def cuda_device(current: World) -> str:
@@ -114,9 +146,33 @@ def setup() -> World:
     if not dist.is_initialized():
         if torch.cuda.is_available():
             torch.cuda.set_device(cuda_device(current))
-        dist.init_process_group("gloo", timeout=WAIT_FOR_RANKS)
+        _join(current)
         atexit.register(_leave)
     return current
+
+
+def _join(current: World) -> None:
+    """Join the ``gloo`` process group within :func:`join_timeout` (PRBError naming the rank, the address and
+    the wait when the others do not come, or when torchrun's rendezvous variables are missing), then give
+    every later wait :data:`WAIT_FOR_RANKS`."""
+    import torch.distributed as dist
+    from torch.distributed.distributed_c10d import _set_pg_timeout
+
+    missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(name)]
+    if missing:
+        raise PRBError(f"WORLD_SIZE={current.size} and RANK={current.rank} are set but {' and '.join(missing)} "
+                       f"{'is' if len(missing) == 1 else 'are'} not: start prb with torchrun, or unset WORLD_SIZE "
+                       "and RANK to run it as one process.")
+    timeout = join_timeout()
+    try:
+        dist.init_process_group("gloo", timeout=timeout)
+        dist.barrier()   # every rank is here
+    except Exception as exc:   # torch's rendezvous and gloo raise several types for a peer that never comes
+        raise PRBError(f"Rank {current.rank} of WORLD_SIZE={current.size} waited {timeout.total_seconds():g} s at "
+                       f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']} and not every rank joined "
+                       f"({type(exc).__name__}): start every rank with torchrun, or unset WORLD_SIZE and RANK to "
+                       f"run as one process ({JOIN_TIMEOUT_ENV} sets the wait).") from None
+    _set_pg_timeout(WAIT_FOR_RANKS)
 
 
 def _leave() -> None:
@@ -146,8 +202,78 @@ def broadcast(current: World, value: Any) -> Any:
     return box[0]
 
 
+def gather(current: World, value: Any) -> list[Any]:
+    """Every rank's ``value`` (a picklable object), in rank order, on every rank; ``[value]`` for a single
+    process."""
+    if not current.distributed:
+        return [value]
+    import torch.distributed as dist
+
+    box: list[Any] = [None] * current.size
+    dist.all_gather_object(box, value)
+    return box
+
+
 def kill_point(current: World) -> None:
     """Test hook (``PRB_TEST_KILL_RANK=N``): rank N of a torchrun world dies here at once, as a killed process
     does; called after a rank's first part file is written."""
     if current.distributed and os.environ.get(KILL_RANK_ENV, "").strip() == str(current.rank):
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def check_same_run(current: World, arguments: Mapping[str, Any], records: Mapping[tuple[str, str], str]) -> None:
+    """Rank 0's check before any work: every rank was given the same ``arguments`` (the parsed command line,
+    options in their order) and the same data (``records``: a digest per ``(subset, id)``); PRBError on every
+    rank, naming the first difference, when one differs. Nothing for a single process."""
+    if not current.distributed:
+        return
+    import torch.distributed as dist
+
+    facts = (dict(arguments), dict(records))
+    gathered: list[Any] | None = [None] * current.size if current.is_main else None
+    dist.gather_object(facts, gathered, dst=0)
+    problem = broadcast(current, run_difference(gathered) if gathered is not None else None)
+    if problem:
+        raise PRBError(problem)
+
+
+def run_difference(gathered: Sequence[tuple[Mapping[str, Any], Mapping[tuple[str, str], str]]]) -> str | None:
+    """The first difference between rank 0's ``(arguments, records)`` and another rank's, in one sentence.
+
+    >>> run_difference([({"out": "a"}, {}), ({"out": "b"}, {})])
+    "Rank 1 was given --out 'b' where rank 0 has --out 'a': every rank must run the same command on the same data."
+    >>> run_difference([({}, {("S", "1"): "h"}), ({}, {("S", "1"): "x"})])
+    "Rank 1's record '1' of subset 'S' differs from rank 0's: every rank must run the same command on the same data."
+    """
+    same = "every rank must run the same command on the same data."
+    base_args, base_records = gathered[0]
+    for rank, (args, records) in enumerate(gathered[1:], start=1):
+        for name in list(dict.fromkeys([*base_args, *args])):
+            if base_args.get(name) != args.get(name):
+                return (f"Rank {rank} was given {_option_text(name, args.get(name))} where rank 0 has "
+                        f"{_option_text(name, base_args.get(name))}: {same}")
+        if records == base_records:
+            continue
+        for key, digest in records.items():
+            if key not in base_records:
+                return f"Rank {rank}'s data holds {_record_text(key)}, which rank 0's lacks: {same}"
+            if base_records[key] != digest:
+                return f"Rank {rank}'s {_record_text(key)} differs from rank 0's: {same}"
+        key = next(k for k in base_records if k not in records)
+        return f"Rank {rank}'s data lacks {_record_text(key)}, which rank 0's holds: {same}"
+    return None
+
+
+def _option_text(name: str, value: Any) -> str:
+    flag = "--" + name.replace("_", "-")
+    if value is None or value is False:
+        return f"no {flag}"
+    if value is True:
+        return flag
+    if isinstance(value, (list, tuple)):
+        return " ".join(f"{flag} {item!r}" for item in value) or f"no {flag}"
+    return f"{flag} {value!r}"
+
+
+def _record_text(key: tuple[str, str]) -> str:
+    return f"record {key[1]!r} of subset {key[0]!r}"

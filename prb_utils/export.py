@@ -14,7 +14,8 @@ One export per scoring job (a model spec under one profile condition, with its o
   ``<out>/data/personalized_rewardbench/<developer>/<model>/<uuid>.json`` (an ``EvaluationLog``: overall and
   per-subset accuracy with Wilson 95% intervals) and ``<uuid>_samples.jsonl`` beside it (one
   ``InstanceLevelEvaluationLog`` per pair). The uuid is derived from the job key, so exporting again replaces
-  the same files. Baselines are filed under the developer ``prb``, the offline aliases under their hub ids.
+  the same files. Baselines are filed under the developer ``prb``, the offline aliases under their hub ids, a
+  local folder under ``local`` by its last name and a hash of its path (:func:`local_model_id`).
 
 Every export marks the oracle condition ``rubric`` (the RM saw the rubric aspects: a diagnostic, never a
 benchmark result): ``oracle: true`` in every reward-bench file and line; ``oracle`` ``"true"`` in the
@@ -91,10 +92,24 @@ def model_identity(spec: str) -> tuple[str, str, str]:
         hub = ALIAS_HUB_IDS[name]
         return hub, hub.split("/", 1)[0], "open_weights"
     if _is_path(name):
-        return _component(Path(name.rstrip("/\\")).name), "local", "unknown"
+        return local_model_id(name), "local", "unknown"
     if "/" in name:
         return name, name.split("/", 1)[0], "open_weights"
     return name, name, "open_weights"
+
+
+def local_model_id(name: str) -> str:
+    """The id of a model in a local folder: its last name and a hash of its absolute path, so that two folders
+    that end alike (``a/enc``, ``b/enc``, or names that differ only in characters an id cannot keep) are two
+    models; the same folder, however it is written, is one.
+
+    >>> local_model_id("/m/a/enc") != local_model_id("/m/b/enc"), local_model_id("/m/a/enc").startswith("enc-")
+    (True, True)
+    >>> local_model_id("/m/a/enc/") == local_model_id("/m/x/../a/enc")
+    True
+    """
+    folder = os.path.normpath(os.path.abspath(os.path.expanduser(name.rstrip("/\\") or name)))
+    return f"{_component(Path(folder).name)}-{stable_hash(folder, length=8)}"
 
 
 def _component(text: str) -> str:
@@ -456,6 +471,18 @@ def export_results(results: str | os.PathLike, out: str | os.PathLike, *, format
     return written
 
 
+def one_line(text: str) -> str:
+    """``text`` as is, or as a JSON string (quoted, escaped) when it holds a line break or another control
+    character, so that a path never breaks a one-entry-per-line file.
+
+    >>> one_line("results"), one_line("res\\nults")
+    ('results', '"res\\\\nults"')
+    """
+    if text.splitlines() in ([text], []) and not any(ord(c) < 32 or 127 <= ord(c) < 160 for c in text):
+        return text
+    return json.dumps(text, ensure_ascii=False)
+
+
 def write_manifest(out: Path, written: list[Path], *, format: str, results: str | os.PathLike) -> list[str]:
     """Write ``out/MANIFEST``: a comment line (format, store, time), then the path (relative to ``out``) of every
     file this export wrote, one per line. Returns the other files found under ``out`` (an earlier export's,
@@ -471,8 +498,8 @@ def write_manifest(out: Path, written: list[Path], *, format: str, results: str 
     ['new.json']
     """
     names = sorted(str(Path(p).relative_to(out)) for p in written)
-    header = f"# prb export --format {format} --results {results} at {time.strftime('%Y-%m-%dT%H:%M:%S%z')}: " \
-             f"the {len(names)} file(s) it wrote"
-    _write(out / MANIFEST, "\n".join([header, *names]) + "\n")
+    header = f"# prb export --format {format} --results {one_line(os.fspath(results))} at " \
+             f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')}: the {len(names)} file(s) it wrote"
+    _write(out / MANIFEST, "\n".join([header, *map(one_line, names)]) + "\n")
     skip = {*names, MANIFEST}
     return sorted(name for p in out.rglob("*") if p.is_file() and (name := str(p.relative_to(out))) not in skip)

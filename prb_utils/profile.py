@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from prb_utils.errors import PRBError
+from prb_utils.probes import PROBES
 from prb_utils.schema import ORACLE_CONDITIONS, stable_hash
 
 PROFILE_HEADER = "Here are questions this user asked before:"
@@ -50,26 +51,44 @@ STOPWORDS = frozenset(
 
 @dataclass(frozen=True)
 class ProfileCondition:
-    """A parsed profile condition: ``k`` is None for ``full``, 0 for ``none``."""
+    """A parsed profile condition: ``k`` is None for ``full``, 0 for ``none``; ``probe`` names the personalization
+    probe (:data:`prb_utils.probes.PROBES`) applied to the records, None for the benchmark's own records. ``name``
+    is the condition's one label everywhere (``top3``, ``top3+swap``)."""
 
     name: str
     k: int | None
+    probe: str | None = None
 
     @property
     def oracle(self) -> bool:
         """True for ``rubric``: the RM sees the answer key (a diagnostic, never a benchmark result)."""
         return self.name in ORACLE_CONDITIONS
 
+    @property
+    def base(self) -> str:
+        """The condition without its probe (``top3+swap`` -> ``top3``)."""
+        return self.name.partition("+")[0]
+
 
 def parse_condition(text: str | ProfileCondition) -> ProfileCondition:
-    """Parse ``none``, ``full`` or ``top{K}`` (K >= 1).
+    """Parse ``none``, ``full`` or ``top{K}`` (K >= 1), optionally followed by ``+PROBE`` (a personalization probe
+    of :mod:`prb_utils.probes`, never on the oracle ``rubric``).
 
     >>> parse_condition("top3")
-    ProfileCondition(name='top3', k=3)
+    ProfileCondition(name='top3', k=3, probe=None)
+    >>> parse_condition("top3+swap")
+    ProfileCondition(name='top3+swap', k=3, probe='swap')
     """
     if isinstance(text, ProfileCondition):
         return text
-    match = _CONDITION.match(str(text).strip().lower())
+    base_text, plus, probe_name = str(text).strip().lower().partition("+")
+    if plus:
+        base = parse_condition(base_text)
+        if probe_name not in PROBES or base.oracle:
+            raise PRBError(f"Unknown profile condition '{text}'; a probe follows none, full or topK after '+': "
+                           f"one of {', '.join(PROBES)} (e.g. top3+swap).")
+        return ProfileCondition(f"{base.name}+{probe_name}", base.k, probe_name)
+    match = _CONDITION.match(base_text)
     if not match or (match.group(2) is not None and int(match.group(2)) < 1):
         raise PRBError(f"Unknown profile condition '{text}'; use none, full or topK with K >= 1 (e.g. top3).")
     name = match.group(1)

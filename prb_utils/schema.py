@@ -72,6 +72,16 @@ def stable_hash(value: Any, *, length: int = 16) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:length]
 
 
+def pair_key(subset: str, item_id: str) -> str:
+    """The text that names a pair in a job's record and between ranks: ``subset/id``. Validation refuses two
+    records with one key (subset ``x/y`` with id ``z`` and subset ``x`` with id ``y/z``).
+
+    >>> pair_key("Art/Film", "7")
+    'Art/Film/7'
+    """
+    return f"{subset}/{item_id}"
+
+
 def canonical_spec(spec: str) -> str:
     """A model spec as the store writes it: the kind lower-cased, spaces trimmed.
 

@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 
 from prb_utils import __version__
 from prb_utils.data import data_fingerprint, user_key
-from prb_utils.distributed import World, barrier, broadcast, kill_point, setup, world
+from prb_utils.distributed import World, barrier, broadcast, gather, kill_point, setup, world
 from prb_utils.errors import PRBError
 from prb_utils.models import ModelOptions, PairInput, load_model
 from prb_utils.models.base import parse_spec
@@ -49,8 +49,9 @@ from prb_utils.models.embedding import load_encoder
 from prb_utils.models.fingerprint import model_fingerprint
 from prb_utils.models.kinds import MODEL_KINDS
 from prb_utils.models.prompts import JUDGE_TEMPLATES, load_judge_template
+from prb_utils.probes import apply_probe
 from prb_utils.profile import make_retriever, parse_condition, rm_user_message
-from prb_utils.schema import stable_hash
+from prb_utils.schema import pair_key, stable_hash
 from prb_utils.store import JobStore, missing_pairs, now, pair_hash, tidy_rows
 
 MIN_CHUNK = 2
@@ -62,6 +63,16 @@ TARGET_CHUNK_SECONDS = 5.0
 # time per pair (a 3B model on an H200: 7 ms against 20 ms per top3 pair); at 4x the device waited.
 CHUNK_GROWTH = 2
 ABORT_AFTER_FAILURES = 8  # consecutive pairs that raise even when scored alone
+#: A job whose failed pairs (they raised even when scored alone) are more than this share (a third) of the pairs
+#: it scored, and at least ``FAILED_PAIRS_TO_STOP`` of them, stops the run once its pairs are done: a server or model
+#: that fails this often (every other response, say) is not one to report numbers from. What finished is kept;
+#: the next run scores the failed pairs again.
+MAX_FAILED_SHARE = 1 / 3
+FAILED_PAIRS_TO_STOP = 3
+#: Run-metadata counters an adapter keeps over its whole life (every condition of its model, this rank only): a
+#: job records what its own pairs added, summed over the ranks of a torchrun world.
+JOB_COUNTERS = ("n_pairs_scored", "tokens_computed", "oom_halvings", "n_letter_fallbacks", "engine_requests_sent",
+                "engine_requests_cached", "engine_retries")
 # While the preparing thread tokenizes, the thread that drives the device waits for the interpreter lock at
 # most this long (Python's default is 5 ms). bench/host_overhead.py on one core, two runs each: 0.5 ms cost
 # 11-12.7 host ms per pair in thread switches (8.8-9.1 at 5 ms); 2 ms gave 7.5-8.1 and the best shares.
@@ -88,7 +99,7 @@ class _Pair:
 
     @property
     def key(self) -> str:
-        return f"{self.subset}/{self.id}"
+        return pair_key(self.subset, self.id)
 
     @property
     def question_key(self) -> str:
@@ -203,6 +214,8 @@ def job_options(kind: str, condition: str, options: ModelOptions | None = None, 
         key["tokenization"] = options.tokenization
     if traits.pairwise:
         key.update(judge_mode=options.judge_mode, judge_template=_template_id(options.judge_template))
+    if parse_condition(condition).probe and int(options.seed) != 0:
+        key["probe_seed"] = int(options.seed)   # a probe's seeded choices (seed 0: no key of its own)
     if condition.startswith("top"):  # only top{K} retrieves posts (none, full and rubric do not)
         key["retriever"] = retriever or "bm25"
         if key["retriever"] == "random" and int(options.seed) != 0:
@@ -226,6 +239,13 @@ def _given_fingerprint(given: Any, spec: str) -> str:
 
 def _condition_name(condition: Any) -> str:
     return parse_condition(condition).name
+
+
+def _probed(data: pd.DataFrame, records: list[dict[str, Any]], condition: str, seed: int) -> list[dict[str, Any]]:
+    """The records a condition's RM sees: ``records`` as they are, or as its probe transforms them
+    (:func:`prb_utils.probes.apply_probe`, seeded by ``seed``)."""
+    name = parse_condition(condition).probe
+    return records if name is None else apply_probe(data, name, seed).to_dict("records")
 
 
 SEED_LABEL = ", retriever_seed="
@@ -486,6 +506,7 @@ def _run_job(
     ranks = ranks or World()
     everyone, todo = todo, ranks.share(todo)
     model = lazy.get() if todo else None   # a rank without a share (fewer pairs than ranks) loads nothing
+    counted = _counters(model)   # what the model counted before this job (its earlier conditions)
     if ranks.is_main:
         meta = store.metadata() or {**store.description, "key": store.key, "created": now()}
         meta.update(finished=None, updated=now(), n_pairs=run["n_pairs"])
@@ -499,7 +520,8 @@ def _run_job(
     writer = ThreadPoolExecutor(1, thread_name_prefix="prb-write")   # rows reach the store while the next chunk runs
     pending: deque[tuple[list[_Pair], Future | None]] = deque()
     written: Future | None = None
-    queued = streak = 0
+    queued = streak = failed = 0
+    last_error: Exception | None = None
 
     def schedule() -> None:
         nonlocal queued
@@ -529,6 +551,8 @@ def _run_job(
                 streak = streak + 1 if error is not None else 0
                 if streak >= ABORT_AFTER_FAILURES:
                     raise error  # a broken model, not a bad pair (the failed pairs are retried next run)
+            failed += sum(error is not None for error in errors)
+            last_error = next((e for e in reversed(errors) if e is not None), last_error)
             if chunk_size is None:
                 size = _next_chunk_size(size, seconds, len(chunk))
         stopped = False
@@ -540,16 +564,40 @@ def _run_job(
     if written is not None:
         written.result()
     barrier(ranks)   # every rank's rows are in the store
+    mine = {k: v - counted.get(k, 0) for k, v in _counters(model).items()}
+    everywhere = gather(ranks, (mine, failed))
+    _stop_if_failing(sum(f for _, f in everywhere), len(everyone), labels, last_error)
     if not ranks.is_main:
         return
 
     _record_pairs(meta, run["pairs"])   # every RM input is built now
     meta["data_fingerprint"] = run["data_fingerprint"].result()
-    meta["run"].update(_model_metadata(model))  # again: adapters report counters (cumulative per model)
+    meta["run"].update(_model_metadata(model))  # again, with this job's own counters, every rank's:
+    meta["run"].update({k: sum(c.get(k, 0) for c, _ in everywhere) for k in {k for c, _ in everywhere for k in c}})
     meta["run"]["n_scored"] = len(everyone)
     if ranks.distributed:
         meta["run"].update(world_size=ranks.size, rank_pairs=[[p.key for p in s] for s in ranks.shares(everyone)])
     _finish_job(store, meta)
+
+
+def _counters(model: Any) -> dict[str, int]:
+    """The :data:`JOB_COUNTERS` a model reports now (none without a model)."""
+    if model is None:
+        return {}
+    found = _model_metadata(model)
+    return {k: int(v) for k in JOB_COUNTERS if isinstance(v := found.get(k), int | float) and not isinstance(v, bool)}
+
+
+def _stop_if_failing(failed: int, scored: int, labels: Mapping[str, str], last: BaseException | None) -> None:
+    """PRBError (the run stops; what finished is kept) when ``failed`` of the ``scored`` pairs of a job exceed
+    :data:`MAX_FAILED_SHARE`, counting from :data:`FAILED_PAIRS_TO_STOP`; ``last``: this rank's last error."""
+    if failed < FAILED_PAIRS_TO_STOP or failed <= MAX_FAILED_SHARE * scored:
+        return
+    why = f" (the last: {_error_reason(last)})" if last is not None else ""
+    raise PRBError(f"{failed} of the {scored} pairs of {labels['spec']} [{labels['profile']}] failed{why}, more than "
+                   "the third a job may lose, so its accuracy would mean little: the pairs that finished are kept, "
+                   "and the same command run again scores the failed ones once the model or its server answers "
+                   "reliably.")
 
 
 def _finish_job(store: JobStore, meta: dict[str, Any]) -> None:
@@ -638,15 +686,16 @@ def score_benchmark(
     conditions = list(dict.fromkeys(_condition_name(c) for c in profiles))
     retriever_name = retriever or "bm25"
     find_posts = _retriever(retriever_name, options.seed) if any(c.startswith("top") for c in conditions) else None
-    pairs_by_condition = {c: _build_pairs(records, c, find_posts) for c in conditions}
+    pairs_by_condition = {c: _build_pairs(_probed(data, records, c, options.seed), c, find_posts) for c in conditions}
     load_options = replace(options, engine=options.engine.for_run(out, progress=progress))
     run_options = {"device": options.device, "dtype": options.dtype, "batch_tokens": options.batch_tokens,
                    "seed": options.seed, **options.engine.metadata()}
 
     frames = []
-    for given, spec, kind in _resolve_models(models):  # an unknown spec fails here, before anything is scored
+    # every model is resolved (an unknown spec, a missing folder) before anything is scored
+    resolved = [(given, spec, kind, _given_fingerprint(given, spec)) for given, spec, kind in _resolve_models(models)]
+    for given, spec, kind, model_fp in resolved:
         lazy = _LazyModel(given if not isinstance(given, str) else spec, load_options)
-        model_fp = _given_fingerprint(given, spec)
         try:
             for condition in conditions:
                 key = job_options(kind, condition, options, retriever=retriever_name)

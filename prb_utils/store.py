@@ -57,7 +57,7 @@ import pandas as pd
 import pyarrow as pa
 from filelock import FileLock, Timeout
 
-from prb_utils.errors import PRBError
+from prb_utils.errors import PRBError, set_aside
 from prb_utils.profile import parse_condition
 from prb_utils.schema import (  # noqa: F401
     FLOAT_COLUMNS,
@@ -327,19 +327,32 @@ def _damaged(path: Path, reason: str, remedy: str) -> PRBError:
 CACHE_REMEDY = "delete it and run the same command again to compute it anew"
 
 
-def read_parquet_cache(path: str | os.PathLike) -> pd.DataFrame | None:
+def read_parquet_cache(path: str | os.PathLike, *, columns: Sequence[str] = (),
+                       recompute: bool = False) -> pd.DataFrame | None:
     """A cache or result file written by :func:`write_parquet` (None when there is none); a damaged one (cut
-    short, not parquet, a folder where the file should be) is a PRBError naming it and what to delete."""
+    short, not parquet, a folder where the file should be, without one of ``columns``) is a PRBError naming it
+    and what to delete, or, with ``recompute`` (a cache the caller computes anew when it is None), set aside
+    with one sentence (:func:`prb_utils.errors.set_aside`) and None."""
     path = Path(path)
     if not path.exists():
         return None
+    reason = None
     if not path.is_file():   # pandas would read a folder as an (empty) dataset
-        raise _damaged(path, "a folder where the file should be", CACHE_REMEDY)
-    try:
-        return pd.read_parquet(path)
-    except Exception as exc:   # pyarrow's errors for a cut or foreign file, IsADirectoryError, ...
-        raise _damaged(path, f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}",
-                       CACHE_REMEDY) from None
+        reason = "a folder where the file should be"
+    else:
+        try:
+            frame = pd.read_parquet(path)
+        except Exception as exc:   # pyarrow's errors for a cut or foreign file, IsADirectoryError, ...
+            reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
+        else:
+            lacking = [c for c in columns if c not in frame.columns]
+            if not lacking:
+                return frame
+            reason = f"no column {', '.join(lacking)}"
+    if not recompute:
+        raise _damaged(path, reason, CACHE_REMEDY)
+    set_aside(path, reason)
+    return None
 
 
 def read_json_cache(path: str | os.PathLike) -> dict[str, Any]:

@@ -50,6 +50,7 @@ REPORT_PARAMETERS = {  # per-notebook parameters that keep the run short and rea
     "02_accuracy_breakdown": {"n_boot": 200},
     "03_downstream_correlation": {"n_boot": 200},
     "04_personalization_diagnostics": {"n_boot": 200},
+    "05_reading_the_user": {"n_boot": 200},
 }
 PPO_CSV = "rm,subset,score,n\nlength,Art,0.4,10\nlexical,Art,0.6,10\nlexical,Society,0.5,30\n"
 

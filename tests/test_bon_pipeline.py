@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import matplotlib
@@ -99,6 +100,10 @@ def test_prb_bon_on_the_command_line(tmp_path, tiny_lm_dir, capsys):
     assert "Expected best-of-k rubric quality (proxy:minilm - proxy judge (MiniLM similarity" in printed
     curves = pd.read_csv(tmp_path / "bon" / "curves.csv")
     assert set(curves["model"]) >= {"length", "lexical", "oracle", "random"} and set(curves["k"]) == {1, 2}
+    assert json.loads((tmp_path / "bon" / "run.json").read_text())["sampling"] == "batched"
+    assert main([*args, "--exact-sampling"]) == 0
+    capsys.readouterr()
+    assert json.loads((tmp_path / "bon" / "run.json").read_text())["sampling"] == "exact"
     assert main([*args, "--judge", "gpt"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["prb: Unknown rubric judge 'gpt'; use 'llm:NAME' (one verdict per aspect), 'llm-all:NAME' "
@@ -223,9 +228,10 @@ def test_out_of_range_seeds_and_learning_rates_exit_2_at_parse_time(argv, capsys
 
 
 @pytest.mark.parametrize("damage", ["cut", "folder", "text"])
-def test_a_damaged_cache_file_is_named_in_one_sentence(tmp_path, damage):
-    """A cut verdict cache, a folder in its place, or a run.json that is not JSON: PRBError naming the file
-    and what to delete, never a traceback from pyarrow or json."""
+def test_a_damaged_cache_file_is_named_in_one_sentence(tmp_path, damage, capsys):
+    """A cut verdict cache or a folder in its place: one sentence naming it, set aside (kept) and judged anew
+    (issue 35 item 12); a run.json that is not JSON: PRBError naming the file and what to delete; never a
+    traceback from pyarrow or json."""
     from prb_utils.downstream.pipeline import judge_samples
     from prb_utils.errors import PRBError
     from prb_utils.schema import stable_hash
@@ -248,8 +254,13 @@ def test_a_damaged_cache_file_is_named_in_one_sentence(tmp_path, damage):
         with pytest.raises(PRBError, match="run.json is damaged .* delete it"):
             read_json_cache(run)
         return
-    with pytest.raises(PRBError, match=f"{cache.name} is damaged .* delete it and run the same command again"):
-        judge_samples(data, samples, out=tmp_path, judge=LengthJudge(), progress=False)
+    capsys.readouterr()
+    judge = LengthJudge()
+    judged = judge_samples(data, samples, out=tmp_path, judge=judge, progress=False)
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"prb: warning: {cache} is damaged") and f"set aside as {cache.name}.damaged" in line
+    assert judge.calls == 1 and judged["quality"].notna().all() and cache.is_file()
+    assert (tmp_path / "bon" / "judge" / f"{cache.name}.damaged").exists()
 
 
 @pytest.mark.parametrize("role", ["--policy", "--judge"])
@@ -273,10 +284,10 @@ def test_a_policy_without_a_chat_template_is_refused(tmp_path, capsys, tiny_lm_n
 
 
 def test_a_questions_answers_do_not_depend_on_what_was_sampled_before_or_beside_it(tmp_path, tiny_lm_dir):
-    """`--limit 1` then `--limit 3` in one results folder gives, answer for answer, what a fresh `--limit 3`
-    gives, and so does sampling one question at a time: a question's answers depend on the question, the
-    policy, N and the seed only."""
-    sampling = SamplingOptions(policy=str(tiny_lm_dir), n_samples=4, max_new_tokens=12, policy_posts=1)
+    """With --exact-sampling, `--limit 1` then `--limit 3` in one results folder gives, answer for answer, what a
+    fresh `--limit 3` gives, and so does sampling one question at a time: a question's answers depend on the
+    question, the policy, N and the seed only."""
+    sampling = SamplingOptions(policy=str(tiny_lm_dir), n_samples=4, max_new_tokens=12, policy_posts=1, exact=True)
     kwargs = dict(options=ModelOptions(device="cpu"), models=["length"], judge=LengthJudge(), figures=False,
                   progress=False)
     first = run_bon_pipeline("sample", out=tmp_path / "grown", limit=1, sampling=sampling, **kwargs).samples
@@ -289,6 +300,43 @@ def test_a_questions_answers_do_not_depend_on_what_was_sampled_before_or_beside_
     columns = ["subset", "id", "sample_idx", "response"]
     pd.testing.assert_frame_equal(grown[columns], fresh[columns])
     pd.testing.assert_frame_equal(alone[columns], fresh[columns])
+    assert json.loads((tmp_path / "fresh" / "bon" / "run.json").read_text())["sampling"] == "exact"
+
+
+def test_the_default_batched_mode_samples_questions_together_and_reuses_cached_ones(tmp_path, tiny_lm_dir,
+                                                                                     monkeypatch):
+    """By default the questions are sampled together (one generate call for the three here); a later, larger
+    run samples only the questions it lacks and keeps the cached ones' answers; run.json names the mode; the
+    exact mode never reads the batched mode's answers (its own cache file)."""
+    from prb_utils.models.generation import ChatGenerator
+
+    calls: list[int] = []
+    together = ChatGenerator.sample_together
+
+    def counted(self, users, n, **kw):
+        calls.append(len(users))
+        return together(self, users, n, **kw)
+
+    monkeypatch.setattr(ChatGenerator, "sample_together", counted)
+    sampling = SamplingOptions(policy=str(tiny_lm_dir), n_samples=3, max_new_tokens=10, policy_posts=1)
+    kwargs = dict(options=ModelOptions(device="cpu"), models=["length"], judge=LengthJudge(), figures=False,
+                  progress=False)
+    first = run_bon_pipeline("sample", out=tmp_path, limit=1, sampling=sampling, **kwargs).samples
+    assert calls == [first.groupby(["subset", "id"]).ngroups]
+    grown = run_bon_pipeline("sample", out=tmp_path, limit=3, sampling=sampling, **kwargs).samples
+    n_grown = grown.groupby(["subset", "id"]).ngroups
+    assert calls[1:] == [n_grown - calls[0]] and n_grown > calls[0]   # only the new questions, in one call
+    columns = ["subset", "id", "sample_idx", "response"]
+    kept = grown.merge(first[["subset", "id"]].drop_duplicates())[columns]
+    pd.testing.assert_frame_equal(kept.reset_index(drop=True), first[columns].reset_index(drop=True))
+    assert json.loads((tmp_path / "bon" / "run.json").read_text())["sampling"] == "batched"
+
+    exact = run_bon_pipeline("sample", out=tmp_path, limit=1, sampling=replace(sampling, exact=True), **kwargs)
+    assert len(calls) == 2   # sampled again, one question at a time, not read from the batched cache
+    assert len(list((tmp_path / "bon" / "samples").glob("*.parquet"))) == 2
+    alone = run_bon_pipeline("sample", out=tmp_path / "alone", limit=1, sampling=replace(sampling, exact=True),
+                             **kwargs)
+    pd.testing.assert_frame_equal(exact.samples[columns], alone.samples[columns])
 
 
 @pytest.mark.parametrize("command", ["bon", "ppo"])
@@ -307,3 +355,30 @@ def test_a_model_the_user_named_is_named_as_written(tmp_path, capsys, command, o
     assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert f"'{given}'" in err and never not in err
     assert not (tmp_path / "r" / "bon" / "samples").exists() and not (tmp_path / "r" / "ppo").exists()
+
+
+def test_caches_with_the_wrong_columns_are_set_aside_and_computed_anew(tmp_path, capsys, tiny_lm_dir):
+    """Issue 35 item 12: a Best-of-N sample cache and verdict cache without their columns (before: a KeyError
+    traceback) are each one sentence naming the file, kept as ``NAME.damaged``, and computed anew: the rerun
+    ends with the first run's numbers."""
+    from prb_utils.cli import main
+
+    out = tmp_path / "r"
+    argv = ["bon", "--results", str(out), "--model", "length", "--no-progress", "--judge", "proxy", "--policy",
+            str(tiny_lm_dir), "--device", "cpu", "--n", "2", "--limit", "1"]
+    assert main(argv) == 0
+    first = pd.read_parquet(out / "bon" / "bon_frame.parquet")
+    (samples,) = (out / "bon" / "samples").glob("*.parquet")
+    (verdicts,) = (out / "bon" / "judge").glob("*.parquet")
+    for cache, column in ((samples, "prompt_hash"), (verdicts, "failed")):
+        pd.read_parquet(cache).drop(columns=[column]).to_parquet(cache)
+    capsys.readouterr()
+    assert main(argv) == 0
+    warned = [line for line in capsys.readouterr().err.splitlines() if line.startswith("prb:")]
+    assert len(warned) == 2
+    for cache, column in ((samples, "prompt_hash"), (verdicts, "failed")):
+        (line,) = [w for w in warned if str(cache) in w]
+        assert f"no column {column}" in line and "set aside" in line
+        assert column not in pd.read_parquet(cache.with_name(cache.name + ".damaged")).columns
+        assert column in pd.read_parquet(cache).columns
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "bon" / "bon_frame.parquet"), first)

@@ -125,6 +125,16 @@ def test_two_ranks_store_exactly_the_rows_of_one_process(tmp_path, tiny_classifi
         assert abs(len(first) - len(second)) <= 1 and not set(first) & set(second)
         assert sorted(first + second) == sorted(meta["pairs"])
     assert all("world_size" not in meta["run"] for meta in job_metas(tmp_path / "one"))
+    # each job counts its own pairs and tokens, every rank's (#35 item 5: before, rank 0's share, accumulated over
+    # the model's earlier conditions)
+    alone = {(m["model"], m["profile"]): m["run"] for m in job_metas(tmp_path / "one")}
+    for meta in metas:
+        if meta["model"] != "length":
+            run, one = meta["run"], alone[(meta["model"], meta["profile"])]
+            assert run["n_pairs_scored"] == one["n_pairs_scored"] == N_SAMPLE
+            # every rank's tokens (rank 0's share alone is about half); batches differ, so a shared prefix may count
+            # once more or less
+            assert 0.9 * one["tokens_computed"] <= run["tokens_computed"] <= 1.1 * one["tokens_computed"]
 
 
 @pytest.mark.slow
@@ -146,3 +156,99 @@ def test_a_killed_rank_leaves_its_pairs_to_the_next_run_which_ends_with_the_one_
     assert len(scored) == meta["run"]["n_scored"] == N_SAMPLE - len(kept)   # only the pairs the killed run left
     assert not set(scored) & kept
     assert [p.name for p in job.glob("part-*.parquet")] and not list(job.glob("part-*-r*.parquet"))
+
+
+# ------------------------------------------------------------------ rank problems are one sentence, never a hang
+
+DRIVER = str(REPO / "tests" / "rank_driver.py")
+
+
+def drive_ranks(tmp_path: Path, cases: list[dict], *, ranks: int = 2) -> list[list[dict]]:
+    """Run ``cases`` (see ``tests/rank_driver.py``) in one launch of ``torchrun`` with ``ranks`` CPU ranks (gloo):
+    every rank's results, by rank."""
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks), DRIVER,
+               str(tmp_path / "cases.json"), str(tmp_path)]
+    done = subprocess.run(command, cwd=REPO, env=torchrun_env(), capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(ranks)]
+
+
+def one_sentence(result: dict) -> str:
+    """The case's stderr, which must be exactly one ``prb:`` line (exit 2, no traceback)."""
+    lines = result["err"].strip().splitlines()
+    assert result["code"] == 2 and len(lines) == 1 and lines[0].startswith("prb: "), result
+    return lines[0]
+
+
+def test_each_command_supports_ranks_or_refuses_them_and_ranks_must_agree(tmp_path):
+    """Items 8, 10, 11 of issue 35 in one launch of two real ranks: bon, report, plan, ppo refuse ranks; rank 0
+    names a different --out, another model order, an extra model, an edited record; two records with one pair
+    key are refused; agreeing ranks score."""
+    score = ["score", "--data", SAMPLE, "--limit", "1", "--no-progress", "--model", "length"]
+    lines = (REPO / "data" / "sample" / "Art_and_Entertainment.jsonl").read_text().splitlines()[:2]
+    record = json.loads(lines[1])
+    for rank, second in enumerate([lines[1], json.dumps({**record, "chosen": record["chosen"] + " Edited."})]):
+        (tmp_path / f"data{rank}").mkdir()
+        (tmp_path / f"data{rank}" / "Art_and_Entertainment.jsonl").write_text(f"{lines[0]}\n{second}\n")
+    twins = [{**json.loads(lines[0]), "subset": "x/y", "id": "z"}, {**record, "subset": "x", "id": "y/z"}]
+    (tmp_path / "twins.jsonl").write_text("\n".join(json.dumps(r) for r in twins) + "\n")
+    out = str(tmp_path / "store")
+    cases = [
+        {"name": "bon", "argv": ["bon", "--results", out, "--n", "1", "--no-progress"]},
+        {"name": "report", "argv": ["report", "--results", out, "--out", str(tmp_path / "rep"), "--no-progress"]},
+        {"name": "plan", "argv": ["plan", "--data", SAMPLE, "--model", "length"]},
+        {"name": "out", "argv": [*score, "--out", out + "{rank}"]},
+        {"name": "order", "argv": {"0": [*score, "--model", "lexical", "--out", out],
+                                   "1": [*score[:-2], "--model", "lexical", "--model", "length", "--out", out]}},
+        {"name": "extra", "argv": {"0": [*score, "--out", out], "1": [*score, "--model", "lexical", "--out", out]}},
+        {"name": "edited", "argv": ["score", "--data", str(tmp_path / "data{rank}" / "Art_and_Entertainment.jsonl"),
+                                    "--model", "length", "--out", out, "--no-progress"]},
+        {"name": "twins", "argv": ["score", "--data", str(tmp_path / "twins.jsonl"), "--model", "length",
+                                   "--out", out, "--no-progress"]},
+        {"name": "agree", "argv": [*score, "--out", out]},
+        {"name": "ppo", "argv": ["ppo", "--results", out, "--steps", "1", "--no-progress"]},   # hung before
+    ]
+    by_rank = drive_ranks(tmp_path, cases)
+    for results in by_rank:
+        got = {r["name"]: r for r in results}
+        assert list(got) == [c["name"] for c in cases]
+        for command in ("bon", "report", "plan", "ppo"):
+            assert f"prb {command} runs as one process" in one_sentence(got[command])
+        assert "--out" in one_sentence(got["out"]) and f"'{out}1'" in one_sentence(got["out"])
+        assert "--model 'length' --model 'lexical'" in one_sentence(got["order"])
+        assert "--model 'lexical'" in one_sentence(got["extra"])
+        assert "record 'art-002'" in one_sentence(got["edited"]) and "differs" in one_sentence(got["edited"])
+        assert got["twins"]["code"] == 2 and "x/y/z" in got["twins"]["err"] and "Traceback" not in got["twins"]["err"]
+        assert got["agree"]["code"] == 0, got["agree"]["err"]
+    assert not (tmp_path / "rep").exists() and not (tmp_path / "store" / "bon").exists()
+    assert not list(tmp_path.glob("store?"))   # the ranks with different --out wrote no store
+    rows = load_results(out, strict=True)
+    assert sorted(rows["model"].unique()) == ["length"] and len(rows) == 3   # only the agreeing run scored
+
+
+def test_leftover_world_variables_without_torchrun_are_one_process_or_one_sentence(tmp_path):
+    """Item 9 of issue 35: WORLD_SIZE=1 runs as one process; WORLD_SIZE=2 without torchrun's rendezvous
+    variables, or with them but no peer, is one sentence (the latter after the stated join timeout)."""
+    import socket
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = str(free.getsockname()[1])
+    score = ["score", "--data", SAMPLE, "--limit", "1", "--model", "length", "--no-progress"]
+    cases = [
+        {"name": "one", "env": {"WORLD_SIZE": "1", "RANK": "0"}, "argv": [*score, "--out", str(tmp_path / "one")]},
+        {"name": "no-master", "env": {"WORLD_SIZE": "2", "RANK": "0"}, "argv": [*score, "--out", str(tmp_path / "a")]},
+        {"name": "no-peer", "env": {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "PRB_RANK_JOIN_TIMEOUT": "1"},
+         "argv": [*score, "--out", str(tmp_path / "b")]},
+    ]
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    done = subprocess.run([sys.executable, DRIVER, str(tmp_path / "cases.json"), str(tmp_path)], cwd=REPO,
+                          env=torchrun_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = {r["name"]: r for r in json.loads((tmp_path / "rank0.json").read_text())}
+    assert got["one"]["code"] == 0, got["one"]["err"]
+    assert len(load_results(tmp_path / "one")) == 3 and "world_size" not in job_metas(tmp_path / "one")[0]["run"]
+    assert "MASTER_ADDR and MASTER_PORT are not" in one_sentence(got["no-master"])
+    assert "waited 1 s" in one_sentence(got["no-peer"]) and "not every rank joined" in one_sentence(got["no-peer"])
+    assert load_results(tmp_path / "b").empty

@@ -173,3 +173,45 @@ def test_the_engine_settings_are_one_object_never_retyped_as_keywords():
                 if len(ENGINE_KEYWORDS & held) >= 2:
                     found.append(f"{path.name}:{node.name}")
     assert found == []
+
+
+def test_a_started_vllm_servers_log_stays_with_the_run_not_in_the_temp_folder(tmp_path, capsys, monkeypatch):
+    """Issue 35 item 15: the log of a server prb starts goes to ``<store>/engine/logs`` (before: one
+    ``prb-vllm-*.log`` left in the system temp folder per start). A stand-in server Python that fails at once
+    is enough: the sentence names the log, which holds its error."""
+    import tempfile
+
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho 'RuntimeError: this stand-in has no vLLM'\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PRB_VLLM_PYTHON", str(fake))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "system-temp"))
+    (tmp_path / "system-temp").mkdir()
+    store = tmp_path / "store"
+    code = main(["score", "--data", "sample", "--limit", "1", "--model", "implicit:smollm2", "--engine", "vllm",
+                 "--out", str(store), "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "this stand-in has no vLLM" in err[0], err
+    (log,) = (store / "engine" / "logs").glob("vllm-*.log")
+    assert str(log) in err[0] and "this stand-in has no vLLM" in log.read_text()
+    assert not list((tmp_path / "system-temp").iterdir())
+
+
+def test_a_request_cache_line_that_is_not_utf8_is_set_aside_and_the_sound_lines_kept(tmp_path, capsys):
+    """Issue 35 item 12: a request cache holding bytes that are not UTF-8 (before: a UnicodeDecodeError
+    traceback when the run opened it) is one sentence naming it; the file is kept as ``NAME.damaged`` and its
+    sound responses are kept, so only the damaged line's request is sent again. A last line cut by a kill
+    stays silent, as before."""
+    from prb_utils.models.vllm_client import RequestCache
+
+    path = tmp_path / "engine" / "cache.jsonl"
+    path.parent.mkdir()
+    path.write_bytes(b'{"key": "a", "value": 1}\n{"key": "b", "value": "\xff\xfe"}\n{"key": "c", "value": 3}\n')
+    cache = RequestCache(path)
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"prb: warning: {path} is damaged (1 line(s) not UTF-8 text)")
+    assert (cache.get("a"), "b" in cache, cache.get("c")) == (1, False, 3)
+    assert (tmp_path / "engine" / "cache.jsonl.damaged").read_bytes().count(b"\n") == 3
+    assert len(RequestCache(path)) == 2 and not capsys.readouterr().err   # the rewritten file reads cleanly
+    path.write_bytes(path.read_bytes() + b'{"key": "d", "value": "\xe2\x82')   # a kill cut the last line
+    assert len(RequestCache(path)) == 2 and not capsys.readouterr().err

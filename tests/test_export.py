@@ -60,7 +60,8 @@ def brute_accuracy(rows: pd.DataFrame) -> float:
 def test_model_identities_and_paths():
     assert model_identity(SKYWORK) == ("Skywork/Skywork-Reward-V2-Llama-3.1-8B", "Skywork", "open_weights")
     assert model_identity("embedding:minilm")[0] == "sentence-transformers/all-MiniLM-L6-v2"
-    assert model_identity(LOCAL_RM) == ("my-rm", "local", "unknown")
+    local_id, developer, availability = model_identity(LOCAL_RM)
+    assert local_id.startswith("my-rm-") and (developer, availability) == ("local", "unknown")
     assert model_path("judge:/abs/../x/model [bfloat16]") == "judge/model_bfloat16"
     assert model_path("lexical") == "lexical"
 
@@ -275,6 +276,23 @@ def test_two_models_whose_folders_end_alike_never_share_an_export_file(tmp_path)
     assert sorted(written) == on_disk
 
 
+def test_every_eval_ever_files_local_models_whose_folders_end_alike_apart(tmp_path, capsys):
+    """#35 item 7. Before: $M/a/enc, $M/b/enc and a folder with spaces and non-ASCII were all the model id "enc",
+    filed in one datastore folder; each local folder is now its own id and folder (the same folder, one id)."""
+    specs = [f"classifier:{tmp_path / 'm' / 'a' / 'enc'}", f"classifier:{tmp_path / 'm' / 'b' / 'enc'}",
+             f"classifier:{tmp_path / 'm' / '模型 ü' / 'enc'}"]
+    score_benchmark(make_data(), [FakeModel(spec) for spec in specs], ["none"], out=tmp_path / "store", progress=False)
+    out = tmp_path / "eee"
+    assert main(["export", "--format", "every_eval_ever", "--results", str(tmp_path / "store"), "--out", str(out)]) == 0, \
+        capsys.readouterr().err
+    logs = [json.loads(p.read_text()) for p in out.glob("data/*/*/*/*.json")]
+    assert sorted(log["model_info"]["additional_details"]["prb_spec"] for log in logs) == sorted(specs)
+    ids = {log["model_info"]["id"] for log in logs}
+    folders = {p.parent for p in out.glob("data/*/*/*/*.json")}
+    assert len(ids) == len(folders) == 3 and all(i.startswith("enc-") for i in ids)
+    assert model_identity(specs[0] + "/") == model_identity(specs[0])
+
+
 def test_export_data_never_attaches_an_edited_records_texts_to_old_scores(tmp_path, capsys):
     import json
 
@@ -354,3 +372,20 @@ def test_an_export_into_an_older_exports_folder_lists_what_it_wrote_and_names_wh
     assert older and all("lexical" in name or "prb/lexical" in (out / name).read_text() for name in older)
     assert err == [f"prb: {len(older)} older file(s) in {out} were not written by this export and are left in place "
                    f"(e.g. {older[0]}); manifest.txt lists the {len(wrote)} file(s) this export wrote."]
+
+
+def test_a_results_path_with_a_line_break_keeps_the_manifest_one_entry_per_line(tmp_path):
+    """Issue 35 item 15: a ``--results`` folder whose name holds a newline is written quoted and escaped on the
+    manifest's comment line (before: verbatim, so its second half read as a file the export wrote)."""
+    from prb_utils.cli import main
+    from prb_utils.data import load_benchmark
+    from prb_utils.scoring import score_benchmark
+
+    store = tmp_path / "res\nults"
+    score_benchmark(load_benchmark("sample", limit=1), ["length"], ["none"], out=store, progress=False)
+    out = tmp_path / "export"
+    assert main(["export", "--format", "rewardbench", "--results", str(store), "--out", str(out)]) == 0
+    lines = (out / "manifest.txt").read_text().splitlines()
+    assert lines[0].startswith("# prb export --format rewardbench --results ")
+    assert json.dumps(str(store)) in lines[0]
+    assert lines[1:] and all((out / name).is_file() for name in lines[1:])

@@ -49,3 +49,27 @@ def test_sample_each_seeds_each_message_on_its_own(gen):
     assert both[0] == gen.sample_batch(users[:1], 2, seed=11, max_new_tokens=6)[0]
     with pytest.raises(PRBError, match="one seed per message"):
         gen.sample_each(users, 2, seeds=[1])
+
+
+def test_sample_together_is_one_seeded_call_and_its_ticks_change_nothing(gen):
+    """The batched mode: the messages in one sample_batch call seeded by their seeds together; the per-step hook
+    (a progress bar's tick) is called once per decoding step and leaves the replies as they were."""
+    from prb_utils.models.generation import together_seed
+
+    users = ["Which camera for kids?", "A cheap lens for portraits in the evening?"]
+    ticks: list[int] = []
+    got = gen.sample_together(users, 2, seeds=[11, 22], max_new_tokens=6, on_step=lambda: ticks.append(1))
+    assert got == gen.sample_batch(users, 2, seed=together_seed([11, 22]), max_new_tokens=6)
+    assert 1 <= len(ticks) <= 6
+    with pytest.raises(PRBError, match="one seed per message"):
+        gen.sample_together(users, 2, seeds=[1])
+
+
+def test_sampling_groups_pack_questions_under_the_token_budget(gen):
+    users = ["short", "a somewhat longer message about lenses", "mid length message"]
+    lengths = [len(gen.tokenizer(gen.render(u, None), add_special_tokens=False)["input_ids"]) + 4 for u in users]
+    groups = gen.sampling_groups(users, max_new_tokens=4, batch_tokens=2 * max(lengths))
+    assert sorted(i for g in groups for i in g) == [0, 1, 2]
+    assert all(len(g) * max(lengths[i] for i in g) <= 2 * max(lengths) for g in groups)
+    assert len(groups) == 2   # two fit a call, the third goes alone
+    assert gen.sampling_groups(users, max_new_tokens=4, batch_tokens=10**6) == [[1, 2, 0]]

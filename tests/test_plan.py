@@ -102,7 +102,10 @@ def test_plan_counts_the_sequences_the_adapter_builds(kind, request):
     if kind == "embedding":
         found = [[len(rm._encode(t, keep=side)[0]) for t, side in dict.fromkeys(
             [(p.prompt, "left"), (p.chosen, "right"), (p.rejected, "right")])] for p in pairs]
-        assert row["tokens"] == row["input_tokens"] == sum(map(sum, found))
+        assert row["input_tokens"] == sum(map(sum, found))
+        distinct = dict.fromkeys(t for p in pairs for t in [(p.prompt, "left"), (p.chosen, "right"),
+                                                              (p.rejected, "right")])
+        assert row["tokens"] == sum(len(rm._encode(t, keep=side)[0]) for t, side in distinct) < row["input_tokens"]
         assert row["truncated"] == sum(any(rm._encode(t, keep="left")[1] for t in (p.prompt, p.chosen, p.rejected))
                                        for p in pairs)
         return
@@ -125,14 +128,17 @@ def test_plan_counts_the_sequences_the_adapter_builds(kind, request):
 @pytest.mark.parametrize("kind", ["judge", "implicit", "classifier", "encoder classifier", "embedding"])
 def test_plan_tokens_equal_what_scoring_computes(kind, request, tmp_path):
     """`score_benchmark` on the same data: the forward passes compute exactly the planned tokens when the prompt
-    cache serves every pair (a cost model without a fixed cost per pass, one pair per batch and per chunk)."""
+    cache serves every pair (a cost model without a fixed cost per pass, one pair per batch and per chunk); an
+    embedding model embeds each distinct text of a chunk once, and the plan counts it once (issue 35 item 15:
+    before, twin pairs' shared answers were planned twice)."""
     spec = _specs(request)[kind]
     data = load_benchmark("sample")
     rm = load_model(spec, device="cpu", batch_tokens=1)
     runner = getattr(rm, "runner", None)
     if runner is not None:
         runner.cost = CostModel(overhead=0)
-    rows = score_benchmark(data, [rm], ["top3"], out=tmp_path / "store", progress=False, chunk_size=1)
+    rows = score_benchmark(data, [rm], ["top3"], out=tmp_path / "store", progress=False,
+                           chunk_size=len(data) if kind == "embedding" else 1)
     computed = runner.tokens_computed + getattr(rm, "tokens_computed", 0) if runner is not None else \
         rm.tokens_computed
     row = plan_frame(data, [spec], ["top3"]).iloc[0]
@@ -252,9 +258,17 @@ def test_bad_options_exit_2_with_one_sentence(argv, expected, capsys):
     assert len(err) == 1 and expected in err[0] and err[0].startswith("prb: ")
 
 
-@pytest.mark.parametrize("rate", ["0", "-5", "nan", "fast"])
+@pytest.mark.parametrize("rate", ["0", "-5", "nan", "inf", "fast"])
 def test_bad_rate_is_refused_by_the_parser(rate, capsys):
+    """Every number out of range gets the same sentence (issue 35 item 15: -5 and nan once read "of 0 or more",
+    a range that holds 0, which is refused too); the learning rate says the same."""
     with pytest.raises(SystemExit) as exit_info:
         main(["plan", "--data", "sample", "--model", "length", "--rate", rate])
     assert exit_info.value.code == 2
-    assert "--rate" in capsys.readouterr().err
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--rate" in last
+    assert last.endswith("is not a number" if rate == "fast" else f"'{rate}' is not a finite number above 0")
+    with pytest.raises(SystemExit):
+        main(["ppo", "--learning-rate", rate])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.endswith("is not a number" if rate == "fast" else f"'{rate}' is not a finite number above 0")

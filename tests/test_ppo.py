@@ -220,3 +220,63 @@ def test_two_prb_ppo_on_one_results_folder_take_turns(tiny_lm_dir, tmp_path):
     lines = (run_dir / "rewards.jsonl").read_text().splitlines()
     assert len(lines) == 2
     pd.testing.assert_frame_equal(read_ppo_csv(out / "ppo" / "ppo.csv"), read_ppo_csv(tmp_path / "held" / "ppo" / "ppo.csv"))
+
+
+@pytest.mark.slow
+def test_a_diverged_policy_is_left_out_of_the_rl_table_with_its_reason(tiny_lm_dir, tmp_path, capsys):
+    """Issue 35 item 14: `--learning-rate 1e30` trains a policy that answers nothing (before: its empty answers
+    were judged and ranked above the untrained policy); it is marked diverged, with the reason, and left out."""
+    out = tmp_path / "results"
+    code = main(["ppo", "--policy", str(tiny_lm_dir), "--model", "length", "--steps", "1", "--judge", "proxy",
+                 "--results", str(out), "--eval-questions", "3", "--policy-posts", "1", "--max-new-tokens", "8",
+                 "--num-generations", "2", "--learning-rate", "1e30", "--save-steps", "1", "--device", "cpu",
+                 "--no-progress"])
+    assert code == 0
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("prb:")]
+    assert err == ["prb: warning: the policy trained on length diverged after 1 GRPO step(s) at learning rate 1e+30: "
+                   "every held-out answer is empty; it is left out of the RL table."]
+    assert set(read_ppo_csv(out / "ppo" / "ppo.csv")["rm"]) == {BASELINE_RM}
+    assert json.loads((out / "ppo" / "run.json").read_text())["diverged"] == {
+        "length": "diverged after 1 GRPO step(s) at learning rate 1e+30: every held-out answer is empty"}
+
+
+def test_non_finite_weights_are_named(tmp_path):
+    """A checkpoint holding a NaN is diverged whatever it answers; a healthy one is not."""
+    from tiny_models import build_causal_lm
+
+    from prb_utils.downstream.ppo import nonfinite_weights
+
+    assert nonfinite_weights(build_causal_lm(tmp_path / "ok")) is None
+    assert nonfinite_weights(build_causal_lm(tmp_path / "nan", nan=True)).startswith("non-finite weights (")
+
+
+@pytest.mark.slow
+def test_damaged_rl_files_are_named_set_aside_and_computed_anew(tiny_lm_dir, tmp_path, capsys):
+    """Issue 35 item 12: a cut checkpoint, a verdict cache and an answer cache without their columns, and a
+    ppo.csv that is not UTF-8 (before: tracebacks) are each one sentence naming the file, kept beside it under
+    another name, and computed anew; the rerun ends with the RL table of the first run."""
+    out = tmp_path / "results"
+    argv = ["ppo", "--policy", str(tiny_lm_dir), "--model", "length", "--steps", "1", "--judge", "proxy",
+            "--results", str(out), "--eval-questions", "3", "--policy-posts", "1", "--max-new-tokens", "8",
+            "--num-generations", "2", "--learning-rate", "1e-3", "--save-steps", "1", "--device", "cpu",
+            "--no-progress"]
+    assert main(argv) == 0
+    first = read_ppo_csv(out / "ppo" / "ppo.csv")
+    (run_dir,) = (out / "ppo" / "runs").iterdir()
+    weights = run_dir / "checkpoint-1" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    (verdicts,) = (out / "ppo" / "judge").glob("*.parquet")
+    (answers,) = run_dir.glob("answers-*.parquet")
+    for cache, column in ((verdicts, "failed"), (answers, "response")):
+        pd.read_parquet(cache).drop(columns=[column]).to_parquet(cache)
+    (out / "ppo" / "ppo.csv").write_bytes(b"rm,subset,score\n\xff\xfe,Art,0.5\n")
+    capsys.readouterr()
+    assert main(argv) == 0
+    warned = [line for line in capsys.readouterr().err.splitlines() if line.startswith("prb:")]
+    assert len(warned) == 4 and all("is damaged" in line and "set aside as" in line for line in warned)
+    for named in (run_dir / "checkpoint-1", verdicts, answers, out / "ppo" / "ppo.csv"):
+        assert sum(str(named) in line for line in warned) == 1
+    assert (run_dir / "damaged-checkpoint-1" / "model.safetensors").is_file()
+    assert last_checkpoint(run_dir)[1] == 1 and _weights(run_dir / "checkpoint-1")   # trained again, whole
+    assert (out / "ppo" / "ppo.csv.damaged").read_bytes().startswith(b"rm,subset,score\n\xff")
+    pd.testing.assert_frame_equal(read_ppo_csv(out / "ppo" / "ppo.csv"), first)

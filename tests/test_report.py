@@ -43,7 +43,7 @@ from prb_utils.notebook.report import (
 )
 
 NAMES = ["00_workshop_personalization", "01_pair_inspection", "02_accuracy_breakdown", "03_downstream_correlation",
-         "04_personalization_diagnostics"]
+         "04_personalization_diagnostics", "05_reading_the_user"]
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -326,6 +326,30 @@ def test_findings_and_job_order_follow_model_then_condition(tmp_path, capsys):
     write_index(tmp_path, [], data="sample", results=str(tmp_path / "empty"), models=[], profiles=[])
     assert "No scored pairs in the store" in (tmp_path / "index.html").read_text(encoding="utf-8")
 
+def test_the_index_lists_the_best_of_n_stage_and_the_whole_run_beside_the_job_times(tmp_path, capsys):
+    """The report's stages are named as they start and timed; the index lists the Best-of-N stage's time and
+    the run's total wall time beside the scoring jobs' times."""
+    from prb_utils.notebook.stages import Stages
+
+    store = tmp_path / "store"
+    assert main(["score", "--data", "sample", "--limit", "2", "--model", "length", "--out", str(store),
+                 "--no-progress"]) == 0
+    stages = Stages(progress=True)
+    with stages.stage("scoring 1 jobs", total=1, unit="job") as bar:
+        bar.update(1)
+    with stages.stage("Best-of-N (sampling, scoring, judging)", kind="bon"):
+        pass
+    assert "== scoring 1 jobs" in capsys.readouterr().err   # named as it starts
+    stages.seconds["Best-of-N (sampling, scoring, judging)"] = 61.4   # as if the stage had taken a minute
+    index = write_index(tmp_path, [], data="sample", results=str(store), models=[], profiles=[],
+                        timings={"bon": stages.of_kind("bon"), "total": stages.total() + 100}).read_text()
+    jobs = index.index("scoring jobs, <b>")
+    assert index.index("The Best-of-N stage: <b>61 s</b>") > jobs
+    assert re.search(r"The whole run \(scoring, Best-of-N, notebooks, this page\): <b>1\d\d s</b>", index)
+    assert "Best-of-N stage" not in write_index(tmp_path, [], data="sample", results=str(store), models=[],
+                                                profiles=[]).read_text()
+
+
 def test_a_report_kernel_runs_over_ipc_without_the_tcp_warning_and_logs_only_critical_errors(tmp_path, capfd):
     notebook = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
                                                                  "language": "python"}})
@@ -583,17 +607,73 @@ def test_the_reports_best_of_n_never_replaces_a_larger_run(tmp_path, monkeypatch
     args = argparse.Namespace(data="sample", subset=None, limit=None, drop_invalid=False, results=str(tmp_path / "results"),
                               bon_n=4, bon_limit=1, bon_judge="proxy", device="cpu", seed=0, no_progress=True,
                               engine="hf", engine_url=None, tensor_parallel_size=1, pipeline_parallel_size=1,
-                              engine_arg=[], engine_concurrency=None)
+                              engine_arg=[], engine_concurrency=None, exact_sampling=False)
+    from prb_utils.data import load_benchmark
+    from prb_utils.downstream.rubric_judge import judge_identity
+
+    same = {"judge_identity": judge_identity("proxy"), "questions": pipeline.question_digests(load_benchmark("sample"))}
     (full / "run.json").write_text(json.dumps({"models": ["length", "lexical", "embedding:minilm"], "rm_profile": "top3",
-                                               "n_samples": 8, "n_questions": 42}), encoding="utf-8")
+                                               "n_samples": 8, "n_questions": 42, **same}), encoding="utf-8")
     options = cli._model_options(args)
     assert cli._report_bon(args, options, ["length", "lexical"], rm_profile="top3") == full and calls == []
+    # an exact run (before the modes existed, every run was) serves --exact-sampling; a batched one does not
+    exact = argparse.Namespace(**{**vars(args), "exact_sampling": True})
+    assert cli._report_bon(exact, options, ["length", "lexical"], rm_profile="top3") == full and calls == []
+    batched = json.loads((full / "run.json").read_text(encoding="utf-8"))
+    (full / "run.json").write_text(json.dumps({**batched, "sampling": "batched"}), encoding="utf-8")
+    assert cli._report_bon(args, options, ["length", "lexical"], rm_profile="top3") == full and calls == []
+    cli._report_bon(exact, options, ["length", "lexical"], rm_profile="top3")
+    assert [(c["folder"], c["sampling"].exact) for c in calls] == [(cli.REPORT_BON_FOLDER, True)]
+    calls.clear()
     (full / "run.json").write_text(json.dumps({"models": ["length"], "rm_profile": "top3", "n_samples": 8,
-                                               "n_questions": 42}), encoding="utf-8")   # lexical is missing
+                                               "n_questions": 42, **same}), encoding="utf-8")   # lexical is missing
     shown = cli._report_bon(args, options, ["length", "lexical"], rm_profile="top3")
     assert shown == tmp_path / "results" / cli.REPORT_BON_FOLDER
     assert [c["folder"] for c in calls] == [cli.REPORT_BON_FOLDER]
     assert (full / "bon_frame.parquet").read_bytes() == b"the full run's frame"
+
+
+def test_page_03_never_shows_a_best_of_n_run_on_other_data_or_by_another_judge(tmp_path, tiny_lm_dir, monkeypatch,
+                                                                             notebook_calls, capsys):
+    """#35 item 6. Before: a `prb bon` run in results/bon made on other data (the same ids, other questions) or with
+    another judge was shown on page 03 without a word; only one on the report's data and judge is shown now."""
+    from prb_utils.data import load_benchmark
+    from prb_utils.downstream import pipeline
+
+    other = tmp_path / "other"   # the sample's subsets and ids, other questions
+    other.mkdir()
+    for subset, group in load_benchmark("sample").groupby("subset"):
+        records = group.assign(question=group["question"] + " (edited)").drop(columns="subset").to_dict("records")
+        (other / f"{subset}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    results = str(tmp_path / "results")
+
+    def bon(data: str) -> None:
+        assert main(["bon", "--data", data, "--limit", "1", "--model", "length", "--policy", str(tiny_lm_dir), "--n", "2",
+                     "--rm-profile", "none", "--judge", "proxy", "--device", "cpu", "--results", results,
+                     "--no-progress"]) == 0, capsys.readouterr().err
+        capsys.readouterr()
+
+    calls = []
+    real = pipeline.run_bon_pipeline
+
+    def report(judge: str) -> str:
+        monkeypatch.setattr(pipeline, "run_bon_pipeline", lambda data, **kw: calls.append(kw))
+        try:
+            assert main(["report", "--data", "sample", "--model", "length", "--profile", "none", "--bon-n", "2",
+                         "--bon-limit", "1", "--bon-judge", judge, "--results", results, "--out",
+                         str(tmp_path / "reports"), "--no-progress"]) == 0
+        finally:
+            monkeypatch.setattr(pipeline, "run_bon_pipeline", real)
+        return Path(notebook_calls["03_downstream_correlation"]["bon_dir"]).name
+
+    bon(str(other))
+    assert report("proxy") == "bon-report" and len(calls) == 1
+    assert "was made on other data" in capsys.readouterr().err
+    bon("sample")   # the report's data and judge: shown as it is
+    assert report("proxy") == "bon" and len(calls) == 1
+    capsys.readouterr()
+    assert report("llm:smollm2") == "bon-report" and len(calls) == 2
+    assert "with another judge than llm:smollm2" in capsys.readouterr().err
 
 
 def test_the_index_and_results_csv_count_only_the_reports_data(tmp_path):

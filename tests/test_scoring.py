@@ -722,3 +722,21 @@ def test_every_adapter_with_two_halves_scores_its_chunks_whole(tmp_path, tiny_be
                                                                  else prepared)) or real(prepared)
         run(make_data(), [model], ["top1"], out=tmp_path / spec.split(":")[0], chunk_size=4)
         assert sizes == [4, 4, 4], spec
+
+
+def test_each_job_counts_its_own_pairs_and_tokens_not_its_models_earlier_conditions(tmp_path, tiny_lm_dir, capsys):
+    """#35 item 5. Before: the adapter's counters ran on over the model's conditions, so the second job of
+    `prb score --profile none --profile top1` recorded 84 pairs scored on the 42-pair sample."""
+    from prb_utils.cli import main
+
+    def runs(out: Path, *profiles: str) -> dict[str, dict]:
+        args = ["score", "--data", "sample", "--model", f"implicit:{tiny_lm_dir}", "--device", "cpu", "--out", str(out),
+                "--no-progress", *[a for p in profiles for a in ("--profile", p)]]
+        assert main(args) == 0, capsys.readouterr().err
+        metas = [json.loads(p.read_text()) for p in out.glob("jobs/*/job.json")]
+        return {m["profile"]: m["run"] for m in metas}
+
+    both, alone = runs(tmp_path / "both", "none", "top1"), runs(tmp_path / "alone", "top1")
+    assert [both[c]["n_pairs_scored"] for c in ("none", "top1")] == [42, 42]
+    assert both["top1"]["tokens_computed"] == alone["top1"]["tokens_computed"] > 0
+    assert both["none"]["tokens_computed"] < both["top1"]["tokens_computed"]   # top1 shows a post: more tokens

@@ -26,6 +26,7 @@ import pytest
 from scipy.stats import spearmanr
 from vllm_proxy import EAGER, EAGER_ENGINE, CountingProxy
 
+from prb_utils.analysis.metrics import summarize
 from prb_utils.cli import main
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
@@ -133,6 +134,13 @@ def test_chat_generator_matches_hf_greedy_and_samples_seeded(vllm_server):
     each = remote.sample_each(users, 3, seeds=[5, 9], max_new_tokens=12)
     assert each[1] == remote.sample_each(users[1:], 3, seeds=[9], max_new_tokens=12)[0]
     assert each[0] == remote.sample_each(users[:1], 3, seeds=[5], max_new_tokens=12)[0]
+    # the batched mode sends the same request per message, all in flight together: alone, it is sample_each's
+    assert remote.sample_together(users[:1], 3, seeds=[5], max_new_tokens=12) == each[:1]
+    together = remote.sample_together(users, 3, seeds=[5, 9], max_new_tokens=12)
+    assert [len(group) for group in together] == [3, 3]
+    groups = remote.sampling_groups(users * 100)   # 4 questions per request slot of the client, in order
+    assert [i for g in groups for i in g] == list(range(200))
+    assert {len(g) for g in groups[:-1]} == {4 * remote.engine.client.concurrency}
 
 
 def test_prb_bon_runs_end_to_end_on_the_server(vllm_server, tmp_path, capsys):
@@ -680,3 +688,99 @@ def test_an_unusable_rubric_response_is_a_failed_verdict_judged_again(tmp_path, 
         healthy.close()
     assert not second["failed"].any() and second["quality"].notna().all()
     assert hashlib.sha256(spoiled[0]).hexdigest() in healthy.keys and len(healthy.keys) < len(proxy.keys)
+
+
+# ------------------------------------------------------------------ every server alike, fitted, trusted (#35 items 1-4)
+
+
+def _scaled_logprobs(path: str, body: bytes, data: bytes) -> bytes:
+    """A server whose numbers differ (as bfloat16's differ from float32's): every prompt log-prob 10% larger."""
+    found = json.loads(data)
+    for choice in found.get("choices") or []:
+        for entry in choice.get("prompt_logprobs") or []:
+            for value in (entry or {}).values():
+                value["logprob"] *= 1.1
+    return json.dumps(found).encode()
+
+
+@pytest.mark.parametrize(("proxy_options", "said"), [
+    ({"max_model_len": 460}, "serves the model with max model length 460 but the one at {first} with 8192"),
+    ({"edit_response": _scaled_logprobs}, "The servers at {first} and {second} answer the same request with other "
+                                          "numbers"),
+])
+def test_two_urls_serving_the_model_differently_are_one_sentence(capsys, tmp_path, vllm_server, proxy_options, said):
+    """#35 item 1. Before: a float32 and a bfloat16 server (or another max model length) were accepted without a
+    word, each pair's two orders scored on different servers, under the float32 job key and cache."""
+    other = CountingProxy(vllm_server.url, **proxy_options)
+    try:
+        line = _one_sentence(capsys, [*_score_args(vllm_server.url, tmp_path), "--engine-url", other.url])
+    finally:
+        other.close()
+    assert said.format(first=vllm_server.url, second=other.url) in line, line
+    assert "every --engine-url must serve the model with the same dtype, max model length and engine arguments" in line
+    assert _cache_keys(tmp_path / "store") == set() and not list((tmp_path / "store").glob("jobs/*/part-*"))
+
+
+@pytest.mark.parametrize(("model", "context"), [("judge:smollm2", 460), ("implicit:smollm2", 256)])
+def test_prompts_are_fitted_to_the_servers_context_and_counted(capsys, tmp_path, vllm_server, model, context):
+    """#35 item 2. Before: with a server started with --max-model-len 460, most pairs came back as HTTP 400 failed
+    rows (exit 0, accuracy 0.067 printed). The server's context is read from it (/v1/models), prompts are cut to
+    it as the HF engine cuts them, and the truncated pairs are counted; the proxy refuses, as vLLM does, any prompt
+    that does not fit."""
+    small = CountingProxy(vllm_server.url, max_model_len=context)
+    try:
+        args = [*_score_args(small.url, tmp_path, model=model), "--profile", "top3"]   # three posts: longer prompts
+        args[args.index("--limit") + 1] = "2"
+        assert main(args) == 0, capsys.readouterr().err
+    finally:
+        small.close()
+    rows = load_results(tmp_path / "store", strict=True)
+    assert len(rows) == 6 and not rows["failed"].any() and rows["outcome"].ne("invalid").all()
+    (run,) = _job_runs(tmp_path / "store")
+    assert run["engine_max_model_len"] == context and run["max_length"] < context
+    assert run["n_truncated"] == int(rows["truncated"].sum()) >= 1
+
+
+@pytest.mark.parametrize(("given", "option"), [(["--engine-arg", "dtype=bfloat16", "--dtype", "float32"], "--dtype"),
+                                               (["--engine-arg", "tensor_parallel_size=2"], "--tensor-parallel-size")])
+def test_an_engine_arg_duplicating_a_prb_option_is_refused(capsys, tmp_path, monkeypatch, given, option):
+    """#35 item 3. Before: the server ran in bfloat16 while the job key and record said float32."""
+    monkeypatch.setenv("PRB_VLLM_PYTHON", str(tmp_path / "missing" / "python"))   # refused before any server
+    line = _one_sentence(capsys, ["score", "--data", "sample", "--limit", "1", "--model", "judge:smollm2", "--engine",
+                                  "vllm", *given, "--out", str(tmp_path / "s"), "--no-progress"])
+    assert f"duplicates prb's {option}" in line and "PRB_VLLM_PYTHON" not in line
+
+
+def test_a_server_failing_every_other_response_stops_the_run_and_no_failure_counts_as_wrong(capsys, tmp_path,
+                                                                                          vllm_server):
+    """#35 item 4. Before: exit 0 with 9 of 12 pairs failed and accuracy 0.083 printed (failed pairs counted as
+    wrong). Now too many failures stop the run in one sentence (what finished kept), the printed tables leave failed
+    pairs out of n and the accuracy and say a rerun scores them, and a healthy rerun scores exactly those."""
+    turn = []
+
+    def every_other(path: str, body: bytes, data: bytes) -> bytes:
+        turn.append(path)
+        return _no_logprobs(path, body, data) if len(turn) % 2 else data
+
+    flaky = CountingProxy(vllm_server.url, edit_response=every_other)
+    try:
+        args = _score_args(flaky.url, tmp_path, model="implicit:smollm2")
+        args[args.index("--limit") + 1] = "2"
+        line = _one_sentence(capsys, args)
+    finally:
+        flaky.close()
+    assert "of the 6 pairs of implicit:smollm2 [none] failed" in line and "scores the failed ones" in line, line
+    rows = load_results(tmp_path / "store")
+    n_failed = int(rows["failed"].sum())
+    assert len(rows) == 6 and n_failed > 2
+    assert main(["summarize", "--results", str(tmp_path / "store")]) == 0
+    printed = capsys.readouterr().out
+    done = rows[~rows["failed"]]
+    assert f"{n_failed} failed pair(s)" in printed and "again scores them" in printed, printed
+    table = summarize(rows, by=("model", "profile"))
+    assert table["n"].tolist() == [len(done)] and table["failed"].tolist() == [n_failed]
+    assert table["accuracy"].iloc[0] == pytest.approx((done["outcome"] == "correct").mean())
+    healthy = [vllm_server.url if a == flaky.url else a for a in args]
+    assert main(healthy) == 0, capsys.readouterr().err
+    again = load_results(tmp_path / "store", strict=True)
+    assert len(again) == 6 and not again["failed"].any()

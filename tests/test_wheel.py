@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.notebooks]
 
 REPO = Path(__file__).resolve().parent.parent
 NAMES = ["00_workshop_personalization", "01_pair_inspection", "02_accuracy_breakdown", "03_downstream_correlation",
-         "04_personalization_diagnostics"]
+         "04_personalization_diagnostics", "05_reading_the_user"]
 SKIPPED = shutil.ignore_patterns(".*", "__pycache__", "*.pyc", "build", "dist", "*.egg-info", "results", "reports",
                                  "_bundled")
 

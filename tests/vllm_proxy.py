@@ -1,11 +1,13 @@
 """A real HTTP proxy in front of a vLLM server for the engine tests: it counts the completion requests
 (sha256 of each body, as :func:`prb_utils.models.vllm_client.request_key` computes it), can hold requests
 after a budget (so a test kills prb at a known point), can die (a server that stops answering), and can edit
-what passes through (a server that answers unusably, or one that ignores a request field)."""
+what passes through (a server that answers unusably, one that ignores a request field, one started with other
+settings)."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import urllib.error
 import urllib.request
@@ -30,12 +32,18 @@ class CountingProxy:
     stop listening (connections are refused from then on).
     ``edit_request(path, body) -> body``: what the server receives for a POST (the real server answers it).
     ``edit_response(path, body, data) -> data``: what prb receives for a POST the server answered with 200.
+    ``edit_get(path, data) -> data``: what prb receives for a GET the server answered with 200 (``/v1/models``, ...).
+    ``max_model_len``: a server started with ``--max-model-len`` that: ``/v1/models`` says so, and a completion
+    whose prompt (token ids) leaves no room for one generated token is refused with HTTP 400 in vLLM's words.
     """
 
     def __init__(self, target: str, *, answer_at_most: int | None = None, die_after: int | None = None,
                  edit_request: Callable[[str, bytes], bytes] | None = None,
-                 edit_response: Callable[[str, bytes, bytes], bytes] | None = None) -> None:
+                 edit_response: Callable[[str, bytes, bytes], bytes] | None = None,
+                 edit_get: Callable[[str, bytes], bytes] | None = None, max_model_len: int | None = None) -> None:
         self.target = target.rstrip("/")
+        self.edit_get = edit_get
+        self.max_model_len = max_model_len
         self.edit_request = edit_request
         self.edit_response = edit_response
         self.answer_at_most = answer_at_most
@@ -95,17 +103,40 @@ class CountingProxy:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}"
 
+    def _too_long(self, body: bytes | None) -> bytes | None:
+        """vLLM's HTTP 400 answer to a completion whose prompt does not fit ``max_model_len`` (None if it fits)."""
+        if self.max_model_len is None or body is None:
+            return None
+        prompt = json.loads(body).get("prompt")
+        if not isinstance(prompt, list) or len(prompt) + 1 <= self.max_model_len:
+            return None
+        return json.dumps({"error": {"message": f"This model's maximum context length is {self.max_model_len} tokens. "
+                                                f"However, your prompt contains {len(prompt)} input tokens.",
+                                     "type": "BadRequestError", "code": 400}}).encode()
+
     def _forward(self, handler: BaseHTTPRequestHandler, body: bytes | None) -> None:
         sent = self.edit_request(handler.path, body) if body is not None and self.edit_request else body
         request = urllib.request.Request(self.target + handler.path, data=sent, method=handler.command,
                                          headers={"Content-Type": "application/json"})
+        refused = self._too_long(body) if handler.path.endswith("/completions") else None
         try:
-            with urllib.request.urlopen(request, timeout=600) as response:
-                status, data = response.status, response.read()
+            if refused is not None:
+                status, data = 400, refused
+            else:
+                with urllib.request.urlopen(request, timeout=600) as response:
+                    status, data = response.status, response.read()
         except urllib.error.HTTPError as exc:
             status, data = exc.code, exc.read()
         if body is not None and status == 200 and self.edit_response:
             data = self.edit_response(handler.path, body, data)
+        if body is None and status == 200:
+            if self.max_model_len is not None and handler.path.startswith("/v1/models"):
+                found = json.loads(data)
+                for model in found.get("data") or []:
+                    model["max_model_len"] = self.max_model_len
+                data = json.dumps(found).encode()
+            if self.edit_get:
+                data = self.edit_get(handler.path, data)
         self._answered(handler)   # no longer in flight once its answer starts back (the client may send the next)
         try:
             handler.send_response(status)

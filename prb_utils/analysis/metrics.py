@@ -366,6 +366,17 @@ def clustered_paired_test(a, b, units=None) -> float:
 
 
 # --------------------------------------------------------------------------------------------- accuracy
+def failed_mask(results: pd.DataFrame) -> pd.Series:
+    """Which rows failed (the ``failed`` column, all false without one): no outcome yet, scored by the next run.
+
+    >>> failed_mask(pd.DataFrame({"failed": [True, None, False]})).tolist()
+    [True, False, False]
+    """
+    if "failed" not in results.columns:
+        return pd.Series(False, index=results.index)
+    return results["failed"].fillna(False).astype(bool)
+
+
 def accuracy_table(
     results: pd.DataFrame,
     by: str | Sequence[str] = ("model", "profile"),
@@ -385,7 +396,9 @@ def accuracy_table(
     pairs of a drawn question together), in place of Wilson's, which treats pairs as independent. With ``half_credit=True`` a tie counts 0.5, a ``credit`` column (correct + ties/2) is
     added and the Wilson interval uses that credit as the count. When ``by`` holds ``profile`` and a row is
     the diagnostic oracle ``rubric`` (the RM saw the answer key), an ``oracle`` column follows ``profile`` so
-    that no table shows the oracle unmarked.
+    that no table shows the oracle unmarked. Failed rows (``failed`` true: the model or its server raised, and the
+    next run scores the pair again) are no outcome: they count in no column but a ``failed`` one, which follows
+    ``invalid`` when there are any (a failed pair is never counted as wrong).
 
     >>> res = pd.DataFrame({"model": "m", "profile": ["none", "rubric"], "outcome": ["wrong", "correct"]})
     >>> accuracy_table(res)[["profile", "oracle", "accuracy"]].values.tolist()
@@ -396,24 +409,27 @@ def accuracy_table(
     _check_outcomes(results)
     if ci not in ("wilson", "bootstrap", None):
         raise PRBError(f"Unknown confidence interval method {ci!r}; use 'wilson', 'bootstrap' or None.")
+    failed = failed_mask(results)
     frame = results.assign(
         _correct=(results["outcome"] == "correct").astype(float),
         _tie=(results["outcome"] == "tie").astype(float),
-        _invalid=(results["outcome"] == "invalid").astype(float),
+        _invalid=((results["outcome"] == "invalid") & ~failed).astype(float),
+        _failed=failed.astype(float),
+        _counted=(~failed).astype(float),
     )
     frame["_credit"] = frame["_correct"] + (0.5 * frame["_tie"] if half_credit else 0.0)
     if by:
         grouped = frame.groupby(by, sort=True, observed=True, dropna=False)
         table = grouped.agg(
-            n=("_correct", "size"), correct=("_correct", "sum"), ties=("_tie", "sum"),
-            invalid=("_invalid", "sum"), credit=("_credit", "sum"),
+            n=("_counted", "sum"), correct=("_correct", "sum"), ties=("_tie", "sum"),
+            invalid=("_invalid", "sum"), failed=("_failed", "sum"), credit=("_credit", "sum"),
         ).reset_index()
     else:
         table = pd.DataFrame({
-            "n": [len(frame)], "correct": [frame["_correct"].sum()], "ties": [frame["_tie"].sum()],
-            "invalid": [frame["_invalid"].sum()], "credit": [frame["_credit"].sum()],
+            "n": [frame["_counted"].sum()], "correct": [frame["_correct"].sum()], "ties": [frame["_tie"].sum()],
+            "invalid": [frame["_invalid"].sum()], "failed": [frame["_failed"].sum()], "credit": [frame["_credit"].sum()],
         })
-    for col in ("n", "correct", "ties", "invalid"):
+    for col in ("n", "correct", "ties", "invalid", "failed"):
         table[col] = table[col].astype(np.int64)
     with np.errstate(invalid="ignore", divide="ignore"):
         table["accuracy"] = table["credit"] / table["n"].where(table["n"] > 0)
@@ -423,6 +439,7 @@ def accuracy_table(
         bounds = []
         groups = frame.groupby(by, sort=True, observed=True, dropna=False) if by else [((), frame)]
         for _, g in groups:
+            g = g[g["_failed"] == 0]
             clusters = None if units is None else g[units].to_numpy()
             bounds.append(bootstrap_ci(g["_credit"].to_numpy(), units=clusters, n_boot=n_boot, seed=seed,
                                        level=level))
@@ -431,7 +448,8 @@ def accuracy_table(
     else:
         table["ci_low"] = np.nan
         table["ci_high"] = np.nan
-    columns = [*by, "n", "correct", "ties", "invalid", "accuracy", "ci_low", "ci_high"]
+    columns = [*by, "n", "correct", "ties", "invalid", *(["failed"] if failed.any() else []), "accuracy", "ci_low",
+               "ci_high"]
     if half_credit:
         columns.insert(columns.index("accuracy"), "credit")
     if "profile" in by and table["profile"].map(is_oracle).any():
@@ -679,8 +697,8 @@ def summarize(
     if baseline is None:
         baseline = "none" if compare == "profile" and "none" in levels else levels[0]
     within = [c for c in by if c != compare]
-    cmp = _compare_fn(results, compare, baseline=baseline, by=within, units=units, n_boot=n_boot, seed=seed,
-                      level=level)
+    cmp = _compare_fn(results[~failed_mask(results)], compare, baseline=baseline, by=within, units=units,
+                      n_boot=n_boot, seed=seed, level=level)
     cmp = cmp.rename(columns={"level_a": "vs", "level_b": compare, "ci_low": "diff_ci_low",
                               "ci_high": "diff_ci_high"})
     keep = [*within, compare, "vs", "n_pairs", "diff", "diff_ci_low", "diff_ci_high", "p_value", "p_holm"]

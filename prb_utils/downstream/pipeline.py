@@ -2,8 +2,10 @@
 
 1. The policy (default the offline ``smollm2``) writes ``n_samples`` answers per benchmark question, seeing
    the question and the user's ``policy_posts`` most relevant profile posts (never the rubric or the
-   narrative). Each question is sampled on its own, seeded by its id (:func:`question_seed`): its answers
-   never depend on the questions sampled before or beside it. Answers are cached in ``<out>/bon/samples/``.
+   narrative). By default several questions are sampled together (:data:`SAMPLING_MODES`: ``batched``);
+   ``exact`` samples each question on its own, seeded by its id (:func:`question_seed`), so its answers never
+   depend on the questions sampled before or beside it. Answers are cached per question in
+   ``<out>/bon/samples/``, the two modes apart.
 2. Every RM scores every answer through :func:`prb_utils.scoring.score_benchmark` (its own store in
    ``<out>/bon/store``, so a re-run scores nothing again), seeing the question plus the profile condition
    ``rm_profile``. Pointwise RMs score answers two at a time (samples 2j and 2j+1 as one pair, each side
@@ -47,25 +49,41 @@ from prb_utils.downstream.correlation import no_ranking, rank_agreement_ci
 from prb_utils.downstream.plots import bon_curve_plot, coefficient_bars, rank_rank, scatter_fit
 from prb_utils.downstream.rubric_judge import (
     DEFAULT_JUDGE,
+    NEEDED_JUDGEMENT_COLUMNS,
     UNUSABLE_VERDICT,
     check_judge,
     choose_quality_rule,
     judge_cache_key,
+    judge_identity,
     judge_item,
     judge_label,
     load_judge,
     results_frame,
+    runs_a_model,
 )
 from prb_utils.errors import PRBError
 from prb_utils.models import MODEL_KINDS, ModelOptions, parse_spec
 from prb_utils.models.fingerprint import model_fingerprint
 from prb_utils.models.generation import check_causal_lm
 from prb_utils.profile import parse_condition, rm_visible_fields, selected_posts
-from prb_utils.schema import DEFAULT_ZOO, stable_hash
+from prb_utils.schema import DEFAULT_ZOO, pair_key, stable_hash
 from prb_utils.scoring import resolved_placement, score_benchmark
 from prb_utils.store import load_results, load_run_metadata, read_parquet_cache, write_parquet
 
+#: The columns a cached sample file must have to be read (one without them is set aside and sampled anew).
+SAMPLE_COLUMNS = ("subset", "id", "sample_idx", "response", "prompt_hash", "policy")
 PIPELINE_VERSION = 3  # 2: questions sampled in batches; 3: each question on its own, seeded by its id
+#: How the policy's answers were sampled, as ``run.json`` (``sampling``) names it and pages say it.
+SAMPLING_MODES = {
+    "batched": "several questions sampled together (in process: one generate call, as many as the token budget "
+               "takes; on a server: many requests in flight, each seeded by its question): fast, but a question's "
+               "answers can depend on the questions sampled beside it",
+    "exact": "each question sampled on its own, seeded by its id (--exact-sampling): its answers depend only on it, "
+             "the policy, N, the options and the seed, whatever ran before or beside it",
+}
+#: Answers the rubric judge rates per call on a server engine: their requests are in flight together (the
+#: client keeps its concurrency's worth on the server), and the verdict cache is written after each call.
+SERVER_JUDGE_CHUNK = 256
 
 POLICY_SYSTEM = "You are a helpful assistant who writes personalized answers."
 POLICY_PROMPT = """Answer the question below so that it suits this particular user. Their earlier posts \
@@ -82,7 +100,10 @@ Question:
 @dataclass(frozen=True)
 class SamplingOptions:
     """How the policy writes its answers: ``n_samples`` per question, seeing the question and its user's
-    ``policy_posts`` most relevant posts; ``batch_questions`` questions between two writes of the cache."""
+    ``policy_posts`` most relevant posts. ``exact``: each question sampled on its own (:data:`SAMPLING_MODES`),
+    ``batch_questions`` questions between two writes of the cache; otherwise the engine's generator groups the
+    questions (:meth:`~prb_utils.models.generation.ChatGeneration.sampling_groups`) and the cache is written
+    after each group."""
 
     policy: str = "smollm2"
     n_samples: int = 8
@@ -91,6 +112,12 @@ class SamplingOptions:
     top_p: float = 0.9
     policy_posts: int = 5
     batch_questions: int = 8
+    exact: bool = False
+
+    @property
+    def mode(self) -> str:
+        """``exact`` or ``batched`` (:data:`SAMPLING_MODES`)."""
+        return "exact" if self.exact else "batched"
 
     def __post_init__(self) -> None:
         if self.n_samples < 1:
@@ -144,14 +171,21 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, sampling: Samp
     policy), cached; the policy runs on ``options.engine`` (device ``options.device``, seeded by
     ``options.seed``).
 
-    Each question is sampled on its own (:meth:`~prb_utils.models.generation.ChatGenerator.sample_each`:
-    in process one ``sample_batch`` call per question, one prefill whose KV cache its ``n_samples`` sequences
-    share; on a vLLM server one request per question, one at a time), seeded by :func:`question_seed`, so
-    its answers depend only on its prompt, the policy, ``n_samples``, the sampling options and the seed:
-    never on which questions ran before or beside it (a padded batch of questions is not bit-stable, and its
-    random stream is shared). Cached per (policy, its fingerprint, device type and dtype, sampling options,
-    a server engine's name) in ``<out>/bon/samples/<key>.parquet`` after every ``batch_questions``
-    questions, so a killed run resumes; a question is sampled again only when its prompt changed.
+    By default (``sampling.exact`` False) several questions are sampled together
+    (:meth:`~prb_utils.models.generation.ChatGeneration.sample_together`: in process the questions of one
+    token-budget group in one ``generate`` call, seeded by their seeds together; on a vLLM server one request
+    per question seeded by :func:`question_seed`, many in flight). With ``sampling.exact`` each question is
+    sampled on its own (:meth:`~prb_utils.models.generation.ChatGeneration.sample_each`: in process one
+    ``sample_batch`` call per question, one prefill whose KV cache its ``n_samples`` sequences share; on a vLLM
+    server one request at a time), seeded by :func:`question_seed`, so its answers depend only on its prompt,
+    the policy, ``n_samples``, the sampling options and the seed: never on which questions ran before or
+    beside it (a padded batch of questions is not bit-stable, and its random stream is shared).
+
+    Cached per question, keyed by (policy, its fingerprint, device type and dtype, sampling options, the mode,
+    a server engine's name) in ``<out>/bon/samples/<key>.parquet`` after every group, so a killed run resumes
+    and a later, larger run samples only the questions it lacks; a question is sampled again only when its
+    prompt changed. The two modes never share a cache file (the exact mode keeps the key answers had before
+    the batched mode existed).
     """
 
     sampling, options = sampling or SamplingOptions(), options or ModelOptions()
@@ -161,10 +195,12 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, sampling: Samp
            "v": PIPELINE_VERSION}
     if not options.engine.in_process:
         key["engine"] = options.engine.name
+    if not sampling.exact:
+        key["sampling"] = sampling.mode
     # the policy's weights, device type and dtype too: new weights in the same folder sample anew
     key.update(policy_fp=model_fingerprint(f"judge:{policy}"), **resolved_placement("judge", options.device, "auto"))
     path = Path(out) / "bon" / "samples" / f"{stable_hash(key)}.parquet"
-    cached = read_parquet_cache(path)
+    cached = read_parquet_cache(path, columns=SAMPLE_COLUMNS, recompute=True)   # damaged: set aside, sampled anew
     have = {} if cached is None else {(s, i): h for (s, i), h in
                                       cached.groupby(["subset", "id"])["prompt_hash"].first().items()}
     parts = [] if cached is None else [cached]
@@ -178,14 +214,33 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, sampling: Samp
         generator = options.engine.for_run(out, progress=progress).chat_generator(policy, device=options.device)
         if not getattr(generator.tokenizer, "chat_template", None):
             raise PRBError(f"The policy '{policy}' has no chat template; Best-of-N needs a chat (instruct) model.")
-        bar = tqdm(total=len(todo), unit="questions", desc=f"sampling {n_samples} answers per question",
-                   disable=not progress, file=sys.stderr, dynamic_ncols=True)
-        for start in range(0, len(todo), sampling.batch_questions):
-            batch = todo[start:start + sampling.batch_questions]
-            answers = generator.sample_each([prompt for _, prompt in batch], n_samples, system=POLICY_SYSTEM,
-                                            seeds=[question_seed(seed, subset, qid) for (subset, qid), _ in batch],
-                                            max_new_tokens=sampling.max_new_tokens, temperature=sampling.temperature,
-                                            top_p=sampling.top_p)
+        prompts = [prompt for _, prompt in todo]
+        seeds = [question_seed(seed, subset, qid) for (subset, qid), _ in todo]
+        how = {"system": POLICY_SYSTEM, "max_new_tokens": sampling.max_new_tokens,
+               "temperature": sampling.temperature, "top_p": sampling.top_p}
+        if sampling.exact:
+            step = sampling.batch_questions
+            groups = [list(range(start, min(start + step, len(todo)))) for start in range(0, len(todo), step)]
+        else:
+            groups = generator.sampling_groups(prompts, system=POLICY_SYSTEM, max_new_tokens=sampling.max_new_tokens,
+                                               batch_tokens=options.batch_tokens)
+        bar = tqdm(total=len(todo), unit="questions", desc=f"sampling {n_samples} answers per question "
+                   f"({sampling.mode}, {len(groups)} call{'s' if len(groups) != 1 else ''})", disable=not progress,
+                   file=sys.stderr, dynamic_ncols=True,
+                   bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total} questions [{elapsed}<{remaining}]")
+        finished = 0
+        for group in groups:
+            batch = [todo[i] for i in group]
+            if sampling.exact:
+                answers = []
+                for i in group:   # one question at a time, each its own call: the bar moves per question
+                    answers += generator.sample_each([prompts[i]], n_samples, seeds=[seeds[i]], **how)
+                    bar.update(1)
+            else:   # the bar moves per decoding step in process (a group is one generate call), else per group
+                tick = len(group) / max(1, sampling.max_new_tokens)
+                answers = generator.sample_together([prompts[i] for i in group], n_samples,
+                                                    seeds=[seeds[i] for i in group],
+                                                    on_step=lambda tick=tick: bar.update(tick), **how)
             new = pd.concat([pd.DataFrame({"subset": subset, "id": qid, "sample_idx": range(n_samples),
                                            "response": replies, "prompt_hash": stable_hash(prompt),
                                            "policy": policy})
@@ -193,8 +248,10 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, sampling: Samp
                             ignore_index=True)
             done = set(zip(new["subset"], new["id"], strict=True))
             parts = [p[[k not in done for k in zip(p["subset"], p["id"], strict=True)]] for p in parts] + [new]
-            write_parquet(pd.concat(parts, ignore_index=True), path)  # after each batch: resumable
-            bar.update(len(batch))
+            write_parquet(pd.concat(parts, ignore_index=True), path)  # after each group: resumable
+            finished += len(group)
+            bar.n = finished   # whole questions done, whatever the steps said
+            bar.refresh()
         bar.close()
     samples = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
     keys = pd.DataFrame({"subset": data["subset"].astype(str), "id": data["id"].astype(str)})
@@ -272,20 +329,21 @@ def score_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
 
 
 def judge_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.PathLike, judge: Any = DEFAULT_JUDGE,
-                  chunk: int = 32, progress: bool = True, options: ModelOptions | None = None) -> pd.DataFrame:
+                  chunk: int | None = None, progress: bool = True, options: ModelOptions | None = None) -> pd.DataFrame:
     """Rubric quality per answer: columns subset, id, sample_idx, quality, failed, attempts, judge,
     judge_proxy; cached in ``<out>/bon/judge/<judge>.parquet`` by answer and rubric.
 
     ``judge``: a spec for :func:`prb_utils.downstream.rubric_judge.load_judge` or a judge object (``name``, ``proxy``,
-    ``judge(items)``). Answers are judged ``chunk`` at a time and the cache is written after each chunk, so an
-    interrupted run keeps what it judged. An LLM judge runs on ``options.engine`` with ``options.device`` (the
+    ``judge(items)``). Answers are judged ``chunk`` at a time (default 32 in process; on a server engine
+    :data:`SERVER_JUDGE_CHUNK`, every request of a chunk in flight together up to the client's concurrency) and
+    the cache is written after each chunk, so an interrupted run keeps what it judged. An LLM judge runs on ``options.engine`` with ``options.device`` (the
     proxy stays in this process); its verdicts are cached per engine."""
 
     options = options or ModelOptions()
-    judge_id = judge if isinstance(judge, str) else str(judge.name)
+    judge_id = judge_id_of(judge)
     key = judge_cache_key(judge, device=options.device, engine=options.engine)
     path = Path(out) / "bon" / "judge" / f"{stable_hash(key)}.parquet"
-    cached = read_parquet_cache(path)
+    cached = read_parquet_cache(path, columns=NEEDED_JUDGEMENT_COLUMNS, recompute=True)   # damaged: judged anew
     aspects = {(str(r["subset"]), str(r["id"])): r for r in data.to_dict("records")}
     rows = []
     for s in samples.to_dict("records"):
@@ -299,6 +357,8 @@ def judge_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
     known = set() if cached is None else set(cached.loc[~unusable, "key"])
     todo = [r["item"] for r in rows if r["key"] not in known and r["item"].aspects]
     todo = list({i.key: i for i in todo}.values())
+    if chunk is None:
+        chunk = 32 if options.engine.in_process or not runs_a_model(judge) else SERVER_JUDGE_CHUNK
     if chunk < 1:
         raise PRBError(f"chunk must be at least 1, got {chunk}.")
     if todo:
@@ -324,6 +384,21 @@ def judge_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
 
 
 # ------------------------------------------------------------------------------------------ 4. all of it
+
+
+def _stage(progress: bool, text: str) -> None:
+    """Name a step on stderr as it starts (when ``progress``), above any progress bar."""
+    if progress:
+        tqdm.write(text, file=sys.stderr)
+
+
+def judge_id_of(judge: Any) -> str:
+    """How a judge (a spec or a judge object) is named in messages.
+
+    >>> judge_id_of("proxy")
+    'proxy'
+    """
+    return judge if isinstance(judge, str) else str(judge.name)
 
 
 def _default_ks(n: int) -> list[int]:
@@ -420,13 +495,17 @@ def run_bon_pipeline(
     root = Path(out) / folder
 
     t = time.time()
+    _stage(progress, f"Best-of-N 1/3: sampling {sampling.n_samples} answers for each of {len(data)} questions "
+                     f"({sampling.mode} sampling)")
     samples = sample_answers(data, out=out, sampling=sampling, options=options, progress=progress)
     timings["sample"] = time.time() - t
     t = time.time()
+    _stage(progress, f"Best-of-N 2/3: scoring {len(samples)} answers with {len(models)} RM(s)")
     scores = score_samples(data, samples, out=out, models=models, rm_profile=rm_profile,
                            judge_design=judge_design, options=options, progress=progress)
     timings["score"] = time.time() - t
     t = time.time()
+    _stage(progress, f"Best-of-N 3/3: judging {len(samples)} answers with {judge_id_of(judge)}")
     quality = judge_samples(data, samples, out=out, judge=judge, progress=progress, options=options)
     timings["judge"] = time.time() - t
 
@@ -470,10 +549,24 @@ def run_bon_pipeline(
             "rm_profile": rm_profile, "judge_design": judge_design,
             "judge": judge_name, "judge_proxy": proxy, "seed": seed, "max_new_tokens": sampling.max_new_tokens,
             "temperature": sampling.temperature, "top_p": sampling.top_p, "policy_posts": sampling.policy_posts,
-            "ks": ks, "quality_rule": rule, **options.engine.metadata(),
-            "n_questions": int(samples.groupby(["subset", "id"]).ngroups), "timings_s": timings}
+            "ks": ks, "quality_rule": rule, "sampling": sampling.mode, **options.engine.metadata(),
+            "n_questions": int(samples.groupby(["subset", "id"]).ngroups), "timings_s": timings,
+            "judge_identity": judge_identity(judge), "questions": question_digests(data)}
     (root / "run.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
     return BonRun(samples, frame, curves, agreement, paths, timings, judge_name, proxy)
+
+
+def question_digests(data: pd.DataFrame) -> dict[str, str]:
+    """``{subset/id: digest}`` of what a Best-of-N run reads of each record (its question, profile and rubric
+    aspects); ``run.json`` keeps them, so that ``prb report`` shows a ``prb bon`` run only on the data it asks for.
+
+    >>> a = load_benchmark("sample", limit=1)
+    >>> question_digests(a) == question_digests(a.assign(question=a["question"] + "?"))
+    False
+    """
+    keys = [k for k in ("question", "profile", "rubric_aspects") if k in data.columns]
+    return {pair_key(str(row["subset"]), str(row["id"])): stable_hash([row[k] for k in keys])
+            for row in data[["subset", "id", *keys]].to_dict("records")}
 
 
 def _figures(curves: pd.DataFrame, gains: pd.DataFrame | None, metrics: pd.DataFrame, accuracy: pd.Series | None,

@@ -54,6 +54,7 @@ import re
 import sys
 import time
 import warnings
+import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -61,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from safetensors import safe_open
 from tqdm.auto import tqdm
 
 from prb_utils.data import load_benchmark
@@ -68,6 +70,7 @@ from prb_utils.downstream.pipeline import POLICY_SYSTEM, policy_prompt
 from prb_utils.downstream.reference_files import read_ppo_csv
 from prb_utils.downstream.rubric_judge import (
     DEFAULT_JUDGE,
+    NEEDED_JUDGEMENT_COLUMNS,
     check_judge,
     choose_quality_rule,
     judge_cache_key,
@@ -75,7 +78,7 @@ from prb_utils.downstream.rubric_judge import (
     load_judge,
     results_frame,
 )
-from prb_utils.errors import PRBError
+from prb_utils.errors import PRBError, set_aside
 from prb_utils.models import MODEL_KINDS, ModelOptions, PairInput, load_model, parse_spec
 from prb_utils.models.base import ModelSpec
 from prb_utils.models.device import configure_threads, cpu_threads, free_cuda_memory, resolve_placement
@@ -109,6 +112,7 @@ class PPORun:
     timings: dict[str, float] = field(default_factory=dict)
     judge: str = ""
     judge_proxy: bool = False
+    diverged: dict[str, str] = field(default_factory=dict)   # RM spec -> why its policy is left out of the table
 
 
 # ------------------------------------------------------------------------------------------ files
@@ -290,13 +294,39 @@ def last_checkpoint(run_dir: str | os.PathLike) -> tuple[Path | None, int]:
     folder = Path(run_dir)
     if not folder.is_dir():
         return best
-    for path in folder.glob("checkpoint-*"):
+    for path in sorted(folder.glob("checkpoint-*")):
         state = path / "trainer_state.json"
         if path.is_dir() and state.is_file() and (path / "config.json").is_file():
+            problem = checkpoint_problem(path)
+            if problem is not None:   # training it again is safe: set aside (a name the trainer never rotates away)
+                set_aside(path, problem, "training resumes from an earlier checkpoint, or from the start",
+                          name=f"damaged-{path.name}")
+                continue
             step = int(read_json_cache(state).get("global_step", 0) or 0)
             if step >= best[1]:
                 best = (path, step)
     return best
+
+
+def checkpoint_problem(path: Path) -> str | None:
+    """What is wrong with a checkpoint folder whose files were cut short (a copy or a disk that filled up), or
+    None: its trainer state must be JSON, its ``*.safetensors`` whole, its torch files (``optimizer.pt``, ...)
+    whole zip archives."""
+    try:
+        json.loads((path / "trainer_state.json").read_text(encoding="utf-8"))
+    except (ValueError, OSError):
+        return "trainer_state.json is not JSON"
+    for file in sorted(path.iterdir()):
+        try:
+            if file.suffix == ".safetensors":
+                with safe_open(str(file), framework="pt"):
+                    pass
+            elif file.suffix in (".pt", ".pth", ".bin"):
+                with zipfile.ZipFile(file):
+                    pass
+        except Exception as exc:   # safetensors' and zipfile's errors for a cut file
+            return f"{file.name} is cut short or damaged ({type(exc).__name__})"
+    return None
 
 
 def _policy_source(policy: str) -> str:
@@ -440,6 +470,10 @@ def _free() -> None:
 # ------------------------------------------------------------------------------------------ 4. evaluation
 
 
+#: The columns of :func:`generate_answers` (a cached answer file without one is set aside and answered anew).
+ANSWER_COLUMNS = ("subset", "id", "response", "prompt_hash")
+
+
 def generate_answers(model: str, held_out: pd.DataFrame, *, posts: int, max_new_tokens: int,
                      device: str = "auto") -> pd.DataFrame:
     """Greedy answers of ``model`` (alias, hub id or checkpoint folder) to the held-out questions."""
@@ -458,9 +492,34 @@ def generate_answers(model: str, held_out: pd.DataFrame, *, posts: int, max_new_
                          "response": [r[0] for r in replies], "prompt_hash": [stable_hash(p) for p in prompts]})
 
 
+def nonfinite_weights(checkpoint: str | os.PathLike) -> str | None:
+    """Why a checkpoint's weights are degenerate (a NaN or infinite value, named with its tensor), or None;
+    read one tensor at a time from its ``*.safetensors`` files."""
+    import torch
+
+    for path in sorted(Path(checkpoint).glob("*.safetensors")):
+        with safe_open(str(path), framework="pt") as weights:
+            for name in weights.keys():
+                tensor = weights.get_tensor(name)
+                if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                    return f"non-finite weights ({name})"
+    return None
+
+
+def degenerate_answers(answers: pd.DataFrame) -> str | None:
+    """Why a policy's held-out answers are degenerate (every one empty), or None.
+
+    >>> degenerate_answers(pd.DataFrame({"response": ["", "  "]})), degenerate_answers(pd.DataFrame({"response": ["", "a"]}))
+    ('every held-out answer is empty', None)
+    """
+    if answers.empty or answers["response"].fillna("").astype(str).str.strip().astype(bool).any():
+        return None
+    return "every held-out answer is empty"
+
+
 def _cached_answers(path: Path, model: str, held_out: pd.DataFrame, *, posts: int, max_new_tokens: int,
                     device: str) -> pd.DataFrame:
-    cached = read_parquet_cache(path)
+    cached = read_parquet_cache(path, columns=ANSWER_COLUMNS, recompute=True)   # damaged: answered anew
     if cached is not None and len(cached) == len(held_out):
         return cached
     answers = generate_answers(model, held_out, posts=posts, max_new_tokens=max_new_tokens, device=device)
@@ -482,7 +541,7 @@ def judge_answers(answers: pd.DataFrame, held_out: pd.DataFrame, *, cache: Path,
         keys.append(item.key)
         if item.aspects:
             items[item.key] = item
-    cached = read_parquet_cache(cache)
+    cached = read_parquet_cache(cache, columns=NEEDED_JUDGEMENT_COLUMNS, recompute=True)   # damaged: judged anew
     known = set() if cached is None else set(cached["key"])
     todo = [item for key, item in items.items() if key not in known]
     if todo:
@@ -605,6 +664,7 @@ def run_ppo(
         timings["baseline"] = time.time() - t
 
         trained: list[str] = []
+        diverged: dict[str, str] = {}
         t = time.time()
         bar = tqdm(specs, unit="RM", desc="PPO: one policy per RM", disable=not progress, file=sys.stderr,
                    dynamic_ncols=True)
@@ -622,10 +682,19 @@ def run_ppo(
                     "seed": int(seed), "options": training.__dict__, "steps": info["steps"],
                     "checkpoint": Path(info["checkpoint"]).name, "train_questions": int(train["question"].nunique()),
                     "versions": _versions()}
+            problem = nonfinite_weights(info["checkpoint"])
+            if problem is None:
+                given = _cached_answers(run_dir / f"answers-{eval_id}-{max_new}-step{info['steps']}.parquet",
+                                        info["checkpoint"], held_out, posts=training.policy_posts,
+                                        max_new_tokens=max_new, device=device)
+                problem = degenerate_answers(given)
+            if problem is not None:   # a diverged policy is no result: left out of the table, with the reason
+                diverged[spec] = (f"diverged after {info['steps']} GRPO step(s) at learning rate "
+                                  f"{training.learning_rate:g}: {problem}")
+                meta["diverged"] = diverged[spec]
             write_text(run_dir / "run.json", json.dumps(meta, indent=1))
-            answers.append(_cached_answers(run_dir / f"answers-{eval_id}-{max_new}-step{info['steps']}.parquet",
-                                           info["checkpoint"], held_out, posts=training.policy_posts,
-                                           max_new_tokens=max_new, device=device).assign(rm=spec, steps=info["steps"]))
+            if problem is None:
+                answers.append(given.assign(rm=spec, steps=info["steps"]))
         bar.close()
         timings["train"] = time.time() - t
 
@@ -647,11 +716,13 @@ def run_ppo(
         setting = {"policy": policy, "policy_fingerprint": policy_fp, "judge": judge_name, "eval": eval_id,
                    "steps": int(steps), "seed": int(seed), "options": training.__dict__, "max_new_tokens": max_new}
         table = _merge_previous(root, table, setting)
+        table = table[~table["rm"].isin(set(diverged))].reset_index(drop=True)   # an older row of it too
         write_text(root / "ppo.csv", table.to_csv(index=False))
         write_parquet(judged, root / "answers.parquet")
         write_text(root / "run.json", json.dumps({**setting, "judge_proxy": proxy, "trainer": TRAINER, "quality_rule": rule,
-                                                  "models": specs, "timings_s": timings}, indent=1))
-        return PPORun(table, judged, trained, timings, judge_name, proxy)
+                                                  "models": specs, "diverged": diverged, "timings_s": timings},
+                                                 indent=1))
+        return PPORun(table, judged, trained, timings, judge_name, proxy, diverged)
 
 
 def _say_waiting(lock: Path) -> None:
@@ -668,7 +739,12 @@ def _merge_previous(root: Path, table: pd.DataFrame, setting: dict[str, Any]) ->
     meta = read_json_cache(previous_meta)
     if {k: meta.get(k) for k in setting} != json.loads(json.dumps(setting)):
         return table
-    previous = read_ppo_csv(root / "ppo.csv")
+    try:
+        previous = read_ppo_csv(root / "ppo.csv")
+    except PRBError:   # the runs it came from are kept: set it aside; this run's table replaces it
+        set_aside(root / "ppo.csv", "not a readable RL table",
+                  "this run's table replaces it (run prb ppo with its other --model again to add their rows)")
+        return table
     kept = previous[~previous["rm"].isin(set(table["rm"]))]
     kept = kept.assign(n=kept["n"].astype("Int64"), trainer=TRAINER)   # this setting's rows: the same trainer
     return pd.concat([table, kept], ignore_index=True) if not kept.empty else table

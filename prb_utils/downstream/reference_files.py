@@ -24,6 +24,7 @@ A malformed file raises :class:`~prb_utils.errors.PRBError` naming the file and 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
@@ -411,7 +412,12 @@ def read_ppo_csv(path: PathLike) -> pd.DataFrame:
     p = Path(path)
     if not p.is_file():
         raise PRBError(f"File {p} does not exist.")
-    with p.open(encoding="utf-8", newline="") as fh:
+    try:
+        text = p.read_bytes().decode("utf-8")   # as is: csv reads the line ends itself
+    except UnicodeDecodeError as exc:
+        raise PRBError(f"{p} is not UTF-8 text (byte {exc.start}); expected a CSV table "
+                       "rm,subset,score[,n[,trainer]].") from None
+    with io.StringIO(text, newline="") as fh:
         reader = csv.reader(fh)
         header = next(reader, None)
         if header is None:

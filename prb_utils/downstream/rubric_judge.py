@@ -763,6 +763,19 @@ def judge_cache_key(judge: Any, *, device: str = "auto", dtype: str = "auto",
     return key
 
 
+def judge_identity(judge: Any) -> list[Any]:
+    """What makes a rubric judge the same judge wherever it runs: its form and model as :func:`check_judge_spec`
+    reads them (``proxy`` is ``proxy:minilm``), its prompt and its model's fingerprint (a judge object: its name).
+    ``prb report`` shows a ``prb bon`` run only when it was judged by the judge the report asks for.
+
+    >>> judge_identity("proxy") == judge_identity("proxy:minilm")
+    True
+    """
+    if not isinstance(judge, str):
+        return [str(judge.name)]
+    return [":".join(check_judge_spec(judge)), *judge_cache_key(judge)[1:3]]
+
+
 def check_judge(judge: Any, *, device: str = "auto") -> None:
     """Fail before any work, in one sentence, for a judge spec that cannot be used: an unknown form, a model that
     cannot be found (:func:`judge_cache_key`) or, for an LLM judge, a model that is not a causal LM (a reward
@@ -829,3 +842,5 @@ def results_frame(results: Sequence[JudgeResult]) -> pd.DataFrame:
 #: cached judgement can be read by either rule (:data:`QUALITY_RULES`) without judging again.
 JUDGEMENT_COLUMNS = ["key", "quality", "aspect_scores", "failed", "attempts", "judge", "judge_proxy", "raw", "error",
                   "quality_expected", "p_verdicts", "mass"]
+#: The columns a cached judgement must have to be read (a verdict cache without one is set aside and judged anew).
+NEEDED_JUDGEMENT_COLUMNS = ("key", "quality", "failed", "attempts", "judge", "judge_proxy", "error")

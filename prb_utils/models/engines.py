@@ -50,6 +50,12 @@ ENGINES: dict[str, EngineType] = {engine.name: engine for engine in (
 
 #: ``vllm serve`` options prb sets itself on the servers it starts (127.0.0.1 and a free port).
 OWNED_ENGINE_ARGS = ("port", "host")
+#: ``vllm serve`` options that duplicate a prb option (vLLM's name -> prb's): refused, so that what the server
+#: runs with is what the job key and its record say (prb passes its own option to the server).
+DUPLICATED_ENGINE_ARGS = {"dtype": "--dtype", "tensor-parallel-size": "--tensor-parallel-size",
+                          "tp": "--tensor-parallel-size", "pipeline-parallel-size": "--pipeline-parallel-size",
+                          "pp": "--pipeline-parallel-size", "model": "--model", "served-model-name": "--model",
+                          "runner": "--model KIND:NAME (the kind)"}
 
 
 def check_engine(name: str) -> str:
@@ -115,6 +121,9 @@ class EngineConfig:
                 raise PRBError(f"--engine-arg {arg!r}: prb chooses the server's {key} itself (a free port on "
                                "127.0.0.1: a server on another address would be reachable, without authentication, "
                                "by others).")
+            if key in DUPLICATED_ENGINE_ARGS:
+                raise PRBError(f"--engine-arg {arg!r} duplicates prb's {DUPLICATED_ENGINE_ARGS[key]}: give that option "
+                               "instead, so that the server runs with what the job records.")
 
     @property
     def engine(self) -> EngineType:

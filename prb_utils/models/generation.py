@@ -8,13 +8,13 @@ the same machine and library versions.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from prb_utils.errors import PRBError
 from prb_utils.models.base import ModelSpec
-from prb_utils.models.batching import BudgetBatcher
+from prb_utils.models.batching import BudgetBatcher, token_budget_batches
 from prb_utils.models.device import configure_threads, resolve_placement
 from prb_utils.models.hf import (
     DEFAULT_BATCH_TOKENS,
@@ -27,6 +27,18 @@ from prb_utils.models.lm import DecoderRunner, Group, lm_logits
 from prb_utils.schema import stable_hash
 
 GENERATIVE_ARCHITECTURES = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
+
+
+def together_seed(seeds: Sequence[int]) -> int:
+    """The one seed of a generation call that samples several messages together: a stable hash of their own
+    seeds, in order (the same messages in the same order get the same seed on every run).
+
+    >>> together_seed([1, 2]) == together_seed([1, 2]) != together_seed([2, 1])
+    True
+    >>> 0 <= together_seed([7]) < 2**32
+    True
+    """
+    return int(stable_hash([int(s) for s in seeds], length=8), 16)
 
 
 @dataclass(frozen=True)
@@ -94,8 +106,27 @@ class ChatGeneration:
         return [self.sample_batch([user], n, system=system, max_new_tokens=max_new_tokens, temperature=temperature,
                                   top_p=top_p, seed=int(one))[0] for user, one in zip(users, seeds, strict=True)]
 
+    def sampling_groups(self, users: Sequence[str], *, system: str | None = None, max_new_tokens: int = 128,
+                        batch_tokens: int | None = None) -> list[list[int]]:
+        """Which messages (indices into ``users``) :meth:`sample_together` samples in one call; here each alone
+        (an engine's generator plans bigger groups)."""
+        return [[i] for i in range(len(users))]
+
+    def sample_together(self, users: Sequence[str], n: int, *, seeds: Sequence[int], system: str | None = None,
+                        max_new_tokens: int = 128, temperature: float = 1.0, top_p: float = 0.9,
+                        on_step: Callable[[], None] | None = None) -> list[list[str]]:
+        """``n`` sampled replies to each user message, the messages sampled together (one group of
+        :meth:`sampling_groups`), which is fast; a message's replies may depend on the messages beside it (for
+        replies that never do, :meth:`sample_each`). Here: one :meth:`sample_batch` call seeded by
+        :func:`together_seed` of ``seeds``, ``on_step()`` after each decoding step (a progress bar's tick)."""
+        if len(seeds) != len(users):
+            raise PRBError(f"sample_together needs one seed per message, got {len(seeds)} for {len(users)}.")
+        return self.sample_batch(users, n, system=system, max_new_tokens=max_new_tokens, temperature=temperature,
+                                 top_p=top_p, seed=together_seed(seeds), on_step=on_step)
+
     def sample_batch(self, users: Sequence[str], n: int, *, system: str | None = None, max_new_tokens: int = 128,
-                     temperature: float = 1.0, top_p: float = 0.9, seed: int = 0) -> list[list[str]]:
+                     temperature: float = 1.0, top_p: float = 0.9, seed: int = 0,
+                     on_step: Callable[[], None] | None = None) -> list[list[str]]:
         raise NotImplementedError   # pragma: no cover - every engine's generator defines it
 
 
@@ -149,6 +180,24 @@ class ChatGenerator(ChatGeneration):
 
         packed = [Group(tuple(tuple(p) for p in group), tuple(len(p) - 1 for p in group)) for group in groups]
         return runner.hidden(packed, reduce=probabilities)
+
+    def sampling_groups(self, users: Sequence[str], *, system: str | None = None, max_new_tokens: int = 128,
+                        batch_tokens: int | None = None) -> list[list[int]]:
+        """Messages sampled in one ``generate`` call by :meth:`sample_together`: packed, longest first, under a
+        budget of ``batch_tokens`` padded tokens (default the device's scoring budget, 4,096 on a CPU) where a
+        message costs its prompt plus ``max_new_tokens``: each prompt is encoded once whatever ``n`` is, so the
+        budget bounds the prefill and the length of every decoded row, not their number (``len(group) * n``).
+
+        >>> from types import SimpleNamespace
+        >>> fake = SimpleNamespace(render=lambda u, s: u, tokenizer=lambda t, **_: {"input_ids": t.split()},
+        ...                        placement=SimpleNamespace(device="cpu"))
+        >>> ChatGenerator.sampling_groups(fake, ["a b", "a", "a b c"], max_new_tokens=1, batch_tokens=8)
+        [[2, 0], [1]]
+        """
+        lengths = [len(self.tokenizer(self.render(u, system), add_special_tokens=False)["input_ids"]) + max_new_tokens
+                   for u in users]
+        budget = batch_tokens or DEFAULT_BATCH_TOKENS.get(self.placement.device.split(":")[0], 4096)
+        return token_budget_batches(lengths, budget=int(budget))
 
     def metadata(self) -> dict[str, Any]:
         template = getattr(self.tokenizer, "chat_template", None) or ""
@@ -204,8 +253,10 @@ class ChatGenerator(ChatGeneration):
         temperature: float = 1.0,
         top_p: float = 0.9,
         seed: int = 0,
+        on_step: Callable[[], None] | None = None,
     ) -> list[list[str]]:
-        """``n`` sampled replies to each user message, all in one ``generate`` call.
+        """``n`` sampled replies to each user message, all in one ``generate`` call (``on_step()`` after each
+        decoding step: a progress bar's tick; it changes no reply).
 
         The messages are left-padded into one batch; each prompt is encoded once (one prefill row per
         message, not ``n``) and its KV cache is repeated for the ``n`` sequences, which then decode together
@@ -228,6 +279,8 @@ class ChatGenerator(ChatGeneration):
         ids, mask = enc["input_ids"].to(device), enc["attention_mask"].to(device)
         kwargs: dict[str, Any] = {"max_new_tokens": int(max_new_tokens), "pad_token_id": self.tokenizer.pad_token_id,
                                   "do_sample": True, "temperature": float(temperature), "top_p": float(top_p)}
+        if on_step is not None:
+            kwargs["stopping_criteria"] = _ticks(on_step)
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
             if ids.shape[1] > 1:
@@ -244,3 +297,16 @@ class ChatGenerator(ChatGeneration):
                                       **kwargs)
         replies = self.tokenizer.batch_decode(out[:, ids.shape[1]:], skip_special_tokens=True)
         return [[t.strip() for t in replies[i * n:(i + 1) * n]] for i in range(len(users))]
+
+
+def _ticks(on_step: Callable[[], None]) -> Any:
+    """A transformers stopping-criteria list that calls ``on_step()`` after each decoding step and stops nothing."""
+    import torch
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class Tick(StoppingCriteria):
+        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+            on_step()
+            return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+    return StoppingCriteriaList([Tick()])

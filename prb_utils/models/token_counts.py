@@ -165,6 +165,9 @@ class EmbeddingTokens(TokenCounting, EmbeddingRM):
         self._weightless(spec, "auto")   # an embedding model always takes the tokenizer's own special tokens
 
     def count(self, pairs: Sequence[PairInput]) -> list[PairTokens]:
+        """Per pair its texts' tokens (``input_tokens``) and, as ``computed``, those of its texts no pair before
+        it in ``pairs`` has: the scorer embeds each distinct text of a chunk once (twin pairs share the question
+        and both answers), so ``pairs`` stands for one chunk."""
         texts = [list(dict.fromkeys([("prompt", p.prompt), ("response", p.chosen), ("response", p.rejected)]))
                  for p in pairs]
         flat = [text for group in texts for _, text in group]
@@ -172,10 +175,13 @@ class EmbeddingTokens(TokenCounting, EmbeddingRM):
             lengths = iter([len(ids) for ids in self.tokenizer(flat, add_special_tokens=True)["input_ids"]] if flat
                            else [])
         out = []
+        seen: set[tuple[str, str]] = set()
         for group in texts:
             found = [next(lengths) for _ in group]
-            kept = sum(min(n, self.max_length) for n in found)
-            out.append(PairTokens(kept, kept, max(found), max(found) > self.max_length))
+            kept = [min(n, self.max_length) for n in found]
+            new = sum(n for n, text in zip(kept, group, strict=True) if text not in seen)
+            seen.update(group)
+            out.append(PairTokens(sum(kept), new, max(found), max(found) > self.max_length))
         return out
 
 

@@ -3,7 +3,9 @@
 The prompts and token ids are built by the HF adapters' own code (:class:`~prb_utils.models.judge.JudgeRM`
 and :class:`~prb_utils.models.implicit.ImplicitRM`, whose prompt methods these classes inherit without
 loading the model): same chat template, same special tokens (``tokenization``), same truncation to the
-model's context. The server receives token ids, so both engines see the same tokens.
+model's context, or to the server's when that is shorter (``max_model_len`` of its ``/v1/models``, e.g. a server
+started with ``--max-model-len``; the truncated pairs are flagged and counted). The server receives token ids,
+so both engines see the same tokens.
 
 - judge, ``logprob`` mode: per A/B order one request for the next-token log-probs after prompt + answer
   prefix of exactly the letter variants the HF judge sums (:func:`~prb_utils.models.judge.letter_ids`),
@@ -79,6 +81,9 @@ class _VLLMMixin:
 
     kind = ""
     prefetch = 2
+    #: Tokens a request needs beyond its prompt (one generated token; the judge's forced continuation one more):
+    #: prompts are fitted to the server's context less this.
+    context_reserve = 1
 
     def prepare(self, pairs: Sequence[PairInput]) -> list[PairScore]:
         with self.tokenizer_lock:
@@ -112,6 +117,9 @@ class _VLLMMixin:
         self.engine = connect(spec.name, self.source, device=device, dtype=dtype, options=engine_config,
                               runner=runner)
         self.requested_dtype = dtype
+        served = self.engine.max_model_len   # the server's real context (e.g. --max-model-len), as it reports it
+        if served:   # prompts are cut to it as the HF engine cuts them to the model's, and counted as truncated
+            self.max_length = max(1, min(self.max_length, served - self.context_reserve))
 
     def _cache(self, purpose: str) -> RequestCache | None:
         if not hasattr(self, "_caches"):
@@ -138,6 +146,7 @@ class VLLMJudgeRM(_VLLMMixin, JudgeRM):
     """``judge:`` through a vLLM server (see the module docstring); rows as :class:`JudgeRM` gives them."""
 
     kind = "judge"
+    context_reserve = 2
 
     def __init__(self, spec: ModelSpec, *, device: str = "auto", dtype: str = "auto", seed: int = 0,
                  judge_mode: str = "logprob", judge_template: str | None = None,
@@ -236,6 +245,7 @@ class VLLMClassifierRM(_VLLMMixin, ClassifierRM):
     server's contract is checked before the first chunk (see the module docstring)."""
 
     kind = "classifier"
+    context_reserve = 0   # /classify generates nothing
 
     def __init__(self, spec: ModelSpec, *, device: str = "auto", dtype: str = "auto", seed: int = 0,
                  tokenization: str = "auto", engine_config: EngineConfig, **_: Any) -> None:

@@ -36,11 +36,22 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
-from prb_utils.errors import PRBError
+from prb_utils.errors import PRBError, set_aside
 from prb_utils.schema import canonical_json, stable_hash
 
 RETRY_STATUS = (408, 429, 500, 502, 503, 504)
 UNUSABLE_LIMIT = 6   # unusable responses in a row after which the server, not the pairs, is at fault
+#: The ``vllm serve`` settings several servers must share, where a server says them (``/server_info``, which vLLM
+#: serves in its dev mode, ``VLLM_SERVER_DEV_MODE=1``): ``(section of its config, field)``. The max model length
+#: is compared on every server (``/v1/models``).
+COMPARED_SETTINGS = (("model_config", "dtype"), ("model_config", "quantization"), ("model_config", "logprobs_mode"),
+                     ("cache_config", "cache_dtype"), ("parallel_config", "tensor_parallel_size"),
+                     ("parallel_config", "pipeline_parallel_size"))
+#: Several servers answer one probe request (:meth:`CompletionClient.check_alike`): a mean absolute difference of
+#: their numbers (log-probs, logits) above this means other numerics (float32 against bfloat16 differs by about 0.09
+#: on SmolLM2; the same dtype on the same hardware by nothing).
+PROBE_TOLERANCE = 0.02
+SAME_SETTINGS = "every --engine-url must serve the model with the same dtype, max model length and engine arguments"
 
 
 class EngineError(PRBError):
@@ -115,13 +126,24 @@ class RequestCache:
         self._values: dict[str, Any] = {}
         self._lock = threading.Lock()
         if self.path.is_file():
-            with open(self.path, encoding="utf-8") as fh:
-                for line in fh:
-                    try:
-                        item = json.loads(line)
-                        self._values[str(item["key"])] = item["value"]
-                    except (ValueError, KeyError, TypeError):
-                        continue  # a line cut short by a kill
+            with open(self.path, "rb") as fh:
+                lines = fh.read().splitlines(keepends=True)
+            kept: list[bytes] = []
+            damaged = 0
+            for number, line in enumerate(lines, start=1):
+                try:
+                    item = json.loads(line.decode("utf-8"))
+                    self._values[str(item["key"])] = item["value"]
+                    kept.append(line)
+                except UnicodeDecodeError:   # damaged, unless it is the last line, cut by a kill
+                    damaged += number < len(lines) or line.endswith(b"\n")
+                except (ValueError, KeyError, TypeError):
+                    continue  # a line cut short by a kill
+            if damaged:   # set aside, never lost; the sound lines are kept, the others' requests sent again
+                set_aside(self.path, f"{damaged} line(s) not UTF-8 text", "its sound lines are kept, the other "
+                          "requests sent again")
+                with open(self.path, "wb") as fh:
+                    fh.writelines(line if line.endswith(b"\n") else line + b"\n" for line in kept)
 
     def __len__(self) -> int:
         return len(self._values)
@@ -192,6 +214,7 @@ class CompletionClient:
         self._ever_answered = False
         self._cancelled = threading.Event()
         self._unusable_streak = 0
+        self.cards: dict[str, dict[str, Any]] = {}   # per server, the served model's /v1/models entry
         self.in_flight = dict.fromkeys(self.urls, 0)
         self.sent_per_url = dict.fromkeys(self.urls, 0)   # requests handed to each server (retries not counted)
         self._slots = threading.Condition()
@@ -268,6 +291,7 @@ class CompletionClient:
         from the same weights (``root``) and on the same vLLM version (all three name the request cache):
         EngineError naming the first server that does not."""
         found = [(url, self._resolve_on(url, names)) for url in self.urls]
+        self.cards = dict(found)
         first_url, first = found[0]
         versions = {url: self.version(url) for url in self.urls} if len(self.urls) > 1 else {}
         for url, model in found[1:]:
@@ -277,6 +301,61 @@ class CompletionClient:
                                   f"{first_url} serves {_described(first, versions[first_url])}; every --engine-url "
                                   "must serve the same model on the same vLLM version.")
         return str(first.get("id"))
+
+    @property
+    def max_model_len(self) -> int | None:
+        """The context (prompt and generated tokens) of the served model, as :meth:`resolve_model` read it from
+        ``/v1/models`` (the smallest of several servers'); None when the server does not say."""
+        found = [int(c["max_model_len"]) for c in self.cards.values()
+                 if str(c.get("max_model_len", "")).isdigit()]
+        return min(found) if found else None
+
+    def settings(self, url: str) -> dict[str, Any]:
+        """What :meth:`check_alike` compares of one server: its max model length and, where it says them
+        (``/server_info``), the :data:`COMPARED_SETTINGS`."""
+        card = self.cards.get(url) or {}
+        found: dict[str, Any] = {"max model length": card.get("max_model_len")}
+        try:
+            config = self._open("/server_info?config_format=json", None, 10.0, url).get("vllm_config")
+        except (urllib.error.URLError, OSError, ValueError, AttributeError, http.client.HTTPException):
+            config = None
+        if isinstance(config, dict):
+            for section, name in COMPARED_SETTINGS:
+                part = config.get(section)
+                if isinstance(part, dict) and name in part:
+                    found[name.replace("_", " ")] = str(part[name]).removeprefix("torch.")
+        return found
+
+    def check_alike(self, path: str, probe: dict[str, Any], numbers: Callable[[Any], list[float]]) -> None:
+        """With several servers (after :meth:`resolve_model`): EngineError in one sentence naming the first server
+        that differs from the first one in its settings (:meth:`settings`), or whose answer to the ``probe``
+        request (``numbers`` of the response) differs by more than :data:`PROBE_TOLERANCE` (another dtype or
+        other engine arguments: what a server started without dev mode does not say)."""
+        if len(self.urls) < 2:
+            return
+        first = self.urls[0]
+        base = self.settings(first)
+        for url in self.urls[1:]:
+            for name, value in self.settings(url).items():
+                if name in base and value != base[name]:
+                    raise EngineError(f"The server at {url} serves the model with {name} {value} but the one at "
+                                      f"{first} with {base[name]}; {SAME_SETTINGS}.")
+        answers = []
+        for url in self.urls:
+            try:
+                answers.append(numbers(self._open(path, probe, self.timeout_s, url)))
+            except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError, IndexError,
+                    http.client.HTTPException):
+                return   # a server that cannot answer the probe is named by the first request that fails
+        for url, answer in zip(self.urls[1:], answers[1:], strict=True):
+            if len(answer) != len(answers[0]):
+                raise EngineError(f"The servers at {first} and {url} read the same prompt differently ({len(answers[0])} "
+                                  f"and {len(answer)} numbers back); {SAME_SETTINGS}.")
+            gap = sum(abs(a - b) for a, b in zip(answers[0], answer, strict=True)) / max(1, len(answer))
+            if not gap <= PROBE_TOLERANCE:
+                raise EngineError(f"The servers at {first} and {url} answer the same request with other numbers (a "
+                                  f"mean difference of {gap:.3g}, more than {PROBE_TOLERANCE}), so they run the model "
+                                  f"with another dtype or other engine arguments; {SAME_SETTINGS}.")
 
     def _resolve_on(self, url: str, names: Sequence[str]) -> dict[str, Any]:
         models = self.served_models(url)

@@ -16,7 +16,7 @@ the completions endpoint with ``n`` and a per-message seed.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,11 @@ DEFAULT_CONCURRENCY = 16
 #: At most this many requests in flight per server by default, however many engines it reports.
 MAX_DEFAULT_CONCURRENCY = 1024
 TOP_LOGPROBS = 20   # the top-k asked of a server that does not take logprob_token_ids
+#: The text several ``--engine-url`` servers are asked about, to compare their numbers (``check_alike``).
+PROBE_TEXT = "A reward model prefers the answer that follows the user's rubric. The quick brown fox jumps over the lazy dog."
+#: Best-of-N sampling together (:meth:`VLLMChatGenerator.sample_together`): questions per group, per request slot
+#: of the client (its concurrency x servers), so the server's slots stay full until a group's last requests.
+QUESTIONS_PER_SLOT = 4
 
 
 def default_concurrency(engine_args: Sequence[str] = (), engines: int | None = None) -> tuple[int, str]:
@@ -84,12 +89,18 @@ class Engine:
     pooler_config: str | None = None   # as the server prb started logged it (a server at a URL does not say)
     concurrency_source: str | None = None   # why the client keeps this many requests in flight per server
 
+    @property
+    def max_model_len(self) -> int | None:
+        """The served model's context as the server reports it (``/v1/models``): prompts are fitted to it."""
+        return self.client.max_model_len
+
     def metadata(self) -> dict[str, Any]:
         urls = list(self.client.urls)
         return {"engine": "vllm", "engine_url": None if self.launched else self.url,
                 "engine_urls": None if self.launched or len(urls) == 1 else urls,
                 "engine_launched": self.launched, "engine_server_version": self.version,
                 "engine_served_model": self.model, "engine_dtype": self.dtype,
+                "engine_max_model_len": self.max_model_len,
                 "tensor_parallel_size": self.options.tensor_parallel_size,
                 "pipeline_parallel_size": self.options.pipeline_parallel_size,
                 "engine_args": list(self.options.engine_args),
@@ -123,6 +134,7 @@ def connect(spec_name: str, source: str, *, device: str = "auto", dtype: str = "
     if opts.urls:
         client = CompletionClient(opts.urls, concurrency=given or DEFAULT_CONCURRENCY)
         model = client.resolve_model([spec_name, source, Path(source).name if Path(source).exists() else ""])
+        client.check_alike(*probe_request(model, runner))
         why = "--engine-concurrency"
         if not given:
             client.concurrency, why = default_concurrency(engines=client.data_parallel_engines())
@@ -144,6 +156,30 @@ def connect(spec_name: str, source: str, *, device: str = "auto", dtype: str = "
                   launch.dtype, requested_dtype=dtype,
                   pooler_config=server.logged_config("pooler_config") if runner == "pooling" else None,
                   concurrency_source=why)
+
+
+def probe_request(model: str, runner: str | None = None) -> tuple[str, dict[str, Any], Callable[[Any], list[float]]]:
+    """The request several servers of ``model`` are compared by (path, body, the numbers of its response): the
+    prompt log-probs of :data:`PROBE_TEXT`, or its raw class values on a pooling server (``runner``)."""
+    if runner == "pooling":
+        return ("/classify", {"model": model, "input": PROBE_TEXT, "use_activation": False},
+                lambda r: [float(x) for x in r["data"][0]["probs"]])
+    return ("/v1/completions", {"model": model, "prompt": PROBE_TEXT, "max_tokens": 1, "temperature": 0.0,
+                                "prompt_logprobs": 0}, _prompt_numbers)
+
+
+def _prompt_numbers(response: Any) -> list[float]:
+    """Every prompt log-prob of a completions response, position by position (token ids in order).
+
+    >>> _prompt_numbers({"choices": [{"prompt_logprobs": [None, {"7": {"logprob": -1.5}}]}]})
+    [-1.5]
+    """
+    out = []
+    for entry in first_choice(response).get("prompt_logprobs") or []:
+        for key in sorted(entry or {}, key=str):
+            value = entry[key]
+            out.append(float(value.get("logprob") if isinstance(value, dict) else value))
+    return out
 
 
 def logsumexp(values: Sequence[float]) -> float:
@@ -319,14 +355,14 @@ class VLLMChatGenerator(ChatGeneration):
                 "chat_template_hash": stable_hash(str(template)), **self.engine.metadata()}
 
     def _bodies(self, users: Sequence[str], system: str | None, *, n: int, max_new_tokens: int,
-                temperature: float, top_p: float, seed: int) -> list[dict[str, Any]]:
+                temperature: float, top_p: float, seed: int, seeds: Sequence[int] | None = None) -> list[dict[str, Any]]:
         bodies = []
         for i, user in enumerate(users):
             ids = list(self.tokenizer(self.render(user, system), add_special_tokens=False)["input_ids"])
             body: dict[str, Any] = {"model": self.engine.model, "prompt": ids, "max_tokens": int(max_new_tokens),
                                     "n": int(n), "temperature": float(temperature), "skip_special_tokens": True}
             if temperature > 0:
-                body.update(top_p=float(top_p), seed=int(seed) + i)
+                body.update(top_p=float(top_p), seed=int(seeds[i]) if seeds is not None else int(seed) + i)
             bodies.append(body)
         return bodies
 
@@ -359,3 +395,23 @@ class VLLMChatGenerator(ChatGeneration):
             return []
         return self._run(self._bodies(users, system, n=n, max_new_tokens=max_new_tokens, temperature=temperature,
                                       top_p=top_p, seed=seed))
+
+    def sampling_groups(self, users: Sequence[str], *, system: str | None = None, max_new_tokens: int = 128,
+                        batch_tokens: int | None = None) -> list[list[int]]:
+        """Messages :meth:`sample_together` sends together: :data:`QUESTIONS_PER_SLOT` per request slot of the
+        client (the server plans its own batches, so ``batch_tokens`` is not used here)."""
+        size = QUESTIONS_PER_SLOT * self.engine.client.concurrency * len(self.engine.client.urls)
+        return [list(range(start, min(start + size, len(users)))) for start in range(0, len(users), size)]
+
+    def sample_together(self, users: Sequence[str], n: int, *, seeds: Sequence[int], system: str | None = None,
+                        max_new_tokens: int = 128, temperature: float = 1.0, top_p: float = 0.9,
+                        on_step: Callable[[], None] | None = None) -> list[list[str]]:
+        """``n`` sampled replies to each message: one request per message seeded by its own seed (the same body
+        :meth:`sample_each` sends), all in flight together up to the client's concurrency; the server batches
+        them, so a message's replies may differ from the ones it gets alone (``on_step`` is not called)."""
+        if len(seeds) != len(users):
+            raise PRBError(f"sample_together needs one seed per message, got {len(seeds)} for {len(users)}.")
+        if n < 1 or temperature <= 0:
+            raise PRBError("sampling needs n >= 1 and a temperature > 0.")
+        return self._run(self._bodies(users, system, n=n, max_new_tokens=max_new_tokens, temperature=temperature,
+                                      top_p=top_p, seed=0, seeds=seeds)) if users else []

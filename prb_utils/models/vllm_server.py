@@ -67,6 +67,24 @@ def find_python() -> Path:
                    "PRB_VLLM_PYTHON, or give --engine-url of a running server.")
 
 
+def server_log(cache_dir: str | None, served_name: str) -> Path:
+    """A new log file for a server prb starts: ``<store>/engine/logs/vllm-<time>-<name>-<random>.log`` beside the
+    run's request caches, kept with the run; the system's temporary folder only for a server started outside a
+    run (no ``cache_dir``) or when the store cannot hold it."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", served_name).strip("_")[-40:] or "model"
+    prefix = f"vllm-{time.strftime('%Y%m%d-%H%M%S')}-{slug}-"
+    folder = None
+    if cache_dir:
+        folder = Path(cache_dir) / "logs"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            folder = None
+    handle, name = tempfile.mkstemp(prefix=prefix if folder else "prb-" + prefix, suffix=".log", dir=folder)
+    os.close(handle)
+    return Path(name)
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that is free now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -172,7 +190,7 @@ class VLLMServer:
     def start(self, timeout_s: float = START_TIMEOUT_S, progress: bool = True) -> VLLMServer:
         self.python = self.python or find_python()
         self.port = self.port or free_port()
-        self.log_path = Path(tempfile.mkstemp(prefix="prb-vllm-", suffix=".log")[1])
+        self.log_path = server_log(self.options.engine.cache_dir, self.served_name)
         env = dict(os.environ)
         env.setdefault("VLLM_NO_USAGE_STATS", "1")
         env.setdefault("DO_NOT_TRACK", "1")

@@ -492,28 +492,6 @@ def pair_keys(pairs: Sequence[Any]) -> set[tuple[str, str]]:
     return keys
 
 
-def twin_pairs(data: pd.DataFrame) -> dict[tuple[str, str], tuple[str, str]]:
-    """``(subset, id) -> (subset, id)`` of each pair's twin: another user's pair with the same question and
-    the same two answers, chosen and rejected swapped (the benchmark's idea in one view). A pair with no
-    such twin, or with several, is left out.
-
-    >>> frame = pd.DataFrame({"subset": "S", "id": ["a", "b", "c"], "question": ["Q", "Q", "Q"],
-    ...                       "chosen": ["x", "y", "x"], "rejected": ["y", "x", "z"]})
-    >>> twin_pairs(frame)
-    {('S', 'a'): ('S', 'b'), ('S', 'b'): ('S', 'a')}
-    """
-    seen: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
-    for record in data[["subset", "id", "question", "chosen", "rejected"]].itertuples(index=False):
-        seen.setdefault((str(record.question), str(record.chosen), str(record.rejected)), []).append(
-            (str(record.subset), str(record.id)))
-    twins = {}
-    for (question, chosen, rejected), keys in seen.items():
-        others = seen.get((question, rejected, chosen), [])
-        if len(keys) == 1 and len(others) == 1:
-            twins[keys[0]] = others[0]
-    return twins
-
-
 def same_question_groups(data: pd.DataFrame, *, avoid: Sequence[Any] = ()) -> list[list[dict]]:
     """Records that share their question with another user's record, grouped by question (data order).
     Groups that hold a pair of ``avoid`` (see :func:`pair_keys`; e.g. the quiz's items) come last, so the

@@ -368,9 +368,26 @@ class DiagnosticsParams(NotebookParams):
         self._check_at_least("max_hardest", 1)
 
 
+@dataclass(frozen=True)
+class ReadingParams(NotebookParams):
+    """05_reading_the_user: the personalization probes (swap, shuffle, distract, label-swap, retest)."""
+
+    base_profile: str = "top3"
+    n_boot: int = 0  # 0: automatic (metrics.default_n_boot)
+
+    notebook: ClassVar[str] = "05_reading_the_user"
+
+    def _check_values(self) -> None:
+        super()._check_values()
+        self._check_condition("base_profile")
+        if self.n_boot:
+            self._check_at_least("n_boot", 100)
+
+
 PARAMS_BY_NOTEBOOK: dict[str, type[NotebookParams]] = {
     cls.notebook: cls
-    for cls in (WorkshopParams, PairInspectionParams, AccuracyParams, DownstreamParams, DiagnosticsParams)
+    for cls in (WorkshopParams, PairInspectionParams, AccuracyParams, DownstreamParams, DiagnosticsParams,
+                ReadingParams)
 }
 
 

@@ -18,6 +18,7 @@ import math
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -45,6 +46,7 @@ from prb_utils.notebook.params import (
     resolve_data_source,
     write_report_view,
 )
+from prb_utils.notebook.stages import Stages
 from prb_utils.profile import condition_sort_key, parse_condition
 from prb_utils.resources import resource_dir, source_commit
 from prb_utils.schema import canonical_spec
@@ -60,6 +62,7 @@ TITLES = {
     "02_accuracy_breakdown": "Accuracy breakdown",
     "03_downstream_correlation": "Downstream correlation",
     "04_personalization_diagnostics": "Personalization diagnostics",
+    "05_reading_the_user": "Is it reading the user?",
 }
 METADATA_COLUMNS = ("job", "model", "kind", "profile", "retriever", "n_rows", "n_pairs", "wall_s", "dtype", "device", "seed",
                     "prb", "torch", "transformers", "python", "n_truncated", "n_failed", "finished")
@@ -70,6 +73,7 @@ QUESTIONS = {
     "02_accuracy_breakdown": "Which model is most accurate under each profile condition, and does the profile help?",
     "03_downstream_correlation": "Does benchmark accuracy predict how well an RM picks answers downstream?",
     "04_personalization_diagnostics": "Why does the profile help or not: how much of it, which posts, the answer key?",
+    "05_reading_the_user": "Does the RM read this user, or react to any profile? The probes say.",
 }
 
 
@@ -560,12 +564,13 @@ LOCKED_ROW = ' class="locked"'
 
 def write_index(out: Path, pages: Sequence[PageResult], *, data: str, results: str, models: Sequence[str],
                 profiles: Sequence[str], csv: Path | None = None, pairs: pd.DataFrame | None = None,
-                job_profiles: Sequence[str] | None = None) -> Path:
+                job_profiles: Sequence[str] | None = None, timings: Mapping[str, float] | None = None) -> Path:
     """``out/index.html``: the findings (:func:`report_findings`, :func:`_findings_html`), a link per notebook page with the
     question it answers (:data:`QUESTIONS`), its executed notebook, its ``numbers.json``, status and time;
     the run facts (the store by :func:`store_display`); and every scoring job the pages used (the
     conditions of ``job_profiles``, default ``profiles``; all when empty), by model then condition, with its
-    wall time and the total. The page fits a 1280 px window: the wide jobs table scrolls inside its own
+    wall time and the total, beside ``timings`` (``bon``: the Best-of-N stage's seconds; ``total``: the whole
+    run's wall time) when given. The page fits a 1280 px window: the wide jobs table scrolls inside its own
     box."""
     import nbformat
 
@@ -592,6 +597,9 @@ def write_index(out: Path, pages: Sequence[PageResult], *, data: str, results: s
     if "wall_s" in meta.columns and meta["wall_s"].notna().any():
         total = (f'<p>{len(meta)} scoring jobs, <b>{meta["wall_s"].sum():.0f} s</b> of wall time in all (each job\'s '
                  "time is kept to the second; a job scored in an earlier run shows that run's time).</p>")
+    total += "".join(f"<p>{label}: <b>{timings[key]:.0f} s</b> of wall time.</p>" for key, label in (
+        ("bon", "The Best-of-N stage"), ("total", "The whole run (scoring, Best-of-N, notebooks, this page)"))
+        if timings and timings.get(key) is not None)
     meta = _with_job_files(out, results, meta)
     meta_html = (f'{total}<div class="scroll">{format_frame(meta).to_html(index=False, border=0, escape=False)}'
                  "</div>" if not meta.empty else "<p><i>No scoring job in the store for these models and conditions.</i></p>")
@@ -666,6 +674,7 @@ def build_report(
     jobs: int = 2,
     subsets: Sequence[str] = (),
     limit: int | None = None,
+    stages: Stages | None = None,
 ) -> Path:
     """Execute the notebooks (all of ``notebooks/``, or the named ones; ``jobs`` at a time) and write
     ``out/index.html``.
@@ -676,7 +685,8 @@ def build_report(
     then its own entry of ``parameters`` (notebook name -> parameter values). ``out`` must not be the
     folder of the source notebooks. Returns the index path. When a notebook raises, the other notebooks
     still run, every page and the index are written, and then :class:`PRBError` names the notebook and
-    the failing cell.
+    the failing cell. ``stages`` (:class:`~prb_utils.notebook.stages.Stages`): the run's stages so far; the
+    notebooks are one more, each named as it starts, and the index lists the Best-of-N stage and the total.
     """
 
     out_dir = check_out_folder(out)
@@ -693,22 +703,29 @@ def build_report(
     out_dir.mkdir(parents=True, exist_ok=True)
     write_report_view(values["results"], chosen)  # a live notebook on this store then shows what its page shows
     done: dict[str, PageResult] = {}
-    bar = tqdm(total=len(names), desc="notebooks", unit="notebook", disable=not progress)
+    stages = stages or Stages(progress=progress)
+
+    def run(name: str) -> PageResult:
+        if stages.progress:
+            tqdm.write(f"   notebook {name} started", file=sys.stderr)
+        return run_notebook(paths[name], out_dir, chosen[name])
+
     # the kernels are mostly single-threaded Python: two at a time keep two cores busy
-    with _report_env(out_dir), ThreadPoolExecutor(max_workers=max(1, min(int(jobs), len(names) or 1))) as pool:
-        running = {pool.submit(run_notebook, paths[name], out_dir, chosen[name]): name for name in names}
+    with (stages.stage(f"running {len(names)} notebooks", total=len(names), unit="notebook") as bar,
+          _report_env(out_dir), ThreadPoolExecutor(max_workers=max(1, min(int(jobs), len(names) or 1))) as pool):
+        running = {pool.submit(run, name): name for name in names}
         for future in as_completed(running):
             done[running[future]] = future.result()
-            bar.set_postfix_str(running[future])
+            bar.set_postfix_str(f"{running[future]} done")
             bar.update()
-    bar.close()
     pages = [done[name] for name in names]
     pairs = _report_pairs(values["data"], subsets=subsets, limit=limit)
     asked = [chosen[name].get("profiles", list(profiles)) for name in names]
     used = [] if any(not p for p in asked) else list(dict.fromkeys(c for p in asked for c in p))
     csv = write_results_csv(out_dir, values["results"], models, used, pairs)  # every row any page used
     index = write_index(out_dir, pages, data=data, results=values["results"], models=models, profiles=profiles,
-                        csv=csv, pairs=pairs, job_profiles=used)
+                        csv=csv, pairs=pairs, job_profiles=used,
+                        timings={"bon": stages.of_kind("bon"), "total": stages.total()})
     failed = [p for p in pages if p.error]
     if failed:
         raise PRBError(f"Notebook {failed[0].error} (pages written to {out_dir}; "

@@ -37,10 +37,10 @@ from prb_utils.notebook.pair_view import (
     pair_summary,
     scores_html,
     scores_table,
-    twin_pairs,
     view,
 )
 from prb_utils.notebook.params import headless
+from prb_utils.probes import twin_pairs
 from prb_utils.profile import rm_user_message
 from prb_utils.schema import FILTERS
 
@@ -369,7 +369,7 @@ class QuizItem:
 def quiz_items(data: pd.DataFrame, n: int, *, seed: int = 0, avoid: Sequence[Any] = ()) -> list[QuizItem]:
     """``n`` pairs for the quiz (seeded), each with a random side for the chosen answer. A pair that shares
     its question with another user's pair comes first, so the quiz starts with the idea of the workshop.
-    A pair whose twin is in the data (:func:`prb_utils.notebook.pair_view.twin_pairs`: the same question and
+    A pair whose twin is in the data (:func:`prb_utils.probes.twin_pairs`: the same question and
     answers, the other user) carries it as ``twin``, the same two answers on the same sides (so its chosen
     side is the other one); a twin is never also asked as a pair of its own, so no pair is scored twice.
     The pairs of ``avoid`` (records or ``(subset, id)``, see :func:`prb_utils.notebook.pair_view.pair_keys`:

@@ -44,6 +44,15 @@ def test_a_bad_spec_is_refused_before_any_model_is_scored(tmp_path, capsys):
     assert load_results(out).empty
 
 
+def test_a_missing_model_folder_in_the_second_model_is_found_before_the_first_is_scored(tmp_path, capsys):
+    """Issue 35 item 13: every model is resolved (its folder found, fingerprinted) before any scoring."""
+    out, missing = tmp_path / "r", tmp_path / "no" / "such" / "folder"
+    code, _, err = run_main(capsys, *SCORE, "--model", "length", "--model", f"classifier:{missing}", "--out", str(out))
+    lines = assert_user_error(code, err, lines=1)
+    assert "does not exist" in lines[0]
+    assert load_results(out).empty
+
+
 @pytest.mark.parametrize("condition", ["top0", "topx", "top-1", "top", "bottom3", "", "top3,full"])
 def test_bad_profile_conditions(tmp_path, capsys, condition):
     code, _, err = run_main(capsys, *SCORE, "--model", "length", "--profile", condition, "--out", str(tmp_path))

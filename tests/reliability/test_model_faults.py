@@ -40,13 +40,15 @@ def test_nan_inf_and_raising_pairs_are_invalid_with_reason_and_counted(tmp_path,
     assert faulty.loc[~bad, "score_chosen"].notna().all()
     assert (rows.loc["length", "outcome"] != "invalid").all()  # the models after the faulty one still ran
 
-    # the printed accuracy table and `prb summarize` both show the invalid counts
-    assert re.search(r"classifier:fake-nan\s+none\s+12\s+\d+\s+\d+\s+6\s", proc.stdout), proc.stdout
-    assert re.search(r"classifier:fake-faulty\s+none\s+12\s+\d+\s+\d+\s+3\s", proc.stdout), proc.stdout
+    # the printed accuracy table and `prb summarize` both show the invalid counts, and the failed pairs apart (not
+    # counted in n: a failed pair is never a wrong one; #35 item 4), saying that a rerun scores them
+    assert re.search(r"classifier:fake-nan\s+none\s+12\s+\d+\s+\d+\s+6\s+0\s", proc.stdout), proc.stdout
+    assert re.search(r"classifier:fake-faulty\s+none\s+9\s+\d+\s+\d+\s+0\s+3\s", proc.stdout), proc.stdout
+    assert "3 failed pair(s)" in proc.stdout and "again scores them" in proc.stdout
     code, stdout, err = run_main(capsys, "summarize", "--results", str(out), "--by", "model", "--format", "json")
     assert code == 0, err
-    invalid = {r["model"]: r["invalid"] for r in json.loads(stdout)}
-    assert invalid == {"classifier:fake-nan": 6, "classifier:fake-faulty": 3, "length": 0}
+    counts = {r["model"]: (r["invalid"], r["failed"]) for r in json.loads(stdout)}
+    assert counts == {"classifier:fake-nan": (6, 0), "classifier:fake-faulty": (0, 3), "length": (0, 0)}
     meta = load_run_metadata(out).set_index("model")
     assert meta.loc["classifier:fake-faulty", "n_failed"] == 3
 

@@ -1,0 +1,175 @@
+"""Personalization probes: transforms of the benchmark records that ask whether a reward model reads *this* user.
+
+A probe is a transform of the records an RM is shown, scored and stored like any job under the condition
+``<condition>+<probe>`` (e.g. ``top3+swap``). Each probe is a record (:data:`PROBES`) with what it changes and what
+a reward model should do under it:
+
+- ``swap``: the RM sees another user's profile for the same pair: for a twin pair (the same question and answers,
+  the other user, roles swapped: :func:`twin_pairs`) its twin user's, otherwise a seeded other user of the same
+  subset. An RM that reads the user loses accuracy (on twins it flips); one that ignores the profile does not move.
+- ``shuffle``: the same posts in a seeded other order. An RM should be invariant.
+- ``distract``: :data:`DISTRACTORS` posts of other users added to the profile (seeded). The accuracy drop measures
+  how much irrelevant profile text moves the RM.
+- ``label-swap``: chosen and rejected exchanged. Accuracy must be 1 - accuracy - tie rate: a harness check that
+  catches a broken metric or a position-locked judge.
+- ``retest``: the same records in a seeded other order (so other batches): scores must not change beyond the
+  dtype's resolution, and no verdict may flip.
+
+Transforms see only what an RM may see plus the ids they need to pair users; the rubric and narrative are never
+moved into a profile. This module imports no model code.
+
+>>> data = pd.DataFrame({"subset": "S", "id": ["a", "b"], "question": "Q", "chosen": ["x", "y"],
+...                      "rejected": ["y", "x"], "profile": [[{"text": "u1"}], [{"text": "u2"}]]})
+>>> apply_probe(data, "swap")["profile"].tolist()
+[[{'text': 'u2'}], [{'text': 'u1'}]]
+>>> apply_probe(data, "label-swap")[["chosen", "rejected"]].values.tolist()
+[['y', 'x'], ['x', 'y']]
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+
+from prb_utils.errors import PRBError
+
+DISTRACTORS = 3  # other users' posts the distract probe adds
+PROBE_SEED = 0
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One probe: its name, what it changes, what a reward model should do, and its transform of the records."""
+
+    name: str
+    changes: str
+    expected: str
+    transform: Callable[[pd.DataFrame, int], pd.DataFrame]
+
+
+def twin_pairs(data: pd.DataFrame) -> dict[tuple[str, str], tuple[str, str]]:
+    """``(subset, id) -> (subset, id)`` of each pair's twin: another user's pair with the same question and
+    the same two answers, chosen and rejected swapped (the benchmark's idea in one view). A pair with no
+    such twin, or with several, is left out.
+
+    >>> frame = pd.DataFrame({"subset": "S", "id": ["a", "b", "c"], "question": ["Q", "Q", "Q"],
+    ...                       "chosen": ["x", "y", "x"], "rejected": ["y", "x", "z"]})
+    >>> twin_pairs(frame)
+    {('S', 'a'): ('S', 'b'), ('S', 'b'): ('S', 'a')}
+    """
+    seen: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
+    for record in data[["subset", "id", "question", "chosen", "rejected"]].itertuples(index=False):
+        seen.setdefault((str(record.question), str(record.chosen), str(record.rejected)), []).append(
+            (str(record.subset), str(record.id)))
+    twins = {}
+    for (question, chosen, rejected), keys in seen.items():
+        others = seen.get((question, rejected, chosen), [])
+        if len(keys) == 1 and len(others) == 1:
+            twins[keys[0]] = others[0]
+    return twins
+
+
+def _profiles(data: pd.DataFrame) -> list[list]:
+    column = data["profile"] if "profile" in data.columns else pd.Series([[]] * len(data), index=data.index)
+    return [list(p) if isinstance(p, (list, tuple)) else [] for p in column]
+
+
+def _keys(data: pd.DataFrame) -> list[tuple[str, str]]:
+    return list(zip(data["subset"].astype(str), data["id"].astype(str), strict=True))
+
+
+def swap_profiles(data: pd.DataFrame, seed: int = PROBE_SEED) -> pd.DataFrame:
+    """Each record with another user's profile: its twin's where it has one, else a seeded record of the same
+    subset whose profile differs (the record keeps its own when the subset has no other profile). A column
+    ``probe_source`` names the record whose profile it now carries."""
+    rng = random.Random(seed)
+    keys, profiles = _keys(data), _profiles(data)
+    where = {key: i for i, key in enumerate(keys)}
+    twins = twin_pairs(data)
+    sources = []
+    for i, key in enumerate(keys):
+        if key in twins and twins[key] in where:
+            sources.append(where[twins[key]])
+            continue
+        others = [j for j, other in enumerate(keys) if other[0] == key[0] and profiles[j] != profiles[i]]
+        sources.append(rng.choice(others) if others else i)
+    out = data.copy()
+    out["profile"] = [profiles[j] for j in sources]
+    out["probe_source"] = [f"{keys[j][0]}/{keys[j][1]}" for j in sources]
+    return out
+
+
+def shuffle_posts(data: pd.DataFrame, seed: int = PROBE_SEED) -> pd.DataFrame:
+    """Each record's profile posts in a seeded other order (the same posts)."""
+    rng = random.Random(seed)
+    out = data.copy()
+    shuffled = []
+    for posts in _profiles(data):
+        order = list(range(len(posts)))
+        rng.shuffle(order)
+        shuffled.append([posts[j] for j in order])
+    out["profile"] = shuffled
+    return out
+
+
+def add_distractors(data: pd.DataFrame, seed: int = PROBE_SEED, *, n: int = DISTRACTORS) -> pd.DataFrame:
+    """Each record's profile with ``n`` posts of other users (seeded, from records with another profile) added
+    at seeded places."""
+    rng = random.Random(seed)
+    profiles = _profiles(data)
+    out = data.copy()
+    extended = []
+    for posts in profiles:
+        pool = [post for other in profiles if other != posts for post in other]
+        added = rng.sample(pool, min(n, len(pool)))
+        mixed = list(posts)
+        for post in added:
+            mixed.insert(rng.randint(0, len(mixed)), post)
+        extended.append(mixed)
+    out["profile"] = extended
+    return out
+
+
+def swap_labels(data: pd.DataFrame, seed: int = PROBE_SEED) -> pd.DataFrame:
+    """Each record with chosen and rejected exchanged (``seed`` unused: the probe is deterministic)."""
+    out = data.copy()
+    out["chosen"], out["rejected"] = data["rejected"].to_numpy(), data["chosen"].to_numpy()
+    return out
+
+
+def reorder_records(data: pd.DataFrame, seed: int = PROBE_SEED) -> pd.DataFrame:
+    """The same records in a seeded other order, so that the scorer batches them differently."""
+    return data.sample(frac=1.0, random_state=seed + 1).reset_index(drop=True)
+
+
+#: Every probe, by name (the spelling after ``+`` in a condition).
+PROBES: dict[str, Probe] = {probe.name: probe for probe in (
+    Probe("swap", "another user's profile (the twin user's for a twin pair)",
+          "an RM that reads the user loses accuracy and flips on twins; one that ignores the profile does not move",
+          swap_profiles),
+    Probe("shuffle", "the same posts in another order", "invariant: the same verdicts", shuffle_posts),
+    Probe("distract", f"{DISTRACTORS} posts of other users added", "a small accuracy drop", add_distractors),
+    Probe("label-swap", "chosen and rejected exchanged", "accuracy = 1 - accuracy - tie rate (a harness check)",
+          swap_labels),
+    Probe("retest", "the same pairs in another order and other batches",
+          "no score change beyond the dtype's resolution, no verdict flips", reorder_records),
+)}
+
+
+def probe(name: str) -> Probe:
+    """The probe ``name``; PRBError naming the probes for another.
+
+    >>> probe("shuffle").expected
+    'invariant: the same verdicts'
+    """
+    if name not in PROBES:
+        raise PRBError(f"Unknown probe '{name}'; use one of {', '.join(PROBES)}.")
+    return PROBES[name]
+
+
+def apply_probe(data: pd.DataFrame, name: str, seed: int = PROBE_SEED) -> pd.DataFrame:
+    """``data`` as the probe ``name`` shows it to the RM (:data:`PROBES`)."""
+    return probe(name).transform(data, seed)
