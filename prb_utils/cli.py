@@ -31,7 +31,7 @@ from prb_utils.models.engines import ENGINES
 from prb_utils.plan import plan_frame, plan_text
 from prb_utils.probes import PROBES
 from prb_utils.profile import parse_condition
-from prb_utils.schema import DEFAULT_ZOO, ORACLE_CONDITIONS
+from prb_utils.schema import DEFAULT_ZOO, NO_PROFILE, ORACLE_CONDITIONS
 from prb_utils.scoring import score_benchmark
 from prb_utils.store import StoreShortfallWarning, load_results, pair_units, read_json_cache
 
@@ -368,7 +368,7 @@ def _warn_options_without_effect(args: argparse.Namespace, options: ModelOptions
     """One warning per option that changes nothing in this run (a retriever without a top{K} condition,
     judge options without a judge model, a server engine that serves none of the models)."""
 
-    top_k = any(parse_condition(c).name.startswith("top") for c in profiles)  # none, full, rubric retrieve nothing
+    top_k = any(parse_condition(c).retrieves for c in profiles)  # none, full, rubric retrieve nothing
     kinds = [parse_spec(m).kind for m in models]
     judges = any(MODEL_KINDS[kind].pairwise for kind in kinds)
     unused = []
@@ -614,7 +614,7 @@ def _with_units(results: pd.DataFrame, store: str, unit: str) -> tuple[pd.DataFr
 def _baseline(results: pd.DataFrame, column: str) -> str:
     """The level :func:`prb_utils.analysis.metrics.summarize` tests the others against."""
     levels = sorted(results[column].dropna().astype(str).unique())
-    return "none" if column == "profile" and "none" in levels else levels[0]
+    return NO_PROFILE if column == "profile" and NO_PROFILE in levels else levels[0]
 
 
 def cmd_report(args: argparse.Namespace) -> int:

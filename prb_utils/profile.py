@@ -32,9 +32,10 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from prb_utils.errors import PRBError
-from prb_utils.probes import PROBES
+from prb_utils.probes import PROBES, apply_probe
 from prb_utils.schema import ORACLE_CONDITIONS, stable_hash
 
 PROFILE_HEADER = "Here are questions this user asked before:"
@@ -63,6 +64,11 @@ class ProfileCondition:
     def oracle(self) -> bool:
         """True for ``rubric``: the RM sees the answer key (a diagnostic, never a benchmark result)."""
         return self.name in ORACLE_CONDITIONS
+
+    @property
+    def retrieves(self) -> bool:
+        """True for ``top{K}`` (and its probes): a retriever picks the posts; none, full and rubric pick none."""
+        return bool(self.k) and not self.oracle
 
     @property
     def base(self) -> str:
@@ -337,3 +343,19 @@ def user_text(message: str) -> str:
     if not sep:
         return message
     return "\n".join([_POST_BULLET.sub("", posts), question])
+
+
+def condition_records(data: pd.DataFrame, condition: str | ProfileCondition, *, seed: int = 0,
+                      records: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The records a condition's RM sees: the benchmark's own (``records`` when given, already built from
+    ``data``), or, for a probe condition (``top3+swap``), as its probe transforms them
+    (:func:`prb_utils.probes.apply_probe`, seeded by ``seed``).
+
+    >>> data = pd.DataFrame({"subset": "S", "id": ["a"], "question": "Q", "chosen": "x", "rejected": "y"})
+    >>> condition_records(data, "none+label-swap")[0]["chosen"]
+    'y'
+    """
+    name = parse_condition(condition).probe
+    if name is None:
+        return records if records is not None else data.to_dict("records")
+    return apply_probe(data, name, seed).to_dict("records")

@@ -44,6 +44,9 @@ OUTCOMES = ("correct", "wrong", "tie", "invalid")
 #: The models the main job scores when none is given (all offline).
 DEFAULT_ZOO = ("embedding:minilm", "implicit:smollm2", "judge:smollm2", "length", "lexical")
 
+#: The profile condition that shows no profile: the baseline every lift is measured against.
+NO_PROFILE = "none"
+
 #: Profile conditions that show the RM the answer key: diagnostics, marked as oracle in every output.
 ORACLE_CONDITIONS = ("rubric",)
 

@@ -49,8 +49,7 @@ from prb_utils.models.embedding import load_encoder
 from prb_utils.models.fingerprint import model_fingerprint
 from prb_utils.models.kinds import MODEL_KINDS
 from prb_utils.models.prompts import JUDGE_TEMPLATES, load_judge_template
-from prb_utils.probes import apply_probe
-from prb_utils.profile import make_retriever, parse_condition, rm_user_message
+from prb_utils.profile import condition_records, make_retriever, parse_condition, rm_user_message
 from prb_utils.schema import pair_key, stable_hash
 from prb_utils.store import JobStore, missing_pairs, now, pair_hash, tidy_rows
 
@@ -216,7 +215,7 @@ def job_options(kind: str, condition: str, options: ModelOptions | None = None, 
         key.update(judge_mode=options.judge_mode, judge_template=_template_id(options.judge_template))
     if parse_condition(condition).probe and int(options.seed) != 0:
         key["probe_seed"] = int(options.seed)   # a probe's seeded choices (seed 0: no key of its own)
-    if condition.startswith("top"):  # only top{K} retrieves posts (none, full and rubric do not)
+    if parse_condition(condition).retrieves:  # only top{K} retrieves posts (none, full and rubric do not)
         key["retriever"] = retriever or "bm25"
         if key["retriever"] == "random" and int(options.seed) != 0:
             key["retriever_seed"] = int(options.seed)  # baselines carry no seed of their own (seed 0: no key change)
@@ -239,13 +238,6 @@ def _given_fingerprint(given: Any, spec: str) -> str:
 
 def _condition_name(condition: Any) -> str:
     return parse_condition(condition).name
-
-
-def _probed(data: pd.DataFrame, records: list[dict[str, Any]], condition: str, seed: int) -> list[dict[str, Any]]:
-    """The records a condition's RM sees: ``records`` as they are, or as its probe transforms them
-    (:func:`prb_utils.probes.apply_probe`, seeded by ``seed``)."""
-    name = parse_condition(condition).probe
-    return records if name is None else apply_probe(data, name, seed).to_dict("records")
 
 
 SEED_LABEL = ", retriever_seed="
@@ -685,8 +677,8 @@ def score_benchmark(
     hashing.shutdown(wait=False)
     conditions = list(dict.fromkeys(_condition_name(c) for c in profiles))
     retriever_name = retriever or "bm25"
-    find_posts = _retriever(retriever_name, options.seed) if any(c.startswith("top") for c in conditions) else None
-    pairs_by_condition = {c: _build_pairs(_probed(data, records, c, options.seed), c, find_posts) for c in conditions}
+    find_posts = _retriever(retriever_name, options.seed) if any(parse_condition(c).retrieves for c in conditions) else None
+    pairs_by_condition = {c: _build_pairs(condition_records(data, c, seed=options.seed, records=records), c, find_posts) for c in conditions}
     load_options = replace(options, engine=options.engine.for_run(out, progress=progress))
     run_options = {"device": options.device, "dtype": options.dtype, "batch_tokens": options.batch_tokens,
                    "seed": options.seed, **options.engine.metadata()}

@@ -31,7 +31,8 @@ def test_every_probe_transforms_only_what_it_says():
     swapped = apply_probe(data, "swap")
     twins = twin_pairs(data)
     assert len(twins) == len(data)
-    for (key, twin), row in zip(twins.items(), swapped.itertuples(), strict=False):
+    for row in swapped.itertuples():
+        twin = twins[(row.subset, row.id)]
         assert row.probe_source == f"{twin[0]}/{twin[1]}"
     assert (swapped[["question", "chosen", "rejected"]].values == data[["question", "chosen", "rejected"]].values).all()
     shuffled = apply_probe(data.assign(profile=[[{"text": "a"}, {"text": "b"}, {"text": "c"}]] * len(data)), "shuffle")

@@ -202,3 +202,32 @@ def test_bm25_scores_are_rank_bm25s_bm25plus_exactly(question, posts):
 
     expected = list(BM25Plus([tokenize(p) or ["_"] for p in posts]).get_scores(tokenize(question)))
     assert bm25_scores(question, posts) == expected
+
+
+def test_no_code_outside_the_condition_record_tests_a_condition_by_its_spelling():
+    """Every question about a profile condition (does it retrieve, is it the oracle, which probe) is a property of
+    the parsed record: no module but profile.py compares a condition with "none", "full", "rubric" or tests
+    ``startswith("top")`` (the baseline condition is schema.NO_PROFILE)."""
+    import ast
+    from pathlib import Path
+
+    import prb_utils
+
+    package = Path(prb_utils.__file__).parent
+    spelled = {"none", "full", "rubric"}
+    found = []
+    for path in package.rglob("*.py"):
+        if path.name in ("profile.py", "schema.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            literals = []
+            if isinstance(node, ast.Compare):
+                for side in (node.left, *node.comparators):
+                    items = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+                    literals += [i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)]
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "startswith"
+                    and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value == "top"):
+                literals.append("top")
+            if spelled & set(literals) or "top" in literals:
+                found.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert found == []

@@ -32,6 +32,8 @@ from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
 from prb_utils.models import EngineConfig, ModelOptions
 from prb_utils.models.aliases import smollm2_dir
+from prb_utils.models.vllm_client import request_key
+from prb_utils.models.vllm_engine import probe_request
 from prb_utils.models.vllm_server import LaunchOptions, VLLMServer, find_python, free_port
 from prb_utils.scoring import score_benchmark
 from prb_utils.store import load_results
@@ -532,13 +534,16 @@ def test_requests_spread_over_two_urls_with_the_rows_of_one(capsys, tmp_path, vl
     finally:
         first.close()
         second.close()
-    assert first.keys and second.keys and not set(first.keys) & set(second.keys)
-    assert sorted(first.keys + second.keys) == sorted(_cache_keys(tmp_path / "two" / "store"))
+    probe = request_key(probe_request("smollm2")[1])   # each server answers it once, to compare them (#35 item 1)
+    assert first.keys.count(probe) == second.keys.count(probe) == 1
+    first_keys, second_keys = ([k for k in proxy.keys if k != probe] for proxy in (first, second))
+    assert first_keys and second_keys and not set(first_keys) & set(second_keys)
+    assert sorted(first_keys + second_keys) == sorted(_cache_keys(tmp_path / "two" / "store"))
     assert first.max_in_flight <= 2 and second.max_in_flight <= 2
     (run,) = _job_runs(tmp_path / "two" / "store")
     assert run["engine_urls"] == [first.url, second.url]
     assert run["engine_concurrency"] == 2 and run["engine_concurrency_source"] == "--engine-concurrency"
-    assert run["engine_requests_per_url"] == {first.url: len(first.keys), second.url: len(second.keys)}
+    assert run["engine_requests_per_url"] == {first.url: len(first_keys), second.url: len(second_keys)}
     many, single_rows = _scores(tmp_path / "two" / "store"), _scores(tmp_path / "one" / "store")
     assert list(many.index) == list(single_rows.index) and len(many) == 6
     assert (many[["verdict_ab", "verdict_ba", "outcome", "failed"]] == single_rows[

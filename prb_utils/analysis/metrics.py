@@ -49,7 +49,7 @@ from statsmodels.stats.proportion import proportion_confint
 
 from prb_utils.data import user_key
 from prb_utils.errors import PRBError
-from prb_utils.schema import OUTCOMES, is_oracle
+from prb_utils.schema import NO_PROFILE, OUTCOMES, is_oracle
 
 PAIR_KEY = ("subset", "id")
 IDENTITY = ("model", "profile", "subset", "id")
@@ -559,7 +559,7 @@ def compare(
     if dup.any():
         raise PRBError(f"The results hold {int(dup.sum())} duplicate row(s) for the same pair and {column} "
                        "(e.g. two jobs of one model and profile with different options); keep one job each.")
-    levels_all = sorted(frame[column].dropna().astype(str).unique(), key=lambda lvl: (lvl != "none", lvl))
+    levels_all = sorted(frame[column].dropna().astype(str).unique(), key=lambda lvl: (lvl != NO_PROFILE, lvl))
     if baseline is not None and baseline not in levels_all:
         raise PRBError(f"The baseline {baseline!r} is not a level of {column!r} ({', '.join(levels_all)}).")
     frame[column] = frame[column].astype(str)
@@ -695,7 +695,7 @@ def summarize(
         return table.assign(vs=None, n_pairs=pd.array([None] * len(table), dtype="Int64"), diff=np.nan,
                             diff_ci_low=np.nan, diff_ci_high=np.nan, p_value=np.nan, p_holm=np.nan)
     if baseline is None:
-        baseline = "none" if compare == "profile" and "none" in levels else levels[0]
+        baseline = NO_PROFILE if compare == "profile" and NO_PROFILE in levels else levels[0]
     within = [c for c in by if c != compare]
     cmp = _compare_fn(results[~failed_mask(results)], compare, baseline=baseline, by=within, units=units,
                       n_boot=n_boot, seed=seed, level=level)

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from prb_utils.analysis.leaderboard import ALPHA
 from prb_utils.analysis.metrics import LEVEL, SEED, compare, holm, require_columns, unit_labels
 from prb_utils.probes import PROBES, twin_pairs
 
@@ -30,7 +31,6 @@ READING_RULE = ("reads the user: with another user's profile (swap) the accuracy
                 "questions above 0 and the clustered paired test, Holm-adjusted over the models, p < 0.05; reacts to "
                 "any profile: some verdicts move with the other profile but the accuracy does not clearly drop; "
                 "ignores the profile: no verdict moves")
-ALPHA = 0.05
 EFFECT_COLUMNS = ["model", "probe", "base", "n_pairs", "accuracy_base", "accuracy_probe", "diff", "ci_low", "ci_high",
                   "p_value", "p_holm", "verdicts_kept", "max_score_change", "twin_pairs", "twin_flips", "expected",
                   "check"]

@@ -72,7 +72,7 @@ def job_retrievers(results: pd.DataFrame, run_metadata: pd.DataFrame | None = No
     >>> job_retrievers(rows).tolist()
     [None, 'random']
     """
-    posts_k = results["profile"].map(lambda c: parse_condition(c).name not in ("none", "full", "rubric"))
+    posts_k = results["profile"].map(lambda c: parse_condition(c).retrieves)
     if "retriever" in results.columns:
         known = results["retriever"]
     elif run_metadata is not None and not run_metadata.empty and "option_retriever" in run_metadata.columns:
@@ -508,14 +508,16 @@ def missing_sections(results: pd.DataFrame, run_metadata: pd.DataFrame | None = 
             retrievers = {r for r in job_retrievers(results, run_metadata) if r}
         except PRBError:
             retrievers = set()
-    top = sorted((c for c in conditions if c.startswith("top")), key=lambda c: int(c[3:])) or ["top3"]
+    top = sorted((c for c in conditions if parse_condition(c).retrieves and not parse_condition(c).probe),
+                 key=lambda c: parse_condition(c).k) or ["top3"]
     need: dict[str, str] = {}
     if len(conditions - {"rubric"}) < 2:
         need["curve"] = "prb score --data sample --model length --profile none --profile top3 --profile full"
     if len(retrievers) < 2:
         need["ablation"] = (f"prb score --data sample --model length --profile {top[0]} --retriever random "
                             f"(and --retriever least)")
-    if not {"full", "rubric"} <= conditions:
+    shows_every_post = any(parse_condition(c).k is None and not parse_condition(c).probe for c in conditions)
+    if not (shows_every_post and any(is_oracle(c) for c in conditions)):
         need["oracle"] = "prb score --data sample --model length --profile full --profile rubric"
     return need
 

@@ -28,7 +28,7 @@ from prb_utils.analysis.breakdowns import position_locked
 from prb_utils.errors import PRBError
 from prb_utils.formatting import format_value
 from prb_utils.profile import rm_user_message, selected_posts
-from prb_utils.schema import FILTERS
+from prb_utils.schema import FILTERS, NO_PROFILE
 
 _TOKEN = re.compile(r"\S+")
 _OUTCOME_COLOURS = {"correct": "#d7f2d7", "wrong": "#f8d4d4", "tie": "#fbeec2", "invalid": "#e3e3e3"}
@@ -273,8 +273,8 @@ def pair_summary(data: pd.DataFrame, results: pd.DataFrame) -> pd.DataFrame:
     counts = res.groupby(key).agg(n_scores=("_ok", "size"), n_correct=("_ok", "sum")).reset_index()
     per_condition = res.groupby([*key, "profile"])["_ok"].nunique().gt(1).groupby(level=key).any()
     flips = pd.Series(False, index=per_condition.index)
-    baseline = res[res["profile"] == "none"][[*key, "model", "_ok"]]
-    others = res[res["profile"] != "none"][[*key, "model", "_ok"]]
+    baseline = res[res["profile"] == NO_PROFILE][[*key, "model", "_ok"]]
+    others = res[res["profile"] != NO_PROFILE][[*key, "model", "_ok"]]
     if not baseline.empty and not others.empty:
         both = others.merge(baseline, on=[*key, "model"], suffixes=("", "_none"))
         flipped = both.assign(_flip=both["_ok"] != both["_ok_none"]).groupby(key)["_flip"].any()
