@@ -20,7 +20,8 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -39,12 +40,7 @@ from prb_utils.errors import PRBError
 from prb_utils.formatting import PROPORTION, format_interval, format_value
 from prb_utils.schema import canonical_spec
 
-METRICS = ("spearman", "kendall", "weighted_tau", "pearson", "ndcg", "rbo")
-#: The coefficients that compare rankings (Pearson compares the values themselves).
-RANK_METRICS = ("spearman", "kendall", "weighted_tau", "ndcg", "rbo")
 RANKING_VERDICTS = ("can rank", "cannot rank")
-#: Coefficients whose mean over every permutation of one ranking is exactly 0 (each term has a mirror image).
-CENTRED = ("spearman", "kendall", "pearson")
 RBO_P = 0.9
 EXACT_PERMUTATIONS_MAX_N = 8   # up to 8! = 40,320 permutations are enumerated; larger n is Monte Carlo
 N_PERM = 10_000                # Monte Carlo permutations beyond that
@@ -242,14 +238,7 @@ def rank_agreement(benchmark_scores: Sequence[float], downstream_scores: Sequenc
     x, y = _pair(benchmark_scores, downstream_scores)
     if np.ptp(x) == 0 or np.ptp(y) == 0:
         return dict.fromkeys(METRICS, math.nan)
-    return {
-        "spearman": _nan_if_constant(x, y, lambda a, b: stats.spearmanr(a, b).statistic),
-        "kendall": _nan_if_constant(x, y, lambda a, b: stats.kendalltau(a, b).statistic),
-        "weighted_tau": _nan_if_constant(x, y, lambda a, b: stats.weightedtau(a, b).statistic),
-        "pearson": _nan_if_constant(x, y, lambda a, b: stats.pearsonr(a, b).statistic),
-        "ndcg": ndcg(x, y - y.min(), top=top),
-        "rbo": rbo(x, y, top=top),
-    }
+    return {name: coefficient.one(x, y, top) for name, coefficient in COEFFICIENTS.items()}
 
 
 
@@ -344,15 +333,45 @@ def _rbo_rows(x: np.ndarray, y: np.ndarray, top: int | None, p: float = RBO_P) -
     return np.where(np.isclose(value, 1.0), np.minimum(value, 1.0), value)
 
 
+@dataclass(frozen=True)
+class Coefficient:
+    """One rank-agreement coefficient: its name, its value on one pair of score lists (``one``: scipy's where scipy
+    has it), the same for many rows at once (``rows``, held to ``one`` by a test), whether its mean over every
+    permutation of one ranking is exactly 0 (``centred``), and whether it compares rankings (``ranking``; Pearson
+    compares the values). A new coefficient is one record here and its test."""
+
+    name: str
+    one: Callable[[np.ndarray, np.ndarray, int | None], float]
+    rows: Callable[[np.ndarray, np.ndarray, int | None], np.ndarray]
+    centred: bool = False
+    ranking: bool = True
+
+
+def _scipy(name: str) -> Callable[[np.ndarray, np.ndarray, int | None], float]:
+    function = getattr(stats, name)
+    return lambda x, y, top: _nan_if_constant(x, y, lambda a, b: function(a, b).statistic)
+
+
+#: Every coefficient of :func:`rank_agreement`, in its order.
+COEFFICIENTS: dict[str, Coefficient] = {c.name: c for c in (
+    Coefficient("spearman", _scipy("spearmanr"), lambda x, y, top: _pearson_rows(_midranks(x), _midranks(y)),
+                centred=True),
+    Coefficient("kendall", _scipy("kendalltau"), lambda x, y, top: _tau_rows(x, y, None), centred=True),
+    Coefficient("weighted_tau", _scipy("weightedtau"), lambda x, y, top: _weighted_tau_rows(x, y)),
+    Coefficient("pearson", _scipy("pearsonr"), lambda x, y, top: _pearson_rows(x, y), centred=True, ranking=False),
+    Coefficient("ndcg", lambda x, y, top: ndcg(x, y - y.min(), top=top),
+                lambda x, y, top: _ndcg_rows(x, y - y.min(axis=1, keepdims=True), top)),
+    Coefficient("rbo", lambda x, y, top: rbo(x, y, top=top), lambda x, y, top: _rbo_rows(x, y, top)),
+)}
+METRICS = tuple(COEFFICIENTS)
+#: The coefficients that compare rankings (Pearson compares the values themselves).
+RANK_METRICS = tuple(name for name, c in COEFFICIENTS.items() if c.ranking)
+#: Coefficients whose mean over every permutation of one ranking is exactly 0 (each term has a mirror image).
+CENTRED = tuple(name for name, c in COEFFICIENTS.items() if c.centred)
+
+
 def _agreement_chunk(x: np.ndarray, y: np.ndarray, top: int | None) -> dict[str, np.ndarray]:
-    found = {
-        "spearman": _pearson_rows(_midranks(x), _midranks(y)),
-        "kendall": _tau_rows(x, y, None),
-        "weighted_tau": _weighted_tau_rows(x, y),
-        "pearson": _pearson_rows(x, y),
-        "ndcg": _ndcg_rows(x, y - y.min(axis=1, keepdims=True), top),
-        "rbo": _rbo_rows(x, y, top),
-    }
+    found = {name: coefficient.rows(x, y, top) for name, coefficient in COEFFICIENTS.items()}
     constant = _constant(x) | _constant(y)   # no ranking on a side: no coefficient (as rank_agreement)
     for values in found.values():
         values[constant] = np.nan
