@@ -7,7 +7,7 @@ succeed or fail together), independently for the two models; under the null both
 accuracy, so a test of the nominal size rejects 5% of benchmarks. Two tests on the same benchmarks:
 
 - ``unclustered``: the exact McNemar test over pairs, as if pairs were independent (what prb used before);
-- ``clustered``: prb's paired sign-flip test over whole questions (:func:`prb_utils.analysis.metrics.
+- ``clustered``: prb's paired sign-flip test over whole questions (:func:`prb_utils.analysis.resampling.
   clustered_paired_test`, exact; with one pair per question it is the exact McNemar test).
 
 Under the alternative the second model's mean accuracy is ``--accuracy`` minus ``--difference``: the share of
@@ -23,7 +23,8 @@ import argparse
 
 import numpy as np
 
-from prb_utils.analysis.metrics import clustered_paired_test, mcnemar_exact
+from prb_utils.analysis.metrics import mcnemar_exact
+from prb_utils.analysis.resampling import clustered_paired_test
 
 ALPHA = 0.05
 

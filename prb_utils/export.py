@@ -52,7 +52,8 @@ from typing import Any
 import pandas as pd
 
 from prb_utils import __version__
-from prb_utils.analysis.metrics import LEVEL, accuracy_table
+from prb_utils.analysis.metrics import accuracy_table
+from prb_utils.analysis.resampling import LEVEL
 from prb_utils.data import HUB_ID
 from prb_utils.errors import PRBError
 from prb_utils.models.kinds import BASELINES, MODEL_KINDS

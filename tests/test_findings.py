@@ -10,7 +10,8 @@ import pytest
 from prb_utils.analysis.calibration import VOTES_REASON
 from prb_utils.analysis.findings import LOCKED_REASON, compute_findings, oracle_gaps
 from prb_utils.analysis.leaderboard import RULES, chance_verdict
-from prb_utils.analysis.metrics import clustered_paired_test, mcnemar_exact, sign_flip_p
+from prb_utils.analysis.metrics import mcnemar_exact
+from prb_utils.analysis.resampling import clustered_paired_test, sign_flip_p
 
 N = 24
 

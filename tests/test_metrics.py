@@ -11,8 +11,6 @@ from statsmodels.stats.proportion import proportion_confint
 
 from prb_utils.analysis.metrics import (
     accuracy_table,
-    bootstrap_ci,
-    clustered_paired_test,
     compare,
     holm,
     macro_accuracy,
@@ -21,6 +19,7 @@ from prb_utils.analysis.metrics import (
     summarize,
     wilson_ci,
 )
+from prb_utils.analysis.resampling import bootstrap_ci, clustered_paired_test
 from prb_utils.errors import PRBError
 
 
@@ -288,7 +287,7 @@ def test_the_rubric_oracle_is_marked_and_is_no_lift_unless_asked():
 
 # ------------------------------------------------------------------ one resampler, its defaults, small inputs
 def test_small_inputs_get_ten_thousand_resamples_by_default():
-    from prb_utils.analysis.metrics import N_BOOT, N_BOOT_SMALL, SMALL_SAMPLE, default_n_boot
+    from prb_utils.analysis.resampling import N_BOOT, N_BOOT_SMALL, SMALL_SAMPLE, default_n_boot
 
     assert (N_BOOT_SMALL, SMALL_SAMPLE) == (10_000, 50)
     assert default_n_boot(SMALL_SAMPLE - 1) == N_BOOT_SMALL and default_n_boot(SMALL_SAMPLE) == N_BOOT
@@ -304,7 +303,7 @@ def test_small_inputs_get_ten_thousand_resamples_by_default():
 
 
 def test_the_downstream_bootstraps_use_the_one_resampler():
-    from prb_utils.analysis.metrics import N_BOOT_SMALL
+    from prb_utils.analysis.resampling import N_BOOT_SMALL
     from prb_utils.downstream.bon import bootstrap_mean_ci
     from prb_utils.downstream.correlation import rank_agreement_ci
 

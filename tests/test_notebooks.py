@@ -228,7 +228,7 @@ def test_pair_inspection_numbers_match_the_store(sample_report, executed):
 def clustered_intervals(rows: pd.DataFrame, by: list[str], bench: pd.DataFrame, n_boot: int) -> pd.DataFrame:
     """Per group: the 95% percentile bootstrap of the accuracy over whole questions (``n_boot`` resamples, seed
     0), the unit every interval of page 02 resamples, with the question text taken from the benchmark records."""
-    from prb_utils.analysis.metrics import bootstrap_ci
+    from prb_utils.analysis.resampling import bootstrap_ci
 
     question = dict(zip(bench["subset"].astype(str) + "/" + bench["id"].astype(str), bench["question"], strict=True))
     out = {}

@@ -125,7 +125,7 @@ def test_clustering_by_question_widens_the_interval_when_users_agree():
     rows = pd.DataFrame({"model": "m", "profile": "none", "subset": data["subset"], "id": data["id"],
                          "outcome": ["correct", "correct", "wrong", "wrong"] * 2})  # both users of a question agree
     clustered = pc.profile_size_curve(rows, data, n_boot=2000).iloc[0]
-    from prb_utils.analysis.metrics import bootstrap_ci
+    from prb_utils.analysis.resampling import bootstrap_ci
 
     flat = bootstrap_ci(rows["outcome"].eq("correct").to_numpy(dtype=float), n_boot=2000)
     assert clustered.n_questions == 4 and clustered.accuracy == 0.5

@@ -25,14 +25,8 @@ import numpy as np
 import pandas as pd
 
 from prb_utils.analysis.features import LENGTH_EDGES, MAX_ASPECTS, aspect_table, pair_features
-from prb_utils.analysis.metrics import (
-    SEED,
-    accuracy_table,
-    as_list,
-    bootstrap_ci,
-    require_columns,
-    wilson_ci,
-)
+from prb_utils.analysis.metrics import accuracy_table, as_list, require_columns, wilson_ci
+from prb_utils.analysis.resampling import SEED, bootstrap_ci
 from prb_utils.errors import PRBError
 
 

@@ -18,7 +18,7 @@ is the mean of (1 - p_chosen)² and the log loss the mean of -log p_chosen.
 
 Statistics: :func:`expected_calibration_error` (equal-width bins on [0, 1], :data:`N_BINS` by default: ECE = sum
 over bins of (bin share) x |observed frequency - mean prediction|), :func:`brier_score`, :func:`log_loss`; each
-with a percentile bootstrap interval from :func:`prb_utils.analysis.metrics.bootstrap_ci`, resampling whole
+with a percentile bootstrap interval from :func:`prb_utils.analysis.resampling.bootstrap_ci`, resampling whole
 questions. Degenerate groups (fewer than :data:`MIN_PAIRS` pairs, a constant score, or one outcome only: every
 decided pair correct, or every one wrong) get NaN statistics and a ``note`` "n/a: <reason>", never a number.
 
@@ -40,17 +40,9 @@ import pandas as pd
 
 from prb_utils.analysis.breakdowns import score_margins
 from prb_utils.analysis.features import pair_features
-from prb_utils.analysis.metrics import (
-    LEVEL,
-    N_BOOT,
-    SEED,
-    accuracy_table,
-    as_list,
-    bootstrap_ci,
-    question_units,
-    require_columns,
-)
+from prb_utils.analysis.metrics import accuracy_table, as_list, question_units, require_columns
 from prb_utils.analysis.profile_curves import job_retrievers, rm_inputs
+from prb_utils.analysis.resampling import LEVEL, N_BOOT, SEED, bootstrap_ci
 from prb_utils.errors import PRBError
 
 N_BINS = 10  # equal-width bins of the reliability diagram and the ECE

@@ -6,7 +6,7 @@ returns :class:`Findings`: the leaderboard (shared ranks, accuracy against chanc
 oracle marked), calibration with one row per model and condition (n/a with its reason where a number would
 mislead: a locked judge, a generate-mode judge's votes, a constant score), and the oracle gaps. Every interval
 and test resamples whole questions (:func:`prb_utils.analysis.metrics.question_units`), and the resamples
-follow :func:`prb_utils.analysis.metrics.default_n_boot`, so one lift has one interval wherever it appears.
+follow :func:`prb_utils.analysis.resampling.default_n_boot`, so one lift has one interval wherever it appears.
 
 Example:
     >>> rows = pd.DataFrame({"model": ["a"] * 4 + ["b"] * 4, "kind": "length", "profile": "none",
@@ -28,7 +28,8 @@ import pandas as pd
 
 from prb_utils.analysis import calibration as calib
 from prb_utils.analysis.leaderboard import RULES, leaderboard, leaderboard_notes, profile_lifts, unit_name
-from prb_utils.analysis.metrics import LEVEL, SEED, accuracy_table, question_units
+from prb_utils.analysis.metrics import accuracy_table, question_units
+from prb_utils.analysis.resampling import LEVEL, SEED
 from prb_utils.analysis.style import style_controlled_accuracy
 from prb_utils.models.kinds import MODEL_KINDS
 from prb_utils.profile import condition_sort_key

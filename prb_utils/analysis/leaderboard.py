@@ -26,15 +26,8 @@ import numpy as np
 import pandas as pd
 
 from prb_utils.analysis.breakdowns import position_locked
-from prb_utils.analysis.metrics import (
-    LEVEL,
-    SEED,
-    accuracy_table,
-    compare,
-    default_n_boot,
-    profile_lift,
-    require_columns,
-)
+from prb_utils.analysis.metrics import accuracy_table, compare, profile_lift, require_columns
+from prb_utils.analysis.resampling import LEVEL, SEED, default_n_boot
 from prb_utils.models.kinds import MODEL_KINDS
 from prb_utils.profile import condition_sort_key
 from prb_utils.schema import is_oracle

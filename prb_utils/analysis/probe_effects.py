@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 
 from prb_utils.analysis.leaderboard import ALPHA
-from prb_utils.analysis.metrics import LEVEL, SEED, compare, holm, require_columns, unit_labels
+from prb_utils.analysis.metrics import compare, holm, require_columns, unit_labels
+from prb_utils.analysis.resampling import LEVEL, SEED
 from prb_utils.probes import PROBES, twin_pairs
 
 READING_VERDICTS = ("reads the user", "reacts to any profile", "ignores the profile")

@@ -36,8 +36,9 @@ import pandas as pd
 
 from prb_utils.analysis.breakdowns import position_locked
 from prb_utils.analysis.leaderboard import RULES
-from prb_utils.analysis.metrics import LEVEL, SEED, bootstrap_ci, compare, require_columns
+from prb_utils.analysis.metrics import compare, require_columns
 from prb_utils.analysis.plots import model_palette
+from prb_utils.analysis.resampling import LEVEL, SEED, bootstrap_ci
 from prb_utils.errors import PRBError
 from prb_utils.formatting import PROPORTION, format_signed, format_value
 from prb_utils.models.aliases import ALIASES, resolve_alias

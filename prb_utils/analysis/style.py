@@ -39,7 +39,8 @@ import statsmodels.api as sm
 
 from prb_utils.analysis.calibration import MIN_PAIRS
 from prb_utils.analysis.features import char_count
-from prb_utils.analysis.metrics import LEVEL, as_list, question_units, require_columns
+from prb_utils.analysis.metrics import as_list, question_units, require_columns
+from prb_utils.analysis.resampling import LEVEL
 from prb_utils.profile import tokenize
 
 FEATURES = ("length_diff", "overlap_diff")

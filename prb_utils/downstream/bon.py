@@ -21,7 +21,7 @@ from math import comb
 import numpy as np
 import pandas as pd
 
-from prb_utils.analysis.metrics import LEVEL, SEED, bootstrap_ci, check_uncertainty
+from prb_utils.analysis.resampling import LEVEL, SEED, bootstrap_ci, check_uncertainty
 from prb_utils.errors import PRBError
 
 BON_COLUMNS = ("model", "subset", "id", "sample_idx", "rm_score", "quality")
@@ -151,7 +151,7 @@ def check_bon_frame(frame: pd.DataFrame) -> pd.DataFrame:
 def bootstrap_mean_ci(values: Sequence[float], *, level: float = LEVEL, n_boot: int | None = None,
                       seed: int = SEED) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean (values resampled with replacement, seeded), by
-    :func:`prb_utils.analysis.metrics.bootstrap_ci` (``n_boot=None``: its automatic number of resamples).
+    :func:`prb_utils.analysis.resampling.bootstrap_ci` (``n_boot=None``: its automatic number of resamples).
 
     Every resampled mean lies between the smallest and the largest value, so the interval never leaves
     the range of the data (a rubric quality in [0, 1] keeps its interval in [0, 1], where a t interval

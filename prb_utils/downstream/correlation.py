@@ -28,7 +28,7 @@ import pandas as pd
 from scipy import stats
 
 from prb_utils.analysis.leaderboard import ALPHA
-from prb_utils.analysis.metrics import (
+from prb_utils.analysis.resampling import (
     LEVEL,
     SEED,
     check_uncertainty,
@@ -394,7 +394,7 @@ def _agreement_rows(x: np.ndarray, y: np.ndarray, top: int | None = None) -> dic
 
 
 def _boot_indices(n: int, n_boot: int | None, rng: np.random.Generator) -> np.ndarray:
-    """Resamples of n RMs with replacement (``n_boot``, or :func:`~prb_utils.analysis.metrics.default_n_boot`
+    """Resamples of n RMs with replacement (``n_boot``, or :func:`~prb_utils.analysis.resampling.default_n_boot`
     of n), without those that repeat a single RM."""
     idx = resample_indices(n, default_n_boot(n, n_boot), rng)
     distinct = 1 + (np.diff(np.sort(idx, axis=1), axis=1) != 0).sum(axis=1)

@@ -42,7 +42,8 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from prb_utils.analysis.metrics import LEVEL, accuracy_table
+from prb_utils.analysis.metrics import accuracy_table
+from prb_utils.analysis.resampling import LEVEL
 from prb_utils.data import load_benchmark
 from prb_utils.downstream.bon import bon_curves, bon_metrics
 from prb_utils.downstream.correlation import no_ranking, rank_agreement_ci

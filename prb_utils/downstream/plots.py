@@ -19,8 +19,9 @@ from matplotlib.axes import Axes
 from matplotlib.patches import Patch
 
 from prb_utils.analysis.leaderboard import ALPHA
-from prb_utils.analysis.metrics import LEVEL, require_columns
+from prb_utils.analysis.metrics import require_columns
 from prb_utils.analysis.plots import PALETTE, REFERENCE_COLOUR, axes_or_new, model_palette
+from prb_utils.analysis.resampling import LEVEL
 from prb_utils.downstream.correlation import above_chance
 from prb_utils.errors import PRBError
 

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from prb_utils.analysis.metrics import LEVEL, SEED
+from prb_utils.analysis.resampling import LEVEL, SEED
 from prb_utils.downstream.correlation import N_PERM, correlation_difference, rank_agreement_ci
 from prb_utils.errors import PRBError
 

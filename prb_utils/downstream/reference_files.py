@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from prb_utils.analysis.metrics import LEVEL
+from prb_utils.analysis.resampling import LEVEL
 from prb_utils.errors import PRBError
 
 SUBSET_LONG = {

@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Literal
 
 import pandas as pd
 
-from prb_utils.analysis.metrics import N_BOOT
+from prb_utils.analysis.resampling import N_BOOT
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
 from prb_utils.models.kinds import KINDS
@@ -286,7 +286,7 @@ class AccuracyParams(NotebookParams):
 
     baseline_profile: str = "none"
     half_credit: bool = False
-    n_boot: int = 0  # 0: automatic (metrics.default_n_boot), the same resamples as every other page
+    n_boot: int = 0  # 0: automatic (resampling.default_n_boot), the same resamples as every other page
 
     notebook: ClassVar[str] = "02_accuracy_breakdown"
 
@@ -306,7 +306,7 @@ class DownstreamParams(NotebookParams):
     downstream_csv: str = "example"
     ks: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
     benchmark_profile: str = "top3"
-    n_boot: int = 0   # 0: automatic (metrics.default_n_boot: 10,000 resamples for fewer than 50 RMs)
+    n_boot: int = 0   # 0: automatic (resampling.default_n_boot: 10,000 resamples for fewer than 50 RMs)
 
     notebook: ClassVar[str] = "03_downstream_correlation"
 
@@ -373,7 +373,7 @@ class ReadingParams(NotebookParams):
     """05_reading_the_user: the personalization probes (swap, shuffle, distract, label-swap, retest)."""
 
     base_profile: str = "top3"
-    n_boot: int = 0  # 0: automatic (metrics.default_n_boot)
+    n_boot: int = 0  # 0: automatic (resampling.default_n_boot)
 
     notebook: ClassVar[str] = "05_reading_the_user"
 
