@@ -43,8 +43,7 @@ from prb_utils.notebook.widgets import QuizItem, quiz_comparison, quiz_items
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
-NAMES = ["00_workshop_personalization", "01_pair_inspection", "02_accuracy_breakdown", "03_downstream_correlation",
-         "04_personalization_diagnostics", "05_reading_the_user"]
+NAMES = sorted(PARAMS_BY_NOTEBOOK)   # every page: a notebook and its parameters class
 KEYS = ["model", "profile"]
 
 

@@ -27,7 +27,7 @@ import pytest
 from prb_utils.cli import main
 from prb_utils.errors import PRBError
 from prb_utils.notebook import report as report_module
-from prb_utils.notebook.params import AccuracyParams
+from prb_utils.notebook.params import PARAMS_BY_NOTEBOOK, AccuracyParams
 from prb_utils.notebook.report import (
     NOTEBOOK_DIR,
     TITLES,
@@ -42,8 +42,7 @@ from prb_utils.notebook.report import (
     write_index,
 )
 
-NAMES = ["00_workshop_personalization", "01_pair_inspection", "02_accuracy_breakdown", "03_downstream_correlation",
-         "04_personalization_diagnostics", "05_reading_the_user"]
+NAMES = sorted(PARAMS_BY_NOTEBOOK)   # every page: a notebook and its parameters class
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -24,11 +24,12 @@ from pathlib import Path
 
 import pytest
 
+from prb_utils.notebook.params import PARAMS_BY_NOTEBOOK
+
 pytestmark = [pytest.mark.slow, pytest.mark.notebooks]
 
 REPO = Path(__file__).resolve().parent.parent
-NAMES = ["00_workshop_personalization", "01_pair_inspection", "02_accuracy_breakdown", "03_downstream_correlation",
-         "04_personalization_diagnostics", "05_reading_the_user"]
+NAMES = sorted(PARAMS_BY_NOTEBOOK)   # every page: a notebook and its parameters class
 SKIPPED = shutil.ignore_patterns(".*", "__pycache__", "*.pyc", "build", "dist", "*.egg-info", "results", "reports",
                                  "_bundled")
 

@@ -140,6 +140,9 @@ class NotebookParams:
     interactive: bool = True
 
     notebook: ClassVar[str] = "notebook"
+    #: The page's title (its browser title and index link) and the one question it answers (under the link).
+    title: ClassVar[str] = ""
+    question: ClassVar[str] = ""
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
@@ -247,6 +250,8 @@ class WorkshopParams(NotebookParams):
     seed: int = 0
 
     notebook: ClassVar[str] = "00_workshop_personalization"
+    title: ClassVar[str] = 'Workshop: one question, two users'
+    question: ClassVar[str] = "Why must a reward model read the user's profile? You play the RM on real pairs."
 
     def _check_values(self) -> None:
         super()._check_values()
@@ -273,6 +278,8 @@ class PairInspectionParams(NotebookParams):
     view_profile: str = "top3"
 
     notebook: ClassVar[str] = "01_pair_inspection"
+    title: ClassVar[str] = 'Pair inspection'
+    question: ClassVar[str] = 'What did each model do on each pair, and which verdicts does the profile flip?'
 
     def _check_values(self) -> None:
         super()._check_values()
@@ -289,6 +296,8 @@ class AccuracyParams(NotebookParams):
     n_boot: int = 0  # 0: automatic (resampling.default_n_boot), the same resamples as every other page
 
     notebook: ClassVar[str] = "02_accuracy_breakdown"
+    title: ClassVar[str] = 'Accuracy breakdown'
+    question: ClassVar[str] = 'Which model is most accurate under each profile condition, and does the profile help?'
 
     def _check_values(self) -> None:
         super()._check_values()
@@ -309,6 +318,8 @@ class DownstreamParams(NotebookParams):
     n_boot: int = 0   # 0: automatic (resampling.default_n_boot: 10,000 resamples for fewer than 50 RMs)
 
     notebook: ClassVar[str] = "03_downstream_correlation"
+    title: ClassVar[str] = 'Downstream correlation'
+    question: ClassVar[str] = 'Does benchmark accuracy predict how well an RM picks answers downstream?'
 
     def _check_values(self) -> None:
         super()._check_values()
@@ -358,6 +369,8 @@ class DiagnosticsParams(NotebookParams):
     max_hardest: int = 10
 
     notebook: ClassVar[str] = "04_personalization_diagnostics"
+    title: ClassVar[str] = 'Personalization diagnostics'
+    question: ClassVar[str] = 'Why does the profile help or not: how much of it, which posts, the answer key?'
 
     def _check_values(self) -> None:
         super()._check_values()
@@ -376,6 +389,8 @@ class ReadingParams(NotebookParams):
     n_boot: int = 0  # 0: automatic (resampling.default_n_boot)
 
     notebook: ClassVar[str] = "05_reading_the_user"
+    title: ClassVar[str] = 'Is it reading the user?'
+    question: ClassVar[str] = 'Does the RM read this user, or react to any profile? The probes say.'
 
     def _check_values(self) -> None:
         super()._check_values()

@@ -56,25 +56,12 @@ NOTEBOOK_DIR = resource_dir("notebooks")  # the repository's notebooks/, or the 
 KERNEL = "python3"
 NUMBERS_ENV = "PRB_NUMBERS_DIR"  # where record_numbers writes; set for the kernels of a report run
 RESULTS_CSV = "results.csv"
-TITLES = {
-    "00_workshop_personalization": "Workshop: one question, two users",
-    "01_pair_inspection": "Pair inspection",
-    "02_accuracy_breakdown": "Accuracy breakdown",
-    "03_downstream_correlation": "Downstream correlation",
-    "04_personalization_diagnostics": "Personalization diagnostics",
-    "05_reading_the_user": "Is it reading the user?",
-}
+#: Each page's title and the one question it answers: from its parameters class (a new page is its notebook and
+#: its class in :data:`prb_utils.notebook.params.PARAMS_BY_NOTEBOOK`).
+TITLES = {name: cls.title for name, cls in PARAMS_BY_NOTEBOOK.items()}
 METADATA_COLUMNS = ("job", "model", "kind", "profile", "retriever", "n_rows", "n_pairs", "wall_s", "dtype", "device", "seed",
                     "prb", "torch", "transformers", "python", "n_truncated", "n_failed", "finished")
-#: The one question each page answers, under its link on the index.
-QUESTIONS = {
-    "00_workshop_personalization": "Why must a reward model read the user's profile? You play the RM on real pairs.",
-    "01_pair_inspection": "What did each model do on each pair, and which verdicts does the profile flip?",
-    "02_accuracy_breakdown": "Which model is most accurate under each profile condition, and does the profile help?",
-    "03_downstream_correlation": "Does benchmark accuracy predict how well an RM picks answers downstream?",
-    "04_personalization_diagnostics": "Why does the profile help or not: how much of it, which posts, the answer key?",
-    "05_reading_the_user": "Does the RM read this user, or react to any profile? The probes say.",
-}
+QUESTIONS = {name: cls.question for name, cls in PARAMS_BY_NOTEBOOK.items()}
 
 
 @dataclass
