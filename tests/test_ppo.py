@@ -280,3 +280,40 @@ def test_damaged_rl_files_are_named_set_aside_and_computed_anew(tiny_lm_dir, tmp
     assert last_checkpoint(run_dir)[1] == 1 and _weights(run_dir / "checkpoint-1")   # trained again, whole
     assert (out / "ppo" / "ppo.csv.damaged").read_bytes().startswith(b"rm,subset,score\n\xff")
     pd.testing.assert_frame_equal(read_ppo_csv(out / "ppo" / "ppo.csv"), first)
+
+
+def test_an_earlier_runs_rows_read_by_another_quality_rule_are_not_merged(tmp_path, capsys):
+    """One RL table, one reading of an answer's quality: rows an earlier run of the same setting read by the
+    argmax verdicts stay out of a table read by the expected verdicts (and are merged under the same rule)."""
+    from prb_utils.downstream.ppo import _merge_previous
+
+    setting = {"policy": "p", "steps": 2}
+    (tmp_path / "run.json").write_text(json.dumps({**setting, "quality_rule": "argmax"}), encoding="utf-8")
+    (tmp_path / "ppo.csv").write_text("rm,subset,score,n,trainer\nold,Art_and_Entertainment,0.5,3,GRPO\n",
+                                      encoding="utf-8")
+    table = pd.DataFrame({"rm": ["new"], "subset": ["Art_and_Entertainment"], "score": [0.485],
+                          "n": pd.array([3], dtype="Int64"), "trainer": ["GRPO"]})
+    other = _merge_previous(tmp_path, table, setting, rule="expected")
+    assert other["rm"].tolist() == ["new"] and "argmax quality rule" in capsys.readouterr().err
+    same = _merge_previous(tmp_path, table, setting, rule="argmax")
+    assert sorted(same["rm"]) == ["new", "old"]
+
+
+def test_the_rl_judge_is_loaded_on_the_device_its_cache_is_keyed_by(tmp_path, monkeypatch):
+    from prb_utils.downstream import ppo
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_load(spec, **options):
+        seen.update(options, spec=spec)
+        raise Stop
+
+    monkeypatch.setattr(ppo, "load_judge", fake_load)
+    data = load_benchmark("sample", limit=1)
+    answers = data[["subset", "id"]].assign(response="an answer")
+    with pytest.raises(Stop):
+        ppo.judge_answers(answers, data, cache=tmp_path / "judge.parquet", judge="llm:x", progress=False, device="cpu")
+    assert seen["spec"] == "llm:x" and seen["device"] == "cpu"

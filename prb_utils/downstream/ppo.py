@@ -528,10 +528,10 @@ def _cached_answers(path: Path, model: str, held_out: pd.DataFrame, *, posts: in
 
 
 def judge_answers(answers: pd.DataFrame, held_out: pd.DataFrame, *, cache: Path, judge: Any,
-                  progress: bool = True, engine: EngineConfig = IN_PROCESS) -> pd.DataFrame:
+                  progress: bool = True, engine: EngineConfig = IN_PROCESS, device: str = "auto") -> pd.DataFrame:
     """Rubric quality of each answer (columns of ``answers`` + quality, failed, judge, judge_proxy), cached
     by (question, answer, aspects) in ``cache``; the judge is loaded only when something is new (an LLM judge
-    on ``engine``)."""
+    on ``engine``, on ``device``: the device its cache is keyed by)."""
 
     records = {(str(r["subset"]), str(r["id"])): r for r in held_out.to_dict("records")}
     keys, items = [], {}
@@ -547,7 +547,7 @@ def judge_answers(answers: pd.DataFrame, held_out: pd.DataFrame, *, cache: Path,
     if todo:
         if progress:
             print(f"judging {len(todo)} held-out answers with {judge}", file=sys.stderr)
-        rater = load_judge(judge, engine=engine) if isinstance(judge, str) else judge
+        rater = load_judge(judge, engine=engine, device=device) if isinstance(judge, str) else judge
         judged = results_frame(rater.judge(todo))
         cached = judged if cached is None else pd.concat([cached, judged], ignore_index=True)
         write_parquet(cached, cache)
@@ -704,7 +704,7 @@ def run_ppo(
         key = judge_cache_key(judge, device=device, engine=options.engine)
         cache = root / "judge" / f"{stable_hash(key)}.parquet"
         judged = judge_answers(pd.concat(answers, ignore_index=True), held_out, cache=cache, judge=judge,
-                               progress=progress, engine=options.engine)
+                               progress=progress, engine=options.engine, device=device)
         timings["judge"] = time.time() - t
         rule = choose_quality_rule(judged)   # a judge that rates every answer alike is read by its expected verdicts
         if rule == "expected":
@@ -715,7 +715,7 @@ def run_ppo(
         proxy = bool(judged["judge_proxy"].fillna(False).astype(bool).any())
         setting = {"policy": policy, "policy_fingerprint": policy_fp, "judge": judge_name, "eval": eval_id,
                    "steps": int(steps), "seed": int(seed), "options": training.__dict__, "max_new_tokens": max_new}
-        table = _merge_previous(root, table, setting)
+        table = _merge_previous(root, table, setting, rule=rule)
         table = table[~table["rm"].isin(set(diverged))].reset_index(drop=True)   # an older row of it too
         write_text(root / "ppo.csv", table.to_csv(index=False))
         write_parquet(judged, root / "answers.parquet")
@@ -730,14 +730,21 @@ def _say_waiting(lock: Path) -> None:
           f"{lock}); this run then reuses what it trained.", file=sys.stderr, flush=True)
 
 
-def _merge_previous(root: Path, table: pd.DataFrame, setting: dict[str, Any]) -> pd.DataFrame:
-    """Keep the rows of RMs an earlier run of the same setting wrote and this one did not train."""
+def _merge_previous(root: Path, table: pd.DataFrame, setting: dict[str, Any], *, rule: str) -> pd.DataFrame:
+    """Keep the rows of RMs an earlier run of the same setting wrote and this one did not train, when that run
+    read its answers' quality by the same ``rule`` (argmax or expected verdicts); rows read by another rule are
+    left out (one table, one reading), with a warning naming them."""
 
     previous_meta = root / "run.json"
     if not (previous_meta.is_file() and (root / "ppo.csv").is_file()):
         return table
     meta = read_json_cache(previous_meta)
     if {k: meta.get(k) for k in setting} != json.loads(json.dumps(setting)):
+        return table
+    if meta.get("quality_rule", rule) != rule:
+        print(f"prb: warning: {root / 'ppo.csv'} holds rows read by the {meta.get('quality_rule')} quality rule; this "
+              f"run reads by the {rule} rule, so only its own RMs are in the table (run prb ppo with the others "
+              "again to add them).", file=sys.stderr)
         return table
     try:
         previous = read_ppo_csv(root / "ppo.csv")
