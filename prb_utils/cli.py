@@ -370,7 +370,7 @@ def _warn_options_without_effect(args: argparse.Namespace, options: ModelOptions
 
     top_k = any(parse_condition(c).retrieves for c in profiles)  # none, full, rubric retrieve nothing
     kinds = [parse_spec(m).kind for m in models]
-    judges = any(MODEL_KINDS[kind].pairwise for kind in kinds)
+    judges = any(MODEL_KINDS[kind].judge_options for kind in kinds)
     unused = []
     if args.retriever is not None and not top_k:
         unused.append(("--retriever", "there is no top{K} profile condition (only top{K} retrieves posts)"))

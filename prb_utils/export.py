@@ -56,7 +56,7 @@ from prb_utils.analysis.metrics import accuracy_table
 from prb_utils.analysis.resampling import LEVEL
 from prb_utils.data import HUB_ID
 from prb_utils.errors import PRBError
-from prb_utils.models.kinds import BASELINES, MODEL_KINDS
+from prb_utils.models.kinds import MODEL_KINDS, baseline_names
 from prb_utils.profile import parse_condition, rm_user_message
 from prb_utils.schema import is_oracle, stable_hash
 from prb_utils.scoring import retriever_from_label, retriever_label
@@ -87,7 +87,7 @@ def _is_path(name: str) -> bool:
 def model_identity(spec: str) -> tuple[str, str, str]:
     """``(model id in hub format, developer, model_availability)`` of a model spec for Every Eval Ever."""
     kind, name = _split_spec(spec)
-    if kind in BASELINES:
+    if kind in baseline_names():
         return f"prb/{kind}", "prb", "unknown"
     if name in ALIAS_HUB_IDS:
         hub = ALIAS_HUB_IDS[name]

@@ -211,7 +211,7 @@ def job_options(kind: str, condition: str, options: ModelOptions | None = None, 
     key.update(options.engine.key_options(kind, options.dtype))
     if traits.chat_template:
         key["tokenization"] = options.tokenization
-    if traits.pairwise:
+    if traits.judge_options:
         key.update(judge_mode=options.judge_mode, judge_template=_template_id(options.judge_template))
     if parse_condition(condition).probe and int(options.seed) != 0:
         key["probe_seed"] = int(options.seed)   # a probe's seeded choices (seed 0: no key of its own)

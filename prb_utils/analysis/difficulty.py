@@ -2,7 +2,7 @@
 
 A pair's difficulty is counted per profile condition over the jobs (one per RM) that scored it: ``n`` RMs,
 ``correct`` of them right, ``share`` = correct / n, and a tier. "Every RM" means every real RM: by default
-the baselines (``length``, ``lexical``: :data:`prb_utils.models.kinds.BASELINES`) and position-locked judges
+the baselines (``length``, ``lexical``: :func:`prb_utils.models.kinds.baseline_names`) and position-locked judges
 (:func:`prb_utils.analysis.breakdowns.position_locked`: their accuracy measures the answer order) are not
 counted, nor are oracle conditions (``rubric``: diagnostics, not benchmark results); each can be asked for.
 :func:`counted_rms` says which RMs count and why the others do not; :func:`tier_counts` gives ``n_rms``.
@@ -20,7 +20,7 @@ import pandas as pd
 
 from prb_utils.analysis.breakdowns import position_locked
 from prb_utils.errors import PRBError
-from prb_utils.models.kinds import BASELINES
+from prb_utils.models.kinds import baseline_names
 from prb_utils.schema import is_oracle
 
 TIERS = ("every RM right", "most RMs right", "most RMs wrong", "every RM wrong")
@@ -64,7 +64,7 @@ def counted_rms(results: pd.DataFrame, *, include_oracle: bool = False, include_
     for (_, job), k in zip(jobs.iterrows(), kind, strict=True):
         if not include_oracle and is_oracle(job["profile"]):
             reasons.append("oracle condition")
-        elif not include_baselines and str(k) in BASELINES:
+        elif not include_baselines and str(k) in baseline_names():
             reasons.append("baseline")
         elif (str(job[unit]), str(job["profile"])) in locked:
             reasons.append("position-locked judge")

@@ -86,6 +86,7 @@ from prb_utils.models.engines import IN_PROCESS, EngineConfig
 from prb_utils.models.fingerprint import model_fingerprint
 from prb_utils.models.generation import ChatGenerator, check_causal_lm
 from prb_utils.models.hf import load_pretrained, load_tokenizer, resolve_source
+from prb_utils.models.kinds import CAUSAL_LM, kinds_of
 from prb_utils.models.lm import busy_cpus_elsewhere, choose_threads
 from prb_utils.models.quiet import quiet_transformers
 from prb_utils.profile import parse_condition, rm_user_message
@@ -330,7 +331,7 @@ def checkpoint_problem(path: Path) -> str | None:
 
 
 def _policy_source(policy: str) -> str:
-    return resolve_source(ModelSpec("implicit", policy))  # the causal-LM kinds share one alias resolution
+    return resolve_source(ModelSpec(kinds_of(CAUSAL_LM)[0], policy))  # a causal LM, whichever its kind
 
 
 def _load_policy(policy: str) -> tuple[Any, Any]:
@@ -339,7 +340,7 @@ def _load_policy(policy: str) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM
 
 
-    spec = ModelSpec("implicit", policy)
+    spec = ModelSpec(kinds_of(CAUSAL_LM)[0], policy)
     source = _policy_source(policy)
     tokenizer = load_tokenizer(spec, source)
     if not getattr(tokenizer, "chat_template", None):

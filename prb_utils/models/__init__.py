@@ -7,8 +7,8 @@
 
 from prb_utils.models.base import ModelSpec, PairInput, PairScore, RewardModel, parse_spec
 from prb_utils.models.engines import ENGINES, EngineConfig
-from prb_utils.models.kinds import KINDS, MODEL_KINDS
+from prb_utils.models.kinds import MODEL_KINDS, kind_names
 from prb_utils.models.registry import ModelOptions, list_models, load_model
 
-__all__ = ["ENGINES", "KINDS", "MODEL_KINDS", "EngineConfig", "ModelOptions", "ModelSpec", "PairInput", "PairScore",
+__all__ = ["ENGINES", "MODEL_KINDS", "kind_names", "EngineConfig", "ModelOptions", "ModelSpec", "PairInput", "PairScore",
            "RewardModel", "list_models", "load_model", "parse_spec"]

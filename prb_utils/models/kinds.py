@@ -21,6 +21,10 @@ from typing import Any
 
 from prb_utils.errors import PRBError
 
+#: What a kind's weights are: aliases and loaders ask for an architecture, never for a kind's name.
+CAUSAL_LM, SEQUENCE_CLASSIFIER, ENCODER = "causal_lm", "sequence_classifier", "encoder"
+ARCHITECTURES = (CAUSAL_LM, SEQUENCE_CLASSIFIER, ENCODER)
+
 #: The :class:`~prb_utils.models.registry.ModelOptions` every adapter of a model with weights takes.
 WEIGHT_OPTIONS = ("device", "dtype", "batch_tokens", "seed", "allow_untrained_head")
 #: ... and those of a kind that renders a chat template and runs a decoder (prompt cache, special tokens).
@@ -40,7 +44,9 @@ class ModelKind:
     help: str
     adapter: str
     options: tuple[str, ...] = ()
-    pairwise: bool = False   # one call judges both answers: judge options apply; BoN and GRPO compare in pairs
+    pairwise: bool = False   # one call compares both answers: BoN and GRPO compare their answers in pairs
+    judge_options: bool = False   # --judge-mode and --judge-template apply (and go into its job key)
+    architecture: str | None = None   # what its weights are (ARCHITECTURES); None for the model-free baselines
     weights: bool = True     # False: a model-free baseline (no placement, seed, fingerprint or alias)
     chat_template: bool = False   # renders the model's chat template: --tokenization applies
     quick: bool = False      # scores the shipped sample in seconds on a CPU (prb report draws its profile curve)
@@ -71,15 +77,17 @@ def load_class(path: str) -> Any:
 MODEL_KINDS: dict[str, ModelKind] = {kind.name: kind for kind in (
     ModelKind("classifier", "sequence-classification reward model; score = single logit (or softmax of the last "
               "class)", "prb_utils.models.classifier:ClassifierRM", CHAT_OPTIONS, chat_template=True,
+              architecture=SEQUENCE_CLASSIFIER,
               counter="prb_utils.models.token_counts:ClassifierTokens", model_type="Seq. Classifier"),
     ModelKind("judge", "causal LM comparing both responses, both A/B orders; P(A) vs P(B) or generate + parse",
               "prb_utils.models.judge:JudgeRM", (*CHAT_OPTIONS, "judge_mode", "judge_template"), pairwise=True,
+              judge_options=True, architecture=CAUSAL_LM,
               chat_template=True, counter="prb_utils.models.token_counts:JudgeTokens", model_type="Generative"),
     ModelKind("implicit", "causal LM; score = mean token log-prob of the response given the prompt",
-              "prb_utils.models.implicit:ImplicitRM", CHAT_OPTIONS, chat_template=True,
+              "prb_utils.models.implicit:ImplicitRM", CHAT_OPTIONS, chat_template=True, architecture=CAUSAL_LM,
               counter="prb_utils.models.token_counts:ImplicitTokens", model_type="Implicit (log-likelihood)"),
     ModelKind("embedding", "encoder; score = cosine similarity of RM input and response (mean pooling)",
-              "prb_utils.models.embedding:EmbeddingRM", WEIGHT_OPTIONS, quick=True,
+              "prb_utils.models.embedding:EmbeddingRM", WEIGHT_OPTIONS, quick=True, architecture=ENCODER,
               counter="prb_utils.models.token_counts:EmbeddingTokens", model_type="Embedding similarity"),
     ModelKind("length", "baseline: the longer response wins (characters)",
               "prb_utils.models.baselines:LengthBaseline", weights=False, quick=True, reads_profile=False),
@@ -87,10 +95,31 @@ MODEL_KINDS: dict[str, ModelKind] = {kind.name: kind for kind in (
               "prb_utils.models.baselines:LexicalBaseline", weights=False, quick=True),
 )}
 
-#: The kinds' names, in the order ``prb models`` lists them.
-KINDS = tuple(MODEL_KINDS)
-#: The model-free kinds (no weights).
-BASELINES = tuple(name for name, kind in MODEL_KINDS.items() if not kind.weights)
+def kind_names() -> tuple[str, ...]:
+    """The kinds' names, in the order ``prb models`` lists them (read from the records each time, so a kind
+    registered later is there too)."""
+    return tuple(MODEL_KINDS)
+
+
+def baseline_names() -> tuple[str, ...]:
+    """The model-free kinds (no weights).
+
+    >>> baseline_names()
+    ('length', 'lexical')
+    """
+    return tuple(name for name, kind in MODEL_KINDS.items() if not kind.weights)
+
+
+def kinds_of(architecture: str) -> tuple[str, ...]:
+    """The kinds whose weights are of ``architecture`` (:data:`ARCHITECTURES`), in record order: the first is how a
+    loader names a model of that architecture (a Best-of-N policy, an LLM judge, an encoder).
+
+    >>> kinds_of(CAUSAL_LM), kinds_of(ENCODER)
+    (('judge', 'implicit'), ('embedding',))
+    """
+    if architecture not in ARCHITECTURES:
+        raise PRBError(f"Unknown architecture {architecture!r}; use one of {', '.join(ARCHITECTURES)}.")
+    return tuple(name for name, kind in MODEL_KINDS.items() if kind.architecture == architecture)
 
 
 def model_kind(name: str) -> ModelKind:
@@ -102,4 +131,4 @@ def model_kind(name: str) -> ModelKind:
     try:
         return MODEL_KINDS[name]
     except KeyError:
-        raise PRBError(f"Unknown model kind '{name}'; use one of {', '.join(KINDS)}.") from None
+        raise PRBError(f"Unknown model kind '{name}'; use one of {', '.join(kind_names())}.") from None

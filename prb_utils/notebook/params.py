@@ -29,7 +29,7 @@ import pandas as pd
 from prb_utils.analysis.resampling import N_BOOT
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
-from prb_utils.models.kinds import KINDS
+from prb_utils.models.kinds import kind_names
 from prb_utils.profile import RETRIEVERS, parse_condition
 from prb_utils.resources import resource_dir, source_root
 from prb_utils.store import query_results
@@ -163,10 +163,10 @@ class NotebookParams:
             raise PRBError("Parameter 'results' must name the store folder (e.g. 'results').")
         for spec in self.models:
             kind = spec.split(":", 1)[0].strip().lower()
-            if kind not in KINDS:
+            if kind not in kind_names():
                 raise PRBError(
                     f"Parameter 'models' has the unknown model spec '{spec}'; a spec starts with one of "
-                    f"{', '.join(KINDS)}."
+                    f"{', '.join(kind_names())}."
                 )
         for condition in self.profiles:
             try:
