@@ -55,6 +55,7 @@ from prb_utils.models.fingerprint import model_fingerprint
 from prb_utils.models.generation import GivenSpec, check_causal_lm
 from prb_utils.models.hf import load_pretrained, load_tokenizer, resolve_source
 from prb_utils.models.judge import letter_ids
+from prb_utils.models.kinds import CAUSAL_LM, ENCODER, kinds_of
 from prb_utils.models.vllm_client import UnusableResponse
 from prb_utils.schema import stable_hash
 from prb_utils.scoring import resolved_placement
@@ -625,7 +626,7 @@ class ProxyRubricJudge:
         from transformers import AutoModel
 
 
-        spec = ModelSpec("embedding", self.model_name)
+        spec = ModelSpec(kinds_of(ENCODER)[0], self.model_name)
         source = resolve_source(spec)
         self._tokenizer = load_tokenizer(spec, source)
         self._model = load_pretrained(spec, source, AutoModel.from_pretrained).to(self.device).eval()
@@ -752,14 +753,14 @@ def judge_cache_key(judge: Any, *, device: str = "auto", dtype: str = "auto",
 
     kind, name = check_judge_spec(judge)
     llm = RUBRIC_JUDGES[kind].llm
-    spec = GivenSpec("judge" if llm else "embedding", name, judge)
+    spec = GivenSpec(kinds_of(CAUSAL_LM if llm else ENCODER)[0], name, judge)
     try:
         fingerprint = model_fingerprint(spec)
     except PRBError as exc:   # named as the user wrote it (``proxy:foo``), never as the spec used inside
         raise PRBError(f"The rubric judge '{judge}' cannot be used: {str(exc)[:1].lower()}{str(exc)[1:]}") from None
     key: list[Any] = [judge, judge_protocol(judge), fingerprint]
     if llm:
-        key += [resolved_placement("judge", device, dtype), engine.name]
+        key += [resolved_placement(kinds_of(CAUSAL_LM)[0], device, dtype), engine.name]
     return key
 
 
