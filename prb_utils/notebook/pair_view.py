@@ -563,6 +563,27 @@ def two_users_margins(results: pd.DataFrame, records: Sequence[Mapping[str, Any]
     return table[columns].sort_values(["model", "profile", "user"]).reset_index(drop=True)
 
 
+def own_and_other_profile(margins: pd.DataFrame, *, base: str = "top3") -> pd.DataFrame:
+    """Per model and user of :func:`two_users_margins`: the margin and outcome with the user's own profile (the
+    ``base`` condition) and with the other user's (the ``swap`` probe, ``base+swap``: for a twin pair, its twin
+    user's profile), and whether the verdict flips. An RM that reads the user flips; one that ignores the
+    profile does not. Empty when the store holds no ``base+swap`` rows for these pairs.
+
+    >>> m = pd.DataFrame({"model": "m", "profile": ["top3", "top3+swap"], "user": "User 1", "id": "a",
+    ...                   "margin": [0.4, -0.2], "outcome": ["correct", "wrong"]})
+    >>> own_and_other_profile(m)[["model", "user", "margin_own", "margin_other", "flips"]].values.tolist()
+    [['m', 'User 1', 0.4, -0.2, True]]
+    """
+    columns = ["model", "user", "id", "margin_own", "outcome_own", "margin_other", "outcome_other", "flips"]
+    own = margins[margins["profile"] == base]
+    other = margins[margins["profile"] == f"{base}+swap"]
+    if own.empty or other.empty:
+        return pd.DataFrame(columns=columns)
+    both = own.merge(other, on=["model", "user", "id"], suffixes=("_own", "_other"))
+    both["flips"] = both["outcome_own"] != both["outcome_other"]
+    return both[columns].reset_index(drop=True)
+
+
 def two_users_plot(margins: pd.DataFrame, *, conditions: Sequence[str] | None = None) -> Any:
     """One panel per model: each user's margin (chosen minus rejected) under each profile condition, a dot
     coloured by whether the model is right for that user, and the zero line (above it: right). Under

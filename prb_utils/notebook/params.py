@@ -221,7 +221,8 @@ class NotebookParams:
         return load_benchmark(self.data_source, subsets=self.subsets or None, limit=self.limit or None,
                               drop_invalid=True)
 
-    def load_results(self, data: pd.DataFrame | None = None) -> pd.DataFrame:
+    def load_results(self, data: pd.DataFrame | None = None, *,
+                     profiles: typing.Sequence[str] | None = None) -> pd.DataFrame:
         """Per-item rows of the store for the chosen models and conditions (all when the lists are empty),
         restricted to the pairs of ``data`` when given. Every job is kept, never pooled: the ``model``
         column holds the job label (the spec, plus what differs where several jobs share a spec: another
@@ -229,9 +230,10 @@ class NotebookParams:
         job and every table and figure grouped by ``model`` shows one row per job. ``model_spec`` keeps the
         spec as given (the key that downstream tables match on). When neither models nor conditions are given
         and ``prb report`` has run on this store, the page shows what its report page showed
-        (:func:`report_view`), so the live notebook and the static page have the same jobs and labels."""
+        (:func:`report_view`), so the live notebook and the static page have the same jobs and labels.
+        ``profiles`` replaces the page's conditions for this one query (e.g. a probe the page shows apart)."""
 
-        models, profiles = self.models, self.profiles
+        models, profiles = self.models, (self.profiles if profiles is None else list(profiles))
         if not models and not profiles:  # a live page shows the jobs its last report page showed
             view = report_view(self.results_dir).get(self.notebook, {})
             models, profiles = list(view.get("models") or []), list(view.get("profiles") or [])
