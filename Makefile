@@ -9,7 +9,7 @@ VLLM_STAMP := $(VLLM_VENV)/.prb-installed
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS ?= 1
 
-.PHONY: report test test-fast test-vllm chromium bon ppo lint install clean vllm
+.PHONY: report test test-fast test-vllm chromium bon ppo lint install clean vllm docs
 
 report: $(STAMP)
 	$(BIN)/prb report --data sample --out reports
@@ -39,6 +39,10 @@ ppo: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check prb_utils tests bench notebooks
+
+# the documentation site (mkdocs-material, docs/ and mkdocs.yml), built offline with --strict into site/
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 install: $(STAMP)
 

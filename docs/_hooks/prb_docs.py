@@ -1,0 +1,99 @@
+"""MkDocs hook: pages generated from the code, so that they are never retyped.
+
+- ``<!-- prb:cli -->`` becomes the command-line reference, rendered from ``prb_utils.cli.build_parser()``.
+- ``<!-- prb:api -->`` becomes one mkdocstrings block per name of the curated top-level API
+  (``prb_utils._PUBLIC``), grouped by the module that defines it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import defaultdict
+
+import prb_utils
+from prb_utils.cli import build_parser
+
+CLI_MARKER = "<!-- prb:cli -->"
+API_MARKER = "<!-- prb:api -->"
+
+
+def _cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _option_row(action: argparse.Action) -> str:
+    if action.option_strings:
+        names = ", ".join(f"`{name}`" for name in action.option_strings)
+    else:
+        names = f"`{action.metavar or action.dest}` (positional)"
+    if action.nargs == 0:
+        value = "flag"
+    elif action.choices is not None:
+        value = " \\| ".join(f"`{choice}`" for choice in action.choices)
+    else:
+        metavar = action.metavar or action.dest.upper()
+        value = f"`{metavar}`"
+    if isinstance(action, argparse._AppendAction):
+        value += " (repeatable)"
+    if action.required:
+        value += " (required)"
+    default = action.default
+    shown = "" if default in (None, False, argparse.SUPPRESS, [], ()) or action.nargs == 0 else f"`{default}`"
+    help_text = (action.help or "").replace("%%", "%")
+    if "%(" in help_text:
+        help_text = help_text % {**vars(action), "prog": "prb", "default": default}
+    return f"| {names} | {value} | {_cell(shown)} | {_cell(help_text)} |"
+
+
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, tuple[str, argparse.ArgumentParser]]:
+    """``name -> (one-line help, parser)`` of every subcommand of ``parser``, in the parser's order."""
+    found: dict[str, tuple[str, argparse.ArgumentParser]] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
+            for name, sub in action.choices.items():
+                found[name] = (helps.get(name, ""), sub)
+    return found
+
+
+def render_cli(parser: argparse.ArgumentParser) -> str:
+    """The command-line reference as Markdown: per subcommand its help, description, usage and options."""
+    lines: list[str] = []
+    for name, (summary, sub) in subcommands(parser).items():
+        lines += [f"## prb {name}", ""]
+        if summary:
+            lines += [summary[0].upper() + summary[1:] + ".", ""]
+        if sub.description:
+            lines += [" ".join(sub.description.replace("%%", "%").split()), ""]
+        usage = sub.format_usage().strip().removeprefix("usage: ")
+        lines += ["```text", usage, "```", ""]
+        lines += ["| option | value | default | what it does |", "|---|---|---|---|"]
+        lines += [_option_row(action) for action in sub._actions if not isinstance(action, argparse._HelpAction)]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def public_api() -> dict[str, list[str]]:
+    """``module -> names`` of the curated top-level API, modules and names in the package's order."""
+    grouped: dict[str, list[str]] = defaultdict(list)
+    for name, module in prb_utils._PUBLIC.items():
+        grouped[module].append(name)
+    return dict(grouped)
+
+
+def render_api() -> str:
+    lines: list[str] = []
+    for module, names in public_api().items():
+        lines += [f"## `{module}`", ""]
+        for name in names:
+            lines += [f"::: {module}.{name}", "    options:", "      heading_level: 3", "      show_root_full_path: false",
+                      ""]
+    return "\n".join(lines)
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:  # MkDocs passes page, config and files
+    if CLI_MARKER in markdown:
+        markdown = markdown.replace(CLI_MARKER, render_cli(build_parser()))
+    if API_MARKER in markdown:
+        markdown = markdown.replace(API_MARKER, render_api())
+    return markdown

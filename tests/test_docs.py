@@ -1,0 +1,163 @@
+"""The documentation site builds offline with ``--strict``, its pages are reachable, and what it says about the
+command line and the API follows the code: the CLI reference and the API reference are generated from the parser
+and the curated API, and every ``prb`` command shown in the docs still parses."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import prb_utils
+from prb_utils.cli import build_parser
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+README_DRAFT = DOCS / "_readme_draft.md"
+GUIDES = ("tutorials", "how-to")
+
+
+def _hook():
+    spec = importlib.util.spec_from_file_location("prb_docs_hook", DOCS / "_hooks" / "prb_docs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _nav_files(nav) -> list[str]:
+    found: list[str] = []
+    for entry in nav:
+        value = next(iter(entry.values())) if isinstance(entry, dict) else entry
+        found += _nav_files(value) if isinstance(value, list) else [value]
+    return found
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),
+                           "--site-dir", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "WARNING" not in done.stderr, done.stderr
+    return out
+
+
+def test_the_site_builds_strict_and_fetches_nothing_from_the_network(site):
+    pages = list(site.rglob("*.html"))
+    assert len(pages) > 20
+    external = re.compile(r'<(?:link|script|img)\b[^>]*\b(?:href|src)="(?:https?:)?//', re.IGNORECASE)
+    assert [p.relative_to(site) for p in pages if external.search(p.read_text(encoding="utf-8"))] == []
+    assert not (site / "_readme_draft").exists() and not (site / "_readme_draft.html").exists()
+    assert not (site / "_hooks").exists()
+
+
+def test_every_tutorial_and_how_to_page_is_in_the_nav():
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    nav = _nav_files(config["nav"])
+    assert all((DOCS / page).is_file() for page in nav), [p for p in nav if not (DOCS / p).is_file()]
+    pages = {str(p.relative_to(DOCS)) for folder in GUIDES for p in (DOCS / folder).glob("*.md")}
+    assert len(pages) >= 12
+    assert pages <= set(nav), sorted(pages - set(nav))
+
+
+def test_every_subcommand_and_option_is_in_the_cli_reference(site):
+    page = (site / "reference" / "cli" / "index.html").read_text(encoding="utf-8")
+    commands = _hook().subcommands(build_parser())
+    assert {"validate", "models", "score", "probe", "plan", "summarize", "report", "bon", "ppo", "export"} <= set(commands)
+    for name, (_, parser) in commands.items():
+        assert f'id="prb-{name}"' in page, name
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            for option in action.option_strings:
+                assert f"<code>{option}</code>" in page, (name, option)
+
+
+def test_an_option_added_to_the_parser_appears_in_the_reference():
+    hook = _hook()
+    parser = build_parser()
+    before = hook.render_cli(parser)
+    assert "--brand-new-option" not in before
+    hook.subcommands(parser)["score"][1].add_argument("--brand-new-option", metavar="X", help="a new option's help")
+    after = hook.render_cli(parser)
+    assert "| `--brand-new-option` | `X` |  | a new option's help |" in after
+    assert after.count("## prb ") == before.count("## prb ")
+
+
+def test_every_public_name_is_in_the_api_reference(site):
+    page = (site / "reference" / "api" / "index.html").read_text(encoding="utf-8")
+    missing = [name for name in prb_utils.__all__
+               if f'id="{prb_utils._PUBLIC[name]}.{name}"' not in page]
+    assert missing == []
+
+
+def _code_blocks(text: str) -> list[str]:
+    return re.findall(r"^ *```(?:bash|sh|console)\n(.*?)^ *```", text, flags=re.MULTILINE | re.DOTALL)
+
+
+def _commands(block: str) -> list[list[str]]:
+    joined = re.sub(r"\\\n\s*", " ", block)
+    commands = []
+    for line in joined.splitlines():
+        words = shlex.split(line, comments=True)
+        while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
+            words = words[1:]
+        commands.append(words)
+    return [words for words in commands if words]
+
+
+def _doc_pages() -> list[Path]:
+    return sorted(DOCS.rglob("*.md"))
+
+
+def test_every_prb_command_in_the_docs_parses_and_every_make_target_exists():
+    parser = build_parser()
+    targets = set(re.findall(r"^([a-z][a-z-]*):", (ROOT / "Makefile").read_text(encoding="utf-8"), flags=re.MULTILINE))
+    checked = 0
+    for page in _doc_pages():
+        for block in _code_blocks(page.read_text(encoding="utf-8")):
+            for words in _commands(block):
+                program = Path(words[0]).name
+                if program == "prb":
+                    args = words[1:]
+                elif "prb_utils" in words and words[words.index("prb_utils") - 1] == "-m":
+                    args = words[words.index("prb_utils") + 1:]
+                elif program == "make":
+                    assert set(words[1:]) <= targets, (page.name, words)
+                    continue
+                else:
+                    continue
+                try:
+                    parser.parse_args(args)
+                except SystemExit as error:
+                    pytest.fail(f"{page.relative_to(ROOT)}: `{shlex.join(words)}` does not parse ({error})")
+                checked += 1
+    assert checked >= 30
+
+
+def test_the_readme_draft_is_a_landing_page_whose_links_resolve():
+    text = README_DRAFT.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 150
+    assert "make report" in text and "make test" in text and "3.11" in text
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    assert any(link.endswith(".png") for link in links)
+    assert [link for link in links if "://" not in link and not (ROOT / link).exists()] == []
+
+
+def test_the_reliability_page_holds_every_row_the_readme_still_has():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    if "## Reliability: what was tried" not in readme:
+        pytest.skip("the README no longer carries the table: the site's page is its one home")
+    section = readme.split("## Reliability: what was tried", 1)[1].split("\n## ", 1)[0]
+    page = (DOCS / "explanation" / "reliability.md").read_text(encoding="utf-8")
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| fault |")]
+    assert [row[:80] for row in rows if row not in page] == []
