@@ -257,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bon", help="Best-of-N: sample answers, score them with every RM, judge them, best-of-k curves",
                        description="The offline Best-of-N pipeline: the policy samples N answers per question, every "
                                    "RM scores them, a rubric judge rates them, and the exact best-of-k curves with "
-                                   "95%% CIs follow; everything is cached under RESULTS/bon, so a rerun reuses it.")
+                                   "95% CIs follow; everything is cached under RESULTS/bon, so a rerun reuses it.")
     _add_data_options(p, required=False)
     p.add_argument("--model", action="append", default=None, metavar="SPEC",
                    help=f"RM spec (repeatable); default: {' '.join(DEFAULT_ZOO)}")
