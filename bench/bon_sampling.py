@@ -48,6 +48,8 @@ def main() -> None:
     parser.add_argument("--engines", default="hf,vllm", help="comma-separated: hf (in process), vllm (server)")
     parser.add_argument("--engine-url", default=None, help="a running vLLM server (else one is started here)")
     parser.add_argument("--prefix-caching", action="store_true", help="leave the started server's prefix cache on")
+    parser.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="a vllm serve option of the server started here (repeatable)")
     args = parser.parse_args()
 
     from prb_utils.data import load_benchmark
@@ -125,7 +127,7 @@ def _generator(engine: str, args: argparse.Namespace):
         raise SystemExit(f"unknown engine {engine!r}: use hf or vllm")
     from prb_utils.models.vllm_engine import VLLMChatGenerator
 
-    extra = () if args.prefix_caching or args.engine_url else ("no-enable-prefix-caching",)
+    extra = (*(() if args.prefix_caching or args.engine_url else ("no-enable-prefix-caching",)), *args.engine_arg)
     config = EngineConfig("vllm", urls=args.engine_url or (), engine_args=extra)
     started = time.perf_counter()
     gen = VLLMChatGenerator(args.policy, engine=config, device=args.device, dtype="float32")

