@@ -24,7 +24,8 @@ from prb_utils.downstream.reference_files import read_ppo_csv
 from prb_utils.models import ModelOptions, load_model
 
 #: Tiny and quick: 8-token completions, 2 per prompt, 2 prompts per step, one profile post in the prompt.
-TINY = TrainOptions(num_generations=2, prompts_per_step=2, max_new_tokens=8, learning_rate=1e-3, policy_posts=1)
+# a rate small enough that two steps on a tiny random policy do not make it answer nothing (that is divergence)
+TINY = TrainOptions(num_generations=2, prompts_per_step=2, max_new_tokens=8, learning_rate=1e-6, policy_posts=1)
 
 
 def _run(policy, out, *, models=("length",), steps=2, **kw):
@@ -90,7 +91,7 @@ def test_two_step_ppo_on_a_tiny_policy(tiny_lm_dir, tmp_path):
     out = tmp_path / "results"
     code = main(["ppo", "--policy", str(tiny_lm_dir), "--model", "length", "--steps", "2", "--judge", "proxy",
                  "--results", str(out), "--eval-questions", "3", "--policy-posts", "1", "--max-new-tokens", "8",
-                 "--num-generations", "2", "--learning-rate", "1e-3", "--save-steps", "1", "--device", "cpu",
+                 "--num-generations", "2", "--learning-rate", "1e-6", "--save-steps", "1", "--device", "cpu",
                  "--no-progress"])
     assert code == 0
     table = read_ppo_csv(out / "ppo" / "ppo.csv")
@@ -186,7 +187,7 @@ def _ppo_process(policy, out, log):
 
     argv = [sys.executable, "-m", "prb_utils.cli", "ppo", "--policy", str(policy), "--model", "length", "--steps", "2",
             "--judge", "proxy", "--results", str(out), "--eval-questions", "3", "--policy-posts", "1",
-            "--max-new-tokens", "8", "--num-generations", "2", "--learning-rate", "1e-3", "--save-steps", "1",
+            "--max-new-tokens", "8", "--num-generations", "2", "--learning-rate", "1e-6", "--save-steps", "1",
             "--device", "cpu", "--no-progress"]
     with open(log, "w", encoding="utf-8") as err:
         return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, "HF_HUB_OFFLINE": "1"})
@@ -258,7 +259,7 @@ def test_damaged_rl_files_are_named_set_aside_and_computed_anew(tiny_lm_dir, tmp
     out = tmp_path / "results"
     argv = ["ppo", "--policy", str(tiny_lm_dir), "--model", "length", "--steps", "1", "--judge", "proxy",
             "--results", str(out), "--eval-questions", "3", "--policy-posts", "1", "--max-new-tokens", "8",
-            "--num-generations", "2", "--learning-rate", "1e-3", "--save-steps", "1", "--device", "cpu",
+            "--num-generations", "2", "--learning-rate", "1e-6", "--save-steps", "1", "--device", "cpu",
             "--no-progress"]
     assert main(argv) == 0
     first = read_ppo_csv(out / "ppo" / "ppo.csv")
@@ -293,10 +294,19 @@ def test_an_earlier_runs_rows_read_by_another_quality_rule_are_not_merged(tmp_pa
                                       encoding="utf-8")
     table = pd.DataFrame({"rm": ["new"], "subset": ["Art_and_Entertainment"], "score": [0.485],
                           "n": pd.array([3], dtype="Int64"), "trainer": ["GRPO"]})
-    other = _merge_previous(tmp_path, table, setting, rule="expected")
+    other = _merge_previous(tmp_path, table, setting, rule="expected")   # the earlier answers are gone
     assert other["rm"].tolist() == ["new"] and "argmax quality rule" in capsys.readouterr().err
     same = _merge_previous(tmp_path, table, setting, rule="argmax")
     assert sorted(same["rm"]) == ["new", "old"]
+    # with the earlier run's judged answers at hand, its rows are read again by this run's rule
+    pd.DataFrame({"rm": "old", "subset": "Art_and_Entertainment", "quality": [0.5, 0.5, 0.5],
+                  "quality_expected": [0.4, 0.5, 0.6], "quality_rule": "argmax"}).to_parquet(tmp_path / "answers.parquet")
+    reread = _merge_previous(tmp_path, table, setting, rule="expected").set_index("rm")
+    assert reread.loc["old", "score"] == pytest.approx(0.5) and reread.loc["old", "n"] == 3
+    pd.DataFrame({"rm": "old", "subset": "Art_and_Entertainment", "quality": [0.5, 0.5, 0.5],
+                  "quality_expected": [0.4, 0.4, 0.4], "quality_rule": "argmax"}).to_parquet(tmp_path / "answers.parquet")
+    assert _merge_previous(tmp_path, table, setting, rule="expected").set_index("rm").loc["old", "score"] == (
+        pytest.approx(0.4))
 
 
 def test_the_rl_judge_is_loaded_on_the_device_its_cache_is_keyed_by(tmp_path, monkeypatch):

@@ -324,8 +324,8 @@ def lift_dumbbell(lift: pd.DataFrame, *, label: str | Sequence[str] = ("model", 
 def sensitivity_dumbbell(verdicts: pd.DataFrame, *, palette: dict | None = None, ax: Axes | None = None,
                          title: str | None = "Accuracy with the user's own profile and with another user's") -> Axes:
     """Per model of :func:`prb_utils.analysis.probe_effects.reading_verdicts` (rows with a sensitivity): the
-    sensitivity (accuracy with the own profile minus with the swapped one) with its 95% interval as a bar from 0,
-    the verdict and the twin flips written beside it."""
+    sensitivity (accuracy with the own profile minus with the swapped one) as a bar from 0 with its 95% interval
+    as a line, the verdict and the twin flips written beside it."""
     require_columns(verdicts, ["model", "sensitivity", "sensitivity_low", "sensitivity_high", "verdict"],
                     what="plotted")
     frame = verdicts[verdicts["sensitivity"].notna()].reset_index(drop=True)
@@ -333,8 +333,8 @@ def sensitivity_dumbbell(verdicts: pd.DataFrame, *, palette: dict | None = None,
     ys = np.arange(len(frame))[::-1]
     colours = _colour_of_rows(frame, palette) or [MODEL_COLOURS[0]] * len(frame)
     ax.axvline(0, color=REFERENCE_COLOUR, linestyle="--", linewidth=1)
-    ax.hlines(ys, frame["sensitivity_low"], frame["sensitivity_high"], colors=colours, linewidth=2)
-    ax.scatter(frame["sensitivity"], ys, color=colours, zorder=2)
+    ax.barh(ys, frame["sensitivity"], height=0.5, color=colours, alpha=0.85, zorder=1)
+    ax.hlines(ys, frame["sensitivity_low"], frame["sensitivity_high"], colors="black", linewidth=1.5, zorder=2)
     for y, row in zip(ys, frame.itertuples(index=False), strict=True):
         twins = f"; twins flipped {row.twin_flips} of {row.twin_pairs}" if row.twin_pairs else ""
         ax.text(1.02, y, f"{row.verdict}{twins}", transform=ax.get_yaxis_transform(), va="center",

@@ -688,7 +688,9 @@ def run_ppo(
                 given = _cached_answers(run_dir / f"answers-{eval_id}-{max_new}-step{info['steps']}.parquet",
                                         info["checkpoint"], held_out, posts=training.policy_posts,
                                         max_new_tokens=max_new, device=device)
-                problem = degenerate_answers(given)
+                # empty answers are a divergence only where the untrained policy wrote some: a policy that
+                # writes nothing from the start (a tiny random model) has not diverged by training
+                problem = None if degenerate_answers(answers[0]) else degenerate_answers(given)
             if problem is not None:   # a diverged policy is no result: left out of the table, with the reason
                 diverged[spec] = (f"diverged after {info['steps']} GRPO step(s) at learning rate "
                                   f"{training.learning_rate:g}: {problem}")
@@ -719,7 +721,8 @@ def run_ppo(
         table = _merge_previous(root, table, setting, rule=rule)
         table = table[~table["rm"].isin(set(diverged))].reset_index(drop=True)   # an older row of it too
         write_text(root / "ppo.csv", table.to_csv(index=False))
-        write_parquet(judged, root / "answers.parquet")
+        write_parquet(_with_earlier_answers(root / "answers.parquet", judged, keep=set(table["rm"])),
+                      root / "answers.parquet")
         write_text(root / "run.json", json.dumps({**setting, "judge_proxy": proxy, "trainer": TRAINER, "quality_rule": rule,
                                                   "models": specs, "diverged": diverged, "timings_s": timings},
                                                  indent=1))
@@ -742,11 +745,14 @@ def _merge_previous(root: Path, table: pd.DataFrame, setting: dict[str, Any], *,
     meta = read_json_cache(previous_meta)
     if {k: meta.get(k) for k in setting} != json.loads(json.dumps(setting)):
         return table
-    if meta.get("quality_rule", rule) != rule:
-        print(f"prb: warning: {root / 'ppo.csv'} holds rows read by the {meta.get('quality_rule')} quality rule; this "
-              f"run reads by the {rule} rule, so only its own RMs are in the table (run prb ppo with the others "
-              "again to add them).", file=sys.stderr)
-        return table
+    if meta.get("quality_rule", rule) != rule:   # one table, one reading: the earlier answers read again by this rule
+        reread = _read_again(root / "answers.parquet", rule, leave_out=set(table["rm"]))
+        if reread is None:
+            print(f"prb: warning: {root / 'ppo.csv'} holds rows read by the {meta.get('quality_rule')} quality rule "
+                  f"and their answers are gone; this run reads by the {rule} rule, so only its own RMs are in the "
+                  "table (run prb ppo with the others again to add them).", file=sys.stderr)
+            return table
+        return pd.concat([table, reread], ignore_index=True) if not reread.empty else table
     try:
         previous = read_ppo_csv(root / "ppo.csv")
     except PRBError:   # the runs it came from are kept: set it aside; this run's table replaces it
@@ -756,6 +762,32 @@ def _merge_previous(root: Path, table: pd.DataFrame, setting: dict[str, Any], *,
     kept = previous[~previous["rm"].isin(set(table["rm"]))]
     kept = kept.assign(n=kept["n"].astype("Int64"), trainer=TRAINER)   # this setting's rows: the same trainer
     return pd.concat([table, kept], ignore_index=True) if not kept.empty else table
+
+
+def _with_earlier_answers(path: Path, judged: pd.DataFrame, *, keep: set[str]) -> pd.DataFrame:
+    """This run's judged answers and, of the RMs the table keeps from earlier runs, their judged answers from
+    ``path``: the answers behind every row of the table."""
+    earlier = read_parquet_cache(path, recompute=True)
+    if earlier is None or "rm" not in earlier.columns:
+        return judged
+    earlier = earlier[earlier["rm"].isin(keep - set(judged["rm"]))]
+    return pd.concat([judged, earlier], ignore_index=True) if not earlier.empty else judged
+
+
+def _read_again(path: Path, rule: str, *, leave_out: set[str]) -> pd.DataFrame | None:
+    """The RL rows of the judged answers in ``path`` (an earlier run's ``answers.parquet``) of the RMs not in
+    ``leave_out``, read by ``rule`` (``argmax``: each answer's most probable verdicts, ``expected``: its expected
+    verdicts); None when the file or a column the rule needs is missing."""
+    answers = read_parquet_cache(path, recompute=True)   # damaged: set aside, the rows cannot be read again
+    if answers is None or "rm" not in answers.columns:
+        return None
+    answers = answers[~answers["rm"].isin(leave_out)]
+    column = "quality_expected" if rule == "expected" else ("quality_argmax" if "quality_argmax" in answers.columns
+                                                            else "quality")
+    if column not in answers.columns or (column == "quality" and answers.get("quality_rule", pd.Series()).eq(
+            "expected").any()):
+        return None
+    return ppo_table(answers.assign(quality=answers[column]))
 
 
 def _versions() -> dict[str, str]:

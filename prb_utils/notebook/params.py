@@ -118,12 +118,13 @@ def report_view(results: str | os.PathLike) -> dict[str, dict[str, list[str]]]:
 
 
 def write_report_view(results: str | os.PathLike, view: typing.Mapping[str, typing.Mapping[str, Any]]) -> Path:
-    """Record :func:`report_view` in the store ``results`` (the folder is made when missing)."""
+    """Record :func:`report_view` in the store ``results`` (the folder is made when missing): the pages of
+    ``view`` are replaced, the other pages keep what their last report showed."""
     target = Path(results) / REPORT_VIEW
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps({name: {"models": list(v.get("models") or []),
-                                         "profiles": list(v.get("profiles") or [])} for name, v in view.items()},
-                                 indent=1) + "\n", encoding="utf-8")
+    merged = {**report_view(results), **{name: {"models": list(v.get("models") or []),
+                                                "profiles": list(v.get("profiles") or [])} for name, v in view.items()}}
+    target.write_text(json.dumps(merged, indent=1) + "\n", encoding="utf-8")
     return target
 
 
