@@ -9,7 +9,11 @@ the adapters' own code. ``length`` and ``lexical`` run no model: their pairs are
 
 The rate is the one a forward pass reaches on your device, in tokens computed per second: the "plain forward
 pass ... k tok/s" line of ``bench/gpu_throughput.py`` (or ``tokens_computed`` over the scoring seconds of a job
-scored before, from its run metadata). The estimate leaves out model loading and host work.
+scored before, from its run metadata). Device time grows faster than tokens where inputs are long: each
+token also attends every key before it, so the estimate weighs the tokens by the keys they attend, against the
+2,048-token pass the rate is measured on (:func:`~prb_utils.models.token_counts.equivalent_tokens`, from the
+model's layers, width and body parameters; about 1.5x a flat count at 35k tokens for an 8B model). The
+estimate leaves out model loading and host work.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import pandas as pd
 from prb_utils.models.base import PairInput, parse_spec
 from prb_utils.models.hf import TRAINED_LENGTH
 from prb_utils.models.registry import ModelOptions
-from prb_utils.models.token_counts import PairTokens, TokenCounting, token_counter
+from prb_utils.models.token_counts import PairTokens, TokenCounting, equivalent_tokens, token_counter
 from prb_utils.profile import condition_records, parse_condition, rm_user_message
 from prb_utils.scoring import retriever_from_label, retriever_label
 
@@ -47,7 +51,8 @@ def plan_frame(
     """One row per model x profile condition: ``pairs``; ``input_tokens`` (every sequence whole, after
     truncation) and ``tokens`` (what the forward passes compute, after prefix sharing: ``sharing`` says
     whether the prompt cache applies); ``truncated`` pairs; ``longest`` sequence before truncation and the
-    model's ``context``; ``device_s`` = tokens / ``rate`` (NaN without a rate). ``options``: the scoring run's
+    model's ``context``; ``device_s`` = the tokens weighed by the keys they attend / ``rate`` (NaN without a
+    rate). ``options``: the scoring run's
     (its ``judge_mode``, ``judge_template`` and ``tokenization`` shape the inputs, its ``seed`` a random
     retriever's draw). Token columns are NA for the
     baselines. ``frame.attrs["warnings"]`` holds one sentence per job whose inputs exceed the model's context
@@ -95,9 +100,10 @@ def plan_frame(
 
 def _token_columns(counter: TokenCounting, counts: Sequence[PairTokens], rate: float | None) -> dict[str, Any]:
     tokens = sum(c.computed for c in counts)
+    cost = equivalent_tokens(tokens, sum(c.attended for c in counts), counter.attention)
     return {"input_tokens": sum(c.input_tokens for c in counts), "tokens": tokens, "sharing": counter.sharing,
             "truncated": sum(c.truncated for c in counts), "longest": max((c.longest for c in counts), default=0),
-            "context": counter.context, "device_s": tokens / rate if rate else math.nan}
+            "context": counter.context, "device_s": cost / rate if rate else math.nan}
 
 
 def _warnings(spec: str, condition: str, counter: TokenCounting, counts: Sequence[PairTokens]) -> list[str]:
@@ -157,5 +163,5 @@ def plan_text(frame: pd.DataFrame) -> str:
         lines.append(NO_RATE)
     elif rated.any():
         lines.append(f"device time, all jobs: {format_duration(float(frame.loc[rated, 'device_s'].sum()))} "
-                     "(tokens / rate; model loading and host work not included).")
+                     "(tokens weighed by the keys they attend / rate; model loading and host work not included).")
     return "\n".join(lines)

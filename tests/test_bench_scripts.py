@@ -19,26 +19,36 @@ from synthetic_benchmark import write_benchmark  # noqa: E402
 def test_host_overhead_prints_its_machine_readable_lines(tmp_path):
     data = write_benchmark(tmp_path / "synthetic", scale=0.004)
     out = subprocess.run([sys.executable, str(REPO / "bench" / "host_overhead.py"), "--data", str(data),
-                          "--limit", "3"], capture_output=True, text=True, check=True, cwd=REPO).stdout
-    last = dict(line.split("=", 1) for line in out.strip().splitlines()[-3:])
-    assert sorted(last) == ["host_ms_per_pair", "simulated_share_3b", "simulated_share_8b"]
-    assert float(last["host_ms_per_pair"]) > 0
-    assert 0 < float(last["simulated_share_3b"]) <= 1 and 0 < float(last["simulated_share_8b"]) <= 1
-    assert "tokenise and fit" in out and "9 pairs" in out
+                          "--limit", "1", "--profile", "top3,full", "--cores", "1,all"],
+                         capture_output=True, text=True, check=True, cwd=REPO).stdout
+    last = [dict(field.split("=", 1) for field in line.split()) for line in out.strip().splitlines()[-4:]]
+    assert [(line["profile"], line["cores"]) for line in last] == [("top3", "1"), ("full", "1"), ("top3", "all"),
+                                                                    ("full", "all")]
+    for line in last:
+        assert float(line["host_ms_per_pair"]) > 0
+        assert 0 < float(line["simulated_share_3b"]) <= 1 and 0 < float(line["simulated_share_8b"]) <= 1
+    assert "tokenise and fit" in out   # the stages, measured on one core
+    assert "3 pairs" in out and "calibrated in" in out
+    assert "3 pairs cut to the 8192-token context" in out   # full profiles are longer than the context
 
 
 @pytest.mark.slow
 def test_gpu_throughput_runs_its_tiny_shape_on_a_cpu(tmp_path):
     subprocess.run([sys.executable, str(REPO / "bench" / "gpu_throughput.py"), "--shapes", "tiny", "--device", "cpu",
                     "--dtype", "float32", "--scale", "0.004", "--compare-pairs", "3", "--rounds", "1", "--limit", "1",
-                    "--out", str(tmp_path / "out")], capture_output=True, text=True, check=True, cwd=REPO)
+                    "--full-limit", "1", "--context", "1024", "--out", str(tmp_path / "out")],
+                   capture_output=True, text=True, check=True, cwd=REPO)
     results = json.loads((tmp_path / "out" / "gpu_throughput.json").read_text())
     tiny = results["shapes"]["tiny"]
     assert results["gemm_flops"] > 0 and tiny["forward_tokens_per_s"] > 0
-    assert tiny["pairs"] == 3 and tiny["tokens"] > 0 and set(tiny["compare_s"]) == {"reference loop", "prb",
-                                                                                       "prb no cache"}
+    assert sorted(tiny["runs"]) == ["classifier/full", "classifier/top3", "judge/full", "judge/top3"]
+    for run in tiny["runs"].values():
+        assert run["pairs"] == 3 and run["tokens"] > 0
+        assert set(run["compare_s"]) == {"reference loop", "prb", "prb no cache"}
+        assert 0 < run["device_busy_s"]["prb"] <= run["compare_s"]["prb"]
+    assert tiny["runs"]["classifier/full"]["tokens"] <= 3 * 2 * 1024   # cut to the context
     text = (tmp_path / "out" / "gpu_throughput.txt").read_text()
-    assert "GEMM ceiling" in text and "prb score, command" in text
+    assert "GEMM ceiling" in text and "prb score, command" in text and "device busy" in text
 
 
 def test_verdict_size_simulates_the_unclustered_test_over_rejecting_and_the_clustered_one_not():

@@ -395,7 +395,7 @@ def test_the_classification_head_runs_in_float32_so_close_logits_do_not_tie(tiny
     rejected[0, 0] = 256.0
     assert rm.model.score(chosen).item() == rm.model.score(rejected).item()   # the bfloat16 head ties
     group = Group(((1, 2), (1, 3)), (1, 1))
-    assert rm._head(group, [chosen, rejected]) == (257.0, 256.0)
+    assert rm._head(group, [chosen, rejected]).tolist() == [257.0, 256.0]
 
 
 @pytest.mark.parametrize("kind", ["classifier", "judge", "implicit"])
@@ -453,3 +453,46 @@ def test_a_shared_prompt_is_tokenized_once_only_where_that_gives_the_same_ids(pa
     shared = [c for c in calls if isinstance(c, list) and len(c) == 3 * len(pairs)]
     assert len(shared) == 1   # one call: each prompt once, then the two answers' pieces without it
     assert not any("<|user|>" in t for t in shared[0][len(pairs):])
+
+
+@pytest.mark.parametrize("metaspace_first", [False, True])
+def test_long_pairs_are_fitted_from_their_tails_with_the_ids_whole_fitting_gives(pairs, tmp_path, metaspace_first):
+    """A user message far over the context: only its tail is tokenized, and the cut equals fitted()'s (cut from
+    the left at a token of the message tokenized alone, rebuilt and measured), for a Whitespace and a
+    Metaspace("first") pre-tokenizer alike; only the first pair, checked against fitted(), is tokenized whole."""
+    rm = load_model(f"classifier:{_prompt_prefix_classifier(tmp_path, metaspace_first=metaspace_first)}",
+                    device="cpu")
+    words = WORDS * 40
+    chunk = [PairInput(f"s/long{i}", " ".join(words[i:] + ["question", str(i)]), p.chosen, p.rejected)
+             for i, p in enumerate(pairs)]
+    calls = []
+    real = rm.tokenizer.__class__.__call__
+    rm.tokenizer.__class__.__call__ = lambda self, text, **kw: calls.append(text) or real(self, text, **kw)
+    try:
+        many = rm._sequences_many(chunk)
+    finally:
+        rm.tokenizer.__class__.__call__ = real
+    assert many == [rm._sequences(p) for p in chunk]
+    assert all(truncated and max(map(len, seqs)) <= rm.max_length for seqs, truncated in many)
+    assert rm.fit_counts["checked"] == 1 and rm.fit_counts["tail"] == len(chunk) and rm._fits_tails
+    texts = [t for c in calls for t in (c if isinstance(c, list) else [c])]
+    assert any(chunk[0].prompt in t for t in texts)
+    assert not any(p.prompt in t for p in chunk[1:] for t in texts)
+
+
+def test_tails_that_place_the_cut_elsewhere_than_whole_fitting_are_caught_and_fitted_whole(pairs, tmp_path):
+    """Where the template's tokens around a short piece differ from those around the whole message (simulated:
+    one more token for short messages), the tail would cut one token late; the check against fitted() finds it,
+    tails are switched off, and every pair gets fitted()'s ids."""
+    rm = load_model(f"classifier:{_prompt_prefix_classifier(tmp_path, metaspace_first=False)}", device="cpu")
+    real = rm._build_many
+
+    def build_many(users, chunk):
+        return [[s + [0] for s in seqs] if len(u) < 200 else seqs for u, seqs in zip(users, real(users, chunk), strict=True)]
+
+    rm._build_many = build_many
+    words = WORDS * 40
+    chunk = [PairInput(f"s/long{i}", " ".join(words[i:]), p.chosen, p.rejected) for i, p in enumerate(pairs)]
+    many = rm._sequences_many(chunk)
+    assert rm._fits_tails is False and rm.fit_counts["reference"] == len(chunk)
+    assert many == [rm._sequences(p) for p in chunk]

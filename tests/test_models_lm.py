@@ -289,19 +289,75 @@ def test_planning_finds_each_groups_shared_prefix_once(monkeypatch):
 
 def test_calibration_measures_the_pass_overhead_and_sets_the_cost_model(tiny_lm):
     runner = DecoderRunner(tiny_lm, pad_id=0, batcher=BudgetBatcher(400), threads=None)
-    assert runner.calibration is None   # on a CPU nothing is timed at start
+    assert runner.calibration is None and runner.calibration_record() is None   # on a CPU nothing is timed at start
     before = (runner.tokens_computed, runner.forward_passes)
     found = runner.calibrate(prompt=40, answer=8, small=8)
     assert found["groups"] == 400 // (2 * 48) and found["forward_overhead_tokens"] >= 0
     assert runner.cost.overhead == found["forward_overhead_tokens"]
-    assert runner.kv_reuse is found["prompt_cache_pays"]
+    assert runner.cache_decisions == {lm_module.SMALLEST_BUCKET: found["prompt_cache_pays"]}   # 40 tokens: 512
+    assert runner.kv_reuse is True   # the option stays; the decision is the bucket's
+    assert runner.calibration_record()["buckets"][str(lm_module.SMALLEST_BUCKET)]["prompt_tokens"] == 40
     assert (runner.tokens_computed, runner.forward_passes) == before   # timing runs are not scoring
 
 
-def test_a_prompt_cache_that_does_not_pay_is_switched_off_at_calibration(tiny_lm, monkeypatch):
+def test_a_prompt_cache_that_does_not_pay_is_switched_off_for_its_length_bucket(tiny_lm, monkeypatch):
     monkeypatch.setattr(lm_module, "calibrated", lambda **_: (1234, False))
     runner = DecoderRunner(tiny_lm, pad_id=0, batcher=BudgetBatcher(400), threads=None, calibrate=True)
-    assert runner.kv_reuse is False and runner.cost.overhead == 1234
-    groups = _long_prefix_groups(seed=1, n=3, vocab=tiny_lm.config.vocab_size)
+    assert runner.cost.overhead == 1234 and runner.cache_decisions == {1024: False}   # the load's 1,024 tokens
+    groups = _bucket_groups(seed=1, n=3, prefix=600, vocab=tiny_lm.config.vocab_size)
+    assert {lm_module.length_bucket(g) for g in groups} == {1024}
     runner.hidden(groups)
-    assert runner.reused_groups == 0
+    assert runner.reused_groups == 0 and runner.cache_decisions == {1024: False}
+
+
+def _bucket_groups(seed: int, n: int, prefix: int, vocab: int) -> list[Group]:
+    rng = random.Random(seed)
+    groups = []
+    for _ in range(n):
+        head = [rng.randrange(10, vocab) for _ in range(prefix)]
+        seqs = tuple(tuple(head + [rng.randrange(10, vocab) for _ in range(12)]) for _ in range(2))
+        groups.append(Group(seqs, tuple(len(s) - 1 for s in seqs)))
+    return groups
+
+
+def test_each_length_bucket_is_calibrated_with_its_own_shape_before_its_first_batch(tiny_lm, monkeypatch):
+    """A bucket not timed yet is timed on groups shaped like its own (median prompt and continuation) before
+    its batches run; its decision then holds for it alone and is kept for the run metadata."""
+    runner = DecoderRunner(tiny_lm, pad_id=0, batcher=BudgetBatcher(4096), cost=CostModel(0), threads=None)
+    runner.calibrating = True
+    runner.cache_decisions[lm_module.SMALLEST_BUCKET] = True
+    shapes = []
+
+    def timed(prompt, answer, k, repeat):
+        shapes.append((prompt, answer, k))
+        return {"whole_s": 1.0, "prompt_cache_s": 2.0, "groups": 1, "k": k, "tokens": k * (prompt + answer)}
+
+    monkeypatch.setattr(runner, "_time_shape", timed)
+    long_groups = _bucket_groups(seed=3, n=3, prefix=600, vocab=tiny_lm.config.vocab_size)   # bucket 1024
+    short = _long_prefix_groups(seed=2, n=3, vocab=tiny_lm.config.vocab_size)   # bucket 512: the cache pays
+    runner.hidden(runner.prepare(short + long_groups))
+    assert shapes == [(600, 12, 2)]   # only the new bucket, with its groups' shape
+    assert runner.cache_decisions == {512: True, 1024: False}
+    assert runner.reused_groups == 3   # the short groups only
+    assert runner.bucket_calibrations[1024]["prompt_cache_pays"] is False
+
+
+def test_a_bucket_whose_decision_is_clear_from_the_load_calibration_is_not_timed_again(tiny_lm, monkeypatch):
+    """Groups computing about half their tokens on the cache, after a load calibration where the cache took 0.56
+    of the whole time at the same share, are decided without timing; a bucket near the margin is timed."""
+    runner = DecoderRunner(tiny_lm, pad_id=0, batcher=BudgetBatcher(4096), cost=CostModel(0), threads=None)
+    runner.calibrating = True
+    runner.calibration = {"prompt_cache_pays": True, "prompt_cache_s": 0.56, "whole_s": 1.0, "prompt_tokens": 1024,
+                          "answer_tokens": 128}
+    timed = []
+    monkeypatch.setattr(runner, "calibrate_bucket", lambda bucket, groups: timed.append(bucket) or True)
+    vocab = tiny_lm.config.vocab_size
+    runner._decide_buckets(_bucket_groups(seed=4, n=2, prefix=600, vocab=vocab))   # 612 + 612 vs 600 + 24: 0.51
+    assert timed == [] and runner.cache_decisions == {1024: True}
+    assert runner.bucket_calibrations[1024]["decided_from"] == "load calibration"
+    rng = random.Random(5)
+    head = [rng.randrange(10, vocab) for _ in range(1100)]
+    near = [Group(tuple(tuple(head + [rng.randrange(10, vocab) for _ in range(1200)]) for _ in range(2)),
+                  (2299, 2299))]
+    runner._decide_buckets(near)   # 0.76 of the tokens on the cache: predicted 0.77 of the time, too close to call
+    assert timed == [2048] and 2048 not in runner.bucket_calibrations   # (the stand-in timing records nothing)

@@ -23,14 +23,20 @@ from prb_utils.models.lm import DecoderRunner, Group
 from prb_utils.models.prompts import render_chat
 
 
-def head_score(logits: Any) -> list[float]:
-    """One score per row: the logit when there is one, else the softmax probability of the last class."""
+def head_values(logits: Any) -> Any:
+    """One score per row, as a float32 tensor where the logits are: the logit when there is one, else the
+    softmax probability of the last class."""
     import torch
 
     logits = logits.float()
     if logits.shape[-1] == 1:
-        return logits[:, 0].tolist()
-    return torch.softmax(logits, dim=-1)[:, -1].tolist()
+        return logits[:, 0]
+    return torch.softmax(logits, dim=-1)[:, -1]
+
+
+def head_score(logits: Any) -> list[float]:
+    """:func:`head_values` as Python floats."""
+    return head_values(logits).tolist()
 
 
 def float32_head(head: Any, hidden: Any) -> Any:
@@ -83,28 +89,35 @@ class ClassifierRM(HFAdapter):
         self.tokens_computed = 0
 
     def _sequences(self, pair: PairInput) -> tuple[list[list[int]], bool]:
-        """One pair's token ids, fitted to the model's length (the user message cut from the left)."""
+        """One pair's token ids, fitted to the model's length (the user message cut from the left): the
+        reference that :meth:`_sequences_many` gives the same ids as."""
         def build(user: str) -> list[list[int]]:
             return self.encode_many([render_chat(self.tokenizer, user, r) for r in (pair.chosen, pair.rejected)])
 
         _, seqs, truncated = fitted(self.tokenizer, pair.prompt, build, lambda s: max(map(len, s)), self.max_length)
+        return self._cut(seqs, truncated)
+
+    def _cut(self, seqs: list[list[int]], truncated: bool) -> tuple[list[list[int]], bool]:
+        """The answers alone too long: their ends are cut."""
         if any(len(s) > self.max_length for s in seqs):
-            seqs = [s[: self.max_length] for s in seqs]
-            truncated = True
+            return [s[: self.max_length] for s in seqs], True
         return seqs, truncated
 
-    def _sequences_many(self, pairs: Sequence[PairInput]) -> list[tuple[list[list[int]], bool]]:
-        """:meth:`_sequences` of every pair: one batch call of the tokenizer for all, and the fitting loop
-        only for the pairs that are too long."""
-        texts = [[render_chat(self.tokenizer, p.prompt, r) for r in (p.chosen, p.rejected)] for p in pairs]
-        shared = self.encode_after([render_chat(self.tokenizer, p.prompt) for p in pairs], texts)
+    def _build_many(self, users: Sequence[str], pairs: Sequence[PairInput]) -> list[list[list[int]]]:
+        """Chosen's and rejected's token ids after each user message, in one batch call of the tokenizer (the
+        prompt they share tokenized once where :meth:`encode_after` allows)."""
+        texts = [[render_chat(self.tokenizer, u, r) for r in (p.chosen, p.rejected)]
+                 for u, p in zip(users, pairs, strict=True)]
+        shared = self.encode_after([render_chat(self.tokenizer, u) for u in users], texts)
         ids = [s for group in shared for s in group] if shared is not None else \
             self.encode_many([text for group in texts for text in group])
-        out = []
-        for i, pair in enumerate(pairs):
-            seqs = ids[2 * i : 2 * i + 2]
-            out.append((seqs, False) if max(map(len, seqs)) <= self.max_length else self._sequences(pair))
-        return out
+        return [ids[2 * i : 2 * i + 2] for i in range(len(users))]
+
+    def _sequences_many(self, pairs: Sequence[PairInput]) -> list[tuple[list[list[int]], bool]]:
+        """:meth:`_sequences` of every pair: one batch call of the tokenizer for all, and the long pairs fitted
+        from their own tokens (:meth:`~prb_utils.models.hf.HFAdapter._fit_many`)."""
+        found = self._fit_many(pairs, self.max_length, self._build_many, lambda s: max(map(len, s)))
+        return [self._cut(seqs, truncated) for seqs, truncated in found]
 
     def _prepare(self, pairs: Sequence[PairInput]) -> _Prepared:
         """Host work of a chunk: token ids of every pair and, for a decoder, the batch plan."""
@@ -118,7 +131,7 @@ class ClassifierRM(HFAdapter):
 
     def run(self, prepared: _Prepared) -> list[PairScore]:
         if self.decoder_head:
-            values = self.runner.hidden(prepared.plan, reduce=self._head)
+            values = self.runner.hidden(prepared.plan, reduce=self._head, gather=True)
         else:
             flat = [s for seqs, _ in prepared.sequences for s in seqs]
             out = self.batcher.map(self._encoder_batch, flat, [len(s) for s in flat])
@@ -131,11 +144,11 @@ class ClassifierRM(HFAdapter):
         self.n_pairs += len(prepared.sequences)
         return scores
 
-    def _head(self, group: Group, hidden: list[Any]) -> tuple[float, float]:
+    def _head(self, group: Group, hidden: list[Any]) -> Any:
+        """The group's two scores, as a tensor left on the device (the runner gathers them once per call)."""
         import torch
 
-        values = head_score(float32_head(self.model.score, torch.stack([h[-1] for h in hidden])))
-        return values[0], values[1]
+        return head_values(float32_head(self.model.score, torch.stack([h[-1] for h in hidden])))
 
     def _encoder_batch(self, seqs: list[list[int]]) -> list[float]:
         import torch
@@ -148,7 +161,8 @@ class ClassifierRM(HFAdapter):
         return head_score(logits)
 
     def run_metadata(self) -> dict[str, Any]:
-        return {**super().run_metadata(), "kv_reuse": self.runner.kv_reuse, "calibration": self.runner.calibration,
+        return {**super().run_metadata(), "kv_reuse": self.runner.kv_reuse,
+                "calibration": self.runner.calibration_record(),
                 "num_labels": self.model.config.num_labels,
                 "oom_halvings": self.batcher.oom_halvings,
                 "tokens_computed": self.tokens_computed + self.runner.tokens_computed}

@@ -11,6 +11,7 @@ from the right. Every distinct text is embedded once (prompts repeat across a pa
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,17 @@ import numpy as np
 from prb_utils.models.base import ModelSpec, PairInput, PairScore, parse_spec
 from prb_utils.models.batching import BudgetBatcher, pad_right
 from prb_utils.models.hf import HFAdapter, nonfinite_reason
+
+
+@dataclass
+class _Prepared:
+    """A chunk's host work: its pairs and the token ids of each distinct text, with whether it was cut."""
+
+    pairs: list[PairInput]
+    texts: dict[tuple[str, str], tuple[list[int], bool]]
+
+    def __len__(self) -> int:
+        return len(self.pairs)
 
 
 class EmbeddingRM(HFAdapter):
@@ -36,29 +48,44 @@ class EmbeddingRM(HFAdapter):
         self.tokens_computed = 0
 
     def _encode(self, text: str, *, keep: str) -> tuple[list[int], bool]:
-        ids = list(self.tokenizer(text, add_special_tokens=True)["input_ids"])
-        if len(ids) <= self.max_length:
-            return ids, False
-        self.tokenizer.truncation_side = keep
-        cut = list(self.tokenizer(text, add_special_tokens=True, truncation=True,
-                                  max_length=self.max_length)["input_ids"])
-        self.tokenizer.truncation_side = "right"
-        return cut, True
+        return self._encode_many([text], keep=keep)[0]
 
-    def _prepare(self, pairs: Sequence[PairInput]) -> list[PairInput]:
-        return list(pairs)   # an encoder's inputs are cheap: they are tokenized and embedded in run
+    def _encode_many(self, texts: Sequence[str], *, keep: str) -> list[tuple[list[int], bool]]:
+        """Token ids of each text (the tokenizer's special tokens) and whether it was cut to the model's
+        maximum, keeping its ``keep`` side: one batch call, and one more for the texts too long."""
+        if not texts:
+            return []
+        found = [list(ids) for ids in self.tokenizer(list(texts), add_special_tokens=True)["input_ids"]]
+        long = [j for j, ids in enumerate(found) if len(ids) > self.max_length]
+        if long:
+            side, self.tokenizer.truncation_side = self.tokenizer.truncation_side, keep
+            try:
+                cut = self.tokenizer([texts[j] for j in long], add_special_tokens=True, truncation=True,
+                                     max_length=self.max_length)["input_ids"]
+            finally:
+                self.tokenizer.truncation_side = side
+            for j, ids in zip(long, cut, strict=True):
+                found[j] = list(ids)
+        cut_at = set(long)
+        return [(ids, j in cut_at) for j, ids in enumerate(found)]
 
-    def run(self, pairs: Sequence[PairInput]) -> list[PairScore]:
+    def _prepare(self, pairs: Sequence[PairInput]) -> _Prepared:
+        """Host work of a chunk: each distinct text's token ids (prompts and responses repeat across a pair
+        and across pairs), tokenized in the preparing thread while the device embeds the chunk before."""
+        keys = list(dict.fromkeys(k for p in pairs for k in (("prompt", p.prompt), ("response", p.chosen),
+                                                             ("response", p.rejected))))
+        found = {}
+        for role, keep in (("prompt", "left"), ("response", "right")):
+            mine = [k for k in keys if k[0] == role]
+            found.update(zip(mine, self._encode_many([text for _, text in mine], keep=keep), strict=True))
+        return _Prepared(list(pairs), {k: found[k] for k in keys})
+
+    def run(self, prepared: _Prepared | Sequence[PairInput]) -> list[PairScore]:
         import torch
 
-        texts: dict[tuple[str, str], tuple[list[int], bool]] = {}
-        for p in pairs:
-            key = ("prompt", p.prompt)
-            if key not in texts:
-                texts[key] = self._encode(p.prompt, keep="left")
-            for r in (p.chosen, p.rejected):
-                if ("response", r) not in texts:
-                    texts[("response", r)] = self._encode(r, keep="right")
+        if not isinstance(prepared, _Prepared):
+            prepared = self.prepare(prepared)
+        pairs, texts = prepared.pairs, prepared.texts
         keys = list(texts)
         vectors = self.batcher.map(self._embed_batch, [texts[k][0] for k in keys], [len(texts[k][0]) for k in keys])
         found = dict(zip(keys, vectors, strict=True))
@@ -108,7 +135,8 @@ def load_encoder(name: str, *, device: str = "auto", dtype: str = "auto",
     def embed(texts: Sequence[str]) -> Any:
         import torch
 
-        ids = [rm._encode(t, keep="right")[0] for t in texts]
+        with rm.tokenizer_lock:
+            ids = [found for found, _ in rm._encode_many(list(texts), keep="right")]
         if not ids:
             return np.zeros((0, 0), dtype=np.float32)
         vectors = rm.batcher.map(rm._embed_batch, ids, [len(i) for i in ids])

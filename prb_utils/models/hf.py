@@ -277,6 +277,20 @@ def fitted(tokenizer: Any, user: str, build: Callable[[str], Any], length: Calla
     return user, build(user), truncated
 
 
+#: Characters per token assumed when a long user message's tail is tokenized alone (:meth:`HFAdapter._fit_many`);
+#: then 1.2x the most a call's tails held (1.8x after a tail too short). English text runs at 4-7 characters a token.
+TAIL_CHARS_PER_TOKEN = 8.0
+#: Tokens the tail holds beyond the model's context, and the last tokens that measure the template's share.
+TAIL_MARGIN = 64
+PIECE_TOKENS = 16
+#: Where a text's tail can be tokenized apart with the same tokens as inside the whole text: a space before a
+#: non-space starts a pre-token in byte-level BPE (GPT-2, Llama-3 rules), Metaspace and whitespace pre-tokenizers.
+_TAIL_START = re.compile(r" (?=\S)")
+#: The first tail of a call is checked against :func:`fitted` in the first calls, then in one call of this many.
+FIT_CHECKS = 8
+FIT_CHECK_EVERY = 8
+
+
 def nonfinite_reason(*values: float) -> str | None:
     """The invalid reason for scores that are NaN or infinite (they are still returned as they are)."""
     if all(math.isfinite(v) for v in values):
@@ -319,6 +333,9 @@ class HFAdapter:
         self._specials: tuple[list[int], list[int]] | None = None
         self.tokenizer_lock = threading.RLock()
         self._shares_prompt = True   # encode_after: tokenize a shared prompt once (until a check says otherwise)
+        self._fits_tails = bool(getattr(self.tokenizer, "is_fast", False))   # _fit_many (until a check says otherwise)
+        self._chars_per_token = TAIL_CHARS_PER_TOKEN
+        self.fit_counts = {"tail": 0, "whole": 0, "reference": 0, "checked": 0, "calls": 0}
 
     def _read_context(self) -> None:
         """The model's configuration and context length from its ``config.json`` alone (no weights read)."""
@@ -375,6 +392,119 @@ class HFAdapter:
             self._shares_prompt = False   # this tokenizer encodes a text's first piece apart
             return None
         return out
+
+    def _fit_many(self, pairs: Sequence[Any], room: int, build_many: Callable[[list[str], list[Any]], list[Any]],
+                  length: Callable[[Any], int], *, tails_left: int = 2) -> list[tuple[Any, bool]]:
+        """``(build(user message), truncated)`` of every pair, the user message fitted to ``room`` tokens exactly
+        as :func:`fitted` fits it (cut from the left at a token of the message tokenized alone, the first cut
+        where ``length(built) <= room``), with far less tokenizing. ``build_many(users, pairs)`` builds each
+        pair's value for a user message in one batch call.
+
+        A message too long for ``room`` by its characters alone never has its head tokenized: only a tail that
+        holds more than ``room`` tokens, from a space before a word (where tokenizers start a piece, so the
+        tail's tokens are the whole message's last tokens), with offsets. The tokens the template and
+        responses add come from a short piece of the tail built as the model sees it, which places the first
+        cut as the whole count would; each cut is then built and measured as :func:`fitted` does. The other
+        pairs are built whole in one call, and those found too long are cut from the message's own tokens
+        (no whole build again). The first tail of a call is checked against :func:`fitted` (in the first
+        :data:`FIT_CHECKS` calls, then one call in :data:`FIT_CHECK_EVERY`); on a difference this adapter stops
+        fitting tails (its tokenizer treats a text's first piece apart) and
+        fits them as :func:`fitted` does. A pair whose tail does not place its cut also goes that way."""
+        users = [p.prompt for p in pairs]
+        out: list[tuple[Any, bool] | None] = [None] * len(pairs)
+        tail_chars = int((room + TAIL_MARGIN) * self._chars_per_token)
+        starts_at: dict[int, int] = {}   # pair -> where its tail starts (0: the whole message)
+        whole: list[int] = []
+        for i, user in enumerate(users):
+            found = _TAIL_START.search(user, len(user) - tail_chars) if tails_left > 0 and self._fits_tails and \
+                len(user) > tail_chars else None
+            if found is not None and found.start() > 0:
+                starts_at[i] = found.start()
+            else:
+                whole.append(i)
+        counted: dict[int, int] = {}   # a whole message too long: the length of its whole build
+        for i, built in zip(whole, build_many([users[i] for i in whole], [pairs[i] for i in whole]) if whole else [],
+                            strict=True):
+            n = length(built)
+            if n <= room:
+                out[i] = (built, False)
+            else:
+                counted[i] = n
+                starts_at[i] = 0
+        if not starts_at:
+            return out   # type: ignore[return-value]
+        self.fit_counts["whole"] += len(counted)
+        order = list(starts_at)
+        self.fit_counts["calls"] += 1
+        try:
+            enc = self.tokenizer([users[i][starts_at[i]:] for i in order], add_special_tokens=False,
+                                 return_offsets_mapping=True)["offset_mapping"]
+        except (NotImplementedError, TypeError, KeyError, ValueError):   # no offsets: fitted's own way
+            enc = None
+        refer: list[int] = []
+        cut: dict[int, tuple[list[int], int]] = {}   # pair -> (absolute token starts, index of the first cut)
+        if enc is None:
+            refer = order
+        else:
+            starts = {i: [starts_at[i] + int(o[0]) for o in offsets] for i, offsets in zip(order, enc, strict=True)}
+            tailed = [i for i in order if starts_at[i] > 0]
+            extra = dict.fromkeys(counted, 0)
+            extra.update({i: counted[i] - len(starts[i]) for i in counted})   # exact: the whole message's tokens
+            pieces = [i for i in tailed if len(starts[i]) > room + TAIL_MARGIN]
+            if pieces:   # what the template and responses add: a short piece built less its own tokens
+                texts = [users[i][starts[i][-PIECE_TOKENS]:] for i in pieces]
+                alone = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+                built = build_many(texts, [pairs[i] for i in pieces])
+                extra.update({i: length(b) - len(a) for i, b, a in zip(pieces, built, alone, strict=True)})
+            short = []
+            for i in order:
+                first = extra[i] + len(starts[i]) - room if i in extra else -1
+                if 0 <= first < len(starts[i]):
+                    cut[i] = (starts[i], first)
+                elif starts_at[i] > 0:   # a tail too short to place the cut: a longer one (at last the whole message)
+                    short.append(i)
+                else:
+                    refer.append(i)
+            if tailed:   # the next tails: 1.2x the characters per token seen here (1.8x after a short one)
+                seen = max(((len(users[i]) - starts_at[i]) / max(1, len(starts[i])) for i in tailed), default=0.0)
+                self._chars_per_token = min(4 * TAIL_CHARS_PER_TOKEN, max(1.0, 1.2 * seen) * (1.5 if short else 1))
+            if short:
+                for i, found in zip(short, self._fit_many([pairs[i] for i in short], room, build_many, length,
+                                                          tails_left=tails_left - 1), strict=True):
+                    out[i] = found
+        pending = list(cut)
+        while pending:   # fitted's loop, every pending pair's cut built in one call
+            texts = [users[i][cut[i][0][cut[i][1]]:] for i in pending]
+            again = []
+            for i, built in zip(pending, build_many(texts, [pairs[i] for i in pending]), strict=True):
+                n = length(built)
+                if n <= room:
+                    out[i] = (built, True)
+                    continue
+                starts, first = cut[i]
+                first += max(1, n - room)
+                if first < len(starts):
+                    cut[i] = (starts, first)
+                    again.append(i)
+                else:
+                    refer.append(i)
+            pending = again
+        checked = next((i for i in order if i in cut and starts_at[i] > 0 and out[i] is not None), None)
+        passed = self.fit_counts["checked"]
+        if checked is not None and (passed < FIT_CHECKS or self.fit_counts["calls"] % FIT_CHECK_EVERY == 0):
+            self.fit_counts["checked"] += 1
+            _, built, truncated = fitted(self.tokenizer, users[checked], lambda u: build_many([u], [pairs[checked]])[0],
+                                         length, room)
+            if (built, truncated) != out[checked]:
+                self._fits_tails = False   # this tokenizer's tail tokens differ from the whole text's
+                refer = sorted(set(refer) | {i for i in cut if starts_at[i] > 0})
+        self.fit_counts["tail"] += sum(1 for i in cut if starts_at[i] > 0 and i not in refer)
+        self.fit_counts["reference"] += len(set(refer))
+        for i in sorted(set(refer)):
+            _, built, truncated = fitted(self.tokenizer, users[i], lambda u, i=i: build_many([u], [pairs[i]])[0],
+                                         length, room)
+            out[i] = (built, truncated)
+        return out   # type: ignore[return-value]
 
     def score_pairs(self, pairs: Sequence[Any]) -> list[Any]:
         """Scores of ``pairs``: :meth:`run` of :meth:`prepare`. The scorer calls the two apart, so that the

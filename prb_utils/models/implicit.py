@@ -88,32 +88,38 @@ class ImplicitRM(HFAdapter):
         return out
 
     def _sequences(self, pair: PairInput) -> tuple[list[list[int]], list[int], bool]:
-        """One pair's token ids and first response tokens, fitted to the model's length."""
+        """One pair's token ids and first response tokens, fitted to the model's length: the reference that
+        :meth:`_sequences_many` gives the same ids as."""
         _, (seqs, firsts), truncated = fitted(self.tokenizer, pair.prompt, lambda u: self._build_many([u], [pair])[0],
                                               lambda built: max(map(len, built[0])), self.max_length)
+        return self._cut(seqs, firsts, truncated)
+
+    def _cut(self, seqs: list[list[int]], firsts: list[int], truncated: bool) -> tuple[list[list[int]], list[int], bool]:
         if any(len(s) > self.max_length for s in seqs):  # the responses alone are too long: cut their ends
-            seqs = [s[: self.max_length] for s in seqs]
-            truncated = True
+            return [s[: self.max_length] for s in seqs], firsts, True
         return seqs, firsts, truncated
 
     def _sequences_many(self, pairs: Sequence[PairInput]) -> list[tuple[list[list[int]], list[int], bool]]:
-        """:meth:`_sequences` of every pair, tokenized in batch calls; the fitting loop only for long pairs."""
-        built = self._build_many([p.prompt for p in pairs], pairs)
-        return [(seqs, firsts, False) if max(map(len, seqs)) <= self.max_length else self._sequences(pair)
-                for pair, (seqs, firsts) in zip(pairs, built, strict=True)]
+        """:meth:`_sequences` of every pair, tokenized in batch calls; the long pairs fitted from their own
+        tokens (:meth:`~prb_utils.models.hf.HFAdapter._fit_many`)."""
+        found = self._fit_many(pairs, self.max_length, self._build_many, lambda built: max(map(len, built[0])))
+        return [self._cut(seqs, firsts, truncated) for (seqs, firsts), truncated in found]
 
     # ------------------------------------------------------------------ scoring
 
-    def _mean_logprobs(self, group: Group, hidden: list[Any]) -> list[tuple[float, int]]:
+    def _mean_logprobs(self, group: Group, hidden: list[Any]) -> Any:
+        """Each sequence's mean log-probability of its response tokens (NaN for none), as a tensor left on the
+        device (the runner gathers them once per call)."""
+        import torch
+
         out = []
         for seq, need_from, states in zip(group.seqs, group.need_from, hidden, strict=True):
             targets = seq[need_from + 1:]
-            if not targets:
-                out.append((float("nan"), 0))
+            if not len(targets):
+                out.append(torch.full((), float("nan"), device=states.device))
                 continue
-            logp = token_logprobs(self.model, states[: len(targets)], targets)
-            out.append((float(logp.mean()), len(targets)))
-        return out
+            out.append(token_logprobs(self.model, states[: len(targets)], targets).mean())
+        return torch.stack(out)
 
     def _prepare(self, pairs: Sequence[PairInput]) -> _Prepared:
         """Host work of a chunk: token ids and response spans of every pair, and the batch plan."""
@@ -125,10 +131,10 @@ class ImplicitRM(HFAdapter):
         return self.runner.prepare(groups)
 
     def run(self, prepared: _Prepared) -> list[PairScore]:
-        results = self.runner.hidden(prepared.plan, reduce=self._mean_logprobs)
+        results = self.runner.hidden(prepared.plan, reduce=self._mean_logprobs, gather=True)
         scores = []
-        for (seqs, _, truncated), per in zip(prepared.sequences, results, strict=True):
-            (chosen, n_chosen), (rejected, n_rejected) = per
+        for (seqs, firsts, truncated), (chosen, rejected) in zip(prepared.sequences, results, strict=True):
+            n_chosen, n_rejected = (max(0, len(s) - max(0, f - 1) - 1) for s, f in zip(seqs, firsts, strict=True))
             scores.append(self._pair_score(seqs, truncated, chosen, n_chosen, rejected, n_rejected))
         self.n_pairs += len(prepared.sequences)
         return scores
@@ -146,6 +152,7 @@ class ImplicitRM(HFAdapter):
         })
 
     def run_metadata(self) -> dict[str, Any]:
-        return {**super().run_metadata(), "kv_reuse": self.runner.kv_reuse, "calibration": self.runner.calibration,
+        return {**super().run_metadata(), "kv_reuse": self.runner.kv_reuse,
+                "calibration": self.runner.calibration_record(),
                 "oom_halvings": self.batcher.oom_halvings,
                 "tokens_computed": self.runner.tokens_computed}

@@ -113,25 +113,30 @@ class JudgeRM(HFAdapter):
                 self.prompt_text(question, pair.rejected, pair.chosen)]
 
     def _sequences(self, pair: PairInput) -> tuple[list[list[int]], bool]:
-        """One pair's two judge inputs (AB, BA) as token ids, fitted to the model's length."""
-        room = self._room()
+        """One pair's two judge inputs (AB, BA) as token ids, fitted to the model's length: the reference that
+        :meth:`_sequences_many` gives the same ids as."""
         _, seqs, truncated = fitted(self.tokenizer, pair.prompt,
                                     lambda q: self.encode_many(self._texts(q, pair), continued=True),
-                                    lambda s: max(map(len, s)), room)
+                                    lambda s: max(map(len, s)), self._room())
+        return self._cut(seqs, truncated)
+
+    def _cut(self, seqs: list[list[int]], truncated: bool) -> tuple[list[list[int]], bool]:
+        room = self._room()
         if any(len(s) > room for s in seqs):  # the responses alone are too long: keep the end
-            seqs = [s[-room:] for s in seqs]
-            truncated = True
+            return [s[-room:] for s in seqs], True
         return seqs, truncated
 
+    def _build_many(self, questions: Sequence[str], pairs: Sequence[PairInput]) -> list[list[list[int]]]:
+        """Both orders' token ids of each pair with its question text, in one batch call of the tokenizer."""
+        ids = self.encode_many([t for q, p in zip(questions, pairs, strict=True) for t in self._texts(q, p)],
+                               continued=True)
+        return [ids[2 * i : 2 * i + 2] for i in range(len(questions))]
+
     def _sequences_many(self, pairs: Sequence[PairInput]) -> list[tuple[list[list[int]], bool]]:
-        """:meth:`_sequences` of every pair, tokenized in one batch call; the fitting loop only for long pairs."""
-        ids = self.encode_many([t for p in pairs for t in self._texts(p.prompt, p)], continued=True)
-        room = self._room()
-        out = []
-        for i, pair in enumerate(pairs):
-            seqs = ids[2 * i : 2 * i + 2]
-            out.append((seqs, False) if max(map(len, seqs)) <= room else self._sequences(pair))
-        return out
+        """:meth:`_sequences` of every pair, tokenized in one batch call; the long pairs fitted from their own
+        tokens (:meth:`~prb_utils.models.hf.HFAdapter._fit_many`)."""
+        found = self._fit_many(pairs, self._room(), self._build_many, lambda s: max(map(len, s)))
+        return [self._cut(seqs, truncated) for seqs, truncated in found]
 
     # ------------------------------------------------------------------ scoring
 
@@ -175,20 +180,20 @@ class JudgeRM(HFAdapter):
         return scores
 
     def _logprob(self, plan: Any) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
-        results = self.runner.hidden(plan, reduce=self._letter_probs)
-        return [r[0] for r in results], [r[1] for r in results]
+        results = self.runner.hidden(plan, reduce=self._letter_probs, gather=True)
+        # AB: chosen is A; BA: chosen is B
+        return [(r[0], 1 - r[1]) for r in results], [(r[2], r[3]) for r in results]
 
-    def _letter_probs(self, group: Group, hidden: list[Any]) -> tuple[tuple[float, float], tuple[float, float]]:
-        """((P(chosen) in AB, P(chosen) in BA), (P(A)+P(B) in AB, in BA)) from the last positions."""
+    def _letter_probs(self, group: Group, hidden: list[Any]) -> Any:
+        """[P(A) / (P(A) + P(B)) in AB, the same in BA, P(A) + P(B) in AB, in BA] from the last positions, as a
+        tensor left on the device (the runner gathers them once per call)."""
         import torch
 
         last = torch.stack([h[-1] for h in hidden])
         logp = torch.log_softmax(lm_logits(self.model, last), dim=-1)
         la = torch.logsumexp(logp[:, self.a_ids], dim=-1)
         lb = torch.logsumexp(logp[:, self.b_ids], dim=-1)
-        p_a = torch.sigmoid(la - lb).tolist()   # P(A) / (P(A) + P(B))
-        mass = torch.logaddexp(la, lb).exp().tolist()
-        return (p_a[0], 1 - p_a[1]), (mass[0], mass[1])   # AB: chosen is A; BA: chosen is B
+        return torch.cat([torch.sigmoid(la - lb), torch.logaddexp(la, lb).exp()])
 
     def _generate(self, seqs: list[list[list[int]]]) -> list[tuple[str, str]]:
         flat = [s for pair in seqs for s in pair]
@@ -215,7 +220,7 @@ class JudgeRM(HFAdapter):
 
     def run_metadata(self) -> dict[str, Any]:
         return {**super().run_metadata(), "judge_mode": self.mode, "kv_reuse": self.runner.kv_reuse,
-                "calibration": self.runner.calibration,
+                "calibration": self.runner.calibration_record(),
                 "judge_template": self.template.name,
                 "judge_template_hash": stable_hash([self.template.system, self.template.user]),
                 "answer_prefix": "**Result:**" if self.mode == "logprob" else None,

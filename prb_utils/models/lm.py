@@ -19,6 +19,11 @@ What makes the cache pay (measured with ``bench/score_throughput.py``):
   is linear in tokens, large on a GPU, where a small batch is latency-bound). Reuse costs two passes and saves
   the prefix ``k - 1`` times; groups merge into a batch only when the padding added costs less than the pass
   saved;
+- on a GPU, a calibration per prompt-length bucket (:func:`length_bucket`): whether the cache pays is timed on
+  batches shaped like the bucket's own (``none``, ``top3`` and a cut ``full`` differ: the cache computes
+  0.8, 0.55 and 0.5 of the whole tokens), before the bucket's first batch, and kept in the run metadata;
+- no wait for the device inside a chunk: inputs go to the GPU from pinned memory without blocking, and the
+  heads' results stay on the device until every batch of the call is launched, then come back in one copy;
 - threads (:func:`choose_threads`): on a CPU shared with other busy processes, torch's intra-op threads stall
   on every barrier waiting for a thread the OS has descheduled (many short parallel regions suffer most, which
   is exactly the two-pass cached path), so the runner uses only the cores that are free.
@@ -157,13 +162,15 @@ class CostModel:
         return self.cost(groups, reuse=True) < self.cost(groups, reuse=False)
 
     def plan(self, groups: Sequence[Group], indices: Sequence[int], *, budget: int,
-             kv_reuse: bool = True) -> list[list[int]]:
+             kv_reuse: bool | Callable[[Group], bool] = True) -> list[list[int]]:
         """Batches of ``indices`` (into ``groups``): each batch is all-reuse or all-whole, stays within
         ``budget`` padded tokens (a group over it runs alone) and takes a group only when that costs no more
         than running the group in a batch of its own. A reuse batch holds groups of one size (the prompt
         cache is repeated the same number of times for each), e.g. answers with 2 and with 3 rubric aspects
-        go to different batches. Longest first."""
-        reuse = {i: kv_reuse and self.reuse_pays(groups[i], budget=budget) for i in indices}
+        go to different batches. Longest first. ``kv_reuse`` may decide group by group (a callable: the
+        runner's calibrated decision for the group's length bucket)."""
+        allowed = kv_reuse if callable(kv_reuse) else (lambda _g: bool(kv_reuse))
+        reuse = {i: allowed(groups[i]) and self.reuse_pays(groups[i], budget=budget) for i in indices}
         batches: list[list[int]] = []
         for mode in (True, False):
             chosen = [i for i in indices if reuse[i] == mode]
@@ -201,6 +208,30 @@ class CostModel:
 CALIBRATION_PROMPT = 1024
 CALIBRATION_ANSWER = 128
 PROMPT_CACHE_MARGIN = 0.95   # the prompt cache is kept where it takes at most 95% of the whole run's time
+SMALLEST_BUCKET = 512   # prompt lengths up to this share one calibration; then one per power of two
+#: A bucket whose cache time, predicted from the load's calibration, is under this share of the margin is not
+#: timed again (its decision is clear; timing a budget-full batch twice each way costs a 3B model about 0.7 s).
+CLEAR_MARGIN = 0.8
+
+
+def length_bucket(group: Group) -> int:
+    """The prompt-length bucket whose calibration decides the prompt cache for ``group``: the power of two at
+    or above its shared prefix (at least :data:`SMALLEST_BUCKET`). ``none``, ``top3`` and ``full`` inputs fall
+    in different buckets, so each condition's decision comes from batches shaped like its own.
+
+    >>> length_bucket(Group(((1,) * 700 + (2,), (1,) * 700 + (3,)), (700, 700)))
+    1024
+    """
+    n = max(1, group.shared)
+    return max(SMALLEST_BUCKET, 1 << (n - 1).bit_length())
+
+
+def to_device(tensor: Any, device: Any) -> Any:
+    """``tensor`` on ``device``; to a GPU from pinned memory without blocking, so the host goes on launching
+    while the copy waits its turn in the stream (a copy from pageable memory waits for the GPU first)."""
+    if str(device).startswith("cuda"):
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
 
 
 def calibrated(*, whole_s: float, reuse_s: float, small_s: float, tokens: int,
@@ -226,6 +257,7 @@ class Planned:
     budget: int
     batches: list[list[int]]
     kv_reuse: bool = True
+    decisions: dict[int, bool] | None = None   # the calibrated buckets' prompt-cache decisions it was planned with
 
 
 # ------------------------------------------------------------------------------------------ threads
@@ -322,57 +354,135 @@ class DecoderRunner:
         params = inspect.signature(self.decoder.forward).parameters
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
         self.calibration: dict[str, Any] | None = None
+        self.cache_decisions: dict[int, bool] = {}   # length bucket -> the prompt cache pays (calibrated)
+        self.bucket_calibrations: dict[int, dict[str, Any]] = {}
+        self.calibrating = False   # after calibrate(): each new length bucket is timed before its first batch
         if calibrate if calibrate is not None else (device == "cuda" and cost is None):
             self.calibrate()
 
     def calibrate(self, *, prompt: int = CALIBRATION_PROMPT, answer: int = CALIBRATION_ANSWER,
                   small: int = 64, repeat: int = 2) -> dict[str, Any]:
         """Measure, on this model and device, the fixed cost of a forward pass and whether the prompt cache
-        pays, and set the cost model (and ``kv_reuse``) from them. Done at load on a GPU, where a small pass is
-        latency-bound and a constant cannot say how much (a CPU keeps the measured constants of
-        :data:`FORWARD_OVERHEAD`).
+        pays, and set the cost model from them. Done at load on a GPU, where a small pass is latency-bound and
+        a constant cannot say how much (a CPU keeps the measured constants of :data:`FORWARD_OVERHEAD`).
 
         Three timings on random token ids: a budget-full batch of pairs shaped like the benchmark's (``prompt``
         tokens shared by two answers of ``answer`` tokens) run whole and on the prompt cache, and one pass of
         ``small`` tokens. See :func:`calibrated` for what is made of them; ``self.calibration`` keeps it all.
-        """
+        The prompt cache's decision holds for that prompt's length bucket (:func:`length_bucket`); from now on
+        every other bucket is timed the same way, with its own batches' shape, before its first batch
+        (:meth:`calibrate_bucket`)."""
+        found = self._time_shape(prompt, answer, 2, repeat)
+        one = self._seconds(lambda: self._full([Group(((1,) * small,), (small - 1,))]), repeat)
+        overhead, pays = calibrated(whole_s=found["whole_s"], reuse_s=found["prompt_cache_s"], small_s=one,
+                                    tokens=found["tokens"], small_tokens=small)
+        self.cost = CostModel(overhead)
+        bucket = max(SMALLEST_BUCKET, 1 << (prompt - 1).bit_length())
+        self.cache_decisions[bucket] = pays
+        self.calibrating = True
+        self.calibration = {"forward_overhead_tokens": overhead, "prompt_cache_pays": pays,
+                            "whole_s": found["whole_s"], "prompt_cache_s": found["prompt_cache_s"],
+                            "small_pass_s": one, "groups": found["groups"], "prompt_tokens": prompt,
+                            "answer_tokens": answer, "bucket": bucket}
+        self.bucket_calibrations[bucket] = {k: self.calibration[k] for k in (
+            "prompt_cache_pays", "whole_s", "prompt_cache_s", "groups", "prompt_tokens", "answer_tokens")}
+        return self.calibration
+
+    def calibrate_bucket(self, bucket: int, groups: Sequence[Group], *, repeat: int = 1) -> bool:
+        """Time whole against the prompt cache for ``bucket`` on random ids shaped like ``groups`` (their median
+        prompt and continuation, their size), as many groups as a batch holds; record and return whether the
+        cache pays (at most :data:`PROMPT_CACHE_MARGIN` of the whole run's time). The model is warm by now
+        (calibrated at load), so each variant runs twice, not three times: a ``full`` bucket's batch is long."""
+        prompts = sorted(g.shared for g in groups)
+        answers = sorted(g.longest_continuation for g in groups)
+        sizes = sorted(len(g.seqs) for g in groups)
+        prompt, answer = max(1, prompts[len(prompts) // 2]), max(1, answers[len(answers) // 2])
+        found = self._time_shape(prompt, answer, max(2, sizes[len(sizes) // 2]), repeat)
+        pays = found["prompt_cache_s"] <= PROMPT_CACHE_MARGIN * found["whole_s"]
+        self.cache_decisions[bucket] = pays
+        self.bucket_calibrations[bucket] = {"prompt_cache_pays": pays, "whole_s": found["whole_s"],
+                                            "prompt_cache_s": found["prompt_cache_s"], "groups": found["groups"],
+                                            "prompt_tokens": prompt, "answer_tokens": answer,
+                                            "sequences_per_group": found["k"]}
+        return pays
+
+    def _seconds(self, run: Callable[[], Any], repeat: int) -> float:
         import torch
 
-        vocab = int(getattr(self.model.config, "vocab_size", 0) or 1000)
-        rng = torch.Generator().manual_seed(0)
-        length = prompt + answer
-        n_groups = max(1, self.batcher.budget // (2 * length))
-        groups = []
-        for _ in range(n_groups):
-            head = torch.randint(0, vocab, (prompt,), generator=rng).tolist()
-            seqs = tuple(head + torch.randint(0, vocab, (answer,), generator=rng).tolist() for _ in range(2))
-            groups.append(Group(seqs, (length - 1, length - 1)))
-        tiny = [Group(((1,) * small,), (small - 1,))]
-
-        def seconds(run: Callable[[], Any]) -> float:
-            best = float("inf")
+        best = float("inf")
+        counters = (self.tokens_computed, self.tokens_padded, self.reused_groups, self.forward_passes)
+        with torch.inference_mode():
             for _ in range(repeat + 1):   # the first run warms up
                 self._synchronize()
                 start = time.perf_counter()
                 run()
                 self._synchronize()
                 best = min(best, time.perf_counter() - start)
-            return best
-
-        counters = (self.tokens_computed, self.tokens_padded, self.reused_groups, self.forward_passes)
-        with torch.inference_mode():
-            whole = seconds(lambda: self._full(groups))
-            reuse = seconds(lambda: self._with_prefix(groups, [g.shared for g in groups], 2))
-            one = seconds(lambda: self._full(tiny))
         self.tokens_computed, self.tokens_padded, self.reused_groups, self.forward_passes = counters
-        overhead, pays = calibrated(whole_s=whole, reuse_s=reuse, small_s=one, tokens=2 * n_groups * length,
-                                    small_tokens=small)
-        self.cost = CostModel(overhead)
-        self.kv_reuse = bool(self.kv_reuse and pays)
-        self.calibration = {"forward_overhead_tokens": overhead, "prompt_cache_pays": pays,
-                            "whole_s": whole, "prompt_cache_s": reuse, "small_pass_s": one,
-                            "groups": n_groups, "prompt_tokens": prompt, "answer_tokens": answer}
-        return self.calibration
+        return best
+
+    def _time_shape(self, prompt: int, answer: int, k: int, repeat: int) -> dict[str, Any]:
+        """Best seconds of a budget-full batch of groups (``prompt`` shared tokens, ``k`` answers of ``answer``
+        tokens; random ids) run whole and on the prompt cache (timing runs are not counted as scoring)."""
+        import torch
+
+        vocab = int(getattr(self.model.config, "vocab_size", 0) or 1000)
+        rng = torch.Generator().manual_seed(0)
+        length = prompt + answer
+        n_groups = max(1, self.batcher.budget // (k * length))
+        groups = []
+        for _ in range(n_groups):
+            head = torch.randint(0, vocab, (prompt,), generator=rng).tolist()
+            seqs = tuple(head + torch.randint(0, vocab, (answer,), generator=rng).tolist() for _ in range(k))
+            groups.append(Group(seqs, (length - 1,) * k))
+        whole = self._seconds(lambda: self._full(groups), repeat)
+        reuse = self._seconds(lambda: self._with_prefix(groups, [g.shared for g in groups], k), repeat)
+        return {"whole_s": whole, "prompt_cache_s": reuse, "groups": n_groups, "k": k, "tokens": k * n_groups * length}
+
+    def calibration_record(self) -> dict[str, Any] | None:
+        """What the calibration measured, for the run metadata: the load's timings and each length bucket's
+        prompt-cache decision with its timings (``buckets``, by bucket); None where nothing was timed."""
+        if self.calibration is None:
+            return None
+        return {**self.calibration, "buckets": {str(b): dict(v) for b, v in sorted(self.bucket_calibrations.items())}}
+
+    def _reuse_for(self, group: Group) -> bool:
+        """Whether ``group`` may run on the prompt cache: ``kv_reuse`` and its bucket's calibrated decision (a
+        bucket not timed yet: allowed, the cost model decides)."""
+        return self.kv_reuse and self.cache_decisions.get(length_bucket(group), True)
+
+    def _decide_buckets(self, groups: Sequence[Group]) -> None:
+        """Calibrate the length buckets of ``groups`` not timed yet (only once :meth:`calibrate` ran)."""
+        if not (self.calibrating and self.kv_reuse):
+            return
+        todo: dict[int, list[Group]] = {}
+        for g in groups:
+            bucket = length_bucket(g)
+            if bucket not in self.cache_decisions and len(g.seqs) > 1:
+                todo.setdefault(bucket, []).append(g)
+        for bucket, members in todo.items():
+            if not self._clear_from_load(bucket, members):
+                self.calibrate_bucket(bucket, members)
+
+    def _clear_from_load(self, bucket: int, groups: Sequence[Group]) -> bool:
+        """Decide ``bucket`` for the cache without timing it where the load's calibration already makes it
+        clear: the cache's time at load, scaled by the bucket's share of whole tokens against the load shape's,
+        stays under :data:`CLEAR_MARGIN` of the whole run's (``top3`` and a cut ``full`` compute about half the
+        tokens on the cache, as the load's shape does; ``none``, at 0.8, is timed). Records the reason."""
+        load = self.calibration
+        if not load or not load.get("prompt_cache_pays"):
+            return False
+        share = sum(g.shared + sum(len(s) - g.shared for s in g.seqs) for g in groups) / \
+            sum(sum(map(len, g.seqs)) for g in groups)
+        prompt, answer = load["prompt_tokens"], load["answer_tokens"]
+        load_share = (prompt + 2 * answer) / (2 * (prompt + answer))
+        predicted = load["prompt_cache_s"] / load["whole_s"] * share / load_share
+        if predicted > CLEAR_MARGIN * PROMPT_CACHE_MARGIN:
+            return False
+        self.cache_decisions[bucket] = True
+        self.bucket_calibrations[bucket] = {"prompt_cache_pays": True, "decided_from": "load calibration",
+                                            "token_share": round(share, 3), "predicted_time_share": round(predicted, 3)}
+        return True
 
     def _synchronize(self) -> None:
         if self.device_type == "cuda":
@@ -396,23 +506,29 @@ class DecoderRunner:
         it can run while the device computes the previous chunk."""
         groups = list(groups)
         budget = self.batcher.budget
-        return Planned(groups, budget, self._plan(groups, range(len(groups)), budget), self.kv_reuse)
+        return Planned(groups, budget, self._plan(groups, range(len(groups)), budget), self.kv_reuse,
+                       dict(self.cache_decisions))
 
     def _plan(self, groups: Sequence[Group], indices: Sequence[int], budget: int) -> list[list[int]]:
-        return self.cost.plan(groups, indices, budget=budget, kv_reuse=self.kv_reuse)
+        return self.cost.plan(groups, indices, budget=budget, kv_reuse=self._reuse_for)
 
     def hidden(self, groups: Sequence[Group] | Planned,
-               reduce: Callable[[Group, list[Any]], Any] | None = None) -> list[Any]:
+               reduce: Callable[[Group, list[Any]], Any] | None = None, *, gather: bool = False) -> list[Any]:
         """For each group, a list with one tensor [len - need_from, hidden] of final hidden states per sequence,
         or ``reduce(group, that list)`` computed inside the batch (so only small results stay in memory and an
-        out-of-memory error in the head is recovered like one in the body). ``groups`` may come planned
-        (:meth:`prepare`); a plan made for another budget or cache setting is made again."""
+        out-of-memory error in the head is recovered like one in the body). ``gather``: ``reduce`` returns a
+        tensor of one shape for every group, left on the device until every batch is launched, then copied to
+        the host in one piece (one wait for the device per call, not one per group) as a list of floats per
+        group. ``groups`` may come planned (:meth:`prepare`); a plan made for another budget, cache setting or
+        calibration is made again."""
         import torch
 
         planned = groups if isinstance(groups, Planned) else None
         groups = planned.groups if planned is not None else list(groups)
+        self._decide_buckets(groups)
         batches = None
-        if planned is not None and planned.budget == self.batcher.budget and planned.kv_reuse == self.kv_reuse:
+        if planned is not None and planned.budget == self.batcher.budget and planned.kv_reuse == self.kv_reuse \
+                and planned.decisions == self.cache_decisions:
             batches = planned.batches
 
         def plan(indices: Sequence[int], budget: int) -> list[list[int]]:
@@ -430,11 +546,14 @@ class DecoderRunner:
 
         before = torch.get_num_threads()
         try:
-            return self.batcher.map(run, groups, [g.longest * len(g.seqs) for g in groups], plan=plan,
-                                    batches=batches)
+            found = self.batcher.map(run, groups, [g.longest * len(g.seqs) for g in groups], plan=plan,
+                                     batches=batches)
         finally:
             if torch.get_num_threads() != before:
                 torch.set_num_threads(before)
+        if gather and found:
+            return torch.stack(found).cpu().tolist()
+        return found
 
     # ------------------------------------------------------------------ one batch
 
@@ -442,7 +561,7 @@ class DecoderRunner:
         import torch
 
         with torch.inference_mode():
-            if not self.kv_reuse or not self.cost.batch_reuse(groups):
+            if not all(map(self._reuse_for, groups)) or not self.cost.batch_reuse(groups):
                 return self._full(groups)
             return self._with_prefix(groups, [shared_length(g) for g in groups], len(groups[0].seqs))
 
@@ -456,7 +575,7 @@ class DecoderRunner:
         self.tokens_computed += int(mask.sum())
         self.tokens_padded += ids.numel()
         # right padding: no real position attends a pad (causal), so no mask -> SDPA's causal kernel
-        states = self._forward(input_ids=ids.to(self.model.device), use_cache=False).last_hidden_state
+        states = self._forward(input_ids=to_device(ids, self.model.device), use_cache=False).last_hidden_state
         result, row = [], 0
         for g in groups:
             per = []
@@ -472,9 +591,9 @@ class DecoderRunner:
         device = self.model.device
         ids, mask = pad_right([g.seqs[0][:n] for g, n in zip(groups, shared, strict=True)], self.pad_id)
         width = ids.shape[1]
-        out = self._forward(input_ids=ids.to(device), use_cache=True)   # right-padded: no mask needed
+        out = self._forward(input_ids=to_device(ids, device), use_cache=True)   # right-padded: no mask needed
         cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
-        rows_idx = torch.tensor([n - 1 for n in shared], device=out.last_hidden_state.device)
+        rows_idx = to_device(torch.tensor([n - 1 for n in shared]), out.last_hidden_state.device)
         last = out.last_hidden_state[torch.arange(len(groups), device=rows_idx.device), rows_idx]
         layers = getattr(cache, "layers", None)
         if len(groups) == 1 and self.cost.split_continuations(groups[0]) and _plain(layers):
@@ -489,10 +608,10 @@ class DecoderRunner:
         if min(shared) != width:   # pads inside the cache: mask them (pads after the continuations are harmless)
             full_mask = torch.cat([mask.repeat_interleave(k, dim=0),
                                    torch.ones((len(conts), c_width), dtype=torch.long)], dim=1)
-            kwargs["attention_mask"] = full_mask.to(device)
+            kwargs["attention_mask"] = to_device(full_mask, device)
         self.tokens_computed += int(mask.sum()) + int(c_mask.sum())
         self.tokens_padded += ids.numel() + c_ids.numel()
-        out2 = self._forward(input_ids=c_ids.to(device), position_ids=c_pos.to(device), use_cache=True,
+        out2 = self._forward(input_ids=to_device(c_ids, device), position_ids=to_device(c_pos, device), use_cache=True,
                              **{self._cache_arg: cache}, **kwargs)
         self.reused_groups += len(groups)
         states = out2.last_hidden_state
@@ -519,7 +638,7 @@ class DecoderRunner:
         for s, start in zip(group.seqs, group.need_from, strict=True):
             for layer, (keys, values) in zip(layers, prompt, strict=True):   # back to the prompt alone
                 layer.keys, layer.values = keys, values
-            cont = torch.tensor([s[n:]], dtype=torch.long, device=device)
+            cont = to_device(torch.tensor([s[n:]], dtype=torch.long), device)
             pos = torch.arange(n, len(s), device=device)[None]
             self.tokens_computed += cont.shape[1]
             self.tokens_padded += cont.shape[1]
@@ -568,7 +687,7 @@ def token_logprobs(model: Any, hidden: Any, targets: Sequence[int], *, chunk: in
     import torch
 
     out = []
-    target = torch.tensor(list(targets), dtype=torch.long, device=hidden.device)
+    target = to_device(torch.tensor(list(targets), dtype=torch.long), hidden.device)
     for start in range(0, hidden.shape[0], chunk):
         logp = torch.log_softmax(lm_logits(model, hidden[start : start + chunk]), dim=-1)
         out.append(logp.gather(-1, target[start : start + chunk, None].to(logp.device))[:, 0])

@@ -44,12 +44,62 @@ WHOLE = "none"
 @dataclass(frozen=True)
 class PairTokens:
     """One pair's RM inputs as the scorer computes them: ``input_tokens`` (every sequence whole, after
-    truncation), ``computed`` (after prefix sharing), ``longest`` (the longest sequence before truncation)."""
+    truncation), ``computed`` (after prefix sharing), ``longest`` (the longest sequence before truncation);
+    ``attended``: the keys the computed tokens attend, summed (a token at position i of a causal decoder attends
+    i + 1; an encoder's every token attends the whole text), the part of the cost that grows with length."""
 
     input_tokens: int
     computed: int
     longest: int
     truncated: bool
+    attended: int = 0
+
+
+#: Position of the mean token of the forward pass a rate is measured on (``bench/gpu_throughput.py``'s plain
+#: forward pass runs 2,048-token sequences).
+RATE_POSITION = 1024
+
+
+def attention_share(config: Any) -> float:
+    """Attention's cost per attended key relative to a token's weight cost, from a decoder's ``config.json``:
+    a token costs 2 x the body's parameters (embeddings and head aside) in FLOPs plus 4 x layers x hidden per key
+    it attends (scores and weighted values), so a token at position i costs ``1 + share * i`` weight units.
+    0 where the config does not say its shape (the cost is then linear in tokens, as before).
+
+    >>> from types import SimpleNamespace as NS
+    >>> round(attention_share(NS(num_hidden_layers=32, hidden_size=4096, intermediate_size=14336,
+    ...                          num_attention_heads=32, num_key_value_heads=8)) * 1e6, 1)   # Llama-3.1-8B
+    37.6
+    """
+    layers, hidden = getattr(config, "num_hidden_layers", None), getattr(config, "hidden_size", None)
+    if not isinstance(layers, int) or not isinstance(hidden, int) or layers < 1 or hidden < 1:
+        return 0.0
+    inter = getattr(config, "intermediate_size", None) or 4 * hidden
+    heads = getattr(config, "num_attention_heads", None) or 1
+    kv = getattr(config, "num_key_value_heads", None) or heads
+    kv_dim = hidden * kv // heads
+    body = layers * (2 * hidden * hidden + 2 * hidden * kv_dim + 3 * hidden * inter)
+    return 2.0 * layers * hidden / body
+
+
+def equivalent_tokens(tokens: int, attended: int, share: float) -> float:
+    """Tokens at the cost of the rate's own pass (:data:`RATE_POSITION`): ``tokens + share * attended`` weight
+    units, over a rate token's ``1 + share * RATE_POSITION``. Short inputs cost less than a flat count, long
+    ones more (about 1.5x at 35k tokens for the 8B shape)."""
+    return (tokens + share * attended) / (1 + share * RATE_POSITION)
+
+
+def attended_keys(seqs: Sequence[Sequence[int]], shared: int) -> int:
+    """Keys the computed tokens attend in a causal decoder: the shared prefix once (positions 0..shared-1),
+    then each sequence's continuation (positions shared..len-1); token i attends i + 1 keys.
+
+    >>> attended_keys([(1, 2, 3), (1, 2, 4, 5)], 2)   # prefix 1+2, continuations 3 and 3+4
+    13
+    """
+    def upto(n: int) -> int:
+        return n * (n + 1) // 2
+
+    return upto(shared) + sum(upto(len(s)) - upto(shared) for s in seqs)
 
 
 def shared_count(seqs: Sequence[Sequence[int]], need_from: Sequence[int]) -> int:
@@ -91,16 +141,24 @@ class TokenCounting(HFAdapter):
                 whole = self._sequences_many(pairs)
         finally:
             self.max_length = context
+        longest_of = [max(len(s) for s in built[0]) for built in whole]
+        long = [i for i, n in enumerate(longest_of) if n > self.context]
+        with quiet_transformers():   # the adapter's own fitting: the user message cut from the left
+            for i, built in zip(long, self._sequences_many([pairs[i] for i in long]) if long else [], strict=True):
+                whole[i] = built
         out = []
-        for pair, built in zip(pairs, whole, strict=True):
-            longest = max(len(s) for s in built[0])
-            if longest > self.context:
-                built = self._sequences(pair)   # the adapter's own fitting: the user message cut from the left
+        for built, longest in zip(whole, longest_of, strict=True):
             seqs, truncated = built[0], bool(built[-1])
-            computed = shared_count(seqs, self._need_from(built)) if self.sharing == PROMPT_CACHE else \
-                sum(map(len, seqs))
-            out.append(PairTokens(sum(map(len, seqs)), computed, longest, truncated))
+            shared = Group(tuple(tuple(x) for x in seqs), tuple(self._need_from(built))).shared \
+                if self.sharing == PROMPT_CACHE else 0
+            computed = shared + sum(len(x) - shared for x in seqs)
+            out.append(PairTokens(sum(map(len, seqs)), computed, longest, truncated, attended_keys(seqs, shared)))
         return out
+
+    @property
+    def attention(self) -> float:
+        """:func:`attention_share` of this model's config."""
+        return attention_share(self.config)
 
     def _need_from(self, built: tuple[Any, ...]) -> list[int]:
         return [len(s) - 1 for s in built[0]]   # the last position's state (a verdict, a score head)
@@ -180,8 +238,9 @@ class EmbeddingTokens(TokenCounting, EmbeddingRM):
             found = [next(lengths) for _ in group]
             kept = [min(n, self.max_length) for n in found]
             new = sum(n for n, text in zip(kept, group, strict=True) if text not in seen)
+            both_ways = sum(n * n for n, text in zip(kept, group, strict=True) if text not in seen)
             seen.update(group)
-            out.append(PairTokens(sum(kept), new, max(found), max(found) > self.max_length))
+            out.append(PairTokens(sum(kept), new, max(found), max(found) > self.max_length, both_ways))
         return out
 
 
