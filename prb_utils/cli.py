@@ -23,11 +23,12 @@ from prb_utils.analysis.metrics import compare, summarize, unit_labels
 from prb_utils.analysis.probe_effects import READING_RULE, probe_effects, reading_verdicts
 from prb_utils.data import load_benchmark, read_benchmark, record_digests, subset_counts
 from prb_utils.distributed import check_same_run, setup, world
-from prb_utils.downstream.rubric_judge import DEFAULT_JUDGE, check_judge, judge_label
+from prb_utils.downstream.rubric_judge import DEFAULT_JUDGE, check_judge, judge_identity, judge_label
 from prb_utils.errors import DataError, PRBError
 from prb_utils.export import FORMATS, export_results
 from prb_utils.models import MODEL_KINDS, EngineConfig, ModelOptions, list_models, parse_spec
 from prb_utils.models.engines import ENGINES
+from prb_utils.notebook.stages import Stages
 from prb_utils.plan import plan_frame, plan_text
 from prb_utils.probes import PROBES
 from prb_utils.profile import parse_condition
@@ -619,7 +620,6 @@ def _baseline(results: pd.DataFrame, column: str) -> str:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from prb_utils.notebook.report import build_report, check_out_folder
-    from prb_utils.notebook.stages import Stages
 
     models = args.model or list(DEFAULT_ZOO)
     profiles = args.profile or list(DEFAULT_REPORT_PROFILES)
@@ -668,7 +668,6 @@ def _report_bon(args: argparse.Namespace, options: ModelOptions, models: Sequenc
     ``--bon-judge``, or else the report's own small run (``--bon-n``, ``--bon-limit``, ``--bon-judge``) written
     apart, to ``RESULTS/bon-report``, so that it never replaces a larger run."""
     from prb_utils.downstream.pipeline import SamplingOptions, question_digests, run_bon_pipeline
-    from prb_utils.downstream.rubric_judge import judge_identity
 
     data = _load(args)
     data = data.groupby("subset", sort=False).head(args.bon_limit)
