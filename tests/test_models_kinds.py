@@ -435,19 +435,24 @@ def _prompt_prefix_classifier(folder, *, metaspace_first: bool):
     return folder
 
 
+def _sequences_recording_calls(rm, pairs) -> tuple[list, list]:
+    """``rm._sequences_many(pairs)`` and every text its tokenizer was called with meanwhile."""
+    calls = []
+    real = rm.tokenizer.__class__.__call__
+    rm.tokenizer.__class__.__call__ = lambda self, text, **kw: calls.append(text) or real(self, text, **kw)
+    try:
+        return rm._sequences_many(pairs), calls
+    finally:
+        rm.tokenizer.__class__.__call__ = real
+
+
 @pytest.mark.parametrize("metaspace_first", [False, True])
 def test_a_shared_prompt_is_tokenized_once_only_where_that_gives_the_same_ids(pairs, tmp_path, metaspace_first):
     """chosen and rejected share the prompt's ids up to its last special token; a tokenizer that encodes a
     text's first piece apart (Metaspace "first") is caught by the check and tokenized whole instead."""
     rm = load_model(f"classifier:{_prompt_prefix_classifier(tmp_path, metaspace_first=metaspace_first)}",
                     device="cpu")
-    calls = []
-    real = rm.tokenizer.__class__.__call__
-    rm.tokenizer.__class__.__call__ = lambda self, text, **kw: calls.append(text) or real(self, text, **kw)
-    try:
-        many = rm._sequences_many(pairs)
-    finally:
-        rm.tokenizer.__class__.__call__ = real
+    many, calls = _sequences_recording_calls(rm, pairs)
     assert many == [rm._sequences(p) for p in pairs]
     assert rm._shares_prompt is (not metaspace_first)
     shared = [c for c in calls if isinstance(c, list) and len(c) == 3 * len(pairs)]
@@ -465,13 +470,7 @@ def test_long_pairs_are_fitted_from_their_tails_with_the_ids_whole_fitting_gives
     words = WORDS * 40
     chunk = [PairInput(f"s/long{i}", " ".join(words[i:] + ["question", str(i)]), p.chosen, p.rejected)
              for i, p in enumerate(pairs)]
-    calls = []
-    real = rm.tokenizer.__class__.__call__
-    rm.tokenizer.__class__.__call__ = lambda self, text, **kw: calls.append(text) or real(self, text, **kw)
-    try:
-        many = rm._sequences_many(chunk)
-    finally:
-        rm.tokenizer.__class__.__call__ = real
+    many, calls = _sequences_recording_calls(rm, chunk)
     assert many == [rm._sequences(p) for p in chunk]
     assert all(truncated and max(map(len, seqs)) <= rm.max_length for seqs, truncated in many)
     assert rm.fit_counts["checked"] == 1 and rm.fit_counts["tail"] == len(chunk) and rm._fits_tails

@@ -34,6 +34,14 @@ def _run(policy, out, *, models=("length",), steps=2, **kw):
                    **kw)
 
 
+def tiny_ppo_argv(policy, out, *, steps: int = 2, learning_rate: str = "1e-6") -> list[str]:
+    """``prb ppo`` of a tiny policy on the length RM: 3 held-out questions, 8-token answers, the proxy judge."""
+    return ["ppo", "--policy", str(policy), "--model", "length", "--steps", str(steps), "--judge", "proxy",
+            "--results", str(out), "--eval-questions", "3", "--policy-posts", "1", "--max-new-tokens", "8",
+            "--num-generations", "2", "--learning-rate", learning_rate, "--save-steps", "1", "--device", "cpu",
+            "--no-progress"]
+
+
 def _weights(folder):
     from safetensors.torch import load_file
 
@@ -89,10 +97,7 @@ def test_default_judge_is_the_bon_default():
 @pytest.mark.slow
 def test_two_step_ppo_on_a_tiny_policy(tiny_lm_dir, tmp_path):
     out = tmp_path / "results"
-    code = main(["ppo", "--policy", str(tiny_lm_dir), "--model", "length", "--steps", "2", "--judge", "proxy",
-                 "--results", str(out), "--eval-questions", "3", "--policy-posts", "1", "--max-new-tokens", "8",
-                 "--num-generations", "2", "--learning-rate", "1e-6", "--save-steps", "1", "--device", "cpu",
-                 "--no-progress"])
+    code = main(tiny_ppo_argv(tiny_lm_dir, out))
     assert code == 0
     table = read_ppo_csv(out / "ppo" / "ppo.csv")
     assert sorted(table["rm"].unique()) == sorted([BASELINE_RM, "length"])
@@ -185,10 +190,7 @@ def _ppo_process(policy, out, log):
     import subprocess
     import sys
 
-    argv = [sys.executable, "-m", "prb_utils.cli", "ppo", "--policy", str(policy), "--model", "length", "--steps", "2",
-            "--judge", "proxy", "--results", str(out), "--eval-questions", "3", "--policy-posts", "1",
-            "--max-new-tokens", "8", "--num-generations", "2", "--learning-rate", "1e-6", "--save-steps", "1",
-            "--device", "cpu", "--no-progress"]
+    argv = [sys.executable, "-m", "prb_utils.cli", *tiny_ppo_argv(policy, out)]
     with open(log, "w", encoding="utf-8") as err:
         return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, "HF_HUB_OFFLINE": "1"})
 
@@ -228,10 +230,7 @@ def test_a_diverged_policy_is_left_out_of_the_rl_table_with_its_reason(tiny_lm_d
     """Issue 35 item 14: `--learning-rate 1e30` trains a policy that answers nothing (before: its empty answers
     were judged and ranked above the untrained policy); it is marked diverged, with the reason, and left out."""
     out = tmp_path / "results"
-    code = main(["ppo", "--policy", str(tiny_lm_dir), "--model", "length", "--steps", "1", "--judge", "proxy",
-                 "--results", str(out), "--eval-questions", "3", "--policy-posts", "1", "--max-new-tokens", "8",
-                 "--num-generations", "2", "--learning-rate", "1e30", "--save-steps", "1", "--device", "cpu",
-                 "--no-progress"])
+    code = main(tiny_ppo_argv(tiny_lm_dir, out, steps=1, learning_rate="1e30"))
     assert code == 0
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("prb:")]
     assert err == ["prb: warning: the policy trained on length diverged after 1 GRPO step(s) at learning rate 1e+30: "
@@ -257,10 +256,7 @@ def test_damaged_rl_files_are_named_set_aside_and_computed_anew(tiny_lm_dir, tmp
     ppo.csv that is not UTF-8 (before: tracebacks) are each one sentence naming the file, kept beside it under
     another name, and computed anew; the rerun ends with the RL table of the first run."""
     out = tmp_path / "results"
-    argv = ["ppo", "--policy", str(tiny_lm_dir), "--model", "length", "--steps", "1", "--judge", "proxy",
-            "--results", str(out), "--eval-questions", "3", "--policy-posts", "1", "--max-new-tokens", "8",
-            "--num-generations", "2", "--learning-rate", "1e-6", "--save-steps", "1", "--device", "cpu",
-            "--no-progress"]
+    argv = tiny_ppo_argv(tiny_lm_dir, out, steps=1)
     assert main(argv) == 0
     first = read_ppo_csv(out / "ppo" / "ppo.csv")
     (run_dir,) = (out / "ppo" / "runs").iterdir()

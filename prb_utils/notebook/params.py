@@ -185,6 +185,11 @@ class NotebookParams:
         except PRBError as exc:
             raise PRBError(f"Parameter '{name}': {exc}") from None
 
+    def _check_n_boot(self) -> None:
+        """``n_boot``: 0 (automatic, :func:`prb_utils.analysis.resampling.default_n_boot`) or at least 100."""
+        if self.n_boot:
+            self._check_at_least("n_boot", 100)
+
     def _check_at_least(self, name: str, low: int) -> None:
         value = getattr(self, name)
         if value < low:
@@ -305,8 +310,7 @@ class AccuracyParams(NotebookParams):
     def _check_values(self) -> None:
         super()._check_values()
         self._check_condition("baseline_profile")
-        if self.n_boot:
-            self._check_at_least("n_boot", 100)
+        self._check_n_boot()
 
 
 @dataclass(frozen=True)
@@ -328,8 +332,7 @@ class DownstreamParams(NotebookParams):
         super()._check_values()
         if not self.ks or any(k < 1 for k in self.ks):
             raise PRBError(f"Parameter 'ks' must be a non-empty list of positive integers, got {self.ks}.")
-        if self.n_boot:
-            self._check_at_least("n_boot", 100)
+        self._check_n_boot()
         self._check_condition("benchmark_profile")
 
     @property
@@ -398,8 +401,7 @@ class ReadingParams(NotebookParams):
     def _check_values(self) -> None:
         super()._check_values()
         self._check_condition("base_profile")
-        if self.n_boot:
-            self._check_at_least("n_boot", 100)
+        self._check_n_boot()
 
 
 PARAMS_BY_NOTEBOOK: dict[str, type[NotebookParams]] = {
