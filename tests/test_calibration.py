@@ -194,6 +194,37 @@ def test_calibration_table_matches_hand_formulas_and_holds_its_value():
     assert bins["n"].sum() == 80 and (bins["bin_high"] - bins["bin_low"]).round(9).eq(0.1).all()
 
 
+def test_calibration_intervals_refit_the_temperature_on_every_resample():
+    """The interval of a fitted temperature's statistics fits every fold's temperature again on each resample of
+    whole questions; checked against a slow reference that redraws the same questions and calls fit_temperature."""
+    rng = np.random.default_rng(7)
+    margins = rng.normal(0.5, 1.0, 40)
+    rows = _rows(margins)
+    questions = pd.DataFrame({"subset": "s", "id": rows["id"], "question": [f"q{i // 2}" for i in range(40)]})
+    probs = cal.pair_probabilities(rows, questions)
+    table = cal.calibration_table(probs, n_boot=200, seed=3).set_index("statistic")
+    m, folds = probs["margin"].to_numpy(), probs["fold"].to_numpy(dtype=int)
+    codes = pd.factorize(probs["question"], sort=True)[0]
+    draws = np.random.default_rng(3).multinomial(20, np.full(20, 1 / 20), size=200)
+    values = {"ece": [], "brier": [], "log_loss": []}
+    for counts in draws:
+        rows_drawn = np.repeat(np.arange(40), counts[codes])
+        p = np.empty(len(rows_drawn))
+        for f in np.unique(folds):
+            temperature = cal.fit_temperature(m[rows_drawn][folds[rows_drawn] != f])
+            inside = folds[rows_drawn] == f
+            p[inside] = 0.5 if np.isinf(temperature) else 1 / (1 + np.exp(-m[rows_drawn][inside] / temperature))
+        values["ece"].append(cal.expected_calibration_error(*cal.both_orders(p)))
+        values["brier"].append(np.mean((1 - p) ** 2))
+        values["log_loss"].append(-np.mean(np.log(p)))
+    for name, drawn in values.items():
+        low, high = np.quantile(drawn, [0.025, 0.975])
+        assert table.loc[name, "ci_low"] == pytest.approx(low, abs=1e-6), name
+        assert table.loc[name, "ci_high"] == pytest.approx(high, abs=1e-6), name
+    fixed = cal.bootstrap_ci(-np.log(probs["p_chosen"]), units=probs["question"], n_boot=200, seed=3)
+    assert table.loc["log_loss", "ci_high"] - table.loc["log_loss", "ci_low"] > fixed[1] - fixed[0]
+
+
 def test_accuracy_by_margin_bins_by_quantile():
     margins = [-0.1, 0.2, -0.3, 0.4, 1.0, -2.0, 3.0, 4.0]
     table = cal.accuracy_by_margin(_rows(margins), n_quantiles=4)

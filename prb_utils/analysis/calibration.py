@@ -18,8 +18,9 @@ is the mean of (1 - p_chosen)² and the log loss the mean of -log p_chosen.
 
 Statistics: :func:`expected_calibration_error` (equal-width bins on [0, 1], :data:`N_BINS` by default: ECE = sum
 over bins of (bin share) x |observed frequency - mean prediction|), :func:`brier_score`, :func:`log_loss`; each
-with a percentile bootstrap interval from :func:`prb_utils.analysis.resampling.bootstrap_ci`, resampling whole
-questions. Degenerate groups (fewer than :data:`MIN_PAIRS` pairs, a constant score, or one outcome only: every
+with a percentile bootstrap interval resampling whole questions (:func:`prb_utils.analysis.resampling.bootstrap_ci`;
+for a fitted temperature, every fold's temperature is fitted again on each resample: :func:`refitted_intervals`).
+Degenerate groups (fewer than :data:`MIN_PAIRS` pairs, a constant score, or one outcome only: every
 decided pair correct, or every one wrong) get NaN statistics and a ``note`` "n/a: <reason>", never a number.
 
 Example:
@@ -42,7 +43,14 @@ from prb_utils.analysis.breakdowns import score_margins
 from prb_utils.analysis.features import pair_features
 from prb_utils.analysis.metrics import accuracy_table, as_list, question_units, require_columns
 from prb_utils.analysis.profile_curves import job_retrievers, rm_inputs
-from prb_utils.analysis.resampling import LEVEL, N_BOOT, SEED, bootstrap_ci
+from prb_utils.analysis.resampling import (
+    LEVEL,
+    N_BOOT,
+    SEED,
+    bootstrap_ci,
+    default_n_boot,
+    percentile_interval,
+)
 from prb_utils.errors import PRBError
 
 N_BINS = 10  # equal-width bins of the reliability diagram and the ECE
@@ -362,6 +370,87 @@ def _voted(rows: pd.DataFrame) -> pd.Series:
     return rows[answers].notna().any(axis=1)
 
 
+def _newton_slopes(x: np.ndarray, weights: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Per row of ``weights`` (one resample's row weights), the maximum-likelihood slope beta >= 0 of
+    P(chosen) = sigmoid(beta * x), by safeguarded Newton steps from ``start`` (the likelihood is concave in beta):
+    0 where the weighted margins favour the rejected answer on average, NaN where no weighted margin is negative
+    (no maximum, as :func:`fit_temperature` refuses)."""
+    slope_at_zero = -0.5 * (weights @ x)
+    bounded = (weights * (x < 0)).sum(axis=1) > 0
+    beta = np.where(slope_at_zero < 0, np.maximum(start, 1e-3), 0.0)
+    live = (slope_at_zero < 0) & bounded
+    for _ in range(100):
+        if not live.any():
+            break
+        b = beta[live][:, None]
+        s = _sigmoid(-b * x)
+        gradient = -(weights[live] * x * s).sum(axis=1)
+        curvature = (weights[live] * x * x * s * (1 - s)).sum(axis=1)
+        step = gradient / np.maximum(curvature, 1e-300)
+        updated = np.clip(b[:, 0] - step, b[:, 0] / 4, b[:, 0] * 4)
+        done = np.abs(updated - b[:, 0]) <= 1e-10 * updated
+        beta[live] = updated
+        live[np.flatnonzero(live)[done]] = False
+    return np.where(bounded | (slope_at_zero >= 0), beta, np.nan)
+
+
+def refitted_intervals(margins, folds, units, *, n_bins: int = N_BINS, n_boot: int | None = None,
+                       seed: int = SEED, level: float = LEVEL) -> dict[str, tuple[float, float]]:
+    """Percentile bootstrap intervals of ECE, Brier score and log loss of cross-fitted P(chosen), the
+    temperature of every fold fitted again on each resample of whole ``units`` (questions): the interval carries
+    the temperature's own uncertainty, not only the pairs'. ``folds`` are the pairs' folds
+    (:func:`cross_fit_temperature`); a resample weighs each pair by the number of times its question was drawn,
+    which is the same as resampling the questions' rows. Resamples where a fold's temperature has no maximum
+    are left out. Returns ``{statistic: (low, high)}`` for :data:`CALIBRATION_STATISTICS`.
+
+    >>> m = np.array([1.0, -1.0, 2.0, -0.5, 1.5, 0.5, 3.0, -2.0])
+    >>> ci = refitted_intervals(m, [0, 0, 1, 1, 2, 2, 0, 1], list("aabbccdd"), n_boot=200)
+    >>> sorted(ci), all(low <= high for low, high in ci.values())
+    (['brier', 'ece', 'log_loss'], True)
+    """
+    m = np.asarray(margins, dtype=float)
+    folds = np.asarray(folds, dtype=int)
+    codes = pd.factorize(pd.Series(list(units)).astype(str), sort=True)[0]
+    n_units = int(codes.max()) + 1 if len(codes) else 0
+    if not n_units:
+        return {name: (np.nan, np.nan) for name in CALIBRATION_STATISTICS}
+    n_boot = default_n_boot(n_units, n_boot)
+    scale = float(np.sqrt(np.mean(m ** 2))) or 1.0
+    x = m / scale
+    fold_ids = np.unique(folds)
+    start = {f: _start_slope(x[folds != f]) for f in fold_ids}
+    rng = np.random.default_rng(seed)
+    stats = {name: [] for name in CALIBRATION_STATISTICS}
+    chunk = max(1, 4_000_000 // max(1, len(x)))
+    for first in range(0, n_boot, chunk):
+        size = min(chunk, n_boot - first)
+        weights = rng.multinomial(n_units, np.full(n_units, 1 / n_units), size=size)[:, codes].astype(float)
+        slope = np.empty((size, len(x)))
+        for f in fold_ids:
+            beta = _newton_slopes(x, weights * (folds != f), np.full(size, start[f]))
+            slope[:, folds == f] = beta[:, None]
+        p = _sigmoid(slope * x)
+        total = weights.sum(axis=1)
+        stats["brier"].append((weights * (1 - p) ** 2).sum(axis=1) / total)
+        stats["log_loss"].append(-(weights * np.log(np.clip(p, LOG_LOSS_EPS, 1 - LOG_LOSS_EPS))).sum(axis=1) / total)
+        offset = np.arange(size)[:, None] * n_bins
+        gap = (np.bincount((offset + bin_index(p, n_bins=n_bins)).ravel(), weights=(weights * (1 - p)).ravel(),
+                           minlength=size * n_bins)
+               - np.bincount((offset + bin_index(1 - p, n_bins=n_bins)).ravel(), weights=(weights * (1 - p)).ravel(),
+                             minlength=size * n_bins))
+        stats["ece"].append(np.abs(gap.reshape(size, n_bins)).sum(axis=1) / (2 * total))
+    return {name: percentile_interval(np.concatenate(values), level) for name, values in stats.items()}
+
+
+def _start_slope(x: np.ndarray) -> float:
+    """The full-sample slope of :func:`fit_temperature` on the normalised margins ``x`` (1.0 where undefined)."""
+    try:
+        t = fit_temperature(x)
+    except PRBError:
+        return 1.0
+    return 1.0 if np.isinf(t) else 1.0 / t
+
+
 # -------------------------------------------------------------------------------------- group tables
 def _groups(probs: pd.DataFrame, by: list[str]):
     return probs.groupby([*by, "source"], sort=True, observed=True) if len(probs) else []
@@ -372,7 +461,9 @@ def calibration_table(probs: pd.DataFrame, *, by: str | Sequence[str] = ("model"
                       level: float = LEVEL) -> pd.DataFrame:
     """ECE, Brier score and log loss per group of ``by`` (tidy: one row per statistic) from
     :func:`pair_probabilities`: columns ``*by, source, statistic, n, n_questions, value, ci_low, ci_high, note``.
-    Intervals: percentile bootstrap at ``level`` resampling whole questions (fixed ``seed``). A degenerate
+    Intervals: percentile bootstrap at ``level`` resampling whole questions (fixed ``seed``); for a
+    ``temperature`` group every fold's temperature is fitted again on each resample (:func:`refitted_intervals`).
+    A degenerate
     group (a ``note`` from :func:`pair_probabilities`, or one of ``by`` with under ``min_pairs`` pairs or one
     outcome) has NaN values and its reason in ``note``.
 
@@ -397,10 +488,15 @@ def calibration_table(probs: pd.DataFrame, *, by: str | Sequence[str] = ("model"
             "brier": (None, (1 - p) ** 2),
             "log_loss": (None, -np.log(np.clip(p, LOG_LOSS_EPS, 1 - LOG_LOSS_EPS))),
         }
+        refitted = (reason is None and key["source"] == "temperature" and {"margin", "fold"} <= set(group.columns)
+                    and group["fold"].notna().all())
+        intervals = (refitted_intervals(group["margin"], group["fold"].astype(int), units, n_bins=n_bins,
+                                        n_boot=n_boot, seed=seed, level=level) if refitted else {})
         for name, (statistic, values) in statistics.items():
             if reason is None:
                 value = statistic(values) if statistic else float(np.mean(values))
-                low, high = bootstrap_ci(values, statistic, units=units, n_boot=n_boot, seed=seed, level=level)
+                low, high = intervals.get(name) or bootstrap_ci(values, statistic, units=units, n_boot=n_boot,
+                                                                seed=seed, level=level)
             else:
                 value = low = high = np.nan
             rows.append({**key, "statistic": name, "n": len(group), "n_questions": len(set(units)),
