@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from prb_utils.analysis.metrics import compare, summarize, unit_labels
+from prb_utils.analysis.metrics import TIE_RULES, compare, summarize, unit_labels
 from prb_utils.analysis.probe_effects import READING_RULE, probe_effects, reading_verdicts
 from prb_utils.data import load_benchmark, read_benchmark, record_digests, subset_counts
 from prb_utils.distributed import check_same_run, setup, world
@@ -589,6 +589,8 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     if args.format == "table" and args.pool:
         print(f"Pooled over every job that shares the levels of {', '.join(by) or 'the whole store'}.")
     _print_frame(table, args.format)
+    if args.format == "table":
+        print(f"\nTies: {TIE_RULES[bool(args.half_credit)]}.")
     return 0
 
 

@@ -37,7 +37,7 @@ PROPORTION, COUNT = MEANINGS[0], MEANINGS[1]
 
 _P_VALUE = re.compile(r"(^p$|^p_|_p$|p_value|p_holm|p_perm|p_vs_)")
 _RANK = re.compile(r"(^rank$|rank$|^rank_|_rank$)")
-_COUNT = re.compile(r"(^n$|^n_|_n$|^count|_count$|^correct$|^ties$|^invalid$|^both_correct$|^a_only$|^b_only$|"
+_COUNT = re.compile(r"(^n$|^n_|_n$|^count|_count$|^correct$|^ties$|^near_ties$|^invalid$|^both_correct$|^a_only$|^b_only$|"
                     r"^neither$|^pairs$|^flips|^rows$|^questions$|^draws$|^folds$|^k$|^seed$)")
 _LENGTH = re.compile(r"(length|chars|_len$|^len_|tokens|words)")
 _SECONDS = re.compile(r"(^wall_s$|seconds|_s$)")

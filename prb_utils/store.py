@@ -469,7 +469,8 @@ def shortfall(folder: Path, rows: pd.DataFrame, meta: Mapping[str, Any]) -> str 
 
 
 def load_results(out: str | os.PathLike = "results", *, strict: bool = False) -> pd.DataFrame:
-    """Every per-item row in the store (``RESULT_COLUMNS`` + ``job_label``), jobs in creation order.
+    """Every per-item row in the store (``RESULT_COLUMNS`` + ``job_label`` + ``score_dtype``: the dtype the job
+    scored in, None where it recorded none), jobs in creation order.
 
     Rows are unique on (job, subset, id): the newest row wins. A finished job that lacks rows of pairs it
     expects is reported: a :class:`StoreShortfallWarning` naming it and the counts, or a PRBError when
@@ -490,6 +491,7 @@ def load_results(out: str | os.PathLike = "results", *, strict: bool = False) ->
     else:
         rows = tidy_rows(pd.concat(frames, ignore_index=True).drop_duplicates(["job", "subset", "id"], keep="last"))
         rows = add_job_labels(rows, metas)
+    rows["score_dtype"] = rows["job"].map({job: (meta.get("options") or {}).get("dtype") for job, meta in metas.items()})
     rows.attrs["shortfalls"] = problems
     return rows
 

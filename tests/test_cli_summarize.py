@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from prb_utils.analysis.metrics import TIE_RULES
 from prb_utils.cli import main
 from prb_utils.store import JobStore
 
@@ -102,7 +103,11 @@ def test_half_credit_with_compare_is_refused_with_one_sentence(store, capsys):
     code, _, err = summarize(capsys, store, "--compare", "profile", "--half-credit")
     assert code == 2 and err.startswith("prb: Half credit") and "Traceback" not in err
     code, out, _ = summarize(capsys, store, "--half-credit", "--format", "csv")
-    assert code == 0 and "credit" in out.splitlines()[0]
+    assert code == 0 and "credit" in out.splitlines()[0] and "Ties:" not in out  # a csv is the table alone
+    code, out, _ = summarize(capsys, store, "--half-credit")
+    assert code == 0 and out.splitlines()[-1] == f"Ties: {TIE_RULES[True]}."
+    code, out, _ = summarize(capsys, store)
+    assert code == 0 and out.splitlines()[-1] == f"Ties: {TIE_RULES[False]}." and "tie_rate" in out.splitlines()[0]
 
 
 def test_a_finished_job_whose_parts_are_gone_is_named_on_stderr(store, capsys):
@@ -126,7 +131,7 @@ def test_prb_score_and_prb_summarize_label_a_job_alike(tmp_path, capsys):
     it with the label `prb summarize` gives it (`lexical [random, retriever_seed=3]`), not a bare `lexical`."""
 
     def rows(printed: str) -> list[list[str]]:
-        return [line.split() for line in printed.strip().splitlines()[1:]]
+        return [line.split() for line in printed.strip().split("\n\n")[0].splitlines()[1:]]
 
     out = str(tmp_path / "r")
     common = ["--data", "sample", "--limit", "1", "--profile", "top2", "--out", out, "--no-progress"]

@@ -207,10 +207,11 @@ def test_summarize_adds_paired_columns_against_baseline():
     res = pd.concat([paired("m1", "none", "full", both=2, a_only=0, b_only=6, neither=2),
                      paired("m2", "none", "full", both=2, a_only=1, b_only=1, neither=6)], ignore_index=True)
     plain = summarize(res, "model,profile")
-    pd.testing.assert_frame_equal(plain, accuracy_table(res, ["model", "profile"]))
+    pd.testing.assert_frame_equal(plain.drop(columns="tie_rate"), accuracy_table(res, ["model", "profile"]))
+    assert (plain["tie_rate"] == plain["ties"] / plain["n"]).all()
     out = summarize(res, ["model"], compare="profile")
-    assert list(out.columns[:9]) == ["model", "profile", "n", "correct", "ties", "invalid", "accuracy",
-                                     "ci_low", "ci_high"]
+    assert list(out.columns[:10]) == ["model", "profile", "n", "correct", "ties", "tie_rate", "invalid", "accuracy",
+                                      "ci_low", "ci_high"]
     full = out.set_index(["model", "profile"])
     assert full.loc[("m1", "full"), "vs"] == "none"
     assert full.loc[("m1", "full"), "diff"] == pytest.approx(0.6)
@@ -399,3 +400,17 @@ def test_summarize_with_units_rejects_no_difference_that_only_repeated_questions
     assert pairs.loc["top3", "p_value"] < 0.05 <= questions.loc["top3", "p_value"]
     assert questions.loc["top3", "p_value"] == pytest.approx(2 * 0.5**5)
     assert pairs.loc["top3", "diff"] == questions.loc["top3", "diff"]
+
+
+def test_near_ties_are_decided_pairs_within_the_dtypes_resolution():
+    """A bfloat16 job's 1.0 against 1.0039 is one step of its 8-bit significand apart: a near tie; the same pair
+    from a float32 job is decided by the model. Near ties keep their outcome and are counted beside the ties."""
+    res = pd.DataFrame({"model": ["bf"] * 4 + ["fp"] * 4, "profile": "none",
+                        "score_chosen": [1.0, 1.0, 3.0, 2.0] * 2, "score_rejected": [1.0039, 1.0, 1.0, 2.0] * 2,
+                        "outcome": ["wrong", "tie", "correct", "tie"] * 2,
+                        "score_dtype": ["bfloat16"] * 4 + ["float32"] * 4})
+    table = accuracy_table(res, "model").set_index("model")
+    assert table.loc["bf", "near_ties"] == 1 and table.loc["fp", "near_ties"] == 0
+    assert (table["ties"] == 2).all() and (table["accuracy"] == 0.25).all()
+    assert list(table.columns[:4]) == ["n", "correct", "ties", "near_ties"]
+    assert "near_ties" not in accuracy_table(res.drop(columns=["score_chosen", "score_rejected"]), "model")

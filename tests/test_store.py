@@ -153,7 +153,7 @@ def test_load_results_concatenates_jobs_and_drops_duplicates(tmp_path):
 
 def test_load_results_of_an_empty_or_missing_store(tmp_path):
     assert load_results(tmp_path / "nothing").empty
-    assert list(load_results(tmp_path).columns) == [*RESULT_COLUMNS, "job_label"]
+    assert list(load_results(tmp_path).columns) == [*RESULT_COLUMNS, "job_label", "score_dtype"]
     assert load_run_metadata(tmp_path).empty
 
 
@@ -317,3 +317,4 @@ def test_notebook_params_load_results_keeps_every_job_with_its_label(tmp_path):
     assert len(rows) == 4 and rows["model_spec"].unique().tolist() == ["implicit:x"]
     assert sorted(rows["job_label"].unique()) == ["implicit:x [bfloat16]", "implicit:x [float32]"]
     assert (rows["model"] == rows["job_label"]).all()
+    assert (rows["score_dtype"] == rows["job_label"].str.extract(r"\[(\w+)\]")[0]).all()  # each job's own dtype

@@ -429,8 +429,9 @@ def refitted_intervals(margins, folds, units, *, n_bins: int = N_BINS, n_boot: i
         for f in fold_ids:
             beta = _newton_slopes(x, weights * (folds != f), np.full(size, start[f]))
             slope[:, folds == f] = beta[:, None]
-        p = _sigmoid(slope * x)
-        total = weights.sum(axis=1)
+        defined = np.isfinite(slope).all(axis=1)
+        p = _sigmoid(np.where(defined[:, None], slope, 0.0) * x)
+        total = np.where(defined, weights.sum(axis=1), np.nan)
         stats["brier"].append((weights * (1 - p) ** 2).sum(axis=1) / total)
         stats["log_loss"].append(-(weights * np.log(np.clip(p, LOG_LOSS_EPS, 1 - LOG_LOSS_EPS))).sum(axis=1) / total)
         offset = np.arange(size)[:, None] * n_bins

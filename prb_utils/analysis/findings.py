@@ -115,6 +115,7 @@ class Findings:
                 row[f"{r.profile}: ci_low"], row[f"{r.profile}: ci_high"] = r.ci_low, r.ci_high
                 row[f"{r.profile}: chance"] = r.chance
                 row[f"{r.profile}: tie rate"] = r.tie_rate
+                row[f"{r.profile}: near ties"] = r.near_ties
                 if r.lift_verdict:
                     row[f"{r.profile}: lift"] = r.lift
                     row[f"{r.profile}: lift verdict"] = r.lift_verdict

@@ -58,8 +58,9 @@ class Rule:
 RULES: dict[str, Rule] = {rule.name: rule for rule in (
     Rule("accuracy", (), "accuracy: correct / pairs; a tie (the chosen and the rejected answer scored equal: its "
                          "share is the tie rate) and an invalid score count as not correct, as in the reference "
-                         "scripts (half credit only on request, and then said); its 95% interval is a percentile "
-                         "bootstrap over whole {unit}s (seed 0)"),
+                         "scripts (half credit only on request, and then said); a near tie (two scores within the "
+                         "resolution of the dtype they were computed in) keeps its outcome and is counted beside "
+                         "the ties; its 95% interval is a percentile bootstrap over whole {unit}s (seed 0)"),
     Rule("chance", ("above chance", "not distinguishable from chance", "below chance"),
          "above chance: the accuracy's 95% interval lies above {chance}; below chance: below it; otherwise not "
          "distinguishable from chance"),
@@ -84,7 +85,7 @@ RULES: dict[str, Rule] = {rule.name: rule for rule in (
          "profile (profile-blind) has no oracle gap"),
 )}
 LEADERBOARD_COLUMNS = ["profile", "oracle", "rank", "rank_low", "rank_high", "model", "kind", "accuracy", "ci_low",
-                       "ci_high", "n", "ties", "tie_rate", "invalid", "chance", "tied_with_leader", "p_vs_leader",
+                       "ci_high", "n", "ties", "tie_rate", "near_ties", "invalid", "chance", "tied_with_leader", "p_vs_leader",
                        "lift", "lift_low", "lift_high", "lift_verdict", "locked", "locked_reason"]
 
 
@@ -249,6 +250,8 @@ def leaderboard(results: pd.DataFrame, *, model: str = "model", baseline: str = 
     table["kind"] = table["model"].map(kinds.map(lambda k: MODEL_KINDS[k].label if k in MODEL_KINDS else k))
     table["oracle"] = table["profile"].map(is_oracle)
     table["tie_rate"] = table["ties"] / table["n"].where(table["n"] > 0)
+    if "near_ties" not in table.columns:
+        table["near_ties"] = 0
     locks = position_locked(rows) if {"verdict_ab", "verdict_ba"} <= set(rows.columns) else pd.DataFrame()
     locked = {} if locks.empty else {(r.model, r.profile): r.warning for r in locks.itertuples() if r.locked}
     pairs = list(zip(table["model"], table["profile"], strict=True))

@@ -189,6 +189,32 @@ def failed_mask(results: pd.DataFrame) -> pd.Series:
     return results["failed"].fillna(False).astype(bool)
 
 
+#: Machine epsilon of each dtype a score can be computed in (bfloat16 keeps 8 significant bits). A pair whose two
+#: scores differ by no more than this, relative to the larger one, is a near tie: its outcome is decided by the
+#: dtype's rounding, not by the model. A job without a recorded dtype is taken as float64.
+DTYPE_EPS = {"float64": 2.0 ** -52, "float32": 2.0 ** -23, "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
+
+
+def near_tie_mask(results: pd.DataFrame) -> pd.Series:
+    """True for a decided pair (correct or wrong) whose two scores are within the resolution of the dtype they
+    were computed in (``score_dtype``, from the job's record; :data:`DTYPE_EPS`); all false without scores.
+
+    >>> rows = pd.DataFrame({"score_chosen": [1.0, 1.0, 2.0], "score_rejected": [1.004, 1.0, 1.0],
+    ...                      "outcome": ["wrong", "tie", "correct"], "score_dtype": "bfloat16"})
+    >>> near_tie_mask(rows).tolist()
+    [True, False, False]
+    """
+    if not {"score_chosen", "score_rejected"} <= set(results.columns):
+        return pd.Series(False, index=results.index)
+    chosen = pd.to_numeric(results["score_chosen"], errors="coerce").to_numpy(dtype=float)
+    rejected = pd.to_numeric(results["score_rejected"], errors="coerce").to_numpy(dtype=float)
+    dtypes = results["score_dtype"] if "score_dtype" in results.columns else pd.Series(None, index=results.index)
+    eps = dtypes.map(DTYPE_EPS).fillna(DTYPE_EPS["float64"]).to_numpy(dtype=float)
+    with np.errstate(invalid="ignore"):
+        close = np.abs(chosen - rejected) <= eps * np.maximum(np.abs(chosen), np.abs(rejected))
+    return pd.Series(close, index=results.index) & results["outcome"].isin(["correct", "wrong"])
+
+
 def accuracy_table(
     results: pd.DataFrame,
     by: str | Sequence[str] = ("model", "profile"),
@@ -200,7 +226,9 @@ def accuracy_table(
     n_boot: int | None = None,
     seed: int = SEED,
 ) -> pd.DataFrame:
-    """Accuracy per group: columns ``*by, n, correct, ties, invalid, accuracy, ci_low, ci_high`` (at ``level``).
+    """Accuracy per group: columns ``*by, n, correct, ties, invalid, accuracy, ci_low, ci_high`` (at ``level``),
+    and ``near_ties`` after ``ties`` when the rows carry their scores (:func:`near_tie_mask`: decided pairs whose
+    scores are within the dtype's resolution; they keep their outcome, the count says how many there are).
 
     ``ci`` is ``"wilson"`` (default), ``"bootstrap"`` (percentile, over rows, fixed ``seed``) or ``None``
     (NaN bounds). ``units`` (seaborn's word) names a column of clusters, e.g. ``"question"`` when one
@@ -225,6 +253,7 @@ def accuracy_table(
     frame = results.assign(
         _correct=(results["outcome"] == "correct").astype(float),
         _tie=(results["outcome"] == "tie").astype(float),
+        _near=near_tie_mask(results).astype(float),
         _invalid=((results["outcome"] == "invalid") & ~failed).astype(float),
         _failed=failed.astype(float),
         _counted=(~failed).astype(float),
@@ -233,15 +262,15 @@ def accuracy_table(
     if by:
         grouped = frame.groupby(by, sort=True, observed=True, dropna=False)
         table = grouped.agg(
-            n=("_counted", "sum"), correct=("_correct", "sum"), ties=("_tie", "sum"),
+            n=("_counted", "sum"), correct=("_correct", "sum"), ties=("_tie", "sum"), near_ties=("_near", "sum"),
             invalid=("_invalid", "sum"), failed=("_failed", "sum"), credit=("_credit", "sum"),
         ).reset_index()
     else:
         table = pd.DataFrame({
             "n": [frame["_counted"].sum()], "correct": [frame["_correct"].sum()], "ties": [frame["_tie"].sum()],
-            "invalid": [frame["_invalid"].sum()], "failed": [frame["_failed"].sum()], "credit": [frame["_credit"].sum()],
+            "near_ties": [frame["_near"].sum()], "invalid": [frame["_invalid"].sum()], "failed": [frame["_failed"].sum()], "credit": [frame["_credit"].sum()],
         })
-    for col in ("n", "correct", "ties", "invalid", "failed"):
+    for col in ("n", "correct", "ties", "near_ties", "invalid", "failed"):
         table[col] = table[col].astype(np.int64)
     with np.errstate(invalid="ignore", divide="ignore"):
         table["accuracy"] = table["credit"] / table["n"].where(table["n"] > 0)
@@ -260,8 +289,9 @@ def accuracy_table(
     else:
         table["ci_low"] = np.nan
         table["ci_high"] = np.nan
-    columns = [*by, "n", "correct", "ties", "invalid", *(["failed"] if failed.any() else []), "accuracy", "ci_low",
-               "ci_high"]
+    scored = {"score_chosen", "score_rejected"} <= set(results.columns)
+    columns = [*by, "n", "correct", "ties", *(["near_ties"] if scored else []), "invalid",
+               *(["failed"] if failed.any() else []), "accuracy", "ci_low", "ci_high"]
     if half_credit:
         columns.insert(columns.index("accuracy"), "credit")
     if "profile" in by and table["profile"].map(is_oracle).any():
@@ -460,6 +490,15 @@ def profile_lift(
 
 
 # ------------------------------------------------------------------------------------------- summarize
+#: How a tie is counted, in the words every table that counts one prints beside it (key: ``half_credit``).
+TIE_RULES = {
+    False: "ties (equal scores) count as not correct (strict, as the reference scripts); near ties (scores within "
+           "the dtype's resolution) keep their outcome and are counted beside them",
+    True: "ties (equal scores) count 0.5 (half credit, as RewardBench 2); near ties (scores within the dtype's "
+          "resolution) keep their outcome and are counted beside them",
+}
+
+
 def summarize(
     results: pd.DataFrame,
     by: str | Sequence[str] = ("model", "profile"),
@@ -473,8 +512,9 @@ def summarize(
     seed: int = SEED,
 ) -> pd.DataFrame:
     """The table ``prb summarize`` prints: one row per group of ``by`` with
-    ``n, correct, ties, invalid, accuracy, ci_low, ci_high`` (Wilson 95%; with ``units``, e.g. ``"question"``, a
-    bootstrap over whole units, and the paired tests clustered by them too).
+    ``n, correct, ties, tie_rate, invalid, accuracy, ci_low, ci_high`` (``near_ties`` too when the rows carry
+    scores: :func:`accuracy_table`) (Wilson 95%; with ``units``, e.g. ``"question"``, a bootstrap over whole
+    units, and the paired tests clustered by them too). :data:`TIE_RULES` words how ties were counted.
 
     With ``compare`` (e.g. ``"profile"`` or ``"model"``), that column is added to ``by`` when missing and
     each row is tested against the baseline level of its group on the same pairs: added columns ``vs``,
@@ -500,6 +540,7 @@ def summarize(
         by = [*by, compare]
     table = accuracy_table(results, by, half_credit=half_credit, ci="bootstrap" if units else "wilson", units=units,
                            n_boot=n_boot, seed=seed, level=level)
+    table.insert(table.columns.get_loc("ties") + 1, "tie_rate", table["ties"] / table["n"].where(table["n"] > 0))
     if compare is None:
         return table
     levels = sorted(results[compare].dropna().astype(str).unique())

@@ -518,6 +518,7 @@ def _findings_html(found: Findings | None) -> str:
         lift = (f"{format_signed(r.lift)} [{format_signed(r.lift_low)}, {format_signed(r.lift_high)}]"
                 if r.lift_verdict else "")
         ties = f"{format_value(r.ties, sense=COUNT)} ({format_value(r.tie_rate, sense=PROPORTION)})"
+        ties += f"; {format_value(r.near_ties, sense=COUNT)} near" if r.near_ties else ""
         rows.append(f"<tr{LOCKED_ROW if r.locked else ''}>{_cell(r.profile, 'profile')}"
                     f"{_cell('—' if r.locked else r.rank, 'rank')}"
                     f"{_cell(rank_span(r.rank_low, r.rank_high), 'rank', 'secondary')}{_cell(r.model, 'model')}"
