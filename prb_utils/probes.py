@@ -12,8 +12,8 @@ a reward model should do under it:
   how much irrelevant profile text moves the RM.
 - ``label-swap``: chosen and rejected exchanged. Accuracy must be 1 - accuracy - tie rate: a harness check that
   catches a broken metric or a position-locked judge.
-- ``retest``: the same records in a seeded other order (so other batches): scores must not change beyond the
-  dtype's resolution, and no verdict may flip.
+- ``retest``: the same records in a seeded other order, scored in batches of half the token budget (so other
+  batch sizes and other neighbours): scores must not change beyond the dtype's resolution, and no verdict may flip.
 
 Transforms see only what an RM may see plus the ids they need to pair users; the rubric and narrative are never
 moved into a profile. This module imports no model code.
@@ -48,6 +48,9 @@ class Probe:
     changes: str
     expected: str
     transform: Callable[[pd.DataFrame, int], pd.DataFrame]
+    #: the share of the model's batch budget (tokens a batch) the probe's job is scored with: below 1, the same
+    #: pairs are batched with other sizes as well as other neighbours
+    batch_share: float = 1.0
 
 
 def twin_pairs(data: pd.DataFrame) -> dict[tuple[str, str], tuple[str, str]]:
@@ -154,8 +157,8 @@ PROBES: dict[str, Probe] = {probe.name: probe for probe in (
     Probe("distract", f"{DISTRACTORS} posts of other users added", "a small accuracy drop", add_distractors),
     Probe("label-swap", "chosen and rejected exchanged", "accuracy = 1 - accuracy - tie rate (a harness check)",
           swap_labels),
-    Probe("retest", "the same pairs in another order and other batches",
-          "no score change beyond the dtype's resolution, no verdict flips", reorder_records),
+    Probe("retest", "the same pairs in another order and in batches of half the token budget",
+          "no score change beyond the dtype's resolution, no verdict flips", reorder_records, batch_share=0.5),
 )}
 
 

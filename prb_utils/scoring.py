@@ -28,9 +28,9 @@ import os
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from importlib import metadata as importlib_metadata
 from typing import Any
@@ -49,7 +49,14 @@ from prb_utils.models.embedding import load_encoder
 from prb_utils.models.fingerprint import model_fingerprint
 from prb_utils.models.kinds import MODEL_KINDS
 from prb_utils.models.prompts import JUDGE_TEMPLATES, load_judge_template
-from prb_utils.profile import condition_records, make_retriever, parse_condition, rm_user_message
+from prb_utils.probes import PROBES
+from prb_utils.profile import (
+    ProfileCondition,
+    condition_records,
+    make_retriever,
+    parse_condition,
+    rm_user_message,
+)
 from prb_utils.schema import pair_key, stable_hash
 from prb_utils.store import JobStore, missing_pairs, now, pair_hash, tidy_rows
 
@@ -498,6 +505,34 @@ def _run_job(
     ranks = ranks or World()
     everyone, todo = todo, ranks.share(todo)
     model = lazy.get() if todo else None   # a rank without a share (fewer pairs than ranks) loads nothing
+    with _batch_share(model, parse_condition(labels["profile"])) as share:
+        if share != 1.0:
+            run = {**run, "options": {**run["options"], "batch_share": share}}
+        _score_job(store, everyone, todo, model, labels, run=run, progress=progress, chunk_size=chunk_size,
+                   ranks=ranks)
+
+
+@contextmanager
+def _batch_share(model: Any, condition: ProfileCondition) -> Iterator[float]:
+    """The model's batch budget scaled by the condition's probe (:attr:`prb_utils.probes.Probe.batch_share`:
+    ``retest`` batches the same pairs in half the tokens) for one job, then restored; yields the share used (1.0
+    for a model without a token-budget batcher)."""
+    share = PROBES[condition.probe].batch_share if condition.probe else 1.0
+    batcher = getattr(model, "batcher", None)
+    if share == 1.0 or not hasattr(batcher, "budget"):
+        yield 1.0
+        return
+    budget = batcher.budget
+    batcher.budget = max(1, int(budget * share))
+    try:
+        yield share
+    finally:
+        batcher.budget = budget
+
+
+def _score_job(store: JobStore, everyone: list[_Pair], todo: list[_Pair], model: Any, labels: dict[str, str], *,
+               run: dict[str, Any], progress: bool, chunk_size: int | None, ranks: World) -> None:
+    """The body of :func:`_run_job`: this rank's ``todo`` of ``everyone`` scored with ``model`` into ``store``."""
     counted = _counters(model)   # what the model counted before this job (its earlier conditions)
     if ranks.is_main:
         meta = store.metadata() or {**store.description, "key": store.key, "created": now()}

@@ -3,13 +3,21 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from prb_utils.analysis.probe_effects import probe_effects, reading_verdicts, split_probe
+from prb_utils.cli import main
+from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
+from prb_utils.models.batching import BudgetBatcher
 from prb_utils.probes import PROBES, apply_probe, twin_pairs
+from prb_utils.profile import parse_condition
+from prb_utils.scoring import _batch_share
+from prb_utils.store import load_results
 
 N_QUESTIONS = 12
 
@@ -98,9 +106,6 @@ def test_prb_probe_scores_each_probe_as_a_job_and_says_what_it_found(tmp_path, c
     """Through the command line on the sample: the length baseline never reads the profile (swap, shuffle and
     distract move no verdict), the lexical baseline reads the profile's words (swap moves its verdicts),
     label-swap gives 1 - accuracy - tie rate for both, and retest changes nothing."""
-    from prb_utils.cli import main
-    from prb_utils.data import load_benchmark
-    from prb_utils.store import load_results
 
     out = tmp_path / "results"
     assert main(["probe", "--data", "sample", "--model", "length", "--model", "lexical", "--out", str(out),
@@ -122,8 +127,6 @@ def test_prb_probe_scores_each_probe_as_a_job_and_says_what_it_found(tmp_path, c
 
 
 def test_retest_on_the_hf_engine_in_float32_changes_no_verdict(tmp_path, tiny_lm_dir, capsys):
-    from prb_utils.cli import main
-    from prb_utils.store import load_results
 
     out = tmp_path / "results"
     assert main(["probe", "--data", "sample", "--limit", "3", "--model", f"implicit:{tiny_lm_dir}", "--probe", "retest",
@@ -132,3 +135,15 @@ def test_retest_on_the_hf_engine_in_float32_changes_no_verdict(tmp_path, tiny_lm
     effects = probe_effects(load_results(out), None, units=None, n_boot=100).iloc[0]
     assert effects["probe"] == "retest" and effects["n_pairs"] == 9
     assert effects["verdicts_kept"] == 1.0 and effects["max_score_change"] < 1e-5
+    runs = {m["profile"]: m["run"] for m in (json.loads(p.read_text()) for p in out.glob("jobs/*/job.json"))}
+    assert runs["top3+retest"]["batch_share"] == 0.5 and "batch_share" not in runs["top3"]
+
+
+def test_retest_scores_in_half_the_batch_budget_and_gives_it_back():
+
+    model = type("Model", (), {"batcher": BudgetBatcher(4096)})()
+    with _batch_share(model, parse_condition("top3+retest")) as share:
+        assert share == 0.5 and model.batcher.budget == 2048
+    assert model.batcher.budget == 4096
+    with _batch_share(model, parse_condition("top3+shuffle")) as share:
+        assert share == 1.0 and model.batcher.budget == 4096
