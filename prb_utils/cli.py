@@ -124,7 +124,8 @@ def _add_scoring_options(parser: argparse.ArgumentParser, *, default_models: Seq
                         help="KIND:NAME, e.g. classifier:Skywork/Skywork-Reward-V2-Llama-3.1-8B (repeatable)"
                         + (f"; default: {' '.join(default_models)}" if default_models else ""))
     parser.add_argument("--profile", action="append", default=None, metavar="COND",
-                        help="profile condition none|topK|full (repeatable)")
+                        help="profile condition none|topK|full, a retriever after topK (top3:random:3), a probe after + "
+                             "(top3+swap); repeatable")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto")
     parser.add_argument("--batch-tokens", type=_positive_int, default=None, help="token budget per batch")
@@ -483,7 +484,7 @@ def probe_conditions(base: str, probes: Sequence[str] | None = None) -> list[str
     base = parse_condition(base)
     if base.probe or base.oracle:
         raise PRBError(f"--profile {base.name}: a probe transforms none, full or topK (e.g. --profile top3).")
-    return [base.name, *(f"{base.name}+{name}" for name in dict.fromkeys(probes or PROBES))]
+    return [base.spelling, *(f"{base.spelling}+{name}" for name in dict.fromkeys(probes or PROBES))]
 
 
 def cmd_probe(args: argparse.Namespace) -> int:

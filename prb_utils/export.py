@@ -161,6 +161,17 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+def condition_details(condition: str) -> dict[str, str | None]:
+    """What an export says of a job's profile condition: the condition, the condition it transforms and its probe
+    (None for the benchmark's own records); the retriever is among the job's options.
+
+    >>> condition_details("top3+swap")
+    {'profile': 'top3+swap', 'base_profile': 'top3', 'probe': 'swap'}
+    """
+    parsed = parse_condition(condition)
+    return {"profile": parsed.name, "base_profile": parsed.base, "probe": parsed.probe}
+
+
 def _strings(mapping: Mapping[str, Any]) -> dict[str, str]:
     """Every Eval Ever's ``additional_details``: string values only, empty ones dropped."""
     return {str(k): _text(v) for k, v in mapping.items() if _text(v) != ""}
@@ -277,7 +288,8 @@ def export_rewardbench(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, Any]
             "ref_model": None, "tokenizer": _split_spec(label.partition(" [")[0])[1] or None,
             "chat_template": None,
             "extra_results": {str(r.subset): float(r.accuracy) for r in per_subset.itertuples()},
-            "model_type": MODEL_KINDS[kind].model_type if kind in MODEL_KINDS else kind, "profile": condition, "oracle": oracle,
+            "model_type": MODEL_KINDS[kind].model_type if kind in MODEL_KINDS else kind,
+            **condition_details(condition), "oracle": oracle,
             "oracle_note": ORACLE_NOTE if oracle else None, "job": str(job),
             "counts": {"correct": int(overall["correct"]), "ties": int(overall["ties"]),
                        "invalid": int(overall["invalid"])},
@@ -290,7 +302,8 @@ def export_rewardbench(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, Any]
                 "id": str(row.id), "subset": str(row.subset), "category": _text(row.category),
                 "results": int(row.outcome == "correct"), "scores_chosen": _finite(row.score_chosen),
                 "scores_rejected": _finite(row.score_rejected), "outcome": str(row.outcome),
-                "invalid_reason": _text(row.invalid_reason) or None, "profile": condition, "oracle": oracle,
+                "invalid_reason": _text(row.invalid_reason) or None, **condition_details(condition),
+                "oracle": oracle,
             }, ensure_ascii=False, allow_nan=False))
         json_path = base.with_name(base.name + ".json")
         jsonl_path = base.with_name(base.name + "_outputs.jsonl")
@@ -302,7 +315,7 @@ def export_rewardbench(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, Any]
 
 # ------------------------------------------------------------------------------------------- every eval ever
 def _metric_config(description: str, condition: str) -> dict[str, Any]:
-    details = {"profile": condition, "oracle": str(is_oracle(condition)).lower(),
+    details = {**_strings(condition_details(condition)), "oracle": str(is_oracle(condition)).lower(),
                "ties_and_invalid": "counted as not correct", "interval": "Wilson 95%"}
     if is_oracle(condition):
         details["oracle_note"] = ORACLE_NOTE
@@ -414,7 +427,7 @@ def export_every_eval_ever(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, 
             "source_metadata": {
                 "source_name": "prb (Personalized RewardBench analysis)", "source_type": "evaluation_run",
                 "source_organization_name": "prb", "evaluator_relationship": "third_party",
-                "additional_details": _strings({"profile": condition, "oracle": str(oracle).lower(),
+                "additional_details": _strings({**condition_details(condition), "oracle": str(oracle).lower(),
                                                 "oracle_note": ORACLE_NOTE if oracle else "", "job": job,
                                                 "data_fingerprint": meta.get("data_fingerprint")}),
             },

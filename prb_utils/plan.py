@@ -29,7 +29,7 @@ from prb_utils.models.hf import TRAINED_LENGTH
 from prb_utils.models.registry import ModelOptions
 from prb_utils.models.token_counts import PairTokens, TokenCounting, equivalent_tokens, token_counter
 from prb_utils.profile import condition_records, parse_condition, rm_user_message
-from prb_utils.scoring import retriever_from_label, retriever_label
+from prb_utils.scoring import post_selectors
 
 PLAN_COLUMNS = ["model", "kind", "profile", "pairs", "input_tokens", "tokens", "sharing", "truncated", "longest",
                 "context", "device_s"]
@@ -67,19 +67,18 @@ def plan_frame(
     """
     options = options or ModelOptions()
     records = data.to_dict("records")
-    conditions = list(dict.fromkeys(parse_condition(c).name for c in profiles))
+    conditions = list({c.spelling: c for c in map(parse_condition, profiles)}.values())
     specs = list(dict.fromkeys(parse_spec(m).canonical for m in models))   # an unknown spec fails before any work
-    find_posts = None
-    if any(parse_condition(c).retrieves for c in conditions):
-        find_posts = retriever_from_label(retriever_label(retriever or "bm25", options.seed))
+    selectors = post_selectors(conditions, retriever, options.seed)
     counters = {spec: token_counter(spec, options) for spec in specs}   # a bad folder fails first
     rows: list[dict[str, Any]] = []
     warnings: list[tuple[int, str]] = []
     order = {spec: i for i, spec in enumerate(specs)}
-    for condition in conditions:   # one condition's RM inputs at a time: `full` is large at the benchmark's size
-        pairs = [PairInput(f"{r['subset']}/{r['id']}", rm_user_message(r, condition, retriever=find_posts),
+    for written in conditions:   # one condition's RM inputs at a time: `full` is large at the benchmark's size
+        condition, find_posts = written.spelling, selectors[written.spelling]
+        pairs = [PairInput(f"{r['subset']}/{r['id']}", rm_user_message(r, written.name, retriever=find_posts),
                            r["chosen"], r["rejected"])
-                 for r in condition_records(data, condition, seed=options.seed, records=records)]
+                 for r in condition_records(data, written.name, seed=options.seed, records=records)]
         for spec, counter in counters.items():
             row: dict[str, Any] = {"model": spec, "kind": parse_spec(spec).kind, "profile": condition,
                                    "pairs": len(pairs), "truncated": 0}

@@ -27,7 +27,7 @@ import random
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -53,12 +53,18 @@ STOPWORDS = frozenset(
 @dataclass(frozen=True)
 class ProfileCondition:
     """A parsed profile condition: ``k`` is None for ``full``, 0 for ``none``; ``probe`` names the personalization
-    probe (:data:`prb_utils.probes.PROBES`) applied to the records, None for the benchmark's own records. ``name``
-    is the condition's one label everywhere (``top3``, ``top3+swap``)."""
+    probe (:data:`prb_utils.probes.PROBES`) applied to the records, None for the benchmark's own records;
+    ``retriever`` and ``retriever_seed`` pick a top{K} condition's posts when it is spelled with them
+    (``top3:random:3``; None: the command's ``--retriever``/``--seed``). ``name`` is the condition the store and
+    every table name (``top3``, ``top3+swap``); the retriever is a fact of the job, shown in its label
+    (``lexical [random, retriever_seed=3]``), so a store written before keeps its job keys. ``spelling`` gives the
+    whole condition back as it is written."""
 
     name: str
     k: int | None
     probe: str | None = None
+    retriever: str | None = None
+    retriever_seed: int | None = None
 
     @property
     def oracle(self) -> bool:
@@ -75,29 +81,46 @@ class ProfileCondition:
         """The condition without its probe (``top3+swap`` -> ``top3``)."""
         return self.name.partition("+")[0]
 
+    @property
+    def spelling(self) -> str:
+        """The condition as written on a command line, its retriever included (``top3:random:3+swap``).
+
+        >>> parse_condition("TOP3:random:3+swap").spelling, parse_condition("full").spelling
+        ('top3:random:3+swap', 'full')
+        """
+        picked = "".join(f":{part}" for part in (self.retriever, self.retriever_seed) if part is not None)
+        return f"{self.base}{picked}" + (f"+{self.probe}" if self.probe else "")
+
 
 def parse_condition(text: str | ProfileCondition) -> ProfileCondition:
-    """Parse ``none``, ``full`` or ``top{K}`` (K >= 1), optionally followed by ``+PROBE`` (a personalization probe
-    of :mod:`prb_utils.probes`, never on the oracle ``rubric``).
+    """Parse ``none``, ``full`` or ``top{K}`` (K >= 1); a ``top{K}`` may name its retriever after ``:`` (``bm25``,
+    ``least``, ``random`` with an optional ``:SEED``, ``dense:NAME``); any but the oracle ``rubric`` may end in
+    ``+PROBE`` (a personalization probe of :mod:`prb_utils.probes`).
 
     >>> parse_condition("top3")
-    ProfileCondition(name='top3', k=3, probe=None)
-    >>> parse_condition("top3+swap")
-    ProfileCondition(name='top3+swap', k=3, probe='swap')
+    ProfileCondition(name='top3', k=3, probe=None, retriever=None, retriever_seed=None)
+    >>> parse_condition("top3+swap").probe, parse_condition("top3:random:3").retriever_seed
+    ('swap', 3)
     """
     if isinstance(text, ProfileCondition):
         return text
-    base_text, plus, probe_name = str(text).strip().lower().partition("+")
+    written, plus, probe_name = str(text).strip().lower().partition("+")
+    base_text, colon, picked = written.partition(":")
     if plus:
-        base = parse_condition(base_text)
+        base = parse_condition(written)
         if probe_name not in PROBES or base.oracle:
             raise PRBError(f"Unknown profile condition '{text}'; a probe follows none, full or topK after '+': "
                            f"one of {', '.join(PROBES)} (e.g. top3+swap).")
-        return ProfileCondition(f"{base.name}+{probe_name}", base.k, probe_name)
+        return replace(base, name=f"{base.name}+{probe_name}", probe=probe_name)
     match = _CONDITION.match(base_text)
     if not match or (match.group(2) is not None and int(match.group(2)) < 1):
         raise PRBError(f"Unknown profile condition '{text}'; use none, full or topK with K >= 1 (e.g. top3).")
     name = match.group(1)
+    if colon:
+        if not name.startswith("top"):
+            raise PRBError(f"Profile condition '{text}' names a retriever, but only topK retrieves posts "
+                           f"(e.g. top3:random:3).")
+        return ProfileCondition(name, int(match.group(2)), None, *_retriever_part(picked, text))
     if name == "none":
         return ProfileCondition("none", 0)
     if name == "full":
@@ -105,6 +128,16 @@ def parse_condition(text: str | ProfileCondition) -> ProfileCondition:
     if name == "rubric":
         return ProfileCondition("rubric", 0)
     return ProfileCondition(name, int(match.group(2)))
+
+
+def _retriever_part(picked: str, text: Any) -> tuple[str, int | None]:
+    """``(retriever, seed)`` of the part of a condition after ``topK:`` (``random:3`` -> ``("random", 3)``)."""
+    spec, _, seed = picked.rpartition(":") if picked.startswith("random:") else (picked, "", "")
+    known = spec in RETRIEVERS or (spec.startswith("dense:") and len(spec) > len("dense:"))
+    if not known or (seed and not seed.isdigit()):
+        raise PRBError(f"Unknown retriever in profile condition '{text}'; after topK: use one of "
+                       f"{', '.join(RETRIEVERS)}, random with a seed as random:SEED (e.g. top3:random:3).")
+    return spec, int(seed) if seed else None
 
 
 def tokenize(text: str) -> list[str]:

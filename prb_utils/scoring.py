@@ -202,8 +202,9 @@ def resolved_placement(kind: str, device: str = "auto", dtype: str = "auto") -> 
 
 
 def job_options(kind: str, condition: str, options: ModelOptions | None = None, *,
-                retriever: str | None = None) -> dict[str, Any]:
+                retriever: str | None = None, retriever_seed: int | None = None) -> dict[str, Any]:
     """The options that can change a score of this kind under this condition (they go into the job key).
+    ``retriever_seed`` (a ``random`` retriever's; default the options' seed) is keyed only when it is not 0.
 
     The device type and dtype are the resolved ones (:func:`resolved_placement`), never ``auto``. Execution
     details that cannot change a score (batch size) are kept in the run metadata only. A ``dense:NAME``
@@ -224,8 +225,9 @@ def job_options(kind: str, condition: str, options: ModelOptions | None = None, 
         key["probe_seed"] = int(options.seed)   # a probe's seeded choices (seed 0: no key of its own)
     if parse_condition(condition).retrieves:  # only top{K} retrieves posts (none, full and rubric do not)
         key["retriever"] = retriever or "bm25"
-        if key["retriever"] == "random" and int(options.seed) != 0:
-            key["retriever_seed"] = int(options.seed)  # baselines carry no seed of their own (seed 0: no key change)
+        seed = int(options.seed if retriever_seed is None else retriever_seed)
+        if key["retriever"] == "random" and seed != 0:
+            key["retriever_seed"] = seed  # baselines carry no seed of their own (seed 0: no key change)
         if key["retriever"].startswith("dense:"):
             key["retriever_fingerprint"] = _fingerprint("embedding:" + key["retriever"].split(":", 1)[1])
     return key
@@ -243,8 +245,22 @@ def _given_fingerprint(given: Any, spec: str) -> str:
     return str(getattr(given, "fingerprint", None) or f"object:{type(given).__module__}.{type(given).__qualname__}")
 
 
-def _condition_name(condition: Any) -> str:
-    return parse_condition(condition).name
+def post_selectors(conditions: Sequence[ProfileCondition], retriever: str | None, seed: int
+                   ) -> dict[str, Callable[..., list[int]] | None]:
+    """``{spelling: post selector}`` of each condition (None where it picks no posts), one selector per distinct
+    retriever and seed (:func:`_picked_by`)."""
+    picks = {c.spelling: _picked_by(c, retriever, seed) for c in conditions}
+    built = {pick: _retriever(*pick) for pick in dict.fromkeys(picks.values()) if pick is not None}
+    return {spelling: built.get(pick) for spelling, pick in picks.items()}
+
+
+def _picked_by(condition: ProfileCondition, retriever: str | None, seed: int) -> tuple[str, int] | None:
+    """``(retriever, seed)`` that picks a top{K} condition's posts: the condition's own (``top3:random:3``), else
+    the command's ``retriever`` (default ``bm25``) and ``seed``; None for a condition that picks none."""
+    if not condition.retrieves:
+        return None
+    return (condition.retriever or retriever or "bm25",
+            int(seed if condition.retriever_seed is None else condition.retriever_seed))
 
 
 SEED_LABEL = ", retriever_seed="
@@ -710,10 +726,13 @@ def score_benchmark(
     hashing = ThreadPoolExecutor(1, thread_name_prefix="prb-fingerprint")
     fingerprint = hashing.submit(data_fingerprint, data) if len(data) and current.is_main else _done(None)
     hashing.shutdown(wait=False)
-    conditions = list(dict.fromkeys(_condition_name(c) for c in profiles))
-    retriever_name = retriever or "bm25"
-    find_posts = _retriever(retriever_name, options.seed) if any(parse_condition(c).retrieves for c in conditions) else None
-    pairs_by_condition = {c: _build_pairs(condition_records(data, c, seed=options.seed, records=records), c, find_posts) for c in conditions}
+    conditions = list({c.spelling: c for c in map(parse_condition, profiles)}.values())
+    picks = {c.spelling: _picked_by(c, retriever, options.seed) for c in conditions}
+    selectors = post_selectors(conditions, retriever, options.seed)
+    pairs_by_condition = {
+        c.spelling: _build_pairs(condition_records(data, c.name, seed=options.seed, records=records), c.name,
+                                 selectors[c.spelling])
+        for c in conditions}
     load_options = replace(options, engine=options.engine.for_run(out, progress=progress))
     run_options = {"device": options.device, "dtype": options.dtype, "batch_tokens": options.batch_tokens,
                    "seed": options.seed, **options.engine.metadata()}
@@ -724,11 +743,12 @@ def score_benchmark(
     for given, spec, kind, model_fp in resolved:
         lazy = _LazyModel(given if not isinstance(given, str) else spec, load_options)
         try:
-            for condition in conditions:
-                key = job_options(kind, condition, options, retriever=retriever_name)
+            for written in conditions:
+                condition, (retriever_name, retriever_seed) = written.name, picks[written.spelling] or (None, None)
+                key = job_options(kind, condition, options, retriever=retriever_name, retriever_seed=retriever_seed)
                 store = JobStore(out, {"model": spec, "kind": kind, "profile": condition, "options": key,
                                        "fingerprint": model_fp})
-                pairs = pairs_by_condition[condition]
+                pairs = pairs_by_condition[written.spelling]
                 labels = {"job": store.key, "spec": spec, "kind": kind, "profile": condition}
                 run = {"n_pairs": len(pairs), "data_fingerprint": fingerprint, "pairs": pairs,
                        "options": run_options}

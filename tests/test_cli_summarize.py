@@ -171,3 +171,21 @@ def test_jobs_record_their_questions_and_summarize_clusters_by_them(tmp_path, ca
     assert not np.allclose(a["ci_low"], b["ci_low"])   # a bootstrap over questions, not Wilson over pairs
     users = summarize(capsys, out, "--format", "csv", "--units", "user")[1]
     assert (pd.read_csv(io.StringIO(users)).set_index(["job_label", "profile"])["accuracy"] == a["accuracy"]).all()
+
+
+def test_a_condition_spelled_with_its_retriever_is_the_job_of_the_options_spelling(tmp_path, capsys):
+    """`--profile top3:random:3` scores the job `--profile top3 --retriever random --seed 3` wrote (same key, same
+    scores: a store written before is read, not scored again), and one command can set it beside BM25's top3."""
+    common = ["--data", "sample", "--limit", "2", "--model", "lexical", "--no-progress"]
+    old, new = tmp_path / "old", tmp_path / "new"
+    assert main(["score", *common, "--profile", "top3", "--retriever", "random", "--seed", "3", "--out", str(old)]) == 0
+    assert main(["score", *common, "--profile", "top3", "--profile", "top3:random:3", "--out", str(new)]) == 0
+    capsys.readouterr()
+    old_keys = {p.name for p in (old / "jobs").iterdir()}
+    new_keys = {p.name for p in (new / "jobs").iterdir()}
+    assert len(old_keys) == 1 and len(new_keys) == 2 and old_keys < new_keys
+    assert main(["summarize", "--results", str(new)]) == 0
+    printed = capsys.readouterr().out
+    assert "lexical [random, retriever_seed=3]" in printed and "lexical [bm25]" in printed
+    assert main(["score", *common, "--profile", "top3:dense", "--out", str(new)]) == 2
+    assert "Unknown retriever in profile condition 'top3:dense'" in capsys.readouterr().err

@@ -47,6 +47,7 @@ def store(tmp_path_factory):
     score_benchmark(data, [FakeModel(SKYWORK, nan_on=("Alpha/q0",)), FakeModel(LOCAL_RM)],
                     ["none"], out=out, progress=False)
     score_benchmark(data, [FakeJudge("judge:smollm2")], ["top2"], out=out, progress=False)
+    score_benchmark(data, ["length"], ["top2+swap"], out=out, progress=False)
     return data, out, load_results(out)
 
 
@@ -82,6 +83,8 @@ def test_rewardbench_layout_matches_the_store(store, tmp_path):
         assert summary["extra_results"] == pytest.approx(
             {s: brute_accuracy(g) for s, g in group.groupby("subset")})
         assert summary["oracle"] is (condition == "rubric")
+        assert (summary["probe"], summary["base_profile"]) == (("swap", "top2") if condition == "top2+swap"
+                                                                else (None, condition))
         lines = [json.loads(x) for x in base.with_name(base.name + "_outputs.jsonl").read_text().splitlines()]
         assert len(lines) == len(group)
         by_id = group.set_index("id")
@@ -193,7 +196,7 @@ def test_every_eval_ever_matches_the_wheel_schemas(eee_export, eee_wheel):
             for line in path.read_text().splitlines():
                 jsonschema.Draft7Validator(instance).validate(json.loads(line))
         checked += 1
-    assert checked == len(files) == 2 * 9  # 9 jobs, an aggregate and its samples each
+    assert checked == len(files) == 2 * 10  # 10 jobs, an aggregate and its samples each
 
 
 def test_every_eval_ever_numbers_and_oracle_marks(eee_export):
@@ -215,6 +218,7 @@ def test_every_eval_ever_numbers_and_oracle_marks(eee_export):
         oracle = "true" if condition == "rubric" else "false"
         assert overall["metric_config"]["additional_details"]["oracle"] == oracle
         assert log["source_metadata"]["additional_details"]["oracle"] == oracle
+        assert log["source_metadata"]["additional_details"].get("probe") == ("swap" if "+" in condition else None)
         assert ("(oracle)" in overall["evaluation_name"]) is (condition == "rubric")
         detail = log["detailed_evaluation_results"]
         text = (target / detail["file_path"]).read_text()
