@@ -1,7 +1,7 @@
 """Best-of-N sampling: the default (batched) mode against ``--exact-sampling``, in process and on a vLLM server.
 
 On the same questions (the pipeline's prompts, with ``--posts`` profile posts, each seeded by
-:func:`prb_utils.downstream.pipeline.question_seed`), each engine samples N answers per question twice, as
+:func:`prb_utils.downstream.policy.question_seed`), each engine samples N answers per question twice, as
 ``prb bon`` does in each mode:
 
 - exact: each question on its own (``sample_each``: in process one ``generate`` call per question; on the
@@ -53,7 +53,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from prb_utils.data import load_benchmark
-    from prb_utils.downstream.pipeline import POLICY_SYSTEM, SamplingOptions, policy_prompt, question_seed
+    from prb_utils.downstream.policy import POLICY_SYSTEM, SamplingOptions, policy_prompt, question_seed
 
     sampling = SamplingOptions(policy=args.policy, n_samples=args.n, max_new_tokens=args.max_new_tokens)
     records = load_benchmark(args.data).head(args.questions).to_dict("records")
@@ -75,7 +75,7 @@ def _compare(engine: str, args: argparse.Namespace, prompts: list[str], seeds: l
              how: dict) -> tuple[str, float, float, float, float]:
     """Both modes on one engine: their timings and answers printed; (label, exact s, batched s, ratio, share of
     bit-identical answers)."""
-    from prb_utils.downstream.pipeline import POLICY_SYSTEM
+    from prb_utils.downstream.policy import POLICY_SYSTEM
 
     gen, label = _generator(engine, args)
     groups = gen.sampling_groups(prompts, system=POLICY_SYSTEM, max_new_tokens=args.max_new_tokens,

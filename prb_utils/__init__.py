@@ -49,7 +49,7 @@ _PUBLIC = {
     "correlation_difference": "prb_utils.downstream.correlation",
     "bon_curves": "prb_utils.downstream.bon",
     "run_bon_pipeline": "prb_utils.downstream.pipeline",
-    "SamplingOptions": "prb_utils.downstream.pipeline",
+    "SamplingOptions": "prb_utils.downstream.policy",
     # reports
     "build_report": "prb_utils.notebook.report",
     "rank_agreement": "prb_utils.downstream.correlation",

@@ -280,6 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "answer alike (default: auto)")
     p.add_argument("--exact-sampling", action="store_true", help=EXACT_SAMPLING_HELP)
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto",
+                   help="dtype of the policy, the RMs and an LLM judge (auto: bfloat16 on CUDA, float32 on CPU); "
+                        "run.json records it")
     p.add_argument("--seed", type=_seed, default=0)
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     _add_engine_options(p)
@@ -336,6 +339,9 @@ def _add_ppo_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--save-steps", type=_positive_int, default=run["save_steps"],
                    help=f"checkpoint every N steps (default: {run['save_steps']})")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto",
+                   help="dtype of the held-out answers, the RMs and an LLM judge; training keeps float32 weights "
+                        "(bfloat16 mixed precision on CUDA unless float32); run.json records it")
     p.add_argument("--seed", type=_seed, default=0)
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     _add_engine_options(p)
@@ -631,7 +637,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     check_out_folder(args.out)  # before scoring: never overwrite the source notebooks
     options = _model_options(args)
     if args.bon_n > 0:
-        check_judge(args.bon_judge, device=options.device)   # a judge that cannot be used fails before scoring
+        check_judge(args.bon_judge, options)   # a judge that cannot be used fails before scoring
     also = [(curve_models, CURVE_PROFILES)] if curve_models else []
     also = [*also, (diagnostic, ORACLE_CONDITIONS)] if diagnostic else also
     probed = probe_conditions(PROBED_PROFILE) if curve_models else []   # page 05: the quick models' probes
@@ -670,7 +676,8 @@ def _report_bon(args: argparse.Namespace, options: ModelOptions, models: Sequenc
     profile condition, answers and questions (the same records: question, profile, rubric) and was judged by
     ``--bon-judge``, or else the report's own small run (``--bon-n``, ``--bon-limit``, ``--bon-judge``) written
     apart, to ``RESULTS/bon-report``, so that it never replaces a larger run."""
-    from prb_utils.downstream.pipeline import SamplingOptions, question_digests, run_bon_pipeline
+    from prb_utils.downstream.pipeline import question_digests, run_bon_pipeline
+    from prb_utils.downstream.policy import SamplingOptions
 
     data = _load(args)
     data = data.groupby("subset", sort=False).head(args.bon_limit)
@@ -722,7 +729,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_bon(args: argparse.Namespace) -> int:
-    from prb_utils.downstream.pipeline import SamplingOptions, run_bon_pipeline
+    from prb_utils.downstream.pipeline import run_bon_pipeline
+    from prb_utils.downstream.policy import SamplingOptions
 
     parse_condition(args.rm_profile)
     options = _model_options(args)

@@ -13,13 +13,9 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from prb_utils.data import load_benchmark  # noqa: E402
-from prb_utils.downstream.pipeline import (  # noqa: E402
-    SamplingOptions,
-    _pairs_for,
-    policy_prompt,
-    run_bon_pipeline,
-)
-from prb_utils.downstream.rubric_judge import JudgeResult  # noqa: E402
+from prb_utils.downstream.pipeline import _pairs_for, run_bon_pipeline  # noqa: E402
+from prb_utils.downstream.policy import SamplingOptions, policy_generator, policy_prompt  # noqa: E402
+from prb_utils.downstream.rubric_judge import JudgeResult, load_judge  # noqa: E402
 from prb_utils.models import ModelOptions  # noqa: E402
 from prb_utils.scoring import score_benchmark  # noqa: E402
 
@@ -193,10 +189,10 @@ def test_new_weights_in_the_same_folder_are_a_new_judge_and_a_new_policy(tmp_pat
 
     folder = tmp_path / "judge"
     shutil.copytree(tiny_lm_dir, folder)
-    before = stable_hash(judge_cache_key(f"llm:{folder}", device="cpu"))
+    before = stable_hash(judge_cache_key(f"llm:{folder}", ModelOptions(device="cpu")))
     weights = next(folder.glob("*.safetensors"))
     weights.write_bytes(weights.read_bytes() + b"\0")   # new weights saved into the same folder
-    after = stable_hash(judge_cache_key(f"llm:{folder}", device="cpu"))
+    after = stable_hash(judge_cache_key(f"llm:{folder}", ModelOptions(device="cpu")))
     assert before != after
     assert judge_cache_key("proxy")[:2] == ["proxy", "proxy"] and len(judge_cache_key("proxy")) == 3
 
@@ -382,3 +378,23 @@ def test_caches_with_the_wrong_columns_are_set_aside_and_computed_anew(tmp_path,
         assert column not in pd.read_parquet(cache.with_name(cache.name + ".damaged")).columns
         assert column in pd.read_parquet(cache).columns
     pd.testing.assert_frame_equal(pd.read_parquet(out / "bon" / "bon_frame.parquet"), first)
+
+
+def test_dtype_reaches_the_policy_and_the_llm_judge(tmp_path, tiny_lm_dir, capsys):
+    """`prb bon --dtype bfloat16` samples and judges in bfloat16 (on a CPU, where auto is float32) and says so in
+    run.json; the policy and the judge take the run's model options whole."""
+    from prb_utils.cli import main
+
+    options = ModelOptions(device="cpu", dtype="bfloat16")
+    assert str(policy_generator(str(tiny_lm_dir), options).model.dtype) == "torch.bfloat16"
+    assert load_judge(f"llm:{tiny_lm_dir}", options).metadata["dtype"] == "bfloat16"
+    args = ["bon", "--data", "sample", "--limit", "1", "--model", "length", "--policy", str(tiny_lm_dir), "--n", "2",
+            "--device", "cpu", "--results", str(tmp_path), "--no-progress", "--judge", f"llm:{tiny_lm_dir}"]
+    assert main([*args, "--dtype", "bfloat16"]) == 0
+    run = json.loads((tmp_path / "bon" / "run.json").read_text())
+    assert run["policy_dtype"] == "bfloat16" and run["judge_placement"] == {"device": "cpu", "dtype": "bfloat16"}
+    assert main(args) == 0
+    capsys.readouterr()
+    run = json.loads((tmp_path / "bon" / "run.json").read_text())
+    assert run["policy_dtype"] == "float32" and run["judge_placement"]["dtype"] == "float32"
+    assert len(list((tmp_path / "bon" / "samples").glob("*.parquet"))) == 2   # each dtype its own answers

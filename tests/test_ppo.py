@@ -105,6 +105,8 @@ def test_two_step_ppo_on_a_tiny_policy(tiny_lm_dir, tmp_path):
     assert table["n"].tolist() == [1] * 6  # one held-out question per subset, each rated
     assert table["score"].between(0, 1).all()
     assert set(table["trainer"]) == {"GRPO"}   # the table names its trainer: GRPO is never called PPO
+    run = json.loads((out / "ppo" / "run.json").read_text())
+    assert run["policy_dtype"] == "float32" and run["judge_placement"] is None   # CPU's auto; the proxy runs no LLM
     answers = pd.read_parquet(out / "ppo" / "answers.parquet")
     assert answers.groupby("rm").size().to_dict() == {BASELINE_RM: 3, "length": 3}
     assert set(answers["judge"]) == {"proxy:minilm"} and answers["judge_proxy"].all()
@@ -305,7 +307,7 @@ def test_an_earlier_runs_rows_read_by_another_quality_rule_are_not_merged(tmp_pa
         pytest.approx(0.4))
 
 
-def test_the_rl_judge_is_loaded_on_the_device_its_cache_is_keyed_by(tmp_path, monkeypatch):
+def test_the_rl_judge_is_loaded_on_the_device_and_dtype_its_cache_is_keyed_by(tmp_path, monkeypatch):
     from prb_utils.downstream import ppo
 
     seen = {}
@@ -313,13 +315,14 @@ def test_the_rl_judge_is_loaded_on_the_device_its_cache_is_keyed_by(tmp_path, mo
     class Stop(Exception):
         pass
 
-    def fake_load(spec, **options):
-        seen.update(options, spec=spec)
+    def fake_load(spec, options=None, **overrides):
+        seen.update(overrides, spec=spec, device=options.device, dtype=options.dtype)
         raise Stop
 
     monkeypatch.setattr(ppo, "load_judge", fake_load)
     data = load_benchmark("sample", limit=1)
     answers = data[["subset", "id"]].assign(response="an answer")
     with pytest.raises(Stop):
-        ppo.judge_answers(answers, data, cache=tmp_path / "judge.parquet", judge="llm:x", progress=False, device="cpu")
-    assert seen["spec"] == "llm:x" and seen["device"] == "cpu"
+        ppo.judge_answers(answers, data, cache=tmp_path / "judge.parquet", judge="llm:x", progress=False,
+                          options=ModelOptions(device="cpu", dtype="bfloat16"))
+    assert seen == {"spec": "llm:x", "device": "cpu", "dtype": "bfloat16"}   # the run's options whole

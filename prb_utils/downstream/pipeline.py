@@ -2,8 +2,9 @@
 
 1. The policy (default the offline ``smollm2``) writes ``n_samples`` answers per benchmark question, seeing
    the question and the user's ``policy_posts`` most relevant profile posts (never the rubric or the
-   narrative). By default several questions are sampled together (:data:`SAMPLING_MODES`: ``batched``);
-   ``exact`` samples each question on its own, seeded by its id (:func:`question_seed`), so its answers never
+   narrative; :mod:`prb_utils.downstream.policy`). By default several questions are sampled together
+   (:data:`~prb_utils.downstream.policy.SAMPLING_MODES`: ``batched``); ``exact`` samples each question on its
+   own, seeded by its id (:func:`~prb_utils.downstream.policy.question_seed`), so its answers never
    depend on the questions sampled before or beside it. Answers are cached per question in
    ``<out>/bon/samples/``, the two modes apart.
 2. Every RM scores every answer through :func:`prb_utils.scoring.score_benchmark` (its own store in
@@ -22,8 +23,6 @@
    ``<out>/bon/figures/``. When the main store ``<out>`` holds PRB accuracies of the same RMs, the
    benchmark-vs-BoN figures and ``<out>/bon/agreement.csv`` are added.
 
->>> POLICY_PROMPT.count("{posts}"), POLICY_PROMPT.count("{question}")
-(1, 1)
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +47,16 @@ from prb_utils.data import load_benchmark
 from prb_utils.downstream.bon import bon_curves, bon_metrics
 from prb_utils.downstream.correlation import no_ranking, rank_agreement_ci
 from prb_utils.downstream.plots import bon_curve_plot, coefficient_bars, rank_rank, scatter_fit
+from prb_utils.downstream.policy import (
+    POLICY_SYSTEM,
+    SamplingOptions,
+    policy_dtype,
+    policy_generator,
+    policy_placement,
+    policy_prompt,
+    policy_spec,
+    question_seed,
+)
 from prb_utils.downstream.rubric_judge import (
     DEFAULT_JUDGE,
     NEEDED_JUDGEMENT_COLUMNS,
@@ -66,66 +75,17 @@ from prb_utils.errors import PRBError
 from prb_utils.models import MODEL_KINDS, ModelOptions, parse_spec
 from prb_utils.models.fingerprint import model_fingerprint
 from prb_utils.models.generation import check_causal_lm
-from prb_utils.profile import parse_condition, rm_visible_fields, selected_posts
+from prb_utils.profile import parse_condition
 from prb_utils.schema import DEFAULT_ZOO, pair_key, stable_hash
-from prb_utils.scoring import resolved_placement, score_benchmark
+from prb_utils.scoring import score_benchmark
 from prb_utils.store import load_results, load_run_metadata, read_parquet_cache, write_parquet
 
 #: The columns a cached sample file must have to be read (one without them is set aside and sampled anew).
 SAMPLE_COLUMNS = ("subset", "id", "sample_idx", "response", "prompt_hash", "policy")
 PIPELINE_VERSION = 3  # 2: questions sampled in batches; 3: each question on its own, seeded by its id
-#: How the policy's answers were sampled, as ``run.json`` (``sampling``) names it and pages say it.
-SAMPLING_MODES = {
-    "batched": "several questions sampled together (in process: one generate call, as many as the token budget "
-               "takes; on a server: many requests in flight, each seeded by its question): fast, but a question's "
-               "answers can depend on the questions sampled beside it",
-    "exact": "each question sampled on its own, seeded by its id (--exact-sampling): its answers depend only on it, "
-             "the policy, N, the options and the seed, whatever ran before or beside it",
-}
 #: Answers the rubric judge rates per call on a server engine: their requests are in flight together (the
 #: client keeps its concurrency's worth on the server), and the verdict cache is written after each call.
 SERVER_JUDGE_CHUNK = 256
-
-POLICY_SYSTEM = "You are a helpful assistant who writes personalized answers."
-POLICY_PROMPT = """Answer the question below so that it suits this particular user. Their earlier posts \
-show their interests, constraints and preferred style: use what is relevant, and do not mention that you \
-read them. Keep the answer under 100 words.
-
-The user's earlier posts:
-{posts}
-
-Question:
-{question}"""
-
-
-@dataclass(frozen=True)
-class SamplingOptions:
-    """How the policy writes its answers: ``n_samples`` per question, seeing the question and its user's
-    ``policy_posts`` most relevant posts. ``exact``: each question sampled on its own (:data:`SAMPLING_MODES`),
-    ``batch_questions`` questions between two writes of the cache; otherwise the engine's generator groups the
-    questions (:meth:`~prb_utils.models.generation.ChatGeneration.sampling_groups`) and the cache is written
-    after each group."""
-
-    policy: str = "smollm2"
-    n_samples: int = 8
-    max_new_tokens: int = 80
-    temperature: float = 1.0
-    top_p: float = 0.9
-    policy_posts: int = 5
-    batch_questions: int = 8
-    exact: bool = False
-
-    @property
-    def mode(self) -> str:
-        """``exact`` or ``batched`` (:data:`SAMPLING_MODES`)."""
-        return "exact" if self.exact else "batched"
-
-    def __post_init__(self) -> None:
-        if self.n_samples < 1:
-            raise PRBError(f"n_samples must be at least 1, got {self.n_samples}.")
-        if self.batch_questions < 1:
-            raise PRBError(f"batch_questions must be at least 1, got {self.batch_questions}.")
-
 
 @dataclass
 class BonRun:
@@ -141,29 +101,7 @@ class BonRun:
     judge_proxy: bool = False
 
 
-def policy_prompt(record: dict[str, Any], *, posts: int = 5) -> str:
-    """The policy's user message: the instruction, the ``posts`` most relevant profile posts, the question."""
-
-    question, all_posts = rm_visible_fields(record)
-    chosen = selected_posts(record, f"top{posts}") if posts > 0 else []
-    lines = [f"- [{all_posts[i][0]}] {all_posts[i][1]}" if all_posts[i][0] else f"- {all_posts[i][1]}"
-             for i in chosen]
-    return POLICY_PROMPT.format(posts="\n".join(lines) or "(none)", question=question)
-
-
 # ------------------------------------------------------------------------------------------ 1. sampling
-
-
-def question_seed(seed: int, subset: str, qid: str) -> int:
-    """The sampling seed of one question: a stable hash of ``seed`` and the question's subset and id, so that
-    its answers never depend on the questions sampled before or beside it.
-
-    >>> question_seed(0, "Travel", "q1") == question_seed(0, "Travel", "q1") != question_seed(1, "Travel", "q1")
-    True
-    >>> 0 <= question_seed(5, "Travel", "q1") < 2**32
-    True
-    """
-    return int(stable_hash([int(seed), str(subset), str(qid)], length=8), 16)
 
 
 def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, sampling: SamplingOptions | None = None,
@@ -199,7 +137,7 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, sampling: Samp
     if not sampling.exact:
         key["sampling"] = sampling.mode
     # the policy's weights, device type and dtype too: new weights in the same folder sample anew
-    key.update(policy_fp=model_fingerprint(f"judge:{policy}"), **resolved_placement("judge", options.device, "auto"))
+    key.update(policy_fp=model_fingerprint(policy_spec(policy)), **policy_placement(options))
     path = Path(out) / "bon" / "samples" / f"{stable_hash(key)}.parquet"
     cached = read_parquet_cache(path, columns=SAMPLE_COLUMNS, recompute=True)   # damaged: set aside, sampled anew
     have = {} if cached is None else {(s, i): h for (s, i), h in
@@ -212,9 +150,7 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, sampling: Samp
         if have.get(key) != stable_hash(prompt):
             todo.append((key, prompt))
     if todo:
-        generator = options.engine.for_run(out, progress=progress).chat_generator(policy, device=options.device)
-        if not getattr(generator.tokenizer, "chat_template", None):
-            raise PRBError(f"The policy '{policy}' has no chat template; Best-of-N needs a chat (instruct) model.")
+        generator = policy_generator(policy, options, out=out, progress=progress)
         prompts = [prompt for _, prompt in todo]
         seeds = [question_seed(seed, subset, qid) for (subset, qid), _ in todo]
         how = {"system": POLICY_SYSTEM, "max_new_tokens": sampling.max_new_tokens,
@@ -342,7 +278,7 @@ def judge_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
 
     options = options or ModelOptions()
     judge_id = judge_id_of(judge)
-    key = judge_cache_key(judge, device=options.device, engine=options.engine)
+    key = judge_cache_key(judge, options)
     path = Path(out) / "bon" / "judge" / f"{stable_hash(key)}.parquet"
     cached = read_parquet_cache(path, columns=NEEDED_JUDGEMENT_COLUMNS, recompute=True)   # damaged: judged anew
     aspects = {(str(r["subset"]), str(r["id"])): r for r in data.to_dict("records")}
@@ -364,7 +300,7 @@ def judge_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
         raise PRBError(f"chunk must be at least 1, got {chunk}.")
     if todo:
         engine = options.engine.for_run(out, progress=progress)
-        rater = load_judge(judge, engine=engine, device=options.device) if isinstance(judge, str) else judge
+        rater = load_judge(judge, replace(options, engine=engine)) if isinstance(judge, str) else judge
         bar = tqdm(total=len(todo), unit="answers", desc=f"judging with {judge_id}", disable=not progress,
                    file=sys.stderr, dynamic_ncols=True)
         for start in range(0, len(todo), chunk):
@@ -481,7 +417,7 @@ def run_bon_pipeline(
     if parse_condition(rm_profile).oracle:
         raise PRBError(f"The RM profile '{rm_profile}' shows the answer key (the rubric); a Best-of-N RM may not "
                        "see it.")
-    check_judge(judge, device=options.device)   # a judge that cannot be used fails here, before any sampling
+    check_judge(judge, options)   # a judge that cannot be used fails here, before any sampling
     check_causal_lm(sampling.policy)
     choose_quality_rule(pd.DataFrame({"quality": [0.0]}), quality_rule)   # an unknown rule fails before any work
 
@@ -552,7 +488,9 @@ def run_bon_pipeline(
             "temperature": sampling.temperature, "top_p": sampling.top_p, "policy_posts": sampling.policy_posts,
             "ks": ks, "quality_rule": rule, "sampling": sampling.mode, **options.engine.metadata(),
             "n_questions": int(samples.groupby(["subset", "id"]).ngroups), "timings_s": timings,
-            "judge_identity": judge_identity(judge), "questions": question_digests(data)}
+            "judge_identity": judge_identity(judge), "questions": question_digests(data),
+            "policy_dtype": policy_dtype(options),
+            "judge_placement": judge_cache_key(judge, options)[3] if runs_a_model(judge) else None}
     (root / "run.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
     return BonRun(samples, frame, curves, agreement, paths, timings, judge_name, proxy)
 

@@ -11,7 +11,7 @@ group of ``num_generations`` completions).
 
 1. Questions are split deterministically (``seed``) into training and held-out questions
    (:func:`split_questions`; a question text never lands in both). The policy's prompt is
-   :func:`prb_utils.downstream.pipeline.policy_prompt`: the question and the user's ``policy_posts`` most
+   :func:`prb_utils.downstream.policy.policy_prompt`: the question and the user's ``policy_posts`` most
    relevant profile posts (never the rubric nor the narrative), as a chat with the BoN system message.
 2. Per RM, the reward of a completion is that RM's score through prb's own adapters
    (:func:`prb_utils.models.load_model` -> ``score_pairs``), with the RM seeing the question plus the profile
@@ -56,7 +56,7 @@ import time
 import warnings
 import zipfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -66,7 +66,13 @@ from safetensors import safe_open
 from tqdm.auto import tqdm
 
 from prb_utils.data import load_benchmark
-from prb_utils.downstream.pipeline import POLICY_SYSTEM, policy_prompt
+from prb_utils.downstream.policy import (
+    POLICY_SYSTEM,
+    policy_dtype,
+    policy_generator,
+    policy_prompt,
+    policy_spec,
+)
 from prb_utils.downstream.reference_files import read_ppo_csv
 from prb_utils.downstream.rubric_judge import (
     DEFAULT_JUDGE,
@@ -77,14 +83,15 @@ from prb_utils.downstream.rubric_judge import (
     judge_item,
     load_judge,
     results_frame,
+    runs_a_model,
 )
 from prb_utils.errors import PRBError, set_aside
 from prb_utils.models import MODEL_KINDS, ModelOptions, PairInput, load_model, parse_spec
 from prb_utils.models.base import ModelSpec
 from prb_utils.models.device import configure_threads, cpu_threads, free_cuda_memory, resolve_placement
-from prb_utils.models.engines import IN_PROCESS, EngineConfig
+from prb_utils.models.engines import IN_PROCESS
 from prb_utils.models.fingerprint import model_fingerprint
-from prb_utils.models.generation import ChatGenerator, check_causal_lm
+from prb_utils.models.generation import check_causal_lm
 from prb_utils.models.hf import load_pretrained, load_tokenizer, resolve_source
 from prb_utils.models.kinds import CAUSAL_LM, kinds_of
 from prb_utils.models.lm import busy_cpus_elsewhere, choose_threads
@@ -409,7 +416,8 @@ def train_policy(spec: str, train: pd.DataFrame, run_dir: str | os.PathLike, *, 
             num_generations=training.num_generations, max_completion_length=training.max_new_tokens,
             temperature=training.temperature, top_p=training.top_p, learning_rate=training.learning_rate,
             lr_scheduler_type="constant", warmup_steps=0, beta=training.beta, gradient_checkpointing=False,
-            use_cpu=cpu, bf16=bool(not cpu and placement.device.startswith("cuda") and torch.cuda.is_bf16_supported()),
+            use_cpu=cpu, bf16=bool(not cpu and placement.device.startswith("cuda") and options.dtype != "float32"
+                                   and torch.cuda.is_bf16_supported()),
             save_strategy="steps", save_steps=int(save_steps), save_total_limit=1, logging_steps=1,
             report_to="none", disable_tqdm=not progress, remove_unused_columns=False,
         )
@@ -476,14 +484,13 @@ ANSWER_COLUMNS = ("subset", "id", "response", "prompt_hash")
 
 
 def generate_answers(model: str, held_out: pd.DataFrame, *, posts: int, max_new_tokens: int,
-                     device: str = "auto") -> pd.DataFrame:
-    """Greedy answers of ``model`` (alias, hub id or checkpoint folder) to the held-out questions."""
+                     options: ModelOptions | None = None) -> pd.DataFrame:
+    """Greedy answers of ``model`` (alias, hub id or checkpoint folder) to the held-out questions, in this process
+    on ``options``' device and dtype (:func:`~prb_utils.downstream.policy.policy_generator`)."""
 
-    generator = ChatGenerator(model, device=device)
+    generator = policy_generator(model, replace(options or ModelOptions(), engine=IN_PROCESS))
     if generator.placement.device == "cpu":
         _match_threads()
-    if not getattr(generator.tokenizer, "chat_template", None):
-        raise PRBError(f"The policy '{model}' has no chat template; PPO needs a chat (instruct) model.")
     records = held_out.to_dict("records")
     prompts = [policy_prompt(r, posts=posts) for r in records]
     replies = generator.generate(prompts, system=POLICY_SYSTEM, max_new_tokens=max_new_tokens, temperature=0.0)
@@ -519,20 +526,20 @@ def degenerate_answers(answers: pd.DataFrame) -> str | None:
 
 
 def _cached_answers(path: Path, model: str, held_out: pd.DataFrame, *, posts: int, max_new_tokens: int,
-                    device: str) -> pd.DataFrame:
+                    options: ModelOptions) -> pd.DataFrame:
     cached = read_parquet_cache(path, columns=ANSWER_COLUMNS, recompute=True)   # damaged: answered anew
     if cached is not None and len(cached) == len(held_out):
         return cached
-    answers = generate_answers(model, held_out, posts=posts, max_new_tokens=max_new_tokens, device=device)
+    answers = generate_answers(model, held_out, posts=posts, max_new_tokens=max_new_tokens, options=options)
     write_parquet(answers, path)
     return answers
 
 
 def judge_answers(answers: pd.DataFrame, held_out: pd.DataFrame, *, cache: Path, judge: Any,
-                  progress: bool = True, engine: EngineConfig = IN_PROCESS, device: str = "auto") -> pd.DataFrame:
+                  progress: bool = True, options: ModelOptions | None = None) -> pd.DataFrame:
     """Rubric quality of each answer (columns of ``answers`` + quality, failed, judge, judge_proxy), cached
     by (question, answer, aspects) in ``cache``; the judge is loaded only when something is new (an LLM judge
-    on ``engine``, on ``device``: the device its cache is keyed by)."""
+    on ``options``' engine, device and dtype: what its cache is keyed by)."""
 
     records = {(str(r["subset"]), str(r["id"])): r for r in held_out.to_dict("records")}
     keys, items = [], {}
@@ -548,7 +555,7 @@ def judge_answers(answers: pd.DataFrame, held_out: pd.DataFrame, *, cache: Path,
     if todo:
         if progress:
             print(f"judging {len(todo)} held-out answers with {judge}", file=sys.stderr)
-        rater = load_judge(judge, engine=engine, device=device) if isinstance(judge, str) else judge
+        rater = load_judge(judge, options) if isinstance(judge, str) else judge
         judged = results_frame(rater.judge(todo))
         cached = judged if cached is None else pd.concat([cached, judged], ignore_index=True)
         write_parquet(cached, cache)
@@ -624,7 +631,7 @@ def run_ppo(
     """
 
     training, options = training or TrainOptions(), options or ModelOptions()
-    seed, device = options.seed, options.device
+    seed = options.seed
     judge = default_judge() if judge is None else judge
     if steps < 1:
         raise PRBError(f"steps must be at least 1, got {steps}.")
@@ -636,7 +643,7 @@ def run_ppo(
         raise PRBError("prompts_per_step and max_new_tokens must be at least 1 and policy_posts at least 0.")
     if parse_condition(training.rm_profile).oracle:
         raise PRBError(f"The RM profile '{training.rm_profile}' shows the answer key; a reward may not see it.")
-    check_judge(judge, device=device)   # a judge that cannot be used fails here, before any training
+    check_judge(judge, options)   # a judge that cannot be used fails here, before any training
     check_causal_lm(policy)
     specs = list(dict.fromkeys(parse_spec(s).canonical for s in models))
     if not specs:
@@ -650,17 +657,19 @@ def run_ppo(
     with folder_lock(root, on_wait=_say_waiting):   # one prb ppo per results folder at a time
         max_new = int(eval_max_new_tokens or training.max_new_tokens)
 
-        policy_fp = model_fingerprint(f"implicit:{policy}")
+        policy_fp = model_fingerprint(policy_spec(policy))
         split_id = stable_hash([[str(s), str(i)] for s, i in zip(train["subset"], train["id"], strict=True)]
                                + [stable_hash(_train_rows(train, training))])
         eval_id = stable_hash([[r["subset"], r["id"], r["question"]] for r in held_out.to_dict("records")])
         timings: dict[str, float] = {}
 
         t = time.time()
+        # a dtype asked for is keyed (auto keeps the key answers had before --dtype reached the policy)
+        asked = {} if options.dtype == "auto" else {"dtype": policy_dtype(options)}
         base_key = stable_hash({"v": PPO_VERSION, "policy": policy, "fp": policy_fp, "eval": eval_id,
-                                "posts": training.policy_posts, "max_new_tokens": max_new})
+                                "posts": training.policy_posts, "max_new_tokens": max_new, **asked})
         answers = [_cached_answers(root / "baseline" / f"{base_key}.parquet", policy, held_out,
-                                   posts=training.policy_posts, max_new_tokens=max_new, device=device)
+                                   posts=training.policy_posts, max_new_tokens=max_new, options=options)
                    .assign(rm=BASELINE_RM, steps=0)]
         timings["baseline"] = time.time() - t
 
@@ -685,9 +694,10 @@ def run_ppo(
                     "versions": _versions()}
             problem = nonfinite_weights(info["checkpoint"])
             if problem is None:
-                given = _cached_answers(run_dir / f"answers-{eval_id}-{max_new}-step{info['steps']}.parquet",
+                dtype_part = f"-{asked['dtype']}" if asked else ""
+                given = _cached_answers(run_dir / f"answers-{eval_id}-{max_new}-step{info['steps']}{dtype_part}.parquet",
                                         info["checkpoint"], held_out, posts=training.policy_posts,
-                                        max_new_tokens=max_new, device=device)
+                                        max_new_tokens=max_new, options=options)
                 # empty answers are a divergence only where the untrained policy wrote some: a policy that
                 # writes nothing from the start (a tiny random model) has not diverged by training
                 problem = None if degenerate_answers(answers[0]) else degenerate_answers(given)
@@ -704,10 +714,10 @@ def run_ppo(
         t = time.time()
 
         judge_id = judge if isinstance(judge, str) else str(judge.name)
-        key = judge_cache_key(judge, device=device, engine=options.engine)
+        key = judge_cache_key(judge, options)
         cache = root / "judge" / f"{stable_hash(key)}.parquet"
         judged = judge_answers(pd.concat(answers, ignore_index=True), held_out, cache=cache, judge=judge,
-                               progress=progress, engine=options.engine, device=device)
+                               progress=progress, options=options)
         timings["judge"] = time.time() - t
         rule = choose_quality_rule(judged)   # a judge that rates every answer alike is read by its expected verdicts
         if rule == "expected":
@@ -718,12 +728,15 @@ def run_ppo(
         proxy = bool(judged["judge_proxy"].fillna(False).astype(bool).any())
         setting = {"policy": policy, "policy_fingerprint": policy_fp, "judge": judge_name, "eval": eval_id,
                    "steps": int(steps), "seed": int(seed), "options": training.__dict__, "max_new_tokens": max_new}
+        placement = {"policy_dtype": policy_dtype(options),
+                     "judge_placement": judge_cache_key(judge, options)[3] if runs_a_model(judge) else None}
         table = _merge_previous(root, table, setting, rule=rule)
         table = table[~table["rm"].isin(set(diverged))].reset_index(drop=True)   # an older row of it too
         write_text(root / "ppo.csv", table.to_csv(index=False))
         write_parquet(_with_earlier_answers(root / "answers.parquet", judged, keep=set(table["rm"])),
                       root / "answers.parquet")
-        write_text(root / "run.json", json.dumps({**setting, "judge_proxy": proxy, "trainer": TRAINER, "quality_rule": rule,
+        write_text(root / "run.json", json.dumps({**setting, **placement, "judge_proxy": proxy, "trainer": TRAINER,
+                                                  "quality_rule": rule,
                                                   "models": specs, "diverged": diverged, "timings_s": timings},
                                                  indent=1))
         return PPORun(table, judged, trained, timings, judge_name, proxy, diverged)

@@ -56,6 +56,7 @@ from prb_utils.models.generation import GivenSpec, check_causal_lm
 from prb_utils.models.hf import load_pretrained, load_tokenizer, resolve_source
 from prb_utils.models.judge import letter_ids
 from prb_utils.models.kinds import CAUSAL_LM, ENCODER, kinds_of
+from prb_utils.models.registry import ModelOptions
 from prb_utils.models.vllm_client import UnusableResponse
 from prb_utils.schema import stable_hash
 from prb_utils.scoring import resolved_placement
@@ -739,11 +740,11 @@ def runs_a_model(judge: Any) -> bool:
     return isinstance(judge, str) and RUBRIC_JUDGES[check_judge_spec(judge)[0]].llm
 
 
-def judge_cache_key(judge: Any, *, device: str = "auto", dtype: str = "auto",
-                    engine: EngineConfig = IN_PROCESS) -> list[Any]:
+def judge_cache_key(judge: Any, options: ModelOptions | None = None) -> list[Any]:
     """What a judge's cached verdicts depend on: its name, its prompt (:func:`judge_protocol`), its model's
     fingerprint (new weights saved into the same folder are a new judge) and, for an LLM, the device type and
-    dtype it runs with and its engine. A judge object is known by its name alone.
+    dtype it runs with and its engine (from ``options``, the run's model options). A judge object is known by its
+    name alone.
 
     >>> judge_cache_key("proxy")[:2]
     ['proxy', 'proxy']
@@ -760,7 +761,8 @@ def judge_cache_key(judge: Any, *, device: str = "auto", dtype: str = "auto",
         raise PRBError(f"The rubric judge '{judge}' cannot be used: {str(exc)[:1].lower()}{str(exc)[1:]}") from None
     key: list[Any] = [judge, judge_protocol(judge), fingerprint]
     if llm:
-        key += [resolved_placement(kinds_of(CAUSAL_LM)[0], device, dtype), engine.name]
+        options = options or ModelOptions()
+        key += [resolved_placement(kinds_of(CAUSAL_LM)[0], options.device, options.dtype), options.engine.name]
     return key
 
 
@@ -777,7 +779,7 @@ def judge_identity(judge: Any) -> list[Any]:
     return [":".join(check_judge_spec(judge)), *judge_cache_key(judge)[1:3]]
 
 
-def check_judge(judge: Any, *, device: str = "auto") -> None:
+def check_judge(judge: Any, options: ModelOptions | None = None) -> None:
     """Fail before any work, in one sentence, for a judge spec that cannot be used: an unknown form, a model that
     cannot be found (:func:`judge_cache_key`) or, for an LLM judge, a model that is not a causal LM (a reward
     model or an encoder would judge from a random head). A judge object passes as it is.
@@ -786,7 +788,7 @@ def check_judge(judge: Any, *, device: str = "auto") -> None:
     """
     if not isinstance(judge, str):
         return
-    judge_cache_key(judge, device=device)
+    judge_cache_key(judge, options)
     if runs_a_model(judge):
         check_causal_lm(check_judge_spec(judge)[1], given=judge)
 
@@ -803,17 +805,20 @@ def judge_protocol(spec: str) -> str:
     return stable_hash(list(judge.prompt)) if judge is not None and judge.prompt else kind
 
 
-def load_judge(spec: str, *, engine: EngineConfig = IN_PROCESS, **options: Any) -> RubricJudge:
+def load_judge(spec: str, options: ModelOptions | None = None, **overrides: Any) -> RubricJudge:
     """The rubric judge of ``spec`` (:data:`RUBRIC_JUDGES`): ``llm:NAME`` -> :class:`AspectRubricJudge`,
     ``llm-all:NAME`` -> :class:`LLMRubricJudge`, ``llm-ref:NAME`` -> :class:`ReferenceRubricJudge`,
-    ``llm-lampqa:NAME`` -> :class:`LampQARubricJudge`: on ``engine``, with ``options`` (device, dtype, ...);
+    ``llm-lampqa:NAME`` -> :class:`LampQARubricJudge`: on the engine, device and dtype of ``options`` (the run's
+    model options, taken whole), each replaced by ``overrides`` (``device="cpu"``, ``engine=...``);
     ``proxy`` / ``proxy:minilm`` -> :class:`ProxyRubricJudge`, in this process whatever the engine.
 
     >>> load_judge("proxy").name
     'proxy:minilm'
     """
     kind, name = check_judge_spec(spec)
-    return RUBRIC_JUDGES[kind].load(name, engine=engine, **options)
+    options = options or ModelOptions()
+    given = {"engine": options.engine, "device": options.device, "dtype": options.dtype, **overrides}
+    return RUBRIC_JUDGES[kind].load(name, **given)
 
 
 def judge_label(judge_name: str, proxy: bool) -> str:
