@@ -108,16 +108,6 @@ class _Pair:
         return pair_key(self.subset, self.id)
 
     @property
-    def question_key(self) -> str:
-        """The hash of the pair's question: pairs of one question (its users, twin pairs) share it."""
-        return stable_hash(str(self._record.get("question") or ""))
-
-    @property
-    def user_key(self) -> str:
-        """The hash of the pair's user (:func:`prb_utils.data.user_key` of the profile)."""
-        return user_key(self._record.get("profile"))
-
-    @property
     def prompt(self) -> str:
         if self._prompt is None:
             self._prompt = _user_message(self._record, self._condition, self._retriever)
@@ -316,12 +306,30 @@ def _pair_hashes(pairs: Sequence[_Pair]) -> dict[str, str]:
     return {p.key: p.hash for p in pairs}
 
 
-def _record_pairs(meta: dict[str, Any], pairs: Sequence[_Pair]) -> None:
-    """Keep in the job's record each pair's RM-input hash, its question's and its user's hash (the units a
-    clustered interval or test resamples: :func:`prb_utils.store.pair_units`)."""
+def unit_keys(records: Sequence[Mapping[str, Any]]) -> dict[str, tuple[str, str]]:
+    """``{pair key: (question hash, user hash)}`` of the benchmark's records: the units a clustered interval or
+    test resamples (pairs of one question, its users and twin pairs, share the first; one user's pairs the
+    second, :func:`prb_utils.data.user_key`). Computed once per scoring call, beside the scoring (a full profile
+    takes about half a millisecond to hash), from the benchmark's own records: a probe's pairs belong to their
+    own user and question whatever profile the probe shows.
+
+    >>> keys = unit_keys([{"subset": "S", "id": "1", "question": "Q", "profile": [{"text": "a"}]},
+    ...                   {"subset": "S", "id": "2", "question": "Q", "profile": []}])
+    >>> keys["S/1"][0] == keys["S/2"][0], keys["S/1"][1] == keys["S/2"][1]
+    (True, False)
+    """
+    return {pair_key(str(r["subset"]), str(r["id"])): (stable_hash(str(r.get("question") or "")),
+                                                       user_key(r.get("profile")))
+            for r in records}
+
+
+def _record_pairs(meta: dict[str, Any], pairs: Sequence[_Pair], units: Mapping[str, tuple[str, str]]) -> None:
+    """Keep in the job's record each pair's RM-input hash, its question's and its user's hash (``units``, from
+    :func:`unit_keys`: the units a clustered interval or test resamples, :func:`prb_utils.store.pair_units`)."""
     meta["pairs"] = {**(meta.get("pairs") or {}), **_pair_hashes(pairs)}
-    meta["questions"] = {**(meta.get("questions") or {}), **{p.key: p.question_key for p in pairs}}
-    meta["users"] = {**(meta.get("users") or {}), **{p.key: p.user_key for p in pairs}}
+    known = [p.key for p in pairs if p.key in units]
+    meta["questions"] = {**(meta.get("questions") or {}), **{k: units[k][0] for k in known}}
+    meta["users"] = {**(meta.get("users") or {}), **{k: units[k][1] for k in known}}
 
 
 # ------------------------------------------------------------------------------------------ scoring
@@ -613,7 +621,7 @@ def _score_job(store: JobStore, everyone: list[_Pair], todo: list[_Pair], model:
     if not ranks.is_main:
         return
 
-    _record_pairs(meta, run["pairs"])   # every RM input is built now
+    _record_pairs(meta, run["pairs"], run["units"].result())   # every RM input is built now
     meta["data_fingerprint"] = run["data_fingerprint"].result()
     meta["run"].update(_model_metadata(model))  # again, with this job's own counters, every rank's:
     meta["run"].update({k: sum(c.get(k, 0) for c, _ in everywhere) for k in {k for c, _ in everywhere for k in c}})
@@ -678,7 +686,7 @@ def _finish_unfinished(store: JobStore, run: dict[str, Any]) -> None:
     if meta.get("finished"):
         return  # another process finished it meanwhile
     meta.update(n_pairs=run["n_pairs"], data_fingerprint=run["data_fingerprint"].result())
-    _record_pairs(meta, run["pairs"])
+    _record_pairs(meta, run["pairs"], run["units"].result())
     _finish_job(store, meta)
 
 
@@ -703,7 +711,7 @@ def score_benchmark(
     profile, data order.
 
     On a server engine (``options.engine``, e.g. ``vllm``) the kinds it serves score there (at its ``urls``, or
-    on a server started here and kept for the process; :func:`prb_utils.models.vllm_server.stop_started` stops
+    on a server started here and kept for the process; :func:`prb_utils.models.serve.launcher.stop_started` stops
     it); finished requests are cached under ``out/engine`` so a killed run sends only the missing ones.
 
     >>> from prb_utils.data import load_benchmark
@@ -725,6 +733,7 @@ def score_benchmark(
     # (by rank 0 alone under torchrun: the rank that finishes jobs)
     hashing = ThreadPoolExecutor(1, thread_name_prefix="prb-fingerprint")
     fingerprint = hashing.submit(data_fingerprint, data) if len(data) and current.is_main else _done(None)
+    units = hashing.submit(unit_keys, records) if len(data) and current.is_main else _done({})
     hashing.shutdown(wait=False)
     conditions = list({c.spelling: c for c in map(parse_condition, profiles)}.values())
     picks = {c.spelling: _picked_by(c, retriever, options.seed) for c in conditions}
@@ -750,7 +759,7 @@ def score_benchmark(
                                        "fingerprint": model_fp})
                 pairs = pairs_by_condition[written.spelling]
                 labels = {"job": store.key, "spec": spec, "kind": kind, "profile": condition}
-                run = {"n_pairs": len(pairs), "data_fingerprint": fingerprint, "pairs": pairs,
+                run = {"n_pairs": len(pairs), "data_fingerprint": fingerprint, "units": units, "pairs": pairs,
                        "options": run_options}
                 if current.distributed:
                     _distributed_job(store, pairs, lazy, labels, run=run, progress=progress, chunk_size=chunk_size,
