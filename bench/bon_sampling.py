@@ -125,12 +125,12 @@ def _generator(engine: str, args: argparse.Namespace):
         return ChatGenerator(args.policy, device=args.device), f"in process ({args.device})"
     if engine != "vllm":
         raise SystemExit(f"unknown engine {engine!r}: use hf or vllm")
-    from prb_utils.models.vllm_engine import VLLMChatGenerator
+    from prb_utils.models.serve.connection import ServedChatGenerator
 
     extra = (*(() if args.prefix_caching or args.engine_url else ("no-enable-prefix-caching",)), *args.engine_arg)
     config = EngineConfig("vllm", urls=args.engine_url or (), engine_args=extra)
     started = time.perf_counter()
-    gen = VLLMChatGenerator(args.policy, engine=config, device=args.device, dtype="float32")
+    gen = ServedChatGenerator(args.policy, engine=config, device=args.device, dtype="float32")
     ready = time.perf_counter() - started
     gen.generate(["Warm up."], max_new_tokens=4)
     client = gen.engine.client
@@ -158,7 +158,7 @@ def _timed(methods: dict[str, Callable[[], list[list[str]]]], repeat: int,
 def _close(gen) -> None:
     """Stop a vLLM server this script started (and free the in-process model)."""
     if getattr(gen, "engine", None) is not None and gen.engine.launched:
-        from prb_utils.models.vllm_server import stop_started
+        from prb_utils.models.serve.launcher import stop_started
 
         stop_started()
 

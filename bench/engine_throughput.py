@@ -82,14 +82,14 @@ def main(argv: list[str] | None = None) -> int:
         runner = "pooling" if kind == "classifier" else "generate"
         if runner not in servers:
             from prb_utils.models.aliases import ALIASES, resolve_alias
-            from prb_utils.models.vllm_server import LaunchOptions, VLLMServer
+            from prb_utils.models.serve.launcher import LaunchOptions, Server
 
             source = str(resolve_alias(args.model, kind)) if args.model in ALIASES else args.model
             started = time.perf_counter()
             options = LaunchOptions(dtype="float32", device=args.device,
                                     engine=EngineConfig("vllm", engine_args=tuple(args.engine_arg)),
                                     runner="pooling" if kind == "classifier" else None)
-            servers[runner] = VLLMServer(source, args.model, options).start(progress=False)
+            servers[runner] = Server(source, args.model, options).start(progress=False)
             print(f"vLLM server start-up ({runner}): {time.perf_counter() - started:.0f} s", flush=True)
         return servers[runner].url
 

@@ -782,8 +782,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run_command(args)
     finally:
-        if "prb_utils.models.vllm_server" in sys.modules:  # never leave a vLLM server prb started behind
-            sys.modules["prb_utils.models.vllm_server"].stop_started()
+        if "prb_utils.models.serve.launcher" in sys.modules:  # never leave a vLLM server prb started behind
+            sys.modules["prb_utils.models.serve.launcher"].stop_started()
 
 
 #: The commands that split their work over torchrun's ranks; the others refuse ranks in one sentence.

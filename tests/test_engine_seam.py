@@ -4,14 +4,18 @@ no code tests a kind by its name, and the engine's settings are one object, neve
 from __future__ import annotations
 
 import ast
+import json
+import shutil
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from prb_utils.cli import main
 from prb_utils.data import load_benchmark
-from prb_utils.downstream.rubric_judge import load_judge
 from prb_utils.errors import PRBError
 from prb_utils.models import (
     ENGINES,
@@ -23,10 +27,12 @@ from prb_utils.models import (
     load_model,
     parse_spec,
 )
-from prb_utils.models.engines import EngineType
-from prb_utils.models.kinds import ModelKind
+from prb_utils.models.engines import SERVED_ADAPTERS, SERVED_CHAT_GENERATOR, EngineType
+from prb_utils.models.implicit import ImplicitRM
+from prb_utils.models.kinds import CAUSAL_LM, CHAT_OPTIONS, ModelKind
+from prb_utils.models.serve.vllm import VLLMDialect
 from prb_utils.scoring import job_options, score_benchmark
-from prb_utils.store import load_run_metadata
+from prb_utils.store import load_results, load_run_metadata
 
 PACKAGE = Path(__file__).resolve().parents[1] / "prb_utils"
 
@@ -45,34 +51,26 @@ class WordsBaseline:
         return {"spec": self.spec, "kind": self.kind}
 
 
-class EchoJudge:
-    """A judge served by an engine defined only here: it records what the engine handed it."""
-
-    kind = "judge"
-
-    def __init__(self, spec: Any, *, engine_config: EngineConfig, **options: Any) -> None:
-        self.spec = spec.canonical
-        self.engine_config = engine_config
-        self.options = options
-
-    def score_pairs(self, pairs: Any) -> list[PairScore]:
-        return [PairScore(float(len(p.chosen)), float(len(p.rejected))) for p in pairs]
-
-    def run_metadata(self) -> dict[str, Any]:
-        return {"spec": self.spec, "kind": self.kind, "served_by": self.engine_config.name}
+STANDIN = Path(__file__).with_name("standin_server.py")
 
 
-class EchoChat:
-    """The chat generator of the engine defined here: every reply is a fixed verdict."""
+class StandInDialect(VLLMDialect):
+    """A second server engine, defined only here: vLLM's requests, another server (tests/standin_server.py)."""
 
-    def __init__(self, model: str, *, engine: EngineConfig, **options: Any) -> None:
-        self.model, self.engine = model, engine
+    name = "standin"
+    label = "StandIn"
+    serve_hint = "python standin_server.py"
 
-    def generate(self, users: Any, **_: Any) -> list[list[str]]:
-        return [["[2, 0]"] for _ in users]
+    def find_python(self) -> Path:
+        return Path(sys.executable)
 
-    def metadata(self) -> dict[str, Any]:
-        return {"generator": self.model, "engine": self.engine.name}
+    def server_command(self, python: Path, source: str, served_name: str, port: int, launch: Any) -> list[str]:
+        log = Path(launch.engine.cache_dir or tempfile.gettempdir()) / "standin-requests.jsonl"
+        return [str(python), str(STANDIN), "--model", source, "--served-model-name", served_name,
+                "--port", str(port), "--log", str(log)]
+
+    def server_environment(self, env: dict[str, str]) -> dict[str, str]:
+        return env
 
 
 @pytest.fixture
@@ -82,9 +80,10 @@ def words_kind(monkeypatch):
 
 
 @pytest.fixture
-def echo_engine(monkeypatch):
-    monkeypatch.setitem(ENGINES, "echo", EngineType("echo", "a server defined in a test", f"{__name__}:EchoChat",
-                                                    {"judge": f"{__name__}:EchoJudge"}))
+def standin_engine(monkeypatch):
+    monkeypatch.setitem(ENGINES, "standin", EngineType("standin", "a stand-in OpenAI server defined in a test",
+                                                       SERVED_CHAT_GENERATOR, SERVED_ADAPTERS,
+                                                       dialect=f"{__name__}:StandInDialect"))
 
 
 def test_a_new_kind_is_one_record(words_kind, tmp_path, capsys):
@@ -104,25 +103,75 @@ def test_a_new_kind_is_one_record(words_kind, tmp_path, capsys):
     assert "words" in capsys.readouterr().out
 
 
-def test_a_new_engine_is_one_record(echo_engine, tmp_path, capsys):
-    config = EngineConfig("echo", urls="http://127.0.0.1:9")
-    assert config.remote("judge") and not config.remote("implicit")
-    model = load_model("judge:smollm2", ModelOptions(device="cpu", judge_mode="generate", engine=config))
-    assert isinstance(model, EchoJudge) and model.engine_config == config
-    assert model.options["judge_mode"] == "generate" and model.options["device"] == "cpu"
-    # the job key names the engine for the kind it serves, and only for it
-    assert job_options("judge", "none", ModelOptions(engine=config))["engine"] == "echo"
-    assert "engine" not in job_options("implicit", "none", ModelOptions(engine=config))
-    with pytest.raises(PRBError, match="need --engine vllm or echo"):
-        EngineConfig(engine_args=("max-model-len=64",))
-    judge = load_judge("llm-ref:smollm2", engine=config)
-    assert judge.metadata == {"generator": "smollm2", "engine": "echo"}
-    out = tmp_path / "store"
-    assert main(["score", "--data", "sample", "--limit", "1", "--model", "judge:smollm2", "--engine", "echo",
-                 "--engine-url", "http://127.0.0.1:9", "--out", str(out), "--no-progress"]) == 0
+class TinyLogprobRM(ImplicitRM):
+    """A weight kind defined only here: the implicit RM's score under a kind of its own."""
+
+    kind = "tinylp"
+
+
+@pytest.fixture
+def weight_kind(monkeypatch):
+    monkeypatch.setitem(MODEL_KINDS, "tinylp", ModelKind(
+        "tinylp", "a causal LM's mean response log-prob, as a kind of its own", f"{__name__}:TinyLogprobRM",
+        CHAT_OPTIONS, chat_template=True, architecture=CAUSAL_LM,
+        counter="prb_utils.models.token_counts:ImplicitTokens", model_type="Tiny log-prob"))
+
+
+def test_a_new_weight_kind_is_one_record(weight_kind, tmp_path, tiny_lm_dir, capsys):
+    """A kind with weights, defined here, through prb score (its placement, seed and tokenization keyed), prb plan
+    (its token counter), prb export (its model type) and an offline alias (resolved by its architecture)."""
+    out, exported = tmp_path / "store", tmp_path / "export"
+    common = ["--data", "sample", "--limit", "1", "--device", "cpu", "--no-progress"]
+    assert main(["score", "--model", f"tinylp:{tiny_lm_dir}", "--profile", "none", "--out", str(out), *common]) == 0
+    rows = load_results(out)
+    assert set(rows["kind"]) == {"tinylp"} and rows["score_chosen"].lt(0).all()
+    key = load_run_metadata(out).iloc[0]
+    assert (key["option_device"], key["option_dtype"], key["option_seed"]) == ("cpu", "float32", 0)
+    assert key["option_tokenization"] == "auto"
     capsys.readouterr()
+    assert main(["plan", "--model", f"tinylp:{tiny_lm_dir}", "--model", "tinylp:smollm2", "--data", "sample",
+                 "--limit", "1", "--profile", "none"]) == 0
+    planned = [line.split() for line in capsys.readouterr().out.splitlines() if line.lstrip().startswith("tinylp:")]
+    assert len(planned) == 2 and all(line[3].replace(",", "").isdigit() for line in planned)   # tokens counted
+    assert main(["export", "--format", "rewardbench", "--results", str(out), "--out", str(exported)]) == 0
+    (summary,) = exported.glob("none/tinylp/*.json")
+    assert json.loads(summary.read_text())["model_type"] == "Tiny log-prob"
+
+
+def test_a_new_server_engine_is_one_dialect_and_one_record(standin_engine, tmp_path, tiny_lm_dir, capsys):
+    """A second server engine (a dialect subclass and a record, nothing else) runs through the real launcher, client,
+    request cache and metadata: prb starts its server with the dialect's command, the run records name it, and a
+    rerun on a new store reads every response from the request cache."""
+    config = EngineConfig("standin")
+    assert config.remote("judge") and config.remote("implicit") and not config.remote("embedding")
+    assert job_options("judge", "none", ModelOptions(engine=config))["engine"] == "standin"
+    with pytest.raises(PRBError, match="standin"):   # the server options name every server engine
+        EngineConfig(engine_args=("max-model-len=64",))
+    out = tmp_path / "store"
+    args = ["score", "--data", "sample", "--limit", "1", "--model", f"implicit:{tiny_lm_dir}",
+            "--model", f"judge:{tiny_lm_dir}", "--engine", "standin", "--device", "cpu", "--out", str(out),
+            "--no-progress"]
+    assert main(args) == 0, capsys.readouterr().err
     meta = load_run_metadata(out)
-    assert meta["served_by"].tolist() == ["echo"] and meta["option_engine"].tolist() == ["echo"]
+    assert set(meta["engine"]) == {"standin"} and meta["engine_launched"].all()
+    assert set(meta["device"]) == {"standin-server"} and set(meta["engine_server_version"]) == {"standin-1"}
+    assert all(str(STANDIN) in command for command in meta["engine_launch_command"])
+    log = out / "engine" / "standin-requests.jsonl"
+    asked = log.read_text().splitlines()
+    bodies = [json.loads(line)["body"] for line in asked]
+    assert any("logprob_token_ids" in b for b in bodies) and any("prompt_logprobs" in b for b in bodies)
+    rows = load_results(out)
+    implicit = rows[rows["kind"] == "implicit"]
+    assert len(implicit) == 3 and implicit[["score_chosen", "score_rejected"]].stack().between(-9.8, -0.1).all()
+    assert not rows["failed"].fillna(False).any()
+    shutil.rmtree(out / "jobs")   # the scores are gone, the request cache is kept: nothing is asked again
+    assert main(args) == 0
+    capsys.readouterr()
+    assert log.read_text().splitlines() == asked
+    again = load_results(out)
+    columns, order = ["kind", "subset", "id", "score_chosen", "score_rejected"], ["kind", "subset", "id"]
+    pd.testing.assert_frame_equal(again[columns].sort_values(order, ignore_index=True),
+                                  rows[columns].sort_values(order, ignore_index=True))
 
 
 def _sources() -> list[tuple[Path, ast.AST]]:
@@ -202,7 +251,7 @@ def test_a_request_cache_line_that_is_not_utf8_is_set_aside_and_the_sound_lines_
     traceback when the run opened it) is one sentence naming it; the file is kept as ``NAME.damaged`` and its
     sound responses are kept, so only the damaged line's request is sent again. A last line cut by a kill
     stays silent, as before."""
-    from prb_utils.models.vllm_client import RequestCache
+    from prb_utils.models.serve.client import RequestCache
 
     path = tmp_path / "engine" / "cache.jsonl"
     path.parent.mkdir()

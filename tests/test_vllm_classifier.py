@@ -19,9 +19,11 @@ from vllm_proxy import EAGER_ENGINE, CountingProxy
 from prb_utils.cli import main
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
-from prb_utils.models import EngineConfig, ModelOptions, vllm_adapters
+from prb_utils.models import EngineConfig, ModelOptions
 from prb_utils.models.aliases import smollm2_dir
-from prb_utils.models.vllm_server import LaunchOptions, VLLMServer, find_python
+from prb_utils.models.engines import dialect_of
+from prb_utils.models.serve import adapters as served
+from prb_utils.models.serve.launcher import LaunchOptions, Server
 from prb_utils.scoring import score_benchmark
 
 pytestmark = pytest.mark.vllm
@@ -46,10 +48,10 @@ def classifier_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def classifier_server(classifier_dir):
     try:
-        python = find_python()
+        python = dialect_of("vllm").find_python()
     except PRBError as exc:
         pytest.fail(f"{exc} These tests need the vLLM environment: run `make vllm`.")
-    server = VLLMServer(str(classifier_dir), str(classifier_dir),
+    server = Server(str(classifier_dir), str(classifier_dir),
                         LaunchOptions(dtype="float32", device="cpu", runner="pooling", engine=EAGER_ENGINE), python=python)
     server.start(progress=False)
     yield server
@@ -97,7 +99,7 @@ def test_a_server_that_applies_its_activation_is_refused(classifier_server, clas
     the scores are compared with it; otherwise (weights over the limit) the server's answers with and without
     the activation are compared."""
     if not hf_loadable:
-        monkeypatch.setattr(vllm_adapters, "HF_CHECK_MAX_BYTES", 0)
+        monkeypatch.setattr(served, "HF_CHECK_MAX_BYTES", 0)
     proxy = CountingProxy(classifier_server.url, edit_request=_drop_use_activation)
     try:
         code, err = _score(capsys, proxy.url, classifier_dir, tmp_path)
@@ -111,7 +113,7 @@ def test_a_server_that_applies_its_activation_is_refused(classifier_server, clas
 
 def test_without_the_hf_check_the_activation_probe_passes_a_raw_server(classifier_server, classifier_dir, tmp_path,
                                                                        capsys, monkeypatch):
-    monkeypatch.setattr(vllm_adapters, "HF_CHECK_MAX_BYTES", 0)
+    monkeypatch.setattr(served, "HF_CHECK_MAX_BYTES", 0)
     code, err = _score(capsys, classifier_server.url, classifier_dir, tmp_path)
     assert code == 0, err
     (job,) = (tmp_path / "store" / "jobs").glob("*/job.json")
@@ -152,9 +154,9 @@ def saturating_dir(tmp_path_factory):
 
 def test_a_saturating_classifier_is_flagged_in_one_line(saturating_dir, tmp_path, capsys):
     """Its scores tie at 1.0: a one-line warning and the share in the run metadata (before: nothing said)."""
-    server = VLLMServer(str(saturating_dir), str(saturating_dir),
+    server = Server(str(saturating_dir), str(saturating_dir),
                         LaunchOptions(dtype="float32", device="cpu", runner="pooling", engine=EAGER_ENGINE),
-                        python=find_python())
+                        python=dialect_of("vllm").find_python())
     server.start(progress=False)
     try:
         code = main(["score", "--data", "sample", "--limit", "4", "--model", f"classifier:{saturating_dir}",
@@ -167,4 +169,4 @@ def test_a_saturating_classifier_is_flagged_in_one_line(saturating_dir, tmp_path
     warnings = [line for line in err.splitlines() if "saturates" in line]
     assert len(warnings) == 1 and warnings[0].startswith("prb: warning: "), err
     (job,) = (tmp_path / "store" / "jobs").glob("*/job.json")
-    assert json.loads(job.read_text())["run"]["score_extreme_ties"] >= vllm_adapters.SATURATION_SHARE
+    assert json.loads(job.read_text())["run"]["score_extreme_ties"] >= served.SATURATION_SHARE

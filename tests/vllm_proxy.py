@@ -1,5 +1,5 @@
 """A real HTTP proxy in front of a vLLM server for the engine tests: it counts the completion requests
-(sha256 of each body, as :func:`prb_utils.models.vllm_client.request_key` computes it), can hold requests
+(sha256 of each body, as :func:`prb_utils.models.serve.client.request_key` computes it), can hold requests
 after a budget (so a test kills prb at a known point), can die (a server that stops answering), and can edit
 what passes through (a server that answers unusably, one that ignores a request field, one started with other
 settings)."""

@@ -4,7 +4,10 @@ whole to everything that loads a model, samples answers or runs a judge.
 
 An engine record names, as ``module:Class``, the adapters of the kinds its server runs and its chat generator
 (Best-of-N sampling, LLM rubric judges). A kind it does not list runs in this process whatever the engine. A
-third engine is its module (its adapters, its chat generator, its connection) and one record here:
+server engine's adapters, chat generator, client, connection and launcher are the serve wing's
+(:mod:`prb_utils.models.serve`), written once over its *dialect* (how it is started, what it is asked, how its
+answers read): a third engine is one dialect module and one record here (:data:`SERVED_ADAPTERS`,
+:data:`SERVED_CHAT_GENERATOR` and its dialect):
 
 >>> EngineConfig("vllm", urls="http://127.0.0.1:8000").remote("judge")
 True
@@ -34,6 +37,16 @@ class EngineType:
     chat_generator: str
     adapters: Mapping[str, str] = field(default_factory=dict)
     in_process: bool = False
+    #: ``module:Class`` of a server engine's dialect (:mod:`prb_utils.models.serve.vllm` is the first)
+    dialect: str | None = None
+
+
+#: The serve wing's adapters, by kind: every OpenAI-compatible server engine runs these over its dialect.
+SERVED_ADAPTERS = {"judge": "prb_utils.models.serve.adapters:ServedJudgeRM",
+                   "implicit": "prb_utils.models.serve.adapters:ServedImplicitRM",
+                   "classifier": "prb_utils.models.serve.adapters:ServedClassifierRM"}
+#: The serve wing's chat generator (Best-of-N sampling, LLM rubric judges on a server engine).
+SERVED_CHAT_GENERATOR = "prb_utils.models.serve.connection:ServedChatGenerator"
 
 
 #: The engines a model can run on, by name (``--engine`` takes its choices from here).
@@ -42,10 +55,7 @@ ENGINES: dict[str, EngineType] = {engine.name: engine for engine in (
                in_process=True),
     EngineType("vllm", "judge:, implicit: and classifier: RMs, the BoN policy and the LLM rubric judges on an "
                "OpenAI-compatible vLLM server (one prb starts from .venv-vllm, or the --engine-url given)",
-               "prb_utils.models.vllm_engine:VLLMChatGenerator",
-               {"judge": "prb_utils.models.vllm_adapters:VLLMJudgeRM",
-                "implicit": "prb_utils.models.vllm_adapters:VLLMImplicitRM",
-                "classifier": "prb_utils.models.vllm_adapters:VLLMClassifierRM"}),
+               SERVED_CHAT_GENERATOR, SERVED_ADAPTERS, dialect="prb_utils.models.serve.vllm:VLLMDialect"),
 )}
 
 #: ``vllm serve`` options prb sets itself on the servers it starts (127.0.0.1 and a free port).
@@ -56,6 +66,19 @@ DUPLICATED_ENGINE_ARGS = {"dtype": "--dtype", "tensor-parallel-size": "--tensor-
                           "tp": "--tensor-parallel-size", "pipeline-parallel-size": "--pipeline-parallel-size",
                           "pp": "--pipeline-parallel-size", "model": "--model", "served-model-name": "--model",
                           "runner": "--model KIND:NAME (the kind)"}
+
+
+def dialect_of(name: str) -> Any:
+    """The dialect of the server engine ``name`` (an instance of its record's ``dialect`` class); PRBError for an
+    engine that runs in this process.
+
+    >>> dialect_of("vllm").label
+    'vLLM'
+    """
+    engine = ENGINES[check_engine(name)]
+    if not engine.dialect:
+        raise PRBError(f"The {name} engine runs models in this process: it has no server dialect.")
+    return load_class(engine.dialect)()
 
 
 def check_engine(name: str) -> str:

@@ -77,7 +77,7 @@ def check_causal_lm(name: str, *, given: str | None = None) -> None:
 
 class ChatGeneration:
     """What the chat generators of every engine share (:class:`ChatGenerator` in process,
-    :class:`~prb_utils.models.vllm_engine.VLLMChatGenerator` on a server): the chat rendering, and
+    :class:`~prb_utils.models.serve.connection.ServedChatGenerator` on a server): the chat rendering, and
     :meth:`sample_n` and :meth:`sample_each` over the engine's own ``sample_batch``."""
 
     tokenizer: Any

@@ -1,4 +1,6 @@
-"""``judge:`` and ``implicit:`` over the ``vllm`` engine, with the HF adapters' prompts, tokens and rows.
+"""``judge:``, ``implicit:`` and ``classifier:`` over a server engine, with the HF adapters' prompts, tokens and rows;
+written once over the engine's dialect (:mod:`prb_utils.models.serve.vllm` is the first: its request bodies and
+how its answers read).
 
 The prompts and token ids are built by the HF adapters' own code (:class:`~prb_utils.models.judge.JudgeRM`
 and :class:`~prb_utils.models.implicit.ImplicitRM`, whose prompt methods these classes inherit without
@@ -28,7 +30,7 @@ so both engines see the same tokens.
   warning.
 
 A response without what was asked for (no choices, no logprobs, no prompt logprobs, no classification data)
-raises :class:`~prb_utils.models.vllm_client.UnusableResponse`: it is never cached, the pair becomes a
+raises :class:`~prb_utils.models.serve.client.UnusableResponse`: it is never cached, the pair becomes a
 ``failed`` row (scored again by the next run), and a server that keeps answering so stops the run.
 """
 
@@ -53,14 +55,8 @@ from prb_utils.models.hf import (
 from prb_utils.models.implicit import ImplicitRM
 from prb_utils.models.judge import MAX_NEW_TOKENS, MODES, JudgeRM, letter_ids
 from prb_utils.models.prompts import chat_template_hash, has_chat_template, load_judge_template
-from prb_utils.models.vllm_client import Cancelled, EngineError, RequestCache, UnusableResponse
-from prb_utils.models.vllm_engine import (
-    NextTokenLogprobs,
-    asked_prompt_logprobs,
-    completion_text,
-    connect,
-    logsumexp,
-)
+from prb_utils.models.serve.client import Cancelled, EngineError, RequestCache
+from prb_utils.models.serve.connection import NextTokenLogprobs, connect, logsumexp
 from prb_utils.schema import stable_hash
 
 CONTRACT_PAIRS = 3   # pairs whose classifier scores are checked before the first chunk
@@ -70,8 +66,8 @@ SATURATION_SHARE = 0.25   # of the scores tied at the lowest or highest value: a
 SATURATION_MIN_SCORES = 20
 
 
-class _VLLMMixin:
-    """State shared by the vLLM adapters: what HFAdapter sets up, minus the model, plus the engine.
+class _ServedMixin:
+    """State shared by the served adapters: what HFAdapter sets up, minus the model, plus the engine.
 
     :meth:`prepare` sends the chunk's requests (the scorer runs it ahead, in its own thread, for
     :attr:`prefetch` chunks at once), so the next chunk's requests are in flight while this chunk's last ones
@@ -132,7 +128,7 @@ class _VLLMMixin:
     def _engine_metadata(self) -> dict[str, Any]:
         return {
             "spec": self.spec, "kind": self.kind, "model_source": self.source, "model_type": None,
-            "model_class": None, "n_parameters": None, "device": "vllm-server",
+            "model_class": None, "n_parameters": None, "device": f"{self.engine.options.name}-server",
             "dtype": self.engine.dtype or self.requested_dtype, "chat_template_hash": chat_template_hash(self.tokenizer),
             "chat_template": "model" if has_chat_template(self.tokenizer) else "fallback",
             "max_length": self.max_length, "seed": self.seed, "n_pairs_scored": self.n_pairs,
@@ -142,8 +138,8 @@ class _VLLMMixin:
         }
 
 
-class VLLMJudgeRM(_VLLMMixin, JudgeRM):
-    """``judge:`` through a vLLM server (see the module docstring); rows as :class:`JudgeRM` gives them."""
+class ServedJudgeRM(_ServedMixin, JudgeRM):
+    """``judge:`` through a server engine (see the module docstring); rows as :class:`JudgeRM` gives them."""
 
     kind = "judge"
     context_reserve = 2
@@ -190,9 +186,10 @@ class VLLMJudgeRM(_VLLMMixin, JudgeRM):
 
     def _generate(self, seqs: list[list[list[int]]]) -> list[tuple[str, str]]:
         flat = [s for pair in seqs for s in pair]
-        bodies = [{"model": self.engine.model, "prompt": list(s), "max_tokens": self.max_new_tokens,
-                   "temperature": 0.0, "skip_special_tokens": True} for s in flat]
-        texts = self.engine.client.map(bodies, lambda r, _: completion_text(r)[0], cache=self._cache("judge-generate"))
+        dialect = self.engine.dialect
+        bodies = [dialect.completion_body(self.engine.model, s, max_tokens=self.max_new_tokens) for s in flat]
+        texts = self.engine.client.map(bodies, lambda r, _: dialect.completion_texts(r)[0],
+                                       cache=self._cache("judge-generate"))
         return [(texts[2 * i], texts[2 * i + 1]) for i in range(len(seqs))]
 
     def run_metadata(self) -> dict[str, Any]:
@@ -204,8 +201,8 @@ class VLLMJudgeRM(_VLLMMixin, JudgeRM):
                 "a_token_ids": self.a_ids, "b_token_ids": self.b_ids, **self.letters.metadata()}
 
 
-class VLLMImplicitRM(_VLLMMixin, ImplicitRM):
-    """``implicit:`` through a vLLM server: mean prompt log-prob of the response tokens."""
+class ServedImplicitRM(_ServedMixin, ImplicitRM):
+    """``implicit:`` through a server engine: mean prompt log-prob of the response tokens."""
 
     kind = "implicit"
 
@@ -217,10 +214,10 @@ class VLLMImplicitRM(_VLLMMixin, ImplicitRM):
 
     def run_remote(self, prepared: Any) -> list[PairScore]:
         flat = [(s, f) for seqs, firsts, _ in prepared.sequences for s, f in zip(seqs, firsts, strict=True)]
-        bodies = [{"model": self.engine.model, "prompt": list(s), "max_tokens": 1, "temperature": 0.0,
-                   "prompt_logprobs": 0} for s, _ in flat]
+        dialect = self.engine.dialect
+        bodies = [dialect.prompt_logprobs_body(self.engine.model, s) for s, _ in flat]
         per_token = self.engine.client.map(
-            bodies, lambda r, body: asked_prompt_logprobs(r, body["prompt"]),
+            bodies, lambda r, body: dialect.prompt_logprobs(r, body["prompt"]),
             cache=self._cache("implicit"))
         scores = []
         for k, (seqs, _, truncated) in enumerate(prepared.sequences):
@@ -239,8 +236,8 @@ class VLLMImplicitRM(_VLLMMixin, ImplicitRM):
 
 
 
-class VLLMClassifierRM(_VLLMMixin, ClassifierRM):
-    """``classifier:`` through vLLM's pooling runner (``/classify`` without activation: the raw logits); the
+class ServedClassifierRM(_ServedMixin, ClassifierRM):
+    """``classifier:`` through a server's pooling runner (vLLM's ``/classify`` without activation: the raw logits); the
     score is the single logit, or the softmax probability of the last class, as :class:`ClassifierRM`. The
     server's contract is checked before the first chunk (see the module docstring)."""
 
@@ -273,13 +270,20 @@ class VLLMClassifierRM(_VLLMMixin, ClassifierRM):
         return super().prepare(pairs)
 
     def _bodies(self, seqs: Sequence[Sequence[int]], *, activation: bool = False) -> list[dict[str, Any]]:
-        return [{"model": self.engine.model, "input": list(s), "use_activation": activation} for s in seqs]
+        return [self.engine.dialect.classify_body(self.engine.model, s, activation=activation) for s in seqs]
+
+    def _class_values(self, response: dict[str, Any], _: Any = None) -> list[float]:
+        return self.engine.dialect.class_values(response)
+
+    def _class_score(self, response: dict[str, Any], _: Any = None) -> float:
+        return class_score(self.engine.dialect.class_values(response))
 
     def _check_contract(self, pairs: Sequence[PairInput]) -> dict[str, Any]:
         """Raw logits from the server for ``pairs`` (see the module docstring); EngineError otherwise."""
         with self.tokenizer_lock:
             seqs = [s for group, _ in self._prepare(pairs).sequences for s in group]
-        raw = self.engine.client.map(self._bodies(seqs), lambda r, _: class_values(r), path="/classify")
+        path = self.engine.dialect.classify_path
+        raw = self.engine.client.map(self._bodies(seqs), self._class_values, path=path)
         served = [class_score(v) for v in raw]
         found: dict[str, Any] = {"n_inputs": len(seqs), "use_activation_sent": False}
         hf, why = self._hf_scores(pairs)
@@ -289,8 +293,7 @@ class VLLMClassifierRM(_VLLMMixin, ClassifierRM):
             found.update(method="hf", max_abs_difference=worst, raw_logits=worst <= bound)
             detail = f"they differ from the HF engine's by up to {worst:.3g} on {len(seqs)} inputs"
         else:
-            activated = self.engine.client.map(self._bodies(seqs, activation=True), lambda r, _: class_values(r),
-                                               path="/classify")
+            activated = self.engine.client.map(self._bodies(seqs, activation=True), self._class_values, path=path)
             honoured = activated != raw
             bounded = all(confined(v) for v in raw)
             found.update(method="activation", hf_check_skipped=why, use_activation_honoured=honoured,
@@ -298,7 +301,7 @@ class VLLMClassifierRM(_VLLMMixin, ClassifierRM):
             detail = (f"they stay in [0, 1] on {len(seqs)} inputs whether or not use_activation is set, on a head "
                       "whose logits are unbounded")
         if not found["raw_logits"]:
-            raise EngineError(f"The vLLM server at {self.engine.url} does not return raw logits for {self.spec} "
+            raise EngineError(f"The {self.engine.label} server at {self.engine.url} does not return raw logits for {self.spec} "
                               f"({detail}): it applies an activation although the request says use_activation="
                               "false; use a vLLM whose /classify accepts use_activation, or start it with "
                               "--pooler-config '{\"use_activation\": false}'.")
@@ -325,8 +328,8 @@ class VLLMClassifierRM(_VLLMMixin, ClassifierRM):
 
     def run_remote(self, prepared: Any) -> list[PairScore]:
         bodies = self._bodies([s for seqs, _ in prepared.sequences for s in seqs])
-        values = self.engine.client.map(bodies, lambda r, _: _class_score(r), cache=self._cache("classifier"),
-                                        path="/classify")
+        values = self.engine.client.map(bodies, self._class_score, cache=self._cache("classifier"),
+                                        path=self.engine.dialect.classify_path)
         scores = []
         for k, (seqs, truncated) in enumerate(prepared.sequences):
             chosen, rejected = values[2 * k], values[2 * k + 1]
@@ -346,7 +349,7 @@ class VLLMClassifierRM(_VLLMMixin, ClassifierRM):
             warn = not self._warned and n >= SATURATION_MIN_SCORES and share >= SATURATION_SHARE
             self._warned = self._warned or warn
         if warn:
-            print(f"prb: warning: {self.spec} saturates on the vLLM engine: {share:.0%} of its first "
+            print(f"prb: warning: {self.spec} saturates on the {self.engine.options.name} engine: {share:.0%} of its first "
                   f"{n} scores tie at the lowest or highest value, so its pairs end in ties there.",
                   file=sys.stderr)
 
@@ -355,19 +358,6 @@ class VLLMClassifierRM(_VLLMMixin, ClassifierRM):
                 "engine_classifier_check": self.contract,
                 "engine_pooler_config": self.engine.pooler_config,
                 "score_extreme_ties": extreme_ties(self._scores) if self._scores else None}
-
-
-def class_values(response: dict[str, Any]) -> list[float]:
-    """The class values of a ``/classify`` response (one input); :class:`UnusableResponse` without them.
-
-    >>> class_values({"data": [{"probs": [1.5, -2]}]})
-    [1.5, -2.0]
-    """
-    data = response.get("data") if isinstance(response, dict) else None
-    values = [float(x) for x in (data[0].get("probs") or [])] if data and isinstance(data[0], dict) else []
-    if not values:
-        raise UnusableResponse("a /classify response without class values")
-    return values
 
 
 def class_score(logits: Sequence[float]) -> float:
@@ -381,10 +371,6 @@ def class_score(logits: Sequence[float]) -> float:
     top = max(logits)
     weights = [math.exp(x - top) for x in logits]
     return weights[-1] / sum(weights)
-
-
-def _class_score(response: dict[str, Any]) -> float:
-    return class_score(class_values(response))
 
 
 def confined(values: Sequence[float]) -> bool:

@@ -1,4 +1,4 @@
-"""A small client for an OpenAI-compatible completions server (vLLM), built for long scoring runs.
+"""A small client for an OpenAI-compatible completions server (of any engine's dialect), built for long scoring runs.
 
 - bounded concurrency: at most ``concurrency`` requests in flight per server, over every map of the client
   (the scorer's chunks sent ahead too; threads, the server batches them);
@@ -197,7 +197,10 @@ class CompletionClient:
     for the served model ``model``; ``concurrency`` requests at most in flight on each server."""
 
     def __init__(self, url: str | Sequence[str], *, concurrency: int = 16, timeout_s: float = 600.0,
-                 retries: int = 4, backoff_s: float = 0.5, describe: Callable[[], str] | None = None) -> None:
+                 retries: int = 4, backoff_s: float = 0.5, describe: Callable[[], str] | None = None,
+                 label: str = "vLLM", serve_hint: str = "vllm serve") -> None:
+        self.label = label   # the engine as messages name it, and how its server is started by hand
+        self.serve_hint = serve_hint
         self.urls = url_list(url)
         if not self.urls:
             raise EngineError("No server address was given.")
@@ -267,14 +270,14 @@ class CompletionClient:
             return self._open(path, None, timeout, url)
         except urllib.error.HTTPError as exc:
             raise EngineError(f"The server at {url} answered {path} with HTTP {exc.code}; is it an "
-                              "OpenAI-compatible server (vllm serve)?") from None
+                              f"OpenAI-compatible server ({self.serve_hint})?") from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise EngineError(f"No server answers at {url} ({reason}); start one (vllm serve MODEL) or "
+            raise EngineError(f"No server answers at {url} ({reason}); start one ({self.serve_hint} MODEL) or "
                               "leave out --engine-url to let prb start it.") from None
         except ValueError:
             raise EngineError(f"The server at {url} did not answer {path} with JSON; is it an "
-                              "OpenAI-compatible server (vllm serve)?") from None
+                              f"OpenAI-compatible server ({self.serve_hint})?") from None
 
     def served_models(self, url: str | None = None) -> list[dict[str, Any]]:
         url = url or self.url
@@ -282,7 +285,7 @@ class CompletionClient:
         data = found.get("data") if isinstance(found, dict) else None
         if not isinstance(data, list):
             raise EngineError(f"The server at {url} did not list its models at /v1/models; is it an "
-                              "OpenAI-compatible server (vllm serve)?")
+                              f"OpenAI-compatible server ({self.serve_hint})?")
         return [m for m in data if isinstance(m, dict)]
 
     def resolve_model(self, names: Sequence[str]) -> str:
@@ -297,9 +300,9 @@ class CompletionClient:
         for url, model in found[1:]:
             if (model.get("id"), model.get("root")) != (first.get("id"), first.get("root")) \
                     or versions[url] != versions[first_url]:
-                raise EngineError(f"The server at {url} serves {_described(model, versions[url])} but the one at "
-                                  f"{first_url} serves {_described(first, versions[first_url])}; every --engine-url "
-                                  "must serve the same model on the same vLLM version.")
+                raise EngineError(f"The server at {url} serves {_described(model, versions[url], self.label)} but the "
+                                  f"one at {first_url} serves {_described(first, versions[first_url], self.label)}; "
+                                  f"every --engine-url must serve the same model on the same {self.label} version.")
         return str(first.get("id"))
 
     @property
@@ -497,7 +500,7 @@ class CompletionClient:
             streak = self._unusable_streak
         if streak >= UNUSABLE_LIMIT:
             raise EngineError(f"The server at {url} gave {streak} unusable responses in a row ({exc}); "
-                              "is it a vLLM server serving this model (vllm serve)?") from None
+                              f"is it a {self.label} server serving this model ({self.serve_hint})?") from None
 
     def _run(self, todo: list[tuple[int, str]], one: Callable[[int, str], None], stop: threading.Event) -> None:
         """``one(i, key)`` for every item in a bounded thread pool; the first error stops the rest."""
@@ -535,10 +538,10 @@ def count_engines(metrics: str) -> int | None:
     return len(found) or None
 
 
-def _described(model: dict[str, Any], version: str | None) -> str:
+def _described(model: dict[str, Any], version: str | None, label: str) -> str:
     root = model.get("root")
     where = f" from {root}" if root and root != model.get("id") else ""
-    return f"'{model.get('id')}'{where} (vLLM {version or 'version unknown'})"
+    return f"'{model.get('id')}'{where} ({label} {version or 'version unknown'})"
 
 
 def _error_detail(exc: urllib.error.HTTPError) -> str:

