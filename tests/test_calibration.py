@@ -225,6 +225,21 @@ def test_calibration_intervals_refit_the_temperature_on_every_resample():
     assert table.loc["log_loss", "ci_high"] - table.loc["log_loss", "ci_low"] > fixed[1] - fixed[0]
 
 
+def test_each_statistic_record_is_its_function_on_both_orders_weighted_or_not():
+    """A calibration statistic is defined once (a record's ``rows``): on integer weights it equals the public
+    function on the pairs repeated that many times, read in both orders."""
+    rng = np.random.default_rng(11)
+    p = rng.uniform(0.02, 0.98, 30)
+    weights = rng.integers(0, 4, size=(5, 30)).astype(float)
+    reference = {"ece": cal.expected_calibration_error, "brier": cal.brier_score, "log_loss": cal.log_loss}
+    for name, statistic in cal.CALIBRATION_STATISTICS.items():
+        assert statistic.one(p) == pytest.approx(reference[name](*cal.both_orders(p)), abs=1e-12), name
+        rows = statistic.rows(np.broadcast_to(p, weights.shape), weights, cal.N_BINS)
+        for row, w in zip(rows, weights, strict=True):
+            repeated = np.repeat(p, w.astype(int))
+            assert row == pytest.approx(reference[name](*cal.both_orders(repeated)), abs=1e-12), name
+
+
 def test_accuracy_by_margin_bins_by_quantile():
     margins = [-0.1, 0.2, -0.3, 0.4, 1.0, -2.0, 3.0, 4.0]
     table = cal.accuracy_by_margin(_rows(margins), n_quantiles=4)

@@ -153,22 +153,38 @@ def test_the_readme_is_a_landing_page_whose_links_resolve():
     assert [link for link in links if "://" not in link and not (ROOT / link).exists()] == []
 
 
+def _missing_tests(row: str) -> list[str]:
+    """The ``tests/...py[::name]`` a table row names that do not exist."""
+    missing = []
+    for path, names in re.findall(r"`(tests/[\w/]+\.py)((?:::\w+)?)`", row):
+        file = ROOT / path
+        if not file.is_file():
+            missing.append(path)
+        elif names and f"def {names[2:]}" not in file.read_text(encoding="utf-8"):
+            missing.append(path + names)
+    return missing
+
+
+def _table_rows(page: Path, header: str) -> list[str]:
+    return [line for line in page.read_text(encoding="utf-8").splitlines() if line.startswith("| ")
+            and not line.startswith(header) and not set(line) <= set("|- ")]
+
+
 def test_every_row_of_the_reliability_page_names_a_test_that_exists():
     """The reliability table is the site's (the README links to it): each row names the tests that prove it, and
     every test it names exists, so a renamed test breaks the build, not the reader."""
-    page = (DOCS / "explanation" / "reliability.md").read_text(encoding="utf-8")
-    rows = [line for line in page.splitlines() if line.startswith("| ") and not line.startswith("| fault")
-            and not set(line) <= set("|- ")]
+    rows = _table_rows(DOCS / "explanation" / "reliability.md", "| fault")
     assert len(rows) >= 60
-    missing = []
-    for row in rows:
-        for path, names in re.findall(r"`(tests/[\w/]+\.py)((?:::\w+)?)`", row):
-            file = ROOT / path
-            if not file.is_file():
-                missing.append(path)
-            elif names and f"def {names[2:]}" not in file.read_text(encoding="utf-8"):
-                missing.append(path + names)
-    assert missing == []
+    assert [m for row in rows for m in _missing_tests(row)] == []
+
+
+def test_every_statistic_names_its_formula_and_a_test_that_exists():
+    """The reference table of statistics: a row per statistic with its formula, rule, reference and at least one
+    test, and every test it names exists."""
+    rows = _table_rows(DOCS / "reference" / "statistics.md", "| statistic")
+    assert len(rows) >= 20
+    assert [row.split("|")[1] for row in rows if "`tests/" not in row.split("|")[-2]] == []   # each has a test
+    assert [m for row in rows for m in _missing_tests(row)] == []
 
 
 #: A code block the suite does not run says why in the line above it: ``<!-- not run: REASON -->`` (hidden on the

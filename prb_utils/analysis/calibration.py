@@ -18,8 +18,9 @@ is the mean of (1 - p_chosen)² and the log loss the mean of -log p_chosen.
 
 Statistics: :func:`expected_calibration_error` (equal-width bins on [0, 1], :data:`N_BINS` by default: ECE = sum
 over bins of (bin share) x |observed frequency - mean prediction|), :func:`brier_score`, :func:`log_loss`; each
-with a percentile bootstrap interval resampling whole questions (:func:`prb_utils.analysis.resampling.bootstrap_ci`;
-for a fitted temperature, every fold's temperature is fitted again on each resample: :func:`refitted_intervals`).
+with a percentile bootstrap interval resampling whole questions (:func:`resampled_statistics`; for a fitted
+temperature, every fold's temperature is fitted again on each resample). Each statistic is one record
+(:data:`CALIBRATION_STATISTICS`).
 Degenerate groups (fewer than :data:`MIN_PAIRS` pairs, a constant score, or one outcome only: every
 decided pair correct, or every one wrong) get NaN statistics and a ``note`` "n/a: <reason>", never a number.
 
@@ -34,7 +35,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -48,6 +50,7 @@ from prb_utils.analysis.resampling import (
     N_BOOT,
     SEED,
     bootstrap_ci,
+    cluster_weights,
     default_n_boot,
     percentile_interval,
 )
@@ -59,7 +62,6 @@ MIN_PAIRS = 20  # a group with fewer scored pairs gets "n/a" instead of calibrat
 N_QUANTILES = 5  # quantile bins of |margin| for accuracy against confidence
 LOG_LOSS_EPS = 1e-15  # probabilities are clipped to [eps, 1 - eps] in the log loss
 PROBABILITY_KINDS = ("judge",)  # kinds whose own P(chosen) is used; every other kind goes through a temperature
-CALIBRATION_STATISTICS = ("ece", "brier", "log_loss")
 #: Why a generate-mode judge has no calibration: its P(chosen) is a vote, 0 or 1.
 VOTES_REASON = "n/a: votes, not probabilities (a judge in generate mode answers A or B)"
 PAIR_COLUMNS = ["model", "kind", "profile", "subset", "id", "question", "outcome", "margin", "p_chosen", "source",
@@ -394,55 +396,6 @@ def _newton_slopes(x: np.ndarray, weights: np.ndarray, start: np.ndarray) -> np.
     return np.where(bounded | (slope_at_zero >= 0), beta, np.nan)
 
 
-def refitted_intervals(margins, folds, units, *, n_bins: int = N_BINS, n_boot: int | None = None,
-                       seed: int = SEED, level: float = LEVEL) -> dict[str, tuple[float, float]]:
-    """Percentile bootstrap intervals of ECE, Brier score and log loss of cross-fitted P(chosen), the
-    temperature of every fold fitted again on each resample of whole ``units`` (questions): the interval carries
-    the temperature's own uncertainty, not only the pairs'. ``folds`` are the pairs' folds
-    (:func:`cross_fit_temperature`); a resample weighs each pair by the number of times its question was drawn,
-    which is the same as resampling the questions' rows. Resamples where a fold's temperature has no maximum
-    are left out. Returns ``{statistic: (low, high)}`` for :data:`CALIBRATION_STATISTICS`.
-
-    >>> m = np.array([1.0, -1.0, 2.0, -0.5, 1.5, 0.5, 3.0, -2.0])
-    >>> ci = refitted_intervals(m, [0, 0, 1, 1, 2, 2, 0, 1], list("aabbccdd"), n_boot=200)
-    >>> sorted(ci), all(low <= high for low, high in ci.values())
-    (['brier', 'ece', 'log_loss'], True)
-    """
-    m = np.asarray(margins, dtype=float)
-    folds = np.asarray(folds, dtype=int)
-    codes = pd.factorize(pd.Series(list(units)).astype(str), sort=True)[0]
-    n_units = int(codes.max()) + 1 if len(codes) else 0
-    if not n_units:
-        return {name: (np.nan, np.nan) for name in CALIBRATION_STATISTICS}
-    n_boot = default_n_boot(n_units, n_boot)
-    scale = float(np.sqrt(np.mean(m ** 2))) or 1.0
-    x = m / scale
-    fold_ids = np.unique(folds)
-    start = {f: _start_slope(x[folds != f]) for f in fold_ids}
-    rng = np.random.default_rng(seed)
-    stats = {name: [] for name in CALIBRATION_STATISTICS}
-    chunk = max(1, 4_000_000 // max(1, len(x)))
-    for first in range(0, n_boot, chunk):
-        size = min(chunk, n_boot - first)
-        weights = rng.multinomial(n_units, np.full(n_units, 1 / n_units), size=size)[:, codes].astype(float)
-        slope = np.empty((size, len(x)))
-        for f in fold_ids:
-            beta = _newton_slopes(x, weights * (folds != f), np.full(size, start[f]))
-            slope[:, folds == f] = beta[:, None]
-        defined = np.isfinite(slope).all(axis=1)
-        p = _sigmoid(np.where(defined[:, None], slope, 0.0) * x)
-        total = np.where(defined, weights.sum(axis=1), np.nan)
-        stats["brier"].append((weights * (1 - p) ** 2).sum(axis=1) / total)
-        stats["log_loss"].append(-(weights * np.log(np.clip(p, LOG_LOSS_EPS, 1 - LOG_LOSS_EPS))).sum(axis=1) / total)
-        offset = np.arange(size)[:, None] * n_bins
-        gap = (np.bincount((offset + bin_index(p, n_bins=n_bins)).ravel(), weights=(weights * (1 - p)).ravel(),
-                           minlength=size * n_bins)
-               - np.bincount((offset + bin_index(1 - p, n_bins=n_bins)).ravel(), weights=(weights * (1 - p)).ravel(),
-                             minlength=size * n_bins))
-        stats["ece"].append(np.abs(gap.reshape(size, n_bins)).sum(axis=1) / (2 * total))
-    return {name: percentile_interval(np.concatenate(values), level) for name, values in stats.items()}
-
-
 def _start_slope(x: np.ndarray) -> float:
     """The full-sample slope of :func:`fit_temperature` on the normalised margins ``x`` (1.0 where undefined)."""
     try:
@@ -450,6 +403,95 @@ def _start_slope(x: np.ndarray) -> float:
     except PRBError:
         return 1.0
     return 1.0 if np.isinf(t) else 1.0 / t
+
+
+# ------------------------------------------------------------------------------ the statistics as records
+def _ece_rows(p: np.ndarray, weights: np.ndarray, n_bins: int) -> np.ndarray:
+    """ECE of each row of P(chosen) read in both orders (:func:`expected_calibration_error` of
+    :func:`both_orders`), each pair weighted."""
+    size = len(p)
+    offset = np.arange(size)[:, None] * n_bins
+    miss = (weights * (1 - p)).ravel()   # chosen first: outcome 1, prediction p; chosen second: outcome 0, 1 - p
+    gap = (np.bincount((offset + bin_index(p, n_bins=n_bins)).ravel(), weights=miss, minlength=size * n_bins)
+           - np.bincount((offset + bin_index(1 - p, n_bins=n_bins)).ravel(), weights=miss, minlength=size * n_bins))
+    return np.abs(gap.reshape(size, n_bins)).sum(axis=1) / (2 * weights.sum(axis=1))
+
+
+def _brier_rows(p: np.ndarray, weights: np.ndarray, n_bins: int) -> np.ndarray:
+    return (weights * (1 - p) ** 2).sum(axis=1) / weights.sum(axis=1)
+
+
+def _log_loss_rows(p: np.ndarray, weights: np.ndarray, n_bins: int) -> np.ndarray:
+    return -(weights * np.log(np.clip(p, LOG_LOSS_EPS, 1 - LOG_LOSS_EPS))).sum(axis=1) / weights.sum(axis=1)
+
+
+@dataclass(frozen=True)
+class CalibrationStatistic:
+    """One calibration statistic of P(chosen), defined once: ``rows`` gives it for many rows of probabilities at
+    once, each pair weighted (a row of weights per resample: :func:`prb_utils.analysis.resampling.cluster_weights`),
+    and :meth:`one` is its value on one group. A test holds both to :func:`expected_calibration_error`,
+    :func:`brier_score` and :func:`log_loss` on the pairs read in both orders. A new statistic is one record here
+    and its test."""
+
+    name: str
+    rows: Callable[[np.ndarray, np.ndarray, int], np.ndarray]
+
+    def one(self, p_chosen, *, n_bins: int = N_BINS) -> float:
+        """The statistic of one group's P(chosen) (NaN without pairs).
+
+        >>> round(CALIBRATION_STATISTICS["brier"].one([0.9, 0.8, 0.3, 0.6]), 4)
+        0.175
+        """
+        p = np.asarray(p_chosen, dtype=float)
+        return float(self.rows(p[None, :], np.ones((1, len(p))), n_bins)[0]) if len(p) else float("nan")
+
+
+#: Every calibration statistic, in table order.
+CALIBRATION_STATISTICS: dict[str, CalibrationStatistic] = {s.name: s for s in (
+    CalibrationStatistic("ece", _ece_rows),
+    CalibrationStatistic("brier", _brier_rows),
+    CalibrationStatistic("log_loss", _log_loss_rows),
+)}
+
+
+def resampled_statistics(p_chosen, units, *, margins=None, folds=None, n_bins: int = N_BINS,
+                         n_boot: int | None = None, seed: int = SEED, level: float = LEVEL
+                         ) -> dict[str, tuple[float, float]]:
+    """Percentile bootstrap intervals of every :data:`CALIBRATION_STATISTICS` over resamples of whole ``units``
+    (questions; :func:`prb_utils.analysis.resampling.cluster_weights`). With the ``margins`` and ``folds`` of a
+    cross-fitted temperature (:func:`cross_fit_temperature`), every fold's temperature is fitted again on each
+    resample, so the interval carries the temperature's own uncertainty, not only the pairs'; resamples where a
+    fold's temperature has no maximum are left out. Without them, ``p_chosen`` (a judge's own) is held fixed.
+
+    >>> m = np.array([1.0, -1.0, 2.0, -0.5, 1.5, 0.5, 3.0, -2.0])
+    >>> ci = resampled_statistics(None, list("aabbccdd"), margins=m, folds=[0, 0, 1, 1, 2, 2, 0, 1], n_boot=200)
+    >>> list(ci), all(low <= high for low, high in ci.values())
+    (['ece', 'brier', 'log_loss'], True)
+    """
+    n_units = pd.Series(list(units)).nunique()
+    if not n_units:
+        return {name: (np.nan, np.nan) for name in CALIBRATION_STATISTICS}
+    n_boot = default_n_boot(n_units, n_boot)
+    refit = margins is not None
+    if refit:
+        m, folds = np.asarray(margins, dtype=float), np.asarray(folds, dtype=int)
+        x = m / (float(np.sqrt(np.mean(m ** 2))) or 1.0)
+        start = {f: _start_slope(x[folds != f]) for f in np.unique(folds)}
+    else:
+        p_fixed = np.asarray(p_chosen, dtype=float)
+    found: dict[str, list[np.ndarray]] = {name: [] for name in CALIBRATION_STATISTICS}
+    for weights in cluster_weights(units, n_boot, np.random.default_rng(seed)):
+        if refit:
+            slope = np.empty(weights.shape)
+            for f, first in start.items():
+                slope[:, folds == f] = _newton_slopes(x, weights * (folds != f), np.full(len(weights), first))[:, None]
+            defined = np.isfinite(slope).all(axis=1)
+            p = _sigmoid(np.where(defined[:, None], slope, 0.0) * x)
+        else:
+            defined, p = np.ones(len(weights), dtype=bool), np.broadcast_to(p_fixed, weights.shape)
+        for name, statistic in CALIBRATION_STATISTICS.items():
+            found[name].append(np.where(defined, statistic.rows(p, weights, n_bins), np.nan))
+    return {name: percentile_interval(np.concatenate(values), level) for name, values in found.items()}
 
 
 # -------------------------------------------------------------------------------------- group tables
@@ -463,7 +505,7 @@ def calibration_table(probs: pd.DataFrame, *, by: str | Sequence[str] = ("model"
     """ECE, Brier score and log loss per group of ``by`` (tidy: one row per statistic) from
     :func:`pair_probabilities`: columns ``*by, source, statistic, n, n_questions, value, ci_low, ci_high, note``.
     Intervals: percentile bootstrap at ``level`` resampling whole questions (fixed ``seed``); for a
-    ``temperature`` group every fold's temperature is fitted again on each resample (:func:`refitted_intervals`).
+    ``temperature`` group every fold's temperature is fitted again on each resample (:func:`resampled_statistics`).
     A degenerate
     group (a ``note`` from :func:`pair_probabilities`, or one of ``by`` with under ``min_pairs`` pairs or one
     outcome) has NaN values and its reason in ``note``.
@@ -484,20 +526,16 @@ def calibration_table(probs: pd.DataFrame, *, by: str | Sequence[str] = ("model"
         p = group["p_chosen"].to_numpy(dtype=float)
         reason = notes.iloc[0] if len(notes) else degenerate_reason(p, group["outcome"], min_pairs=min_pairs)
         units = group["question"].astype(str).to_numpy()
-        statistics = {
-            "ece": (lambda v: expected_calibration_error(*both_orders(v), n_bins=n_bins), p),
-            "brier": (None, (1 - p) ** 2),
-            "log_loss": (None, -np.log(np.clip(p, LOG_LOSS_EPS, 1 - LOG_LOSS_EPS))),
-        }
         refitted = (reason is None and key["source"] == "temperature" and {"margin", "fold"} <= set(group.columns)
                     and group["fold"].notna().all())
-        intervals = (refitted_intervals(group["margin"], group["fold"].astype(int), units, n_bins=n_bins,
-                                        n_boot=n_boot, seed=seed, level=level) if refitted else {})
-        for name, (statistic, values) in statistics.items():
+        intervals = {} if reason is not None else resampled_statistics(
+            p, units, margins=group["margin"] if refitted else None,
+            folds=group["fold"].astype(int) if refitted else None, n_bins=n_bins, n_boot=n_boot, seed=seed,
+            level=level)
+        for name, statistic in CALIBRATION_STATISTICS.items():
             if reason is None:
-                value = statistic(values) if statistic else float(np.mean(values))
-                low, high = intervals.get(name) or bootstrap_ci(values, statistic, units=units, n_boot=n_boot,
-                                                                seed=seed, level=level)
+                value = statistic.one(p, n_bins=n_bins)
+                low, high = intervals[name]
             else:
                 value = low = high = np.nan
             rows.append({**key, "statistic": name, "n": len(group), "n_questions": len(set(units)),

@@ -193,7 +193,7 @@ def calibration_findings(results: pd.DataFrame, data: pd.DataFrame | None, board
     locked = set(zip(board.loc[board["locked"], "model"], board.loc[board["locked"], "profile"], strict=True))
     if locked and not table.empty:
         hit = [(m, p) in locked for m, p in zip(table["model"], table["profile"], strict=True)]
-        stats = [c for c in table.columns if c.startswith(calib.CALIBRATION_STATISTICS)]
+        stats = [c for c in table.columns if c.startswith(tuple(calib.CALIBRATION_STATISTICS))]
         table.loc[hit, stats] = np.nan
         table.loc[hit, "note"] = LOCKED_REASON
     order = sorted(range(len(table)), key=lambda i: (condition_sort_key(table["profile"].iloc[i]),
