@@ -47,7 +47,7 @@ from prb_utils.models.base import parse_spec
 from prb_utils.models.device import resolve_placement
 from prb_utils.models.embedding import load_encoder
 from prb_utils.models.fingerprint import model_fingerprint
-from prb_utils.models.kinds import MODEL_KINDS
+from prb_utils.models.kinds import ENCODER, MODEL_KINDS, kinds_of
 from prb_utils.models.prompts import JUDGE_TEMPLATES, load_judge_template
 from prb_utils.probes import PROBES
 from prb_utils.profile import (
@@ -219,7 +219,7 @@ def job_options(kind: str, condition: str, options: ModelOptions | None = None, 
         if key["retriever"] == "random" and seed != 0:
             key["retriever_seed"] = seed  # baselines carry no seed of their own (seed 0: no key change)
         if key["retriever"].startswith("dense:"):
-            key["retriever_fingerprint"] = _fingerprint("embedding:" + key["retriever"].split(":", 1)[1])
+            key["retriever_fingerprint"] = _fingerprint(f"{kinds_of(ENCODER)[0]}:{key['retriever'].split(':', 1)[1]}")
     return key
 
 

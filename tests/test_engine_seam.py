@@ -201,6 +201,30 @@ def test_no_code_tests_a_kind_by_its_name():
     assert found == []
 
 
+def _names_a_kind_by_spelling(node: ast.AST, kinds: set[str]) -> bool:
+    """A spec or a model built from a kind's name written out: ``ModelSpec("judge", ...)``, ``f"embedding:{x}"``,
+    ``"embedding:" + x``."""
+    if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) in (
+            "ModelSpec", "GivenSpec") and node.args:
+        first = node.args[0]
+        return isinstance(first, ast.Constant) and first.value in kinds
+    if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+        return str(node.values[0].value).partition(":")[0] in kinds and ":" in str(node.values[0].value)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and isinstance(node.left, ast.Constant):
+        text = str(node.left.value)
+        return ":" in text and text.partition(":")[0] in kinds
+    return False
+
+
+def test_no_code_builds_a_spec_from_a_kind_written_out():
+    """A loader that needs "a causal LM" or "an encoder" asks the records (``kinds_of(CAUSAL_LM)``), never writes a
+    kind's name into a spec, an f-string or a concatenation."""
+    kinds = set(MODEL_KINDS)
+    found = [f"{path.relative_to(PACKAGE.parent)}:{node.lineno}" for path, tree in _sources() for node in ast.walk(tree)
+             if _names_a_kind_by_spelling(node, kinds)]
+    assert found == []
+
+
 ENGINE_KEYWORDS = {"engine_url", "urls", "tensor_parallel_size", "pipeline_parallel_size", "engine_args", "concurrency"}
 
 

@@ -3,18 +3,24 @@
 - ``<!-- prb:cli -->`` becomes the command-line reference, rendered from ``prb_utils.cli.build_parser()``.
 - ``<!-- prb:api -->`` becomes one mkdocstrings block per name of the curated top-level API
   (``prb_utils._PUBLIC``), grouped by the module that defines it.
+- ``<!-- prb:notebook NAME -->`` becomes the notebook ``notebooks/NAME.ipynb`` as committed (its Markdown and code
+  cells, no outputs), converted by nbconvert's Markdown exporter, so the site shows the notebook the report runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 from collections import defaultdict
+from pathlib import Path
 
 import prb_utils
 from prb_utils.cli import build_parser
 
 CLI_MARKER = "<!-- prb:cli -->"
 API_MARKER = "<!-- prb:api -->"
+NOTEBOOK_MARKER = re.compile(r"<!-- prb:notebook (?P<name>[\w-]+) -->")
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 
 def _cell(text: str) -> str:
@@ -91,9 +97,19 @@ def render_api() -> str:
     return "\n".join(lines)
 
 
+def render_notebook(name: str) -> str:
+    """The notebook ``notebooks/<name>.ipynb`` as Markdown (nbconvert's exporter; committed without outputs, so
+    its prose and code only; its first heading is the page's title)."""
+    import nbformat
+    from nbconvert import MarkdownExporter
+
+    body, _ = MarkdownExporter().from_notebook_node(nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4))
+    return body
+
+
 def on_page_markdown(markdown: str, page, config, files) -> str:  # MkDocs passes page, config and files
     if CLI_MARKER in markdown:
         markdown = markdown.replace(CLI_MARKER, render_cli(build_parser()))
     if API_MARKER in markdown:
         markdown = markdown.replace(API_MARKER, render_api())
-    return markdown
+    return NOTEBOOK_MARKER.sub(lambda found: render_notebook(found["name"]), markdown)

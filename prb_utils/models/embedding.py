@@ -19,6 +19,7 @@ import numpy as np
 from prb_utils.models.base import ModelSpec, PairInput, PairScore, parse_spec
 from prb_utils.models.batching import BudgetBatcher, pad_right
 from prb_utils.models.hf import HFAdapter, nonfinite_reason
+from prb_utils.models.kinds import ENCODER, kinds_of
 
 
 @dataclass
@@ -130,7 +131,7 @@ def load_encoder(name: str, *, device: str = "auto", dtype: str = "auto",
     """
 
 
-    rm = EmbeddingRM(parse_spec(f"embedding:{name}"), device=device, dtype=dtype, batch_tokens=batch_tokens)
+    rm = EmbeddingRM(parse_spec(f"{kinds_of(ENCODER)[0]}:{name}"), device=device, dtype=dtype, batch_tokens=batch_tokens)
 
     def embed(texts: Sequence[str]) -> Any:
         import torch

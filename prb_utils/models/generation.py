@@ -23,6 +23,7 @@ from prb_utils.models.hf import (
     newly_initialized,
     resolve_source,
 )
+from prb_utils.models.kinds import CAUSAL_LM, kinds_of
 from prb_utils.models.lm import DecoderRunner, Group, lm_logits
 from prb_utils.schema import stable_hash
 
@@ -67,7 +68,7 @@ def check_causal_lm(name: str, *, given: str | None = None) -> None:
     from transformers import AutoConfig
 
 
-    spec = GivenSpec("judge", name, given or name)
+    spec = GivenSpec(kinds_of(CAUSAL_LM)[0], name, given or name)
     config = load_pretrained(spec, resolve_source(spec), AutoConfig.from_pretrained)
     declared = list(getattr(config, "architectures", None) or [])
     if declared and not any(a.endswith(GENERATIVE_ARCHITECTURES) for a in declared):
@@ -141,7 +142,7 @@ class ChatGenerator(ChatGeneration):
         from transformers import AutoModelForCausalLM
 
 
-        spec = GivenSpec("judge", name)  # the causal-LM kinds share one alias resolution
+        spec = GivenSpec(kinds_of(CAUSAL_LM)[0], name)  # the causal-LM kinds share one alias resolution
         self.name = name
         self.source = resolve_source(spec)
         self.placement = resolve_placement(device, dtype)
