@@ -5,7 +5,9 @@ and the curated API, and every ``prb`` command shown in the docs still parses.""
 from __future__ import annotations
 
 import argparse
+import html
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -225,3 +227,17 @@ def test_every_code_block_in_the_docs_runs_or_says_why_not(tmp_path, monkeypatch
             ran.append(where)
             capsys.readouterr()
     assert len(ran) >= 12 and skipped, (ran, skipped)   # the scanner finds both (13 run, 27 not, when written)
+
+
+def test_every_notebook_is_a_page_of_the_site_as_committed(site):
+    """The site renders each notebook of ``notebooks/`` from the committed file (the docs hook, nbconvert): its
+    title and its parameters cell are on its page, so a notebook edited is a page edited."""
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        page = site / "notebooks" / notebook.stem / "index.html"
+        assert page.is_file(), notebook.name
+        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+        title = "".join(cells[0]["source"]).splitlines()[0].lstrip("# ").strip()
+        parameters = next("".join(c["source"]) for c in cells if "parameters" in c.get("metadata", {}).get("tags", []))
+        first_name = parameters.split(":", 1)[0].strip()
+        text = page.read_text(encoding="utf-8")
+        assert html.escape(title, quote=False) in text and f">{first_name}<" in text, notebook.name
