@@ -199,6 +199,12 @@ def test_prb_ppo_scores_rewards_and_judges_on_the_server(vllm_server, tiny_lm_di
 # ------------------------------------------------------------------ resume and processes
 
 
+def _default_sigint() -> None:
+    """In a child about to run prb: Ctrl-C as a terminal sends it, whatever the test run inherited (a shell's
+    background job ignores SIGINT, and a child keeps an ignored signal ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _prb(*args: str) -> list[str]:
     return [sys.executable, "-m", "prb_utils", *args]
 
@@ -271,7 +277,7 @@ def _start_prb_with_its_server(tmp_path) -> tuple[subprocess.Popen, int]:
     """``prb score --engine vllm`` without --engine-url, and the port of the server it starts."""
     run = subprocess.Popen(_prb("score", "--data", "sample", "--model", "implicit:smollm2", "--engine", "vllm",
                                 "--engine-arg", *EAGER, "--out", str(tmp_path / "store")), cwd=ROOT, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.PIPE, text=True)
+                           stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
     for line in run.stderr:
         if line.startswith("Starting vLLM for smollm2 on http://127.0.0.1:"):
             return run, int(line.split("127.0.0.1:")[1].split()[0])
@@ -481,7 +487,8 @@ def test_one_ctrl_c_stops_prb_waiting_on_a_silent_server(tmp_path, vllm_server):
     try:
         run = subprocess.Popen(_prb("score", "--data", "sample", "--model", "judge:smollm2", "--engine", "vllm",
                                     "--engine-url", proxy.url, "--out", str(out), "--no-progress"),
-                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=_default_sigint)
         try:
             _wait(lambda: list(out.glob("jobs/*/part-*.parquet")) or run.poll() is not None, 600, "a stored chunk")
             proxy.answer_at_most = len(proxy.keys)   # silent from now on

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -153,6 +154,8 @@ def child_main(argv: list[str], env: dict[str, str], stdout_path: str, stderr_pa
     """Entry point of a ``multiprocessing`` child: set the environment, send stdout/stderr to files, run
     the CLI, exit with its code (so a test can SIGKILL a real ``prb score`` process at any point)."""
     os.environ.update(env)
+    # Ctrl-C raises KeyboardInterrupt here whatever the test run inherited (a shell's background job ignores SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     for fd, path in ((1, stdout_path), (2, stderr_path)):
         handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(handle, fd)
