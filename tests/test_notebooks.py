@@ -139,6 +139,8 @@ def bench(sample_report) -> pd.DataFrame:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_file_is_clean_and_parameterized(name):
+    raw = json.loads((NOTEBOOKS / f"{name}.ipynb").read_text(encoding="utf-8"))
+    assert all("id" in cell for cell in raw["cells"])   # nbformat 4.5: a cell without an id is a warning today
     nb = nbformat.read(str(NOTEBOOKS / f"{name}.ipynb"), as_version=4)
     assert nb.metadata["kernelspec"]["name"] == "python3"
     code = [c for c in nb.cells if c.cell_type == "code"]
