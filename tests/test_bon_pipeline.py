@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
+from prb_utils.cli import main  # noqa: E402
 from prb_utils.data import load_benchmark  # noqa: E402
 from prb_utils.downstream.pipeline import _pairs_for, run_bon_pipeline  # noqa: E402
 from prb_utils.downstream.policy import SamplingOptions, policy_generator, policy_prompt  # noqa: E402
@@ -383,8 +384,6 @@ def test_caches_with_the_wrong_columns_are_set_aside_and_computed_anew(tmp_path,
 def test_dtype_reaches_the_policy_and_the_llm_judge(tmp_path, tiny_lm_dir, capsys):
     """`prb bon --dtype bfloat16` samples and judges in bfloat16 (on a CPU, where auto is float32) and says so in
     run.json; the policy and the judge take the run's model options whole."""
-    from prb_utils.cli import main
-
     options = ModelOptions(device="cpu", dtype="bfloat16")
     assert str(policy_generator(str(tiny_lm_dir), options).model.dtype) == "torch.bfloat16"
     assert load_judge(f"llm:{tiny_lm_dir}", options).metadata["dtype"] == "bfloat16"
