@@ -210,6 +210,56 @@ def join_by_spec(benchmark: pd.Series, downstream: pd.Series, *, specs: Mapping[
     return joined, note
 
 
+#: The fewest RMs whose rankings a rank agreement compares.
+MIN_RMS = 3
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """A benchmark against a downstream outcome over the RMs both name (:func:`agreement_of`): the joined values
+    (indexed by model spec), who was left out and why (``dropped``, "" for nobody), why no ranking can be read
+    when a side is flat (``flat``), and the coefficients when there are at least :data:`MIN_RMS` RMs and both
+    sides vary (``table``, :func:`compare_benchmarks`; None otherwise)."""
+
+    joined: pd.DataFrame
+    dropped: str
+    flat: str | None
+    table: pd.DataFrame | None
+
+    @property
+    def rms(self) -> list[str]:
+        """The RMs both sides have, by model spec."""
+        return [str(m) for m in self.joined.index]
+
+    @property
+    def too_few(self) -> bool:
+        return len(self.joined) < MIN_RMS
+
+
+def agreement_of(benchmark: pd.Series, downstream: pd.Series, *, specs: Mapping[str, str] | None = None,
+                 benchmark_name: str = "benchmark score", downstream_name: str = "downstream score",
+                 benchmark_label: str = "PRB accuracy", downstream_label: str | None = None,
+                 n_boot: int | None = None) -> Agreement:
+    """The RMs of both sides matched by model spec (:func:`join_by_spec`), and their rank agreement
+    (:func:`compare_benchmarks`) when there are at least :data:`MIN_RMS` of them and both sides vary
+    (:func:`no_ranking` words why not, with ``benchmark_label`` and ``downstream_label``).
+
+    >>> found = agreement_of(pd.Series({"a": 0.6, "b": 0.7}, name="prb"), pd.Series({"a": 1.0, "b": 2.0}, name="bon"))
+    >>> found.rms, found.too_few, found.table is None
+    (['a', 'b'], True, True)
+    """
+    joined, dropped = join_by_spec(benchmark, downstream, specs=specs, benchmark_name=benchmark_name,
+                                   downstream_name=downstream_name)
+    if len(joined) < MIN_RMS:
+        return Agreement(joined, dropped, None, None)
+    first, second = joined.columns
+    flat = no_ranking(joined[first], joined[second], benchmark=benchmark_label,
+                      downstream=downstream_label or downstream_name)
+    if flat:
+        return Agreement(joined, dropped, flat, None)
+    return Agreement(joined, dropped, None, compare_benchmarks(joined[[first]], joined[[second]], n_boot=n_boot))
+
+
 def rank_agreement(benchmark_scores: Sequence[float], downstream_scores: Sequence[float], *,
                    top: int | None = None) -> dict[str, float]:
     """Agreement of the two RM rankings: Spearman, Kendall (tau-b), weighted Kendall, Pearson, NDCG, RBO.
@@ -824,13 +874,13 @@ def compare_benchmarks(
             "add them to aliases if they are the same RM.",
             stacklevel=2,
         )
-    if common.size < 3:
-        raise PRBError(f"Only {common.size} model(s) appear in both tables; at least 3 are needed.")
+    if common.size < MIN_RMS:
+        raise PRBError(f"Only {common.size} model(s) appear in both tables; at least {MIN_RMS} are needed.")
     parts = []
     for b in bench.columns:
         for d in down.columns:
             pair = pd.concat([bench.loc[common, b], down.loc[common, d]], axis=1).dropna()
-            if len(pair) < 3:
+            if len(pair) < MIN_RMS:
                 continue
             ci = rank_agreement_ci(pair.iloc[:, 0], pair.iloc[:, 1], top=top, level=level, n_boot=n_boot,
                                    seed=seed, n_perm=n_perm)
