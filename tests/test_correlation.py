@@ -12,6 +12,7 @@ import pytest
 from prb_utils.downstream.correlation import (
     METRICS,
     _agreement_rows,
+    agreement_of,
     compare_benchmarks,
     correlation_difference,
     downstream_table,
@@ -526,3 +527,19 @@ def test_zous_interval_for_a_spearman_difference_uses_bonett_wrights_standard_er
     assert spearman["zou_ci_high"] - spearman["zou_ci_low"] > 0
     assert spearman["williams_t"] == pytest.approx(pearson_rows["williams_t"])  # the data are ranks already
     assert spearman["zou_ci_high"] - spearman["zou_ci_low"] > pearson_rows["zou_ci_high"] - pearson_rows["zou_ci_low"]
+
+
+def test_agreement_of_reads_a_ranking_only_with_three_varying_rms():
+    """The step page 03 takes for Best-of-N and RL alike: too few RMs, a flat side, or the coefficients of
+    compare_benchmarks on the RMs both sides name."""
+    prb = pd.Series({"a": 0.6, "b": 0.7, "c": 0.5, "d [seed=1]": 0.4}, name="prb")
+    bon = pd.Series({"a": 1.0, "b": 2.0, "c": 0.5, "e": 3.0}, name="bon@4")
+    found = agreement_of(prb, bon, n_boot=200)
+    assert found.rms == ["a", "b", "c"] and not found.too_few and found.flat is None
+    assert "d [seed=1] (no downstream score)" in found.dropped and "e (no benchmark score)" in found.dropped
+    expected = compare_benchmarks(found.joined[["prb"]], found.joined[["bon@4"]], n_boot=200)
+    pd.testing.assert_frame_equal(found.table, expected)
+    flat = agreement_of(prb, pd.Series(1.0, index=bon.index, name="bon@4"), downstream_label="bon@4 (proxy)")
+    assert flat.table is None and flat.flat.startswith("Every RM has the same bon@4 (proxy)")
+    few = agreement_of(prb[["a", "b"]], bon)
+    assert few.too_few and few.table is None and few.flat is None
