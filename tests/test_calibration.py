@@ -205,9 +205,9 @@ def test_calibration_intervals_refit_the_temperature_on_every_resample():
     table = cal.calibration_table(probs, n_boot=200, seed=3).set_index("statistic")
     m, folds = probs["margin"].to_numpy(), probs["fold"].to_numpy(dtype=int)
     codes = pd.factorize(probs["question"], sort=True)[0]
-    draws = np.random.default_rng(3).multinomial(20, np.full(20, 1 / 20), size=200)
+    draws = np.random.default_rng(3).integers(0, 20, size=(200, 20))   # 20 questions drawn per resample
     values = {"ece": [], "brier": [], "log_loss": []}
-    for counts in draws:
+    for counts in (np.bincount(drawn, minlength=20) for drawn in draws):
         rows_drawn = np.repeat(np.arange(40), counts[codes])
         p = np.empty(len(rows_drawn))
         for f in np.unique(folds):
@@ -325,3 +325,14 @@ def test_real_judge_and_classifier_scores_take_their_paths(tmp_path, tiny_lm_dir
     assert len(ece) == 2 and ece["note"].isna().all()
     assert ((ece["value"] >= 0) & (ece["value"] <= 1) & (ece["ci_low"] <= ece["value"])
             & (ece["value"] <= ece["ci_high"])).all()
+
+
+def test_a_judges_intervals_resample_the_questions_bootstrap_ci_resamples():
+    """One resampler: a judge's own P(chosen) (held fixed) gets the intervals bootstrap_ci gives over the same
+    whole questions with the same seed."""
+    rng = np.random.default_rng(1)
+    p, units = rng.uniform(0.1, 0.9, 60), [f"q{i // 2}" for i in range(60)]
+    found = cal.resampled_statistics(p, units, seed=5)
+    assert found["brier"] == pytest.approx(cal.bootstrap_ci((1 - p) ** 2, units=units, seed=5))
+    assert found["ece"] == pytest.approx(cal.bootstrap_ci(
+        p, lambda v: cal.expected_calibration_error(*cal.both_orders(v)), units=units, seed=5))

@@ -160,21 +160,25 @@ def bootstrap_ci(
 def cluster_weights(units, n_boot: int, rng: np.random.Generator, *, max_cells: int = 4_000_000):
     """Resamples of whole clusters as row weights, in chunks: each yielded array has one row per resample and one
     column per row of the data, holding how many times that row's cluster (``units``, one label per row) was
-    drawn. Weighting a statistic's rows by them is the same as resampling the clusters' rows (a multinomial count
-    of the clusters, drawn once per resample); a chunk holds at most ``max_cells`` weights.
+    drawn. The clusters are drawn as :func:`cluster_resamples` draws them (the same seed draws the same clusters),
+    so weighting a statistic's rows by them is resampling the clusters' rows; a chunk holds at most ``max_cells``
+    weights.
 
     >>> chunks = list(cluster_weights(["a", "a", "b"], 5, np.random.default_rng(0)))
     >>> chunks[0].shape, bool((chunks[0][:, 0] == chunks[0][:, 1]).all()), set(chunks[0].sum(axis=1) % 1) == {0}
     ((5, 3), True, True)
     """
-    codes = pd.factorize(pd.Series(list(units)).astype(str), sort=True)[0]
+    codes = pd.factorize(pd.Series(list(units)), sort=True)[0]
     n_units = int(codes.max()) + 1 if len(codes) else 0
     if not n_units:
         return
+    draws = resample_indices(n_units, n_boot, rng)
     step = max(1, max_cells // max(1, len(codes)))
     for first in range(0, int(n_boot), step):
-        size = min(step, int(n_boot) - first)
-        yield rng.multinomial(n_units, np.full(n_units, 1 / n_units), size=size)[:, codes].astype(float)
+        chunk = draws[first:first + step]
+        offset = np.arange(len(chunk))[:, None] * n_units
+        counts = np.bincount((chunk + offset).ravel(), minlength=len(chunk) * n_units).reshape(len(chunk), n_units)
+        yield counts[:, codes].astype(float)
 
 
 def cluster_resamples(values: np.ndarray, units, statistic: Callable[[np.ndarray], float] | None,

@@ -50,7 +50,6 @@ from prb_utils.downstream.plots import bon_curve_plot, coefficient_bars, rank_ra
 from prb_utils.downstream.policy import (
     POLICY_SYSTEM,
     SamplingOptions,
-    policy_dtype,
     policy_generator,
     policy_placement,
     policy_prompt,
@@ -67,6 +66,7 @@ from prb_utils.downstream.rubric_judge import (
     judge_identity,
     judge_item,
     judge_label,
+    judge_placement,
     load_judge,
     results_frame,
     runs_a_model,
@@ -489,8 +489,7 @@ def run_bon_pipeline(
             "ks": ks, "quality_rule": rule, "sampling": sampling.mode, **options.engine.metadata(),
             "n_questions": int(samples.groupby(["subset", "id"]).ngroups), "timings_s": timings,
             "judge_identity": judge_identity(judge), "questions": question_digests(data),
-            "policy_dtype": policy_dtype(options),
-            "judge_placement": judge_cache_key(judge, options)[3] if runs_a_model(judge) else None}
+            "policy_dtype": policy_placement(options)["dtype"], "judge_placement": judge_placement(judge, options)}
     (root / "run.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
     return BonRun(samples, frame, curves, agreement, paths, timings, judge_name, proxy)
 

@@ -18,7 +18,6 @@ from typing import Any
 from prb_utils.errors import PRBError
 from prb_utils.models import ModelOptions
 from prb_utils.models.base import ModelSpec
-from prb_utils.models.device import resolve_placement
 from prb_utils.models.kinds import CAUSAL_LM, kinds_of
 from prb_utils.profile import rm_visible_fields, selected_posts
 from prb_utils.schema import stable_hash
@@ -113,11 +112,6 @@ def policy_placement(options: ModelOptions) -> dict[str, str]:
     {'device': 'cpu', 'dtype': 'bfloat16'}
     """
     return resolved_placement(kinds_of(CAUSAL_LM)[0], options.device, options.dtype)
-
-
-def policy_dtype(options: ModelOptions) -> str:
-    """The dtype the policy's weights are loaded in under ``options`` (``auto`` resolved for the device)."""
-    return str(resolve_placement(options.device, options.dtype).dtype).replace("torch.", "")
 
 
 def policy_generator(policy: str, options: ModelOptions, *, out: str | os.PathLike = ".", progress: bool = False,

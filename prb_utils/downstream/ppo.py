@@ -68,8 +68,8 @@ from tqdm.auto import tqdm
 from prb_utils.data import load_benchmark
 from prb_utils.downstream.policy import (
     POLICY_SYSTEM,
-    policy_dtype,
     policy_generator,
+    policy_placement,
     policy_prompt,
     policy_spec,
 )
@@ -81,9 +81,9 @@ from prb_utils.downstream.rubric_judge import (
     choose_quality_rule,
     judge_cache_key,
     judge_item,
+    judge_placement,
     load_judge,
     results_frame,
-    runs_a_model,
 )
 from prb_utils.errors import PRBError, set_aside
 from prb_utils.models import MODEL_KINDS, ModelOptions, PairInput, load_model, parse_spec
@@ -665,7 +665,7 @@ def run_ppo(
 
         t = time.time()
         # a dtype asked for is keyed (auto keeps the key answers had before --dtype reached the policy)
-        asked = {} if options.dtype == "auto" else {"dtype": policy_dtype(options)}
+        asked = {} if options.dtype == "auto" else {"dtype": policy_placement(options)["dtype"]}
         base_key = stable_hash({"v": PPO_VERSION, "policy": policy, "fp": policy_fp, "eval": eval_id,
                                 "posts": training.policy_posts, "max_new_tokens": max_new, **asked})
         answers = [_cached_answers(root / "baseline" / f"{base_key}.parquet", policy, held_out,
@@ -728,8 +728,7 @@ def run_ppo(
         proxy = bool(judged["judge_proxy"].fillna(False).astype(bool).any())
         setting = {"policy": policy, "policy_fingerprint": policy_fp, "judge": judge_name, "eval": eval_id,
                    "steps": int(steps), "seed": int(seed), "options": training.__dict__, "max_new_tokens": max_new}
-        placement = {"policy_dtype": policy_dtype(options),
-                     "judge_placement": judge_cache_key(judge, options)[3] if runs_a_model(judge) else None}
+        placement = {"policy_dtype": policy_placement(options)["dtype"], "judge_placement": judge_placement(judge, options)}
         table = _merge_previous(root, table, setting, rule=rule)
         table = table[~table["rm"].isin(set(diverged))].reset_index(drop=True)   # an older row of it too
         write_text(root / "ppo.csv", table.to_csv(index=False))

@@ -761,9 +761,21 @@ def judge_cache_key(judge: Any, options: ModelOptions | None = None) -> list[Any
         raise PRBError(f"The rubric judge '{judge}' cannot be used: {str(exc)[:1].lower()}{str(exc)[1:]}") from None
     key: list[Any] = [judge, judge_protocol(judge), fingerprint]
     if llm:
-        options = options or ModelOptions()
-        key += [resolved_placement(kinds_of(CAUSAL_LM)[0], options.device, options.dtype), options.engine.name]
+        key += [judge_placement(judge, options), (options or ModelOptions()).engine.name]
     return key
+
+
+def judge_placement(judge: Any, options: ModelOptions | None = None) -> dict[str, str] | None:
+    """The device type and dtype an LLM judge runs with under ``options`` (``auto`` resolved); None for a judge
+    that runs no language model (the proxy, a judge object).
+
+    >>> judge_placement("llm:smollm2", ModelOptions(device="cpu", dtype="bfloat16")), judge_placement("proxy")
+    ({'device': 'cpu', 'dtype': 'bfloat16'}, None)
+    """
+    if not runs_a_model(judge):
+        return None
+    options = options or ModelOptions()
+    return resolved_placement(kinds_of(CAUSAL_LM)[0], options.device, options.dtype)
 
 
 def judge_identity(judge: Any) -> list[Any]:

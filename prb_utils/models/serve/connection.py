@@ -90,11 +90,13 @@ class Connection:
     requested_dtype: str | None = None   # what the user asked for (the job key's dtype for a server at a URL)
     pooler_config: str | None = None   # as the server prb started logged it (a server at a URL does not say)
     concurrency_source: str | None = None   # why the client keeps this many requests in flight per server
+    #: how this engine's server is asked and read (:attr:`~prb_utils.models.engines.EngineType.dialect`); resolved
+    #: once, from the engine's record, when not given
+    dialect: Any = None
 
-    @property
-    def dialect(self) -> Any:
-        """How this engine's server is asked and read (:attr:`~prb_utils.models.engines.EngineType.dialect`)."""
-        return dialect_of(self.options.name)
+    def __post_init__(self) -> None:
+        if self.dialect is None:
+            self.dialect = dialect_of(self.options.name)
 
     @property
     def label(self) -> str:
@@ -154,7 +156,7 @@ def connect(spec_name: str, source: str, *, device: str = "auto", dtype: str = "
         if not given:
             client.concurrency, why = default_concurrency(dialect, engines=client.data_parallel_engines())
         return Connection(client, model, client.url, False, client.version(), opts, requested_dtype=dtype,
-                          concurrency_source=why)
+                          concurrency_source=why, dialect=dialect)
 
     placement = resolve_placement(device, dtype)
     launch = LaunchOptions(dtype=str(placement.dtype).removeprefix("torch."),
@@ -171,7 +173,7 @@ def connect(spec_name: str, source: str, *, device: str = "auto", dtype: str = "
     return Connection(client, model, server.url, True, client.version(), opts, server.command(), server.started_s,
                       launch.dtype, requested_dtype=dtype,
                       pooler_config=server.logged_config("pooler_config") if runner == "pooling" else None,
-                      concurrency_source=why)
+                      concurrency_source=why, dialect=dialect)
 
 
 def logsumexp(values: Sequence[float]) -> float:
