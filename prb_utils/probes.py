@@ -6,14 +6,19 @@ a reward model should do under it:
 
 - ``swap``: the RM sees another user's profile for the same pair: for a twin pair (the same question and answers,
   the other user, roles swapped: :func:`twin_pairs`) its twin user's, otherwise a seeded other user of the same
-  subset. An RM that reads the user loses accuracy (on twins it flips); one that ignores the profile does not move.
+  subset (a record keeps its own profile when its subset has no other: :func:`changed_records` says which
+  changed). An RM that reads the user loses accuracy; one that ignores the profile does not move. On a twin pair
+  the swapped record is the twin's with the answers' roles exchanged, so its outcome is the twin's base outcome
+  negated for any RM that scores answers given a profile (a flip restates the base outcomes, it is no test).
 - ``shuffle``: the same posts in a seeded other order. An RM should be invariant.
 - ``distract``: :data:`DISTRACTORS` posts of other users added to the profile (seeded). The accuracy drop measures
   how much irrelevant profile text moves the RM.
-- ``label-swap``: chosen and rejected exchanged. Accuracy must be 1 - accuracy - tie rate: a harness check that
-  catches a broken metric or a position-locked judge.
+- ``label-swap``: chosen and rejected exchanged. Accuracy must be the base's share of wrong pairs (1 - accuracy -
+  tie rate - invalid rate): a harness check (expected = observed, no test) that catches a broken metric. It holds by construction for every kind (a judge's two answer orders are the same two
+  prompts exchanged), so it cannot catch a position-locked judge: :func:`prb_utils.analysis.breakdowns.
+  position_locked` does.
 - ``retest``: the same records in a seeded other order, scored in batches of half the token budget (so other
-  batch sizes and other neighbours): scores must not change beyond the dtype's resolution, and no verdict may flip.
+  batch sizes and other neighbours): its check passes when no score changes beyond the dtype's resolution.
 
 Transforms see only what an RM may see plus the ids they need to pair users; the rubric and narrative are never
 moved into a profile. This module imports no model code.
@@ -143,6 +148,35 @@ def swap_labels(data: pd.DataFrame, seed: int = PROBE_SEED) -> pd.DataFrame:
     return out
 
 
+def changed_records(data: pd.DataFrame, name: str, seed: int = PROBE_SEED) -> set[tuple[str, str]]:
+    """The ``(subset, id)`` of the records whose RM input the probe ``name`` changes: another profile (``swap``,
+    ``shuffle``, ``distract``), other answers (``label-swap``: chosen differs from rejected); none for ``retest``
+    (the same records, batched otherwise).
+
+    >>> one = pd.DataFrame({"subset": ["S", "T"], "id": ["a", "b"], "question": "Q", "chosen": "x",
+    ...                     "rejected": "y", "profile": [[{"text": "u1"}], [{"text": "u2"}]]})
+    >>> changed_records(one, "swap"), sorted(changed_records(one, "label-swap"))
+    (set(), [('S', 'a'), ('T', 'b')])
+    """
+    if name == "swap":  # what swap_profiles does, without its search for another user
+        keys, profiles = _keys(data), [repr(p) for p in _profiles(data)]
+        own = dict(zip(keys, profiles, strict=True))
+        twins = twin_pairs(data)
+        kinds: dict[str, set[str]] = {}
+        for key, posts in zip(keys, profiles, strict=True):
+            kinds.setdefault(key[0], set()).add(posts)
+        return {key for key, posts in zip(keys, profiles, strict=True)
+                if (own[twins[key]] != posts if twins.get(key) in own else bool(kinds[key[0]] - {posts}))}
+    shown = apply_probe(data, name, seed)
+    keys = _keys(shown)
+    if name == "label-swap":
+        return {key for key, c, r in zip(keys, shown["chosen"], shown["rejected"], strict=True) if c != r}
+    if name == "retest":
+        return set()
+    own = dict(zip(_keys(data), _profiles(data), strict=True))
+    return {key for key, posts in zip(keys, _profiles(shown), strict=True) if posts != own[key]}
+
+
 def reorder_records(data: pd.DataFrame, seed: int = PROBE_SEED) -> pd.DataFrame:
     """The same records in a seeded other order, so that the scorer batches them differently."""
     return data.sample(frac=1.0, random_state=seed + 1).reset_index(drop=True)
@@ -151,14 +185,16 @@ def reorder_records(data: pd.DataFrame, seed: int = PROBE_SEED) -> pd.DataFrame:
 #: Every probe, by name (the spelling after ``+`` in a condition).
 PROBES: dict[str, Probe] = {probe.name: probe for probe in (
     Probe("swap", "another user's profile (the twin user's for a twin pair)",
-          "an RM that reads the user loses accuracy and flips on twins; one that ignores the profile does not move",
+          "an RM that reads the user loses accuracy; one that ignores the profile does not move",
           swap_profiles),
     Probe("shuffle", "the same posts in another order", "invariant: the same verdicts", shuffle_posts),
     Probe("distract", f"{DISTRACTORS} posts of other users added", "a small accuracy drop", add_distractors),
-    Probe("label-swap", "chosen and rejected exchanged", "accuracy = 1 - accuracy - tie rate (a harness check)",
+    Probe("label-swap", "chosen and rejected exchanged",
+          "accuracy = the base's share of wrong pairs (a harness check: expected = observed, no test)",
           swap_labels),
     Probe("retest", "the same pairs in another order and in batches of half the token budget",
-          "no score change beyond the dtype's resolution, no verdict flips", reorder_records, batch_share=0.5),
+          "no score change beyond the dtype's resolution (a check: pass or fail)", reorder_records,
+          batch_share=0.5),
 )}
 
 

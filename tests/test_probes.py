@@ -9,12 +9,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from prb_utils.analysis.probe_effects import probe_effects, reading_verdicts, split_probe
+from prb_utils.analysis.probe_effects import (
+    probe_effects,
+    probe_families,
+    probe_table,
+    reading_verdicts,
+    split_probe,
+)
 from prb_utils.cli import main
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
 from prb_utils.models.batching import BudgetBatcher
-from prb_utils.probes import PROBES, apply_probe, twin_pairs
+from prb_utils.probes import PROBES, apply_probe, changed_records, twin_pairs
 from prb_utils.profile import parse_condition
 from prb_utils.scoring import _batch_share
 from prb_utils.store import load_results
@@ -58,44 +64,159 @@ def test_every_probe_transforms_only_what_it_says():
     assert set(PROBES) == {"swap", "shuffle", "distract", "label-swap", "retest"}
 
 
-def _rows(model: str, profile: str, data: pd.DataFrame, margins: np.ndarray) -> pd.DataFrame:
+def _rows(model: str, profile: str, data: pd.DataFrame, margins: np.ndarray, kind: str = "classifier",
+          **extra) -> pd.DataFrame:
     outcome = np.where(margins > 0, "correct", np.where(margins < 0, "wrong", "tie"))
-    return pd.DataFrame({"model": model, "kind": "classifier", "profile": profile, "subset": data["subset"],
-                         "id": data["id"], "score_chosen": margins, "score_rejected": 0.0, "outcome": outcome})
+    return pd.DataFrame({"model": model, "kind": kind, "profile": profile, "subset": data["subset"],
+                         "id": data["id"], "score_chosen": margins, "score_rejected": 0.0, "outcome": outcome,
+                         **extra})
 
 
 def planted_store() -> tuple[pd.DataFrame, pd.DataFrame]:
-    """'length' prefers the longer answer whatever the profile; 'reader' prefers what the profile it is shown
-    asks for (so with the twin's profile it flips); both also scored with the answers exchanged."""
+    """'length' (the profile-blind kind) prefers the longer answer whatever the profile; 'reader' prefers what the
+    profile it is shown asks for (so with the twin's profile it flips); both also scored with the answers
+    exchanged."""
     data = twin_data()
     longer = np.where(data["chosen"].str.len() > data["rejected"].str.len(), 1.0, -1.0)
-    frames = [_rows("length", "top3", data, longer), _rows("length", "top3+swap", data, longer),
-              _rows("length", "top3+label-swap", data, -longer),
+    frames = [_rows("length", "top3", data, longer, "length"), _rows("length", "top3+swap", data, longer, "length"),
+              _rows("length", "top3+label-swap", data, -longer, "length"),
               _rows("reader", "top3", data, np.ones(len(data))), _rows("reader", "top3+swap", data, -np.ones(len(data))),
               _rows("reader", "top3+label-swap", data, -np.ones(len(data)))]
     return pd.concat(frames, ignore_index=True), data
 
 
-def test_the_probes_tell_a_reader_of_the_user_from_a_length_follower():
+def test_the_probes_tell_a_reader_of_the_user_from_a_profile_blind_baseline():
     rows, data = planted_store()
-    effects = probe_effects(rows, data, n_boot=200).set_index(["model", "probe"])
+    effects = probe_effects(rows, data).set_index(["model", "probe"])
     verdicts = reading_verdicts(effects.reset_index(), models=["length", "reader", "other"]).set_index("model")
-    assert verdicts.loc["length", "verdict"] == "ignores the profile"
-    assert verdicts.loc["length", "sensitivity"] == 0 and verdicts.loc["length", "twin_flips"] == 0
+    assert verdicts.loc["length", "verdict"].startswith("n/a: profile-blind")   # no verdict, not "ignores"
+    assert verdicts.loc["length", "sensitivity"] == 0 and np.isnan(verdicts.loc["length", "p_holm"])
     assert verdicts.loc["reader", "verdict"] == "reads the user"
-    assert verdicts.loc["reader", "sensitivity"] == 1 and verdicts.loc["reader", "twin_flips"] == len(data)
+    assert verdicts.loc["reader", "sensitivity"] == 1 and verdicts.loc["reader", "family"] == "top3+swap: Holm over 1 model"
+    assert (verdicts.loc["reader", "both_right"], verdicts.loc["reader", "twin_sets"]) == (N_QUESTIONS, N_QUESTIONS)
+    assert verdicts.loc["length", "one_right"] == N_QUESTIONS   # a profile-blind RM gets one twin of each set right
     assert verdicts.loc["other", "verdict"].startswith("n/a")
-    for model in ("length", "reader"):   # the harness check: 1 - accuracy - tie rate - invalid rate
-        assert effects.loc[(model, "label-swap"), "check"] == "holds"
     assert effects.loc[("reader", "swap"), "max_score_change"] == 2
+    assert effects.loc[("reader", "swap"), "inputs_changed"] == len(data)
 
 
-def test_a_broken_label_swap_is_caught():
+def drop_store(n_drop: int, *, others: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """'weak' loses both pairs of ``n_drop`` of the questions with another user's profile and keeps the rest;
+    with ``others``, 'steady' (a profile reader whose verdicts and scores do not move) is scored too."""
+    data = twin_data()
+    question = data["id"].str.split("-").str[0].str[1:].astype(int)
+    swapped = np.where(question < n_drop, -1.0, 1.0)
+    frames = [_rows("weak", "top3", data, np.ones(len(data))), _rows("weak", "top3+swap", data, swapped),
+              _rows("weak", "top3+shuffle", data, np.ones(len(data)))]
+    if others:
+        frames += [_rows("steady", "top3", data, np.ones(len(data))),
+                   _rows("steady", "top3+swap", data, np.ones(len(data)))]
+    return pd.concat(frames, ignore_index=True), data
+
+
+def test_a_drop_that_does_not_clear_holm_is_inconclusive_not_a_reaction():
+    # 6 of 12 questions drop: the exact sign-flip p is 2/64 = 0.031 alone, 0.0625 Holm-adjusted over two models
+    rows, data = drop_store(6)
+    effects = probe_effects(rows, data)
+    weak = reading_verdicts(effects).set_index("model").loc["weak"]
+    assert weak["sensitivity_low"] > 0                         # the interval clears 0 ...
+    assert weak["p_holm"] == pytest.approx(2 * 2 / 64)         # ... the family's test does not
+    assert weak["verdict"] == "inconclusive"
+    assert weak["null_probe"] == "shuffle" and weak["reaction_p_holm"] >= 0.05
+    assert weak["family"] == "top3+swap: Holm over 2 models"
+    alone = reading_verdicts(probe_effects(*drop_store(6, others=False))).set_index("model").loc["weak"]
+    assert alone["p_holm"] == pytest.approx(2 / 64) and alone["verdict"] == "reads the user"
+    steady = reading_verdicts(effects).set_index("model").loc["steady"]
+    assert steady["verdict"] == "ignores the profile"
+
+
+def test_profile_blind_and_locked_models_are_no_members_of_the_family():
+    rows, data = drop_store(6)
+    before = probe_effects(rows, data).set_index(["model", "probe"])
+    longer = np.where(data["chosen"].str.len() > data["rejected"].str.len(), 1.0, -1.0)
+    locked = {"verdict_ab": "chosen", "verdict_ba": "rejected"}   # always answers "A"
+    more = pd.concat([rows, _rows("length", "top3", data, longer, "length"),
+                      _rows("length", "top3+swap", data, -longer, "length"),
+                      _rows("judge:x", "top3", data, np.ones(len(data)), "judge", **locked),
+                      _rows("judge:x", "top3+swap", data, np.ones(len(data)), "judge", **locked)], ignore_index=True)
+    after = probe_effects(more, data).set_index(["model", "probe"])
+    assert after.loc[("weak", "swap"), "p_holm"] == before.loc[("weak", "swap"), "p_holm"]
+    assert after.loc[("weak", "swap"), "family"] == "top3+swap: Holm over 2 models"
+    assert after.loc[("length", "swap"), "no_verdict"].startswith("n/a: profile-blind")
+    assert after.loc[("judge:x", "swap"), "no_verdict"].startswith("n/a: position-locked")
+    assert np.isnan(after.loc[("length", "swap"), "p_holm"]) and after.loc[("length", "swap"), "family"] == ""
+    families = {f.name: f for f in probe_families(after.reset_index())}
+    assert families["top3+swap"].members == ("steady", "weak")
+    assert {m for m, _ in families["top3+swap"].excluded} == {"length", "judge:x"}
+    shown = probe_table(after.reset_index())
+    assert set(shown.loc[shown["p (Holm)"] != "—", "family"]) == {"top3+swap: Holm over 2 models"}
+
+
+def test_an_anti_reader_is_told_apart_from_a_reader_and_twin_flips_are_not_evidence():
+    """An anti-reader (it prefers what the user does *not* want) flips every twin under swap, as a perfect reader
+    does: the flip restates the base outcomes. The swap's accuracy change and the twin split tell them apart."""
+    data = twin_data()
+    ones = np.ones(len(data))
+    rows = pd.concat([_rows("reader", "top3", data, ones), _rows("reader", "top3+swap", data, -ones),
+                      _rows("anti", "top3", data, -ones), _rows("anti", "top3+swap", data, ones)], ignore_index=True)
+    effects = probe_effects(rows, data)
+    verdicts = reading_verdicts(effects).set_index("model")
+    assert verdicts.loc["reader", "verdict"] == "reads the user"
+    assert verdicts.loc["anti", "verdict"] == "reacts to any profile"    # the other user's profile makes it right
+    assert verdicts.loc["reader", "change_rate"] == verdicts.loc["anti", "change_rate"] == 1.0   # the same flips
+    assert (verdicts.loc["reader", "both_right"], verdicts.loc["reader", "both_wrong"]) == (N_QUESTIONS, 0)
+    assert (verdicts.loc["anti", "both_right"], verdicts.loc["anti", "both_wrong"]) == (0, N_QUESTIONS)
+    assert not {"twin_flips", "twin_pairs"} & (set(effects.columns) | set(verdicts.columns))
+
+
+def test_label_swap_is_a_harness_check_with_no_test():
     rows, data = planted_store()
+    effects = probe_effects(rows, data).set_index(["model", "probe"])
+    for model in ("length", "reader"):   # expected: the base's share of wrong pairs
+        row = effects.loc[(model, "label-swap")]
+        assert row["check"] == "pass" and row["expected"] == row["accuracy_probe"]
+        assert np.isnan(row[["p_value", "p_holm", "ci_low", "ci_high"]].astype(float)).all()
+    shown = probe_table(effects.reset_index()).set_index(["model", "probe"])
+    assert shown.loc[("reader", "label-swap"), "p (Holm)"] == "—"
+    assert shown.loc[("reader", "label-swap"), "expected"] == "accuracy 0.000"
     broken = rows.copy()
     broken.loc[(broken["model"] == "length") & (broken["profile"] == "top3+label-swap"), "outcome"] = "correct"
-    effects = probe_effects(broken, data, n_boot=100).set_index(["model", "probe"])
-    assert effects.loc[("length", "label-swap"), "check"].startswith("differs")
+    assert probe_effects(broken, data).set_index(["model", "probe"]).loc[("length", "label-swap"), "check"] == "fail"
+
+
+def test_retest_fails_its_check_past_the_dtypes_resolution():
+    data = twin_data()
+    base = np.linspace(1.0, 4.0, len(data))
+    within = base + 4.0 * 2.0 ** -24          # below float32's epsilon (2^-23) times the largest |score| (4)
+    beyond = base + 1e-4
+    rows = pd.concat([_rows(m, "top3", data, base, score_dtype="float32") for m in ("a", "b")]
+                     + [_rows("a", "top3+retest", data, within, score_dtype="float32"),
+                        _rows("b", "top3+retest", data, beyond, score_dtype="float32")], ignore_index=True)
+    effects = probe_effects(rows, data).set_index("model")
+    assert effects.loc["a", "threshold"] == pytest.approx(4.0 * 2.0 ** -23)
+    assert effects.loc["a", "check"] == "pass" and effects.loc["b", "check"] == "fail"
+    assert effects.loc["b", "verdicts_kept"] == 1.0      # every verdict stays, and the check still fails
+    assert np.isnan(effects.loc["b", "p_value"])
+    assert probe_table(effects.reset_index()).set_index("model").loc["b", "check"] == "fail"
+
+
+def test_a_swap_that_changed_no_input_is_not_applicable():
+    data = twin_data()
+    lonely = data[data["id"].str.endswith("u0")]
+    lonely = lonely.assign(subset=[f"S{i}" for i in range(len(lonely))])   # one user per subset (like --limit 1)
+    assert changed_records(lonely, "swap") == set()
+    assert apply_probe(lonely, "swap")["profile"].tolist() == lonely["profile"].tolist()
+    assert changed_records(data, "swap") == {k for k in zip(data["subset"], data["id"], strict=True)}
+    ones = np.ones(len(data))
+    rows = pd.concat([_rows("reader", "top3", lonely, ones[:len(lonely)]),
+                      _rows("reader", "top3+swap", lonely, ones[:len(lonely)])])
+    verdict = reading_verdicts(probe_effects(rows, lonely)).iloc[0]
+    assert verdict["verdict"] == "n/a: the probe changed no RM input (every record kept its own profile (one user " \
+                                 "per subset))"
+    rows = pd.concat([_rows("reader", "none", data, ones), _rows("reader", "none+swap", data, ones)])
+    verdict = reading_verdicts(probe_effects(rows, data)).iloc[0]
+    assert verdict["verdict"].startswith("n/a: the probe changed no RM input (the base condition none")
+    assert reading_verdicts(probe_effects(rows, None, units=None)).iloc[0]["verdict"].startswith("n/a")
 
 
 def test_split_probe_reads_the_condition_label():
@@ -111,17 +232,19 @@ def test_prb_probe_scores_each_probe_as_a_job_and_says_what_it_found(tmp_path, c
     assert main(["probe", "--data", "sample", "--model", "length", "--model", "lexical", "--out", str(out),
                  "--no-progress"]) == 0
     printed = capsys.readouterr().out
-    assert "ignores the profile" in printed and "Rule: reads the user" in printed
+    assert "n/a: profile-blind" in printed and "Rule: reads the user" in printed
+    assert "p (Holm)" in printed and "Family top3+swap: Holm over lexical; not members: length, n/a: profile-blind" in printed
     rows = load_results(out)
     assert sorted(set(rows["profile"])) == sorted(["top3", *(f"top3+{p}" for p in PROBES)])
-    effects = probe_effects(rows, load_benchmark("sample"), n_boot=200).set_index(["model", "probe"])
+    effects = probe_effects(rows, load_benchmark("sample")).set_index(["model", "probe"])
     for name in ("swap", "shuffle", "distract", "retest"):
         assert effects.loc[("length", name), "verdicts_kept"] == 1.0
     assert effects.loc[("lexical", "swap"), "verdicts_kept"] < 1.0
     assert effects.loc[("lexical", "retest"), "verdicts_kept"] == 1.0
     assert effects.loc[("lexical", "retest"), "max_score_change"] == 0.0
+    assert effects.loc[("lexical", "retest"), "check"] == "pass"
     for model in ("length", "lexical"):
-        assert effects.loc[(model, "label-swap"), "check"] == "holds"
+        assert effects.loc[(model, "label-swap"), "check"] == "pass"
     assert main(["probe", "--data", "sample", "--model", "length", "--profile", "rubric", "--out", str(out)]) == 2
     assert "a probe transforms none, full or topK" in capsys.readouterr().err
 
@@ -132,9 +255,10 @@ def test_retest_on_the_hf_engine_in_float32_changes_no_verdict(tmp_path, tiny_lm
     assert main(["probe", "--data", "sample", "--limit", "3", "--model", f"implicit:{tiny_lm_dir}", "--probe", "retest",
                  "--dtype", "float32", "--device", "cpu", "--out", str(out), "--no-progress"]) == 0
     capsys.readouterr()
-    effects = probe_effects(load_results(out), None, units=None, n_boot=100).iloc[0]
+    effects = probe_effects(load_results(out), None, units=None).iloc[0]
     assert effects["probe"] == "retest" and effects["n_pairs"] == 9
     assert effects["verdicts_kept"] == 1.0 and effects["max_score_change"] < 1e-5
+    assert effects["check"] == "pass" and effects["threshold"] > 0   # float32's epsilon times the largest |score|
     runs = {m["profile"]: m["run"] for m in (json.loads(p.read_text()) for p in out.glob("jobs/*/job.json"))}
     assert runs["top3+retest"]["batch_share"] == 0.5 and "batch_share" not in runs["top3"]
 
