@@ -325,7 +325,7 @@ def sensitivity_dumbbell(verdicts: pd.DataFrame, *, palette: dict | None = None,
                          title: str | None = "Accuracy with the user's own profile and with another user's") -> Axes:
     """Per model of :func:`prb_utils.analysis.probe_effects.reading_verdicts` (rows with a sensitivity): the
     sensitivity (accuracy with the own profile minus with the swapped one) as a bar from 0 with its 95% interval
-    as a line, the verdict and the twin flips written beside it."""
+    as a line, the verdict and the twin split (both right / both wrong / one right) written beside it."""
     require_columns(verdicts, ["model", "sensitivity", "sensitivity_low", "sensitivity_high", "verdict"],
                     what="plotted")
     frame = verdicts[verdicts["sensitivity"].notna()].reset_index(drop=True)
@@ -336,7 +336,9 @@ def sensitivity_dumbbell(verdicts: pd.DataFrame, *, palette: dict | None = None,
     ax.barh(ys, frame["sensitivity"], height=0.5, color=colours, alpha=0.85, zorder=1)
     ax.hlines(ys, frame["sensitivity_low"], frame["sensitivity_high"], colors="black", linewidth=1.5, zorder=2)
     for y, row in zip(ys, frame.itertuples(index=False), strict=True):
-        twins = f"; twins flipped {row.twin_flips} of {row.twin_pairs}" if row.twin_pairs else ""
+        sets = getattr(row, "twin_sets", None)
+        twins = (f"; twins {row.both_right} both right, {row.both_wrong} both wrong, {row.one_right} one right"
+                 if pd.notna(sets) and sets else "")
         ax.text(1.02, y, f"{row.verdict}{twins}", transform=ax.get_yaxis_transform(), va="center",
                 fontsize="small")
     ax.set_yticks(ys, frame["model"].astype(str).tolist())
