@@ -19,7 +19,7 @@ from prb_utils.analysis import plots
 from prb_utils.analysis.breakdowns import locked_warnings, position_locked
 from prb_utils.analysis.metrics import wilson_ci
 from prb_utils.errors import PRBError
-from prb_utils.formatting import MISSING, format_frame, format_value, meaning, render_js
+from prb_utils.formatting import MISSING, format_frame, format_value, kind_of, render_js
 from prb_utils.notebook.pair_view import (
     FLIP_COLUMNS,
     PAIR_LIST_ID,
@@ -63,7 +63,7 @@ def use_widgets(interactive: bool) -> bool:
 
 
 def frame_html(frame: pd.DataFrame, *, max_rows: int | None = 60) -> str:
-    """A frame as a compact HTML table, every cell by its column's meaning
+    """A frame as a compact HTML table, every cell by its column's declared kind
     (:func:`prb_utils.formatting.format_frame`); index dropped; the first ``max_rows`` rows (all when
     None), and a line saying how many more."""
     shown = frame if max_rows is None else frame.head(max_rows)
@@ -100,7 +100,7 @@ def _shell() -> Any:
 
 def table_html(frame: pd.DataFrame, *, caption: str = "") -> str:
     """``frame`` as an interactive table (itables, offline) whose numeric and boolean columns each show one
-    format by the column's meaning (:func:`prb_utils.formatting.render_js`, the same text as the static
+    format by the column's declared kind (:func:`prb_utils.formatting.render_js`, the same text as the static
     tables) and sort as numbers; a named index becomes columns; missing values show "—". A frame with two header
     rows (MultiIndex columns) or repeated column names is formatted cell by cell
     (:func:`prb_utils.formatting.format_frame`)."""
@@ -117,7 +117,7 @@ def table_html(frame: pd.DataFrame, *, caption: str = "") -> str:
             shown[column] = shown[column].map({True: "yes", False: "no"})
         elif not pd.api.types.is_numeric_dtype(shown[column]):  # text, or numbers mixed with text or gaps
             shown[column] = [v if isinstance(v, str) else format_value(v, column) for v in shown[column]]
-    defs = [{"targets": i, "render": itables.JavascriptFunction(render_js(meaning(shown.columns[i])))}
+    defs = [{"targets": i, "render": itables.JavascriptFunction(render_js(kind_of(shown.columns[i])))}
             for i in range(shown.shape[1]) if pd.api.types.is_numeric_dtype(shown.iloc[:, i])
             and not pd.api.types.is_bool_dtype(shown.iloc[:, i])]
     return itables.to_html_datatable(shown, connected=False, showIndex=False, maxBytes=0,
