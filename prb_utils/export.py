@@ -52,15 +52,15 @@ from typing import Any
 import pandas as pd
 
 from prb_utils import __version__
-from prb_utils.analysis.metrics import accuracy_table
 from prb_utils.analysis.resampling import LEVEL
+from prb_utils.analysis.uncertainty import ResamplingPlan
 from prb_utils.data import HUB_ID
 from prb_utils.errors import PRBError
 from prb_utils.models.kinds import MODEL_KINDS, baseline_names
 from prb_utils.profile import parse_condition, rm_user_message
 from prb_utils.schema import is_oracle, stable_hash
 from prb_utils.scoring import retriever_from_label, retriever_label
-from prb_utils.store import JOB_FILE, JOBS_DIR, StoreShortfallWarning, load_results, pair_hash
+from prb_utils.store import JOB_FILE, JOBS_DIR, StoreShortfallWarning, load_results, pair_hash, pair_units
 
 FORMATS = ("every_eval_ever", "rewardbench")
 COLLECTION = "personalized_rewardbench"
@@ -201,8 +201,13 @@ def check_out(out: str | os.PathLike) -> Path:
     return path
 
 
-def _accuracy(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    return accuracy_table(rows, by=by)
+def _accuracy(rows: pd.DataFrame, by: list[str], plan: ResamplingPlan) -> pd.DataFrame:
+    """Accuracy per group of ``by`` under the store's ``plan`` (``rows`` carry its unit column): the intervals every
+    page and ``prb summarize`` show; rows without it (a caller that did not attach the store's units) count each
+    pair as its own unit."""
+    if plan.units and plan.units not in rows.columns:
+        rows = plan.attach(rows)
+    return plan.accuracy(rows, by)
 
 
 def _job_inputs(rows: pd.DataFrame, data: pd.DataFrame | None, meta: Mapping[str, Any],
@@ -268,8 +273,11 @@ def _source_data(data_source: str | None, n: int) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------- rewardbench
-def export_rewardbench(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, Any]], out: Path) -> list[Path]:
-    """Write reward-bench's layout (see the module docstring); returns the files written."""
+def export_rewardbench(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, Any]], out: Path, *,
+                       plan: ResamplingPlan | None = None) -> list[Path]:
+    """Write reward-bench's layout (see the module docstring); returns the files written. ``plan``: the store's
+    resampling plan (``rows`` carry its unit column; default: the default plan)."""
+    plan = plan or ResamplingPlan()
     written = []
     taken: set[Path] = set()
     for job, group in rows.groupby("job", sort=False):
@@ -277,8 +285,8 @@ def export_rewardbench(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, Any]
         label, condition = str(group["job_label"].iloc[0]), str(group["profile"].iloc[0])
         kind = str(group["kind"].iloc[0])
         oracle = is_oracle(condition)
-        overall = _accuracy(group, []).iloc[0]
-        per_subset = _accuracy(group, ["subset"])
+        overall = _accuracy(group, [], plan).iloc[0]
+        per_subset = _accuracy(group, ["subset"], plan)
         base = out / _component(condition) / model_path(label)
         if base in taken:   # two folders named alike (a/enc, b/enc) or only in characters a path cannot keep
             base = base.with_name(f"{base.name}_{stable_hash(str(job), length=8)}")
@@ -325,7 +333,7 @@ def _metric_config(description: str, condition: str) -> dict[str, Any]:
 
 
 def _result(row: pd.Series, *, result_id: str, name: str, description: str, condition: str,
-            source: dict[str, Any], timestamp: str | None) -> dict[str, Any]:
+            source: dict[str, Any], timestamp: str | None, method: str) -> dict[str, Any]:
     n, acc = int(row["n"]), float(row["accuracy"])
     result = {
         "evaluation_result_id": result_id, "evaluation_name": name, "source_data": source,
@@ -337,7 +345,7 @@ def _result(row: pd.Series, *, result_id: str, name: str, description: str, cond
             "uncertainty": {
                 "standard_error": {"value": math.sqrt(acc * (1 - acc) / n), "method": "analytic"},
                 "confidence_interval": {"lower": float(row["ci_low"]), "upper": float(row["ci_high"]),
-                                        "confidence_level": LEVEL, "method": "wilson"},
+                                        "confidence_level": LEVEL, "method": method},
                 "num_samples": n,
             },
         },
@@ -384,8 +392,10 @@ def _samples(group: pd.DataFrame, inputs: list[dict[str, Any]], *, evaluation_id
 
 def export_every_eval_ever(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, Any]], out: Path, *,
                            data: pd.DataFrame | None = None, data_source: str | None = None,
-                           notes: list[str] | None = None) -> list[Path]:
-    """Write the Every Eval Ever datastore layout (see the module docstring); returns the files written."""
+                           notes: list[str] | None = None, plan: ResamplingPlan | None = None) -> list[Path]:
+    """Write the Every Eval Ever datastore layout (see the module docstring); returns the files written. ``plan``:
+    the store's resampling plan (``rows`` carry its unit column; default: the default plan)."""
+    plan = plan or ResamplingPlan()
 
     retrieved = str(int(time.time()))
     written: list[Path] = []
@@ -408,13 +418,13 @@ def export_every_eval_ever(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, 
                           if isinstance(t, str) and t.strip()), None)   # a damaged non-text time is no time
         what = (f"Share of pairs where {label} scores the chosen answer above the rejected one, profile "
                 f"condition {condition}")
-        results = [_result(_accuracy(group, []).iloc[0], result_id=f"{job}/overall", name=name,
+        results = [_result(_accuracy(group, [], plan).iloc[0], result_id=f"{job}/overall", name=name,
                            description=what + " (all subsets)" + (f"; {ORACLE_NOTE}" if oracle else ""),
-                           condition=condition, source=source, timestamp=timestamp)]
-        for _, sub in _accuracy(group, ["subset"]).iterrows():
+                           condition=condition, source=source, timestamp=timestamp, method=plan.interval_method)]
+        for _, sub in _accuracy(group, ["subset"], plan).iterrows():
             results.append(_result(sub, result_id=f"{job}/{sub['subset']}", name=f"{name}/{sub['subset']}",
                                    description=f"{what}, subset {sub['subset']}", condition=condition,
-                                   source=source, timestamp=timestamp))
+                                   source=source, timestamp=timestamp, method=plan.interval_method))
         inputs = _job_inputs(group, data, meta, stale)
         attached += sum(bool(i) for i in inputs)
         lines = _samples(group, inputs, evaluation_id=evaluation_id, model_id=model_id,
@@ -473,11 +483,14 @@ def export_results(results: str | os.PathLike, out: str | os.PathLike, *, format
     if format not in FORMATS:
         raise PRBError(f"Unknown export format '{format}'; use one of {', '.join(FORMATS)}.")
     rows, metas = _load(results)
+    plan = ResamplingPlan.of_store(results)   # the store's one plan: the same intervals as every page and command
+    rows = plan.attach(rows, pair_units(results), keys=True)
     target = check_out(out)
     if format == "rewardbench":
-        written = export_rewardbench(rows, metas, target)
+        written = export_rewardbench(rows, metas, target, plan=plan)
     else:
-        written = export_every_eval_ever(rows, metas, target, data=data, data_source=data_source, notes=notes)
+        written = export_every_eval_ever(rows, metas, target, data=data, data_source=data_source, notes=notes,
+                                         plan=plan)
     older = write_manifest(target, written, format=format, results=results)
     if older and notes is not None:
         notes.append(f"{len(older)} older file(s) in {out} were not written by this export and are left in place "

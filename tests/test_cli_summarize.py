@@ -105,9 +105,9 @@ def test_half_credit_with_compare_is_refused_with_one_sentence(store, capsys):
     code, out, _ = summarize(capsys, store, "--half-credit", "--format", "csv")
     assert code == 0 and "credit" in out.splitlines()[0] and "Ties:" not in out  # a csv is the table alone
     code, out, _ = summarize(capsys, store, "--half-credit")
-    assert code == 0 and out.splitlines()[-1] == f"Ties: {TIE_RULES[True]}."
+    assert code == 0 and f"Ties: {TIE_RULES[True]}." in out.splitlines()
     code, out, _ = summarize(capsys, store)
-    assert code == 0 and out.splitlines()[-1] == f"Ties: {TIE_RULES[False]}." and "tie_rate" in out.splitlines()[0]
+    assert code == 0 and f"Ties: {TIE_RULES[False]}." in out.splitlines() and "tie_rate" in out.splitlines()[0]
 
 
 def test_a_finished_job_whose_parts_are_gone_is_named_on_stderr(store, capsys):

@@ -12,6 +12,7 @@ from prb_utils.analysis.findings import LOCKED_REASON, compute_findings, oracle_
 from prb_utils.analysis.leaderboard import RULES, chance_verdict
 from prb_utils.analysis.metrics import mcnemar_exact
 from prb_utils.analysis.resampling import clustered_paired_test, sign_flip_p
+from prb_utils.analysis.uncertainty import ResamplingPlan
 
 N = 24
 
@@ -71,7 +72,7 @@ def mixed_store() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def test_calibration_has_one_row_per_model_and_condition_with_the_reason_where_undefined():
     rows, data = mixed_store()
-    table = compute_findings(rows, data, n_boot=200).calibration
+    table = compute_findings(rows, data, plan=ResamplingPlan(n_boot=200)).calibration
     groups = rows[["model", "profile"]].drop_duplicates()
     assert len(table) == len(groups) == 6
     assert not table.duplicated(["model", "profile"]).any()
@@ -86,7 +87,7 @@ def test_calibration_has_one_row_per_model_and_condition_with_the_reason_where_u
 def test_the_findings_rank_the_benchmark_conditions_and_keep_the_oracle_apart():
     rows, data = mixed_store()
     oracle = _scored("classifier:rm", "classifier", "rubric", np.full(N, 1.0))
-    found = compute_findings(pd.concat([rows, oracle], ignore_index=True), data, calibrate=False, n_boot=200)
+    found = compute_findings(pd.concat([rows, oracle], ignore_index=True), data, calibrate=False, plan=ResamplingPlan(n_boot=200))
     board = found.board
     assert board["oracle"].tolist()[-1] and board.loc[board["oracle"], "rank"].isna().all()
     assert found.conditions() == ["none", "top3"]
@@ -104,7 +105,7 @@ def test_the_findings_rank_the_benchmark_conditions_and_keep_the_oracle_apart():
 def test_the_lifts_behind_the_verdicts_are_the_ones_shown_and_a_profile_blind_model_has_none():
     rows, data = mixed_store()
     blind = pd.concat([_scored("length", "length", p, np.ones(N)) for p in ("none", "top3")], ignore_index=True)
-    found = compute_findings(pd.concat([rows, blind], ignore_index=True), data, calibrate=False, n_boot=200)
+    found = compute_findings(pd.concat([rows, blind], ignore_index=True), data, calibrate=False, plan=ResamplingPlan(n_boot=200))
     assert "length" in found.profile_blind and "length" not in set(found.lifts["model"])
     shown = found.board[found.board["lift_verdict"] != ""].set_index("model")
     for lift in found.lifts.itertuples():
@@ -127,7 +128,7 @@ def test_the_wide_leaderboard_has_a_column_per_subset_when_there_are_several():
     rows, data = mixed_store()
     rows = rows.assign(subset=np.where(rows["id"].str[1:].astype(int) < N // 2, "a", "b"))
     data = data.assign(subset=np.where(data["id"].str[1:].astype(int) < N // 2, "a", "b"))
-    wide = compute_findings(rows, data, calibrate=False, n_boot=100).wide().set_index("model")
+    wide = compute_findings(rows, data, calibrate=False, plan=ResamplingPlan(n_boot=100)).wide().set_index("model")
     for subset in ("a", "b"):
         mine = rows[(rows["model"] == "classifier:rm") & (rows["profile"] == "none") & (rows["subset"] == subset)]
         assert wide.loc["classifier:rm", f"none: accuracy in {subset}"] == pytest.approx(

@@ -10,6 +10,7 @@ from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
 
 from prb_utils.analysis.leaderboard import leaderboard, leaderboard_notes
+from prb_utils.analysis.uncertainty import ResamplingPlan
 
 N = 40
 
@@ -110,7 +111,7 @@ def test_the_index_shows_the_findings_with_their_rules_and_greys_a_locked_judge(
     from prb_utils.analysis.findings import compute_findings
     from prb_utils.notebook.report import _findings_html
 
-    found = compute_findings(planted(), calibrate=False, n_boot=200)
+    found = compute_findings(planted(), calibrate=False, plan=ResamplingPlan(n_boot=200))
     page = _findings_html(found)
     assert 'class="leaderboard"' in page and page.count('<tr class="locked">') == 1
     locked_row = page[page.index('<tr class="locked">'):].split("</tr>")[0]
@@ -121,25 +122,92 @@ def test_the_index_shows_the_findings_with_their_rules_and_greys_a_locked_judge(
         assert sentence["sentence"] in page
 
 
-def test_rank_intervals_come_from_resampling_whole_questions_by_hand():
-    """Two models that trade places from question to question: every rank between 1 and 2 is plausible; a
-    model right everywhere is ranked 1 in every resample. Checked against ranks recomputed by hand on the same
-    resamples (the same seed draws the same multinomial weights)."""
-    from prb_utils.analysis.leaderboard import rank_intervals
+def _discordant_store(questions: int = 30) -> pd.DataFrame:
+    """The tester's planted store: A right on 45 of 60 pairs, B on 37, every discordant pair favouring A, and C
+    exactly as accurate as B but on other pairs (C does not separate from A); two pairs per question."""
+    n = 2 * questions
+    a = np.arange(n) < 45
+    b = a & ~((np.arange(n) % 2 == 0) & (np.arange(n) < 16))   # wrong where A is right on 8 pairs, 8 questions
+    c = np.zeros(n, bool)
+    c[:30] = True
+    c[45:52] = True        # 37 right: 30 shared with A, 7 where A is wrong; A alone right on 15
+    rows = pd.DataFrame(_rows("A", "classifier", "none", a) + _rows("B", "classifier", "none", b)
+                        + _rows("C", "classifier", "none", c))
+    rows["question"] = [f"q{int(i[1:]) // 2}" for i in rows["id"]]
+    return rows
 
+
+def _check_ranks_say_one_thing(board: pd.DataFrame) -> None:
+    ranked = board[board["rank"].notna()]
+    for r in ranked.itertuples():
+        assert r.rank_low <= r.rank <= r.rank_high, (r.model, r.rank, r.rank_low, r.rank_high)
+        if np.isfinite(r.p_vs_leader) and r.p_vs_leader < 0.05:
+            assert not r.tied_with_leader and r.rank > 1, (r.model, r.p_vs_leader)
+        if r.tied_with_leader:
+            assert r.rank == 1
+
+
+def test_a_model_the_test_separates_from_the_leader_is_never_tied_with_it():
+    """The planted store of the issue: B and C have the same accuracy, A clearly beats B and not C; B must not be
+    "tied with the leader" beside its p < 0.05 (equal accuracies no longer lend each other rank 1)."""
+    rows = _discordant_store()
+    board = leaderboard(rows, units="question").set_index("model")
+    assert board.loc["A", "accuracy"] == 45 / 60
+    assert board.loc["B", "accuracy"] == board.loc["C", "accuracy"] == 37 / 60
+    assert board.loc["B", "p_vs_leader"] < 0.05 <= board.loc["C", "p_vs_leader"]
+    assert board.loc["B", "rank"] == 2 and not board.loc["B", "tied_with_leader"]
+    assert board.loc["C", "rank"] == 1 and board.loc["C", "tied_with_leader"]
+    _check_ranks_say_one_thing(board.reset_index())
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_ranks_lie_in_their_ranges_and_ties_agree_with_the_tests(seed):
+    """Random stores of 3-6 models under two conditions: every shared rank lies in its own range, and no row says
+    tied beside a test against the leader that clears."""
+    rng = np.random.default_rng(seed)
+    n_models, n = int(rng.integers(3, 7)), 40
+    base = rng.random(n) < 0.6
+    rows = []
+    for m in range(n_models):
+        for profile in ("none", "top3"):
+            flip = rng.random(n) < rng.uniform(0.05, 0.5)
+            rows += _rows(f"m{m}", "classifier", profile, base ^ flip)
+    frame = pd.DataFrame(rows)
+    frame["question"] = [f"q{int(i[1:]) // 3}" for i in frame["id"]]
+    _check_ranks_say_one_thing(leaderboard(frame, units="question", n_boot=100))
+
+
+def test_rank_ranges_come_from_the_same_tests_as_the_ranks():
+    """A model right everywhere is clearly better than two that trade places: its range is 1-1, theirs 2-3."""
     a = np.tile([1, 1, 0, 0], 10).astype(bool)
     b = np.tile([0, 0, 1, 1], 10).astype(bool)
     rows = pd.DataFrame(_rows("A", "classifier", "none", a) + _rows("B", "classifier", "none", b)
                         + _rows("T", "classifier", "none", np.ones(40, bool)))
-    rows["question"] = [f"q{int(i[1:]) // 2}" for i in rows["id"]]
-    spans = rank_intervals(rows, units="question", n_boot=400, seed=3).set_index("model")
-    assert spans.loc["T"].tolist() == [1, 1]
-    assert spans.loc["A"].tolist() == [2, 3] and spans.loc["B"].tolist() == [2, 3]
-    questions = sorted(rows["question"].unique())
-    weights = np.random.default_rng(3).multinomial(len(questions), np.full(len(questions), 1 / len(questions)),
-                                                    size=400)
-    per = rows.assign(c=rows["outcome"].eq("correct")).pivot_table(index="question", columns="model", values="c",
-                                                                   aggfunc="sum").loc[questions]
-    acc = weights @ per.to_numpy() / (weights.sum(axis=1, keepdims=True) * 2)
-    ranks_a = 1 + (acc > acc[:, [0]] + 1e-12).sum(axis=1)
-    assert [int(np.quantile(ranks_a, q, method="inverted_cdf")) for q in (0.025, 0.975)] == spans.loc["A"].tolist()
+    board = leaderboard(rows, n_boot=100).set_index("model")
+    assert board.loc["T", ["rank", "rank_low", "rank_high"]].tolist() == [1, 1, 1]
+    assert board.loc["A", ["rank", "rank_low", "rank_high"]].tolist() == [2, 2, 3]
+    assert board.loc["B", ["rank", "rank_low", "rank_high"]].tolist() == [2, 2, 3]
+
+
+def test_a_locked_judge_is_no_member_of_the_family_of_lifts():
+    """The lift family holds the lifts that can get a verdict: adding a position-locked judge (and a profile-blind
+    baseline) changes no other model's adjusted p, and the family names them as left out."""
+    from prb_utils.analysis.leaderboard import rank_board
+
+    rng = np.random.default_rng(3)
+    none, top3 = rng.random(N) < 0.45, rng.random(N) < 0.75
+    reader = pd.DataFrame(_rows("E", "embedding", "none", none) + _rows("E", "embedding", "top3", top3))
+    judge = pd.DataFrame(_rows("J", "judge", "none", rng.random(N) < 0.5, verdict_ab="chosen", verdict_ba="rejected")
+                         + _rows("J", "judge", "top3", rng.random(N) < 0.6, verdict_ab="chosen",
+                                 verdict_ba="chosen"))
+    blind = pd.DataFrame(_rows("L", "length", "none", none) + _rows("L", "length", "top3", none))
+    alone = rank_board(reader, n_boot=100)
+    board = rank_board(pd.concat([reader, judge, blind], ignore_index=True), n_boot=100)
+    family = board.families["lifts over none"]
+    assert family.members == ("E",) and alone.families["lifts over none"].tests == family.tests == 1
+    left = dict(family.left_out)
+    assert "position-locked" in left["J"] and left["L"] == "never reads the profile"
+    both = board.frame.set_index(["model", "profile"])
+    assert both.loc[("J", "top3"), "lift_verdict"] == ""
+    assert both.loc[("E", "top3"), "lift_verdict"] == alone.frame.set_index(["model", "profile"]).loc[
+        ("E", "top3"), "lift_verdict"]

@@ -27,15 +27,23 @@ import numpy as np
 import pandas as pd
 
 from prb_utils.analysis import calibration as calib
-from prb_utils.analysis.leaderboard import RULES, leaderboard, leaderboard_notes, profile_lifts, unit_name
-from prb_utils.analysis.metrics import accuracy_table, question_units
-from prb_utils.analysis.resampling import LEVEL, SEED
+from prb_utils.analysis.leaderboard import (
+    RULES,
+    Family,
+    leaderboard_notes,
+    locked_jobs,
+    profile_lifts,
+    rank_board,
+    unit_name,
+)
+from prb_utils.analysis.metrics import accuracy_table
 from prb_utils.analysis.style import style_controlled_accuracy
+from prb_utils.analysis.uncertainty import ResamplingPlan
 from prb_utils.models.kinds import MODEL_KINDS
 from prb_utils.profile import condition_sort_key
 from prb_utils.schema import is_oracle
 
-UNIT = "question"  # the unit every verdict of the findings resamples
+UNIT = ResamplingPlan().unit  # the unit of the default plan (a store's plan may name another)
 LOCKED_REASON = "n/a: position-locked (its probabilities measure the answer order)"
 BLIND_NOTE = "never reads the profile"
 
@@ -50,14 +58,19 @@ class Findings:
     oracle: pd.DataFrame  #: per model: best benchmark condition, its accuracy, the oracle's, gap, verdict
     style: pd.DataFrame = field(default_factory=pd.DataFrame)  #: style-controlled accuracy (analysis.style)
     subsets: pd.DataFrame = field(default_factory=pd.DataFrame)  #: accuracy per model, condition and subset
+    comparisons: pd.DataFrame = field(default_factory=pd.DataFrame)  #: the rank families' model comparisons
+    families: dict[str, Family] = field(default_factory=dict)  #: every family of verdicts, named once
+    plan: ResamplingPlan = field(default_factory=ResamplingPlan)  #: the resampling plan of every number here
     unit: str = UNIT
     profile_blind: tuple[str, ...] = ()  #: models whose kind never reads the profile
     rules: dict[str, str] = field(default_factory=dict)
 
     # ------------------------------------------------------------------------------------------ views
     def notes(self) -> list[str]:
-        """The rule sentences (and each locked judge's reason once) that go under the leaderboard."""
-        return leaderboard_notes(self.board, units=self.unit)
+        """The rule sentences (the resampling plan, the families, and each locked judge's reason once) that go
+        under the leaderboard."""
+        families = [f"Family of {family.say()}." for family in self.families.values()]
+        return [f"Intervals: {self.plan.rule()}.", *leaderboard_notes(self.board, units=self.unit), *families]
 
     def conditions(self) -> list[str]:
         """The benchmark conditions of the board, in order (the oracle left out)."""
@@ -184,12 +197,12 @@ def oracle_gaps(board: pd.DataFrame, *, profile_blind: Sequence[str] = ()) -> pd
 
 
 def calibration_findings(results: pd.DataFrame, data: pd.DataFrame | None, board: pd.DataFrame, *,
-                         n_boot: int | None = None, seed: int = SEED) -> pd.DataFrame:
+                         n_boot: int | None = None, seed: int = 0) -> pd.DataFrame:
     """:func:`prb_utils.analysis.calibration.calibration_wide` with one row per model and condition (the
     source that applies), and "n/a" with the reason for a position-locked judge (its probabilities measure the
     answer order) and a generate-mode judge (votes, not probabilities)."""
     probs = calib.pair_probabilities(results, data)
-    table = calib.calibration_wide(calib.calibration_table(probs, n_boot=n_boot or calib.N_BOOT, seed=seed))
+    table = calib.calibration_wide(calib.calibration_table(probs, n_boot=n_boot, seed=seed))
     locked = set(zip(board.loc[board["locked"], "model"], board.loc[board["locked"], "profile"], strict=True))
     if locked and not table.empty:
         hit = [(m, p) in locked for m, p in zip(table["model"], table["profile"], strict=True)]
@@ -202,23 +215,31 @@ def calibration_findings(results: pd.DataFrame, data: pd.DataFrame | None, board
 
 
 def compute_findings(results: pd.DataFrame, data: pd.DataFrame | None = None, *, model: str = "model",
-                     baseline: str = "none", n_boot: int | None = None, seed: int = SEED, level: float = LEVEL,
+                     baseline: str = "none", plan: ResamplingPlan | None = None, half_credit: bool = False,
                      calibrate: bool = True) -> Findings:
-    """The findings of ``results`` (per-item rows; ``model`` names one job per condition, e.g. ``job_label``),
-    clustered by question (from ``data``, the benchmark records; without them each pair is its own question).
-    ``calibrate=False`` leaves the calibration table empty (it costs a bootstrap per model and condition)."""
+    """The findings of ``results`` (per-item rows; ``model`` names one job per condition, e.g. ``job_label``)
+    under the resampling ``plan`` (default: whole questions; the units from ``data``, the benchmark records;
+    without them each pair is its own unit). ``half_credit`` counts a tie 0.5 in the accuracies (the paired
+    tests stay strict). ``calibrate=False`` leaves the calibration table empty (it costs a bootstrap per model
+    and condition)."""
+    plan = plan or ResamplingPlan()
     rows = results.assign(model=results[model]) if model != "model" else results
-    rows = rows.assign(**{UNIT: question_units(rows, data).to_numpy()})
-    lifts = profile_lifts(rows, baseline=baseline, units=UNIT, n_boot=n_boot, seed=seed, level=level)
-    board = leaderboard(rows, baseline=baseline, units=UNIT, lifts=lifts, n_boot=n_boot, seed=seed, level=level)
+    rows = plan.attach(rows, data)
+    options = plan.options()
+    locked = set(locked_jobs(rows))
+    lifts = profile_lifts(rows, baseline=baseline, locked=locked, **options)
+    ranked = rank_board(rows, baseline=baseline, lifts=lifts, half_credit=half_credit, **options)
+    board = ranked.frame
     kinds = rows.groupby("model")["kind"].first()
     blind = tuple(m for m, k in kinds.items() if k in MODEL_KINDS and not MODEL_KINDS[k].reads_profile)
-    calibration = (calibration_findings(rows, data, board, n_boot=n_boot, seed=seed) if calibrate
+    calibration = (calibration_findings(rows, data, board, n_boot=plan.n_boot, seed=plan.seed) if calibrate
                    else pd.DataFrame())
-    unit = unit_name(UNIT)
-    style = (style_controlled_accuracy(rows, data, level=level)
+    unit = unit_name(plan.units)
+    style = (style_controlled_accuracy(rows, data, level=plan.level)
              if data is not None and {"chosen", "rejected"} <= set(data.columns) else pd.DataFrame())
-    subsets = accuracy_table(rows, by=["model", "profile", "subset"], ci=None)[["model", "profile", "subset", "n",
-                                                                                "accuracy"]]
-    return Findings(board=board, lifts=lifts, style=style, subsets=subsets, calibration=calibration, oracle=oracle_gaps(board, profile_blind=blind), unit=UNIT,
-                    profile_blind=blind, rules={name: rule.say(unit) for name, rule in RULES.items()})
+    subsets = accuracy_table(rows, by=["model", "profile", "subset"], ci=None,
+                             half_credit=half_credit)[["model", "profile", "subset", "n", "accuracy"]]
+    return Findings(board=board, lifts=lifts, style=style, subsets=subsets, calibration=calibration,
+                    oracle=oracle_gaps(board, profile_blind=blind), comparisons=ranked.comparisons,
+                    families=ranked.families, plan=plan, unit=unit, profile_blind=blind,
+                    rules={name: rule.say(unit) for name, rule in RULES.items()})

@@ -9,12 +9,16 @@ twin pairs share the question and both answers), so every interval and test here
 
 - a shared rank (the Arena's rule): 1 + the number of models of the condition that are *clearly* more accurate
   (a higher accuracy and a clustered paired test, Holm-adjusted over the condition's pairs of models, with
-  p < 0.05); equal accuracies always share a rank; the models of rank 1 are *tied with the leader*;
+  p < 0.05), never better than a more accurate model's rank; the models of rank 1 are *tied with the leader*, so
+  no model is tied with a leader whose test against it clears; its rank range runs from that rank to the number of
+  models not clearly less accurate (the same tests), so a rank always lies in its own range;
 - each accuracy is *above chance*, *below chance* or *not distinguishable from chance* by its interval against
   0.5;
-- the profile *helps* when the lift over ``none`` has its 95% interval above 0 and its Holm-adjusted clustered
-  paired test p < 0.05, *hurts* when both say so the other way, and is *inconclusive* otherwise;
-- a position-locked judge (:func:`prb_utils.analysis.breakdowns.position_locked`) gets no rank and no verdict;
+- the profile *helps* when the lift over ``none`` has its 95% interval above 0 and its clustered paired test,
+  Holm-adjusted over the family of lifts (:class:`Family`: the lifts that can get a verdict), p < 0.05, *hurts*
+  when both say so the other way, and is *inconclusive* otherwise;
+- a position-locked judge (:func:`prb_utils.analysis.breakdowns.position_locked`) gets no rank and no verdict, and
+  is a member of no family (its tests would only dilute the others');
   the oracle condition ``rubric`` is never ranked: it is shown beside the benchmark conditions, marked.
 """
 
@@ -27,7 +31,7 @@ import pandas as pd
 
 from prb_utils.analysis.breakdowns import position_locked
 from prb_utils.analysis.metrics import accuracy_table, compare, profile_lift, require_columns
-from prb_utils.analysis.resampling import LEVEL, SEED, default_n_boot
+from prb_utils.analysis.resampling import LEVEL, SEED
 from prb_utils.models.kinds import MODEL_KINDS
 from prb_utils.profile import condition_sort_key
 from prb_utils.schema import is_oracle
@@ -67,15 +71,16 @@ RULES: dict[str, Rule] = {rule.name: rule for rule in (
     Rule("rank", ("tied with the leader",),
          "shared rank: 1 + the number of models clearly more accurate under the same condition; clearly: a paired "
          "sign-flip test over whole {unit}s (the clustered McNemar test), Holm-adjusted over the condition's pairs "
-         "of models, gives p < {alpha}; equal accuracies share the best rank among them, no model ranks above a more "
-         "accurate one, and the models of rank 1 are tied with the leader"),
+         "of models, gives p < {alpha}; no model ranks above a more accurate one; the models of rank 1 are tied with "
+         "the leader"),
     Rule("rank_interval", (),
-         "rank interval: the 2.5th and 97.5th percentiles of the model's rank (1 + the models strictly more "
-         "accurate) over bootstrap resamples of whole {unit}s"),
+         "rank range: from the shared rank to the number of models of the condition that are not clearly less "
+         "accurate (the same Holm-adjusted tests): the ranks the tests leave open"),
     Rule("lift", ("helps", "hurts", "inconclusive"),
          "helps: the lift over none has its 95% paired interval (over whole {unit}s) above 0 and its clustered "
-         "paired test, Holm-adjusted over every lift, gives p < {alpha}; hurts: both the other way; otherwise "
-         "inconclusive"),
+         "paired test, Holm-adjusted over the family of lifts (every lift that can get a verdict: not a "
+         "position-locked judge's, not a profile-blind model's), gives p < {alpha}; hurts: both the other way; "
+         "otherwise inconclusive"),
     Rule("lock", ("position-locked",),
          "position-locked: a judge whose verdicts keep their letter when the answers swap places; its accuracy "
          "measures the answer order, so it gets no rank and no verdict"),
@@ -126,15 +131,47 @@ def lift_verdict(low: float, high: float, p_holm: float, *, alpha: float = ALPHA
     return inconclusive
 
 
+@dataclass(frozen=True)
+class Family:
+    """One family of verdicts, named once: the ``tests`` adjusted together by ``correction`` (Holm), the models
+    whose tests they are (``members``), and the models left out with the reason (``left_out``: a model that can get
+    no verdict is no member, so it cannot dilute the others').
+
+    >>> Family("lifts", ("a", "b"), 3, left_out=(("j", "position-locked"),)).say()
+    'lifts: Holm over 3 tests of a, b; not members: j (position-locked)'
+    """
+
+    name: str
+    members: tuple[str, ...]
+    tests: int
+    correction: str = "Holm"
+    left_out: tuple[tuple[str, str], ...] = ()
+
+    def say(self) -> str:
+        """The family in one clause, for the caption or note of every table that shows its adjusted p."""
+        text = f"{self.name}: {self.correction} over {self.tests} test{'s' if self.tests != 1 else ''} of " + (
+            ", ".join(self.members) or "no model")
+        if self.left_out:
+            text += "; not members: " + "; ".join(f"{m} ({why})" for m, why in self.left_out)
+        return text
+
+
+LOCK_REASON = "position-locked"
+BLIND_REASON = "never reads the profile"
+
+
 def shared_ranks(accuracy: pd.Series, clearly_better: set[tuple[str, str]]) -> pd.Series:
     """Each model's shared rank (:data:`RULES` ``rank``): 1 + the number of models clearly better than it
-    (``clearly_better`` holds ``(better, worse)`` pairs of index labels, the better one more accurate); equal
-    accuracies share the best rank among them, and a model never ranks above a more accurate one.
+    (``clearly_better`` holds ``(better, worse)`` pairs of index labels, the better one more accurate), raised where
+    needed so that no model ranks above a strictly more accurate one. Equal accuracies do not lend each other a
+    rank: a model that a test separates from the leader is never tied with it.
 
     >>> shared_ranks(pd.Series({"a": 0.8, "b": 0.7, "c": 0.2}), {("a", "c"), ("b", "c")}).tolist()
     [1, 1, 3]
     >>> shared_ranks(pd.Series({"a": 0.8, "b": 0.5, "c": 0.5}), {("a", "b")}).tolist()
-    [1, 1, 1]
+    [1, 2, 1]
+    >>> shared_ranks(pd.Series({"a": 0.8, "b": 0.6, "c": 0.5}), {("a", "b")}).tolist()
+    [1, 2, 2]
     """
     raw = {m: 1 + sum((o, m) in clearly_better and accuracy[o] > accuracy[m] for o in accuracy.index)
            for m in accuracy.index}
@@ -142,57 +179,42 @@ def shared_ranks(accuracy: pd.Series, clearly_better: set[tuple[str, str]]) -> p
     floor = 1
     for value in sorted(set(accuracy.round(12)), reverse=True):
         group = [m for m in accuracy.index if round(accuracy[m], 12) == value]
-        floor = max(floor, min(raw[m] for m in group))
-        ranks.update(dict.fromkeys(group, floor))
+        ranks.update({m: max(raw[m], floor) for m in group})
+        floor = max(floor, *(ranks[m] for m in group))
     return pd.Series(ranks, dtype=int)[accuracy.index]
 
 
-def rank_intervals(rows: pd.DataFrame, *, units: str | None = None, n_boot: int | None = None, seed: int = SEED,
-                   level: float = LEVEL) -> pd.DataFrame:
-    """Each model's ``level`` rank interval (:data:`RULES` ``rank_interval``): its rank (1 + the models strictly
-    more accurate) in every bootstrap resample of whole ``units`` (pairs when None), and the percentiles of those
-    ranks. ``rows``: one condition's per-pair rows of the ranked models. Columns ``model, rank_low, rank_high``.
+def rank_ranges(ranks: pd.Series, clearly_better: set[tuple[str, str]]) -> pd.DataFrame:
+    """Each model's rank range (:data:`RULES` ``rank_interval``): from its shared rank (``ranks``) to the number
+    of models not clearly worse than it (the same ``(better, worse)`` tests): the ranks the tests leave open, so
+    the shared rank always lies in its own range. Columns ``model, rank_low, rank_high``.
 
-    >>> rows = pd.DataFrame({"model": ["a"] * 20 + ["b"] * 20, "subset": "s", "id": list(range(20)) * 2,
-    ...                      "outcome": ["correct"] * 20 + ["wrong"] * 20})
-    >>> rank_intervals(rows, n_boot=200).values.tolist()
-    [['a', 1, 1], ['b', 2, 2]]
+    >>> ranks = shared_ranks(pd.Series({"a": 0.8, "b": 0.7, "c": 0.2}), {("a", "c"), ("b", "c")})
+    >>> rank_ranges(ranks, {("a", "c"), ("b", "c")}).values.tolist()
+    [['a', 1, 2], ['b', 1, 2], ['c', 3, 3]]
     """
-    models = sorted(rows["model"].astype(str).unique())
-    if not models:
-        return pd.DataFrame(columns=["model", "rank_low", "rank_high"])
-    cluster = rows[units].astype(str) if units else rows["subset"].astype(str) + "/" + rows["id"].astype(str)
-    codes, uniques = pd.factorize(cluster, sort=True)
-    correct = (rows["outcome"] == "correct").to_numpy(float)
-    column = pd.Categorical(rows["model"].astype(str), categories=models).codes
-    sums = np.zeros((len(uniques), len(models)))
-    sizes = np.zeros((len(uniques), len(models)))
-    np.add.at(sums, (codes, column), correct)
-    np.add.at(sizes, (codes, column), 1.0)
-    draws = default_n_boot(len(uniques), n_boot)
-    rng = np.random.default_rng(seed)
-    weights = rng.multinomial(len(uniques), np.full(len(uniques), 1 / len(uniques)), size=draws)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        accuracy = (weights @ sums) / (weights @ sizes)
-    accuracy = np.nan_to_num(accuracy, nan=-1.0)
-    ranks = 1 + (accuracy[:, None, :] > accuracy[:, :, None] + 1e-12).sum(axis=2)
-    low, high = np.quantile(ranks, [0.5 - level / 2, 0.5 + level / 2], axis=0, method="inverted_cdf")
-    return pd.DataFrame({"model": models, "rank_low": low.astype(int), "rank_high": high.astype(int)})
+    n = len(ranks)
+    worse = {m: sum((m, o) in clearly_better for o in ranks.index) for m in ranks.index}
+    return pd.DataFrame({"model": list(ranks.index), "rank_low": [int(ranks[m]) for m in ranks.index],
+                         "rank_high": [max(int(ranks[m]), n - worse[m]) for m in ranks.index]})
 
 
 def _ranked(part: pd.DataFrame, rows: pd.DataFrame, *, units: str | None, seed: int, level: float,
-            n_boot: int | None = None) -> pd.DataFrame:
-    """``part`` (one benchmark condition) with ``rank``, ``tied_with_leader`` and ``p_vs_leader``."""
+            n_boot: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``part`` (one benchmark condition) with ``rank``, ``rank_low``/``rank_high``, ``tied_with_leader`` and
+    ``p_vs_leader``, and the condition's model comparisons (its rank family: every pair of ranked models,
+    Holm-adjusted together)."""
     part = part.sort_values(["locked", "accuracy", "model"], ascending=[True, False, True]).copy()
     part["rank"], part["tied_with_leader"], part["p_vs_leader"] = np.nan, False, np.nan
     part["rank_low"], part["rank_high"] = np.nan, np.nan
     ranked = part[~part["locked"]]
     if ranked.empty:
-        return part
+        return part, pd.DataFrame()
     better: set[tuple[str, str]] = set()
     leader = ranked["model"].iloc[0]
+    tests = pd.DataFrame()
     if len(ranked) > 1:
-        tests = compare(rows[rows["model"].isin(ranked["model"])], "model", by=[], units=units, n_boot=10,
+        tests = compare(rows[rows["model"].isin(ranked["model"])], "model", by=[], units=units, n_boot=n_boot,
                         seed=seed, level=level)
         for t in tests.itertuples():
             if t.p_holm < ALPHA:
@@ -204,64 +226,108 @@ def _ranked(part: pd.DataFrame, rows: pd.DataFrame, *, units: str | None, seed: 
     ranks = shared_ranks(accuracy, better)
     part.loc[~part["locked"], "rank"] = part.loc[~part["locked"], "model"].map(ranks).astype(float)
     part["tied_with_leader"] = part["rank"] == 1
-    spans = rank_intervals(rows[rows["model"].isin(ranked["model"])], units=units, n_boot=n_boot, seed=seed,
-                           level=level).set_index("model")
-    part["rank_low"] = part["model"].astype(str).map(spans["rank_low"]).where(~part["locked"])
-    part["rank_high"] = part["model"].astype(str).map(spans["rank_high"]).where(~part["locked"])
-    return part.sort_values(["locked", "rank", "accuracy", "model"], ascending=[True, True, False, True])
+    spans = rank_ranges(ranks, better).set_index("model")
+    part["rank_low"] = part["model"].map(spans["rank_low"]).where(~part["locked"])
+    part["rank_high"] = part["model"].map(spans["rank_high"]).where(~part["locked"])
+    return part.sort_values(["locked", "rank", "accuracy", "model"], ascending=[True, True, False, True]), tests
+
+
+def locked_jobs(results: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """``{(model, profile): warning}`` of every position-locked judge job in ``results``
+    (:func:`prb_utils.analysis.breakdowns.position_locked`); empty without judge rows."""
+    if not {"verdict_ab", "verdict_ba"} <= set(results.columns):
+        return {}
+    locks = position_locked(results)
+    return {} if locks.empty else {(r.model, r.profile): r.warning for r in locks.itertuples() if r.locked}
 
 
 def profile_lifts(results: pd.DataFrame, *, baseline: str = "none", units: str | None = None,
-                  n_boot: int | None = None, seed: int = SEED, level: float = LEVEL) -> pd.DataFrame:
-    """:func:`prb_utils.analysis.metrics.profile_lift` per model (clustered by ``units``) of the models that read
-    the profile, Holm-adjusted over every lift, with its ``verdict`` (:data:`RULES` ``lift``); empty when there
-    is no second condition or no ``baseline`` rows."""
+                  n_boot: int | None = None, seed: int = SEED, level: float = LEVEL,
+                  locked: set[tuple[str, str]] | None = None) -> pd.DataFrame:
+    """:func:`prb_utils.analysis.metrics.profile_lift` per model (clustered by ``units``) of the family of lifts:
+    every lift that can get a verdict (not a model that never reads the profile, not a position-locked job:
+    ``locked``, ``(model, profile)`` pairs, default :func:`locked_jobs` of ``results``; a model locked under
+    ``baseline`` has no lift at all), Holm-adjusted together, with its ``verdict`` (:data:`RULES` ``lift``). The
+    family is in ``attrs["family"]`` (:class:`Family`). Empty when there is no second condition or no
+    ``baseline`` rows."""
     kinds = results.groupby("model")["kind"].first()
     blind = {m for m, k in kinds.items() if k in MODEL_KINDS and not MODEL_KINDS[k].reads_profile}
-    rows = results[~results["model"].isin(blind)]
+    locked = set(locked_jobs(results)) if locked is None else set(locked)
+    whole = {m for m, p in locked if p == baseline}
+    keep = ~results["model"].isin(blind | whole)
+    keep &= ~pd.Series([(m, p) in locked for m, p in zip(results["model"], results["profile"], strict=True)],
+                       index=results.index, dtype=bool)
+    rows = results[keep]
+    left_out = tuple(sorted({*((m, BLIND_REASON) for m in blind),
+                             *((m, f"{LOCK_REASON} under {p}") for m, p in locked)}))
     if rows.empty or baseline not in set(rows["profile"]) or rows["profile"].nunique() < 2:
         return pd.DataFrame()
     lifts = profile_lift(rows, baseline=baseline, units=units, n_boot=n_boot, seed=seed, level=level)
     lifts["verdict"] = [lift_verdict(lo, hi, p) for lo, hi, p in zip(lifts["ci_low"], lifts["ci_high"],
                                                                       lifts["p_holm"], strict=True)]
+    lifts.attrs["family"] = Family(f"lifts over {baseline}", tuple(dict.fromkeys(lifts["model"].astype(str))),
+                                   int(lifts["p_value"].notna().sum()), left_out=left_out)
     return lifts
 
 
-def leaderboard(results: pd.DataFrame, *, model: str = "model", baseline: str = "none", units: str | None = None,
-                lifts: pd.DataFrame | None = None, n_boot: int | None = None, seed: int = SEED,
-                level: float = LEVEL) -> pd.DataFrame:
-    """One row per job (``model``: a column naming one job per condition, e.g. ``job_label``) and profile
-    condition, benchmark conditions in order and the oracle last: columns :data:`LEADERBOARD_COLUMNS`. ``kind``
-    is ``baseline`` for the model-free baselines. ``units`` (e.g. ``"question"``) clusters every interval and
-    test; without it, pairs are independent (Wilson intervals, exact McNemar). Rules: :data:`RULES`. ``lift`` is
-    empty for ``baseline`` itself, for the oracle, and for a model that never reads the profile; ``lifts`` (from
-    :func:`profile_lifts` of the same rows) is used as it is instead of being computed again.
+@dataclass(frozen=True)
+class Board:
+    """:func:`rank_board`: the leaderboard frame, every condition's model comparisons (its rank family, with a
+    ``family`` column) and the families (``{name: Family}``: one per ranked condition, and the lifts')."""
+
+    frame: pd.DataFrame
+    comparisons: pd.DataFrame
+    families: dict[str, Family]
+
+
+def leaderboard(results: pd.DataFrame, **options) -> pd.DataFrame:
+    """The frame of :func:`rank_board` (same options).
 
     >>> res = pd.DataFrame({"model": ["a"] * 4 + ["b"] * 4, "kind": "length", "profile": "none",
     ...                     "subset": "s", "id": [1, 2, 3, 4] * 2, "outcome": ["correct"] * 4 + ["wrong"] * 4})
     >>> leaderboard(res)[["rank", "model", "accuracy", "tied_with_leader"]].values.tolist()
     [[1.0, 'a', 1.0, True], [1.0, 'b', 0.0, True]]
     """
+    return rank_board(results, **options).frame
+
+
+def rank_board(results: pd.DataFrame, *, model: str = "model", baseline: str = "none", units: str | None = None,
+               lifts: pd.DataFrame | None = None, n_boot: int | None = None, seed: int = SEED,
+               level: float = LEVEL, half_credit: bool = False) -> Board:
+    """One row per job (``model``: a column naming one job per condition, e.g. ``job_label``) and profile
+    condition, benchmark conditions in order and the oracle last: columns :data:`LEADERBOARD_COLUMNS`. ``kind``
+    is ``baseline`` for the model-free baselines. ``units`` (e.g. ``"question"``) clusters every interval and
+    test; without it, pairs are independent (Wilson intervals, exact McNemar). Rules: :data:`RULES`. ``lift`` is
+    empty for ``baseline`` itself, for the oracle, and for a model that never reads the profile; ``lifts`` (from
+    :func:`profile_lifts` of the same rows) is used as it is instead of being computed again. ``half_credit``
+    counts a tie 0.5 in the accuracy and its interval; the ranks' and lifts' paired tests count strict correctness.
+
+    >>> res = pd.DataFrame({"model": ["a"] * 4 + ["b"] * 4, "kind": "length", "profile": "none",
+    ...                     "subset": "s", "id": [1, 2, 3, 4] * 2, "outcome": ["correct"] * 4 + ["wrong"] * 4})
+    >>> board = rank_board(res)
+    >>> board.families["ranks under none"].say()
+    'ranks under none: Holm over 1 test of a, b'
+    """
     require_columns(results, [model, "kind", "profile", "subset", "id", "outcome"])
     rows = results.assign(model=results[model]) if model != "model" else results
     table = accuracy_table(rows, by=["model", "profile"], ci="bootstrap" if units else "wilson", units=units,
-                           n_boot=n_boot, seed=seed, level=level)
+                           n_boot=n_boot, seed=seed, level=level, half_credit=half_credit)
     kinds = rows.groupby("model")["kind"].first()
     table["kind"] = table["model"].map(kinds.map(lambda k: MODEL_KINDS[k].label if k in MODEL_KINDS else k))
     table["oracle"] = table["profile"].map(is_oracle)
     table["tie_rate"] = table["ties"] / table["n"].where(table["n"] > 0)
     if "near_ties" not in table.columns:
         table["near_ties"] = 0
-    locks = position_locked(rows) if {"verdict_ab", "verdict_ba"} <= set(rows.columns) else pd.DataFrame()
-    locked = {} if locks.empty else {(r.model, r.profile): r.warning for r in locks.itertuples() if r.locked}
+    locked = locked_jobs(rows)
     pairs = list(zip(table["model"], table["profile"], strict=True))
     table["locked"] = [pair in locked for pair in pairs]
     table["locked_reason"] = [locked.get(pair, "") for pair in pairs]
     table["chance"] = [chance_verdict(lo, hi) if not lock else ""
                        for lo, hi, lock in zip(table["ci_low"], table["ci_high"], table["locked"], strict=True)]
     if lifts is None:
-        lifts = profile_lifts(rows, baseline=baseline, units=units, n_boot=n_boot, seed=seed, level=level)
-    parts = []
+        lifts = profile_lifts(rows, baseline=baseline, units=units, n_boot=n_boot, seed=seed, level=level,
+                              locked=set(locked))
+    parts, comparisons, families = [], [], {}
     for condition in sorted(table["profile"].unique(), key=condition_sort_key):
         part = table[table["profile"] == condition].copy()
         if is_oracle(condition):
@@ -269,8 +335,14 @@ def leaderboard(results: pd.DataFrame, *, model: str = "model", baseline: str = 
             part["rank"], part["tied_with_leader"], part["p_vs_leader"] = np.nan, False, np.nan
             part["rank_low"], part["rank_high"] = np.nan, np.nan
         else:
-            part = _ranked(part, rows[rows["profile"] == condition], units=units, seed=seed, level=level,
-                           n_boot=n_boot)
+            part, tests = _ranked(part, rows[rows["profile"] == condition], units=units, seed=seed, level=level,
+                                  n_boot=n_boot)
+            name = f"ranks under {condition}"
+            ranked = tuple(part.loc[~part["locked"], "model"].astype(str))
+            families[name] = Family(name, ranked, len(tests), left_out=tuple(
+                (m, LOCK_REASON) for m in part.loc[part["locked"], "model"].astype(str)))
+            if not tests.empty:
+                comparisons.append(tests.assign(profile=condition, family=name))
         if not lifts.empty:
             mine = lifts[lifts["profile"] == condition].set_index("model")
             part["lift"] = part["model"].map(mine["lift"])
@@ -288,7 +360,13 @@ def leaderboard(results: pd.DataFrame, *, model: str = "model", baseline: str = 
         out["lift_verdict"] = ""
     out["lift_verdict"] = out["lift_verdict"].fillna("")
     out["tied_with_leader"] = out["tied_with_leader"].astype(bool)
-    return out[LEADERBOARD_COLUMNS].reset_index(drop=True)
+    out = out[LEADERBOARD_COLUMNS].reset_index(drop=True)
+    if not lifts.empty and "family" in lifts.attrs:
+        families[lifts.attrs["family"].name] = lifts.attrs["family"]
+    tests = pd.concat(comparisons, ignore_index=True) if comparisons else pd.DataFrame()
+    if not tests.empty:
+        tests = tests[["family", "profile", *[c for c in tests.columns if c not in ("family", "profile")]]]
+    return Board(out, tests, families)
 
 
 def leaderboard_notes(board: pd.DataFrame, *, units: str | None = None) -> list[str]:

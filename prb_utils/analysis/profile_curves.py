@@ -247,6 +247,7 @@ def profile_size_curve(
     *,
     run_metadata: pd.DataFrame | None = None,
     tokenizer: Any = None,
+    units: str | None = None,
     n_boot: int | None = None,
     seed: int = SEED,
     level: float = LEVEL,
@@ -256,7 +257,8 @@ def profile_size_curve(
     Columns :data:`CURVE_COLUMNS`. ``model`` is :func:`job_series` (the spec, plus what differs between jobs
     of one spec); ``retriever`` is missing (NA) for ``none``, ``full`` and ``rubric`` (they belong to every
     retriever's curve). ``ci_low``/``ci_high``: percentile bootstrap at ``level`` over questions (clusters: every pair of a
-    drawn question enters; fixed ``seed``). ``rubric`` rows have ``oracle`` True and ``k`` NaN. Ties and
+    drawn question enters; fixed ``seed``), or over the column ``units`` of ``results`` when given (the store's
+    resampling plan: :meth:`prb_utils.analysis.uncertainty.ResamplingPlan.attach`). ``rubric`` rows have ``oracle`` True and ``k`` NaN. Ties and
     invalids count as not correct. Rows sorted by model, retriever, oracle, k.
     """
     require_columns(results, ["profile", "subset", "id", "outcome", _spec_column(results)])
@@ -267,11 +269,12 @@ def profile_size_curve(
     inputs = rm_inputs(rows, data, retrievers=retrievers, tokenizer=tokenizer)
     frame = pd.concat([rows[["profile", "outcome"]], inputs], axis=1).assign(
         model=job_series(rows, run_metadata).to_numpy(), retriever=retrievers.to_numpy())
+    frame["_unit"] = rows[units].to_numpy() if units else frame["question"].to_numpy()
     frame["_key"] = frame["retriever"].fillna("")
     table = []
     for (model, key, condition), group in frame.groupby(["model", "_key", "profile"], sort=False):
         correct = group["outcome"].eq("correct").to_numpy(dtype=float)
-        low, high = bootstrap_ci(correct, units=group["question"].to_numpy(), n_boot=n_boot, seed=seed, level=level)
+        low, high = bootstrap_ci(correct, units=group["_unit"].to_numpy(), n_boot=n_boot, seed=seed, level=level)
         table.append({
             "model": model, "retriever": key or None, "profile": condition, "k": _nominal_k(condition, group["n_posts"]),
             "oracle": is_oracle(condition), "n": len(group), "n_questions": group["question"].nunique(),
@@ -355,13 +358,15 @@ def retrieval_ablation(
     *,
     run_metadata: pd.DataFrame | None = None,
     baseline: str = "bm25",
+    units: str | None = None,
     n_boot: int | None = None,
     seed: int = SEED,
     level: float = LEVEL,
 ) -> pd.DataFrame:
     """Per model and ``top{K}`` condition, each other retriever (random, least, dense) against ``baseline`` on
     the same pairs (:func:`prb_utils.analysis.metrics.compare`: ``diff`` = other − baseline, paired bootstrap
-    CI, exact McNemar, Holm). Empty when the store holds one retriever only.
+    CI and test, clustered by the column ``units`` when given (the store's plan), Holm over the table). Empty when
+    the store holds one retriever only.
     """
     rows = results.reset_index(drop=True)
     retrievers = job_retrievers(rows, run_metadata)
@@ -370,7 +375,7 @@ def retrieval_ablation(
         return pd.DataFrame()
     top = top.drop(columns=[c for c in ("model_spec", "job_label") if c in top.columns])
     table = compare(top, "retriever", baseline=baseline if baseline in set(top["retriever"]) else None,
-                    by=["model", "profile"], n_boot=n_boot, seed=seed, level=level)
+                    by=["model", "profile"], units=units, n_boot=n_boot, seed=seed, level=level)
     return table.rename(columns={"level_a": "baseline", "level_b": "retriever"})
 
 
@@ -380,6 +385,7 @@ def oracle_gap(
     run_metadata: pd.DataFrame | None = None,
     reference: str = "full",
     oracle: str = "rubric",
+    units: str | None = None,
     n_boot: int | None = None,
     seed: int = SEED,
     level: float = LEVEL,
@@ -387,7 +393,8 @@ def oracle_gap(
     """Per model, accuracy under the oracle ``rubric`` minus accuracy under ``reference`` (``full``) on the same
     pairs (``model`` is :func:`job_series`, so the ``rubric`` job, whose key carries a retriever option, meets
     the ``full`` job of the same model): columns ``model, reference, oracle, n_pairs, accuracy_reference, accuracy_oracle, gap, ci_low,
-    ci_high, p_value, p_holm, is_oracle`` (always True: the row is a diagnostic, not a benchmark result).
+    ci_high, p_value, p_holm, is_oracle`` (always True: the row is a diagnostic, not a benchmark result). The
+    interval and test are clustered by the column ``units`` when given (the store's plan).
 
     A large gap says the RM can apply the preference once told it but cannot infer it from the posts; a small
     gap with low accuracy says it cannot apply it either. Empty when either condition is missing.
@@ -406,7 +413,8 @@ def oracle_gap(
         return pd.DataFrame()
     rows = rows.assign(model=job_series(rows, run_metadata).to_numpy())
     rows = rows.drop(columns=[c for c in ("job_label", "model_spec") if c in rows.columns])
-    table = compare(rows, "profile", baseline=reference, by=["model"], n_boot=n_boot, seed=seed, level=level)
+    table = compare(rows, "profile", baseline=reference, by=["model"], units=units, n_boot=n_boot, seed=seed,
+                    level=level)
     table = table.rename(columns={"level_a": "reference", "level_b": "oracle", "accuracy_a": "accuracy_reference",
                                   "accuracy_b": "accuracy_oracle", "diff": "gap"})
     table["is_oracle"] = True

@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Literal
 
 import pandas as pd
 
-from prb_utils.analysis.resampling import N_BOOT
+from prb_utils.analysis.uncertainty import ResamplingPlan
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
 from prb_utils.models.kinds import kind_names
@@ -227,6 +227,12 @@ class NotebookParams:
         return load_benchmark(self.data_source, subsets=self.subsets or None, limit=self.limit or None,
                               drop_invalid=True)
 
+    def plan(self) -> ResamplingPlan:
+        """The store's resampling plan (:meth:`ResamplingPlan.of_store`), with this page's ``n_boot`` when the page
+        has one and it is not 0: every interval of the page comes from it, as on every other page and in
+        ``prb summarize``."""
+        return ResamplingPlan.of_store(self.results_dir).with_overrides(n_boot=getattr(self, "n_boot", 0) or None)
+
     def load_results(self, data: pd.DataFrame | None = None, *,
                      profiles: typing.Sequence[str] | None = None) -> pd.DataFrame:
         """Per-item rows of the store for the chosen models and conditions (all when the lists are empty),
@@ -371,7 +377,7 @@ class DiagnosticsParams(NotebookParams):
 
     retriever: str = "bm25"
     tokenizer: str = ""
-    n_boot: int = N_BOOT
+    n_boot: int = 0  # 0: the store's plan (resampling.default_n_boot)
     max_hardest: int = 10
 
     notebook: ClassVar[str] = "04_personalization_diagnostics"
@@ -383,7 +389,7 @@ class DiagnosticsParams(NotebookParams):
 
         if self.retriever not in ("bm25", "random", "least") and not self.retriever.startswith("dense:"):
             raise PRBError(f"Parameter 'retriever' must be one of {', '.join(RETRIEVERS)}, got {self.retriever!r}.")
-        self._check_at_least("n_boot", 100)
+        self._check_n_boot()
         self._check_at_least("max_hardest", 1)
 
 

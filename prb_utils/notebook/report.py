@@ -36,6 +36,7 @@ from tqdm.auto import tqdm
 import prb_utils
 from prb_utils import __version__
 from prb_utils.analysis.findings import Findings, compute_findings, rank_span
+from prb_utils.analysis.uncertainty import ResamplingPlan
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
 from prb_utils.formatting import COUNT, PROPORTION, format_frame, format_interval, format_signed, format_value
@@ -492,7 +493,8 @@ def report_findings(results: str, models: Sequence[str], profiles: Sequence[str]
     if rows.empty:
         return None
     questions = data if data is not None and "question" in data.columns else None
-    return compute_findings(rows, questions, model="job_label", calibrate=False)
+    return compute_findings(rows, questions, model="job_label", calibrate=False,
+                            plan=ResamplingPlan.of_store(results))  # the store's plan, as every page and command
 
 
 def _cell(value: Any, column: str, css: str = "") -> str:
