@@ -15,6 +15,18 @@ benchmarks rejected is the power. One line per ICC, machine-readable:
 
     .venv/bin/python bench/verdict_size.py --sims 1000
     icc=0.7 size_unclustered=0.43 size_clustered=0.05 power_unclustered=... power_clustered=...
+
+Recurring users (``--users U --pairs-per-user P``): U users with P pairs each, spread over ``--questions``
+questions with the same number of pairs each (the pairs' questions shuffled across users, redrawn per
+benchmark), so one user's pairs fall under several questions. A pair's outcome is a threshold on a latent
+normal score with a question effect and a user effect, each carrying half of the ICC (``--icc`` here is the
+latent correlation of two pairs with the same question and user; a shared question alone gives half of it,
+as does a shared user alone), independently for the two models; the marginal accuracy is ``--accuracy``.
+Two tests on the same benchmarks: ``clustered`` (by question, as above) and ``two_way`` (question x user,
+:func:`prb_utils.analysis.resampling.two_way_paired_test`):
+
+    .venv/bin/python bench/verdict_size.py --questions 40 --users 40 --pairs-per-user 8 --sims 1000
+    icc=0.7 users=40 size_clustered=... size_two_way=... power_clustered=... power_two_way=...
 """
 
 from __future__ import annotations
@@ -22,9 +34,10 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+from scipy.stats import norm
 
 from prb_utils.analysis.metrics import mcnemar_exact
-from prb_utils.analysis.resampling import clustered_paired_test
+from prb_utils.analysis.resampling import clustered_paired_test, two_way_paired_test
 
 ALPHA = 0.05
 
@@ -51,6 +64,39 @@ def simulate(*, questions: int, pairs: int, accuracy: float, difference: float, 
     return float(rejected[0] / sims), float(rejected[1] / sims)
 
 
+def recurring_benchmark(*, questions: int, users: int, pairs_per_user: int, accuracy: float, icc: float,
+                        rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One benchmark with recurring users: each pair's question and user, and its 0/1 outcome for one model
+    (a latent normal score, question and user effects of variance ``icc / 2`` each, marginal mean ``accuracy``)."""
+    n = users * pairs_per_user
+    user = np.repeat(np.arange(users), pairs_per_user)
+    question = rng.permutation(np.resize(np.arange(questions), n))
+    return question, user, recurring_outcomes(question, user, accuracy=accuracy, icc=icc, rng=rng)
+
+
+def recurring_outcomes(question: np.ndarray, user: np.ndarray, *, accuracy: float, icc: float,
+                       rng: np.random.Generator) -> np.ndarray:
+    """0/1 outcomes of one model on the pairs ``(question, user)``: ``score > 0`` for a latent normal score of
+    mean ``Phi^-1(accuracy)``, variance 1, with fresh question and user effects of variance ``icc / 2`` each."""
+    shared = np.sqrt(icc / 2)
+    latent = (norm.ppf(accuracy) + shared * rng.standard_normal(question.max() + 1)[question]
+              + shared * rng.standard_normal(user.max() + 1)[user] + np.sqrt(1 - icc) * rng.standard_normal(len(user)))
+    return latent > 0
+
+
+def simulate_recurring(*, questions: int, users: int, pairs_per_user: int, accuracy: float, difference: float,
+                       icc: float, sims: int, rng: np.random.Generator) -> tuple[float, float]:
+    """Shares of ``sims`` recurring-user benchmarks where the test clustered by question and the two-way test
+    (question x user) give p < 0.05."""
+    rejected = np.zeros(2)
+    for _ in range(sims):
+        question, user, a = recurring_benchmark(questions=questions, users=users, pairs_per_user=pairs_per_user,
+                                                accuracy=accuracy, icc=icc, rng=rng)
+        b = recurring_outcomes(question, user, accuracy=accuracy - difference, icc=icc, rng=rng)
+        rejected += [clustered_paired_test(a, b, question) < ALPHA, two_way_paired_test(a, b, question, user) < ALPHA]
+    return float(rejected[0] / sims), float(rejected[1] / sims)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--questions", type=int, default=50)
@@ -60,8 +106,14 @@ def main() -> None:
     parser.add_argument("--icc", type=float, nargs="+", default=[0.0, 0.3, 0.7])
     parser.add_argument("--sims", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--users", type=int, default=None,
+                        help="recurring users: this many users, their pairs spread over the questions")
+    parser.add_argument("--pairs-per-user", type=int, default=8, help="pairs per user (with --users)")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
+    if args.users is not None:
+        recurring(args, rng)
+        return
     print(f"questions={args.questions} pairs_per_question={args.pairs} accuracy={args.accuracy} "
           f"difference={args.difference} sims={args.sims} alpha={ALPHA}")
     for icc in args.icc:
@@ -71,6 +123,21 @@ def main() -> None:
         power = simulate(difference=args.difference, **common)
         print(f"icc={icc} size_unclustered={size[0]:.3f} size_clustered={size[1]:.3f} "
               f"power_unclustered={power[0]:.3f} power_clustered={power[1]:.3f}", flush=True)
+
+
+def recurring(args: argparse.Namespace, rng: np.random.Generator) -> None:
+    """The recurring-users scenario: one line per ICC, size and power of the test by question and the two-way."""
+    if not 0 <= max(args.icc) < 1:
+        raise SystemExit("--icc must lie in [0, 1) for the recurring-users scenario.")
+    print(f"questions={args.questions} users={args.users} pairs_per_user={args.pairs_per_user} "
+          f"accuracy={args.accuracy} difference={args.difference} sims={args.sims} alpha={ALPHA}")
+    for icc in args.icc:
+        common = {"questions": args.questions, "users": args.users, "pairs_per_user": args.pairs_per_user,
+                  "accuracy": args.accuracy, "icc": icc, "sims": args.sims, "rng": rng}
+        size = simulate_recurring(difference=0.0, **common)
+        power = simulate_recurring(difference=args.difference, **common)
+        print(f"icc={icc} users={args.users} size_clustered={size[0]:.3f} size_two_way={size[1]:.3f} "
+              f"power_clustered={power[0]:.3f} power_two_way={power[1]:.3f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -339,6 +339,11 @@ def check_record(raw: RawRecord) -> tuple[dict | None, list[Problem]]:
         value = record.get(field)
         if value is not None and not isinstance(value, str):
             problems.append(Problem(raw.origin, shown_id, field, f"expected a string, got {type(value).__name__}"))
+    user_id = record.get("user_id")
+    if user_id is not None and (isinstance(user_id, bool) or not isinstance(user_id, (str, int))
+                                or not str(user_id).strip()):
+        problems.append(Problem(raw.origin, shown_id, "user_id", "expected a non-empty string or an integer, got "
+                                + (repr(user_id) if isinstance(user_id, str) else type(user_id).__name__)))
     posts, post_problems = _check_posts(record.get("profile"), raw, shown_id)
     aspects, aspect_problems = _check_aspects(record.get("rubric_aspects"), raw, shown_id)
     problems += post_problems + aspect_problems
@@ -364,6 +369,8 @@ def check_record(raw: RawRecord) -> tuple[dict | None, list[Problem]]:
         chosen=chosen,
         rejected=rejected,
     )
+    if user_id is not None:
+        row["user_id"] = str(user_id).strip()
     return row, []
 
 
@@ -485,12 +492,18 @@ def record_digests(frame: pd.DataFrame) -> dict[tuple[str, str], str]:
             for row in frame[keys].to_dict("records")}
 
 
-def user_key(profile: Any) -> str:
-    """The hash of a user's profile (their posts' texts, in order): the unit "user" of clustered intervals and
-    tests. A question asked by two users has two user keys; one user's pairs share one.
+def user_key(profile: Any, user_id: Any = None) -> str:
+    """The key of a pair's user, the unit "user" of clustered intervals and tests: the hash of the record's
+    ``user_id`` when it carries one (a non-empty string: the same ``user_id`` in any subset or file is one user,
+    whatever profile each record shows), else the hash of the profile (its posts' texts, in order). A question
+    asked by two users has two user keys; one user's pairs share one.
 
     >>> user_key([{"text": "a"}]) == user_key([{"text": "a", "id": "x"}]) != user_key([{"text": "b"}])
     True
+    >>> user_key([{"text": "a"}], "u7") == user_key([{"text": "b"}], "u7") != user_key([{"text": "a"}])
+    True
     """
+    if isinstance(user_id, str) and user_id.strip():
+        return stable_hash({"user_id": user_id.strip()})
     posts = profile if isinstance(profile, (list, tuple)) else []
     return stable_hash([str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in posts])

@@ -309,17 +309,20 @@ def _pair_hashes(pairs: Sequence[_Pair]) -> dict[str, str]:
 def unit_keys(records: Sequence[Mapping[str, Any]]) -> dict[str, tuple[str, str]]:
     """``{pair key: (question hash, user hash)}`` of the benchmark's records: the units a clustered interval or
     test resamples (pairs of one question, its users and twin pairs, share the first; one user's pairs the
-    second, :func:`prb_utils.data.user_key`). Computed once per scoring call, beside the scoring (a full profile
-    takes about half a millisecond to hash), from the benchmark's own records: a probe's pairs belong to their
-    own user and question whatever profile the probe shows.
+    second, :func:`prb_utils.data.user_key`: the record's ``user_id`` when it has one, else its profile).
+    Computed once per scoring call, beside the scoring (a full profile takes about half a millisecond to hash),
+    from the benchmark's own records: a probe's pairs belong to their own user and question whatever profile the
+    probe shows.
 
     >>> keys = unit_keys([{"subset": "S", "id": "1", "question": "Q", "profile": [{"text": "a"}]},
-    ...                   {"subset": "S", "id": "2", "question": "Q", "profile": []}])
-    >>> keys["S/1"][0] == keys["S/2"][0], keys["S/1"][1] == keys["S/2"][1]
-    (True, False)
+    ...                   {"subset": "S", "id": "2", "question": "Q", "profile": []},
+    ...                   {"subset": "S", "id": "3", "question": "R", "profile": [], "user_id": "u1"},
+    ...                   {"subset": "S", "id": "4", "question": "R", "profile": [{"text": "b"}], "user_id": "u1"}])
+    >>> keys["S/1"][0] == keys["S/2"][0], keys["S/1"][1] == keys["S/2"][1], keys["S/3"][1] == keys["S/4"][1]
+    (True, False, True)
     """
     return {pair_key(str(r["subset"]), str(r["id"])): (stable_hash(str(r.get("question") or "")),
-                                                       user_key(r.get("profile")))
+                                                       user_key(r.get("profile"), r.get("user_id")))
             for r in records}
 
 

@@ -498,7 +498,8 @@ def load_results(out: str | os.PathLike = "results", *, strict: bool = False) ->
 
 def pair_units(out: str | os.PathLike = "results") -> pd.DataFrame:
     """``subset, id, question, user`` of every pair the store's jobs recorded (hashes of the question text and of
-    the user's profile, kept in each ``job.json``), for :func:`prb_utils.analysis.metrics.unit_labels`; jobs
+    the user: the record's ``user_id``, else its profile; :func:`prb_utils.data.user_key`, kept in each
+    ``job.json``), for :func:`prb_utils.analysis.metrics.unit_labels`; jobs
     written before prb recorded them add nothing (their pairs are then their own units)."""
     keys: dict[str, dict[str, str]] = {}
     for folder in _job_folders(out):

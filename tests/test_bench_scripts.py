@@ -61,3 +61,20 @@ def test_verdict_size_simulates_the_unclustered_test_over_rejecting_and_the_clus
     assert float(line["size_unclustered"]) > 0.25
     assert float(line["size_clustered"]) < 0.09
     assert 0 <= float(line["power_clustered"]) <= float(line["power_unclustered"]) <= 1
+
+
+def test_verdict_size_recurring_users_prints_both_tests_and_the_two_way_keeps_its_size():
+    """A small run of the recurring-users scenario (users' pairs spread over the questions): one machine-readable
+    line per ICC with the size and power of the test by question and of the two-way test (300 benchmarks: a
+    loose band on the two-way size, not a timing)."""
+    out = subprocess.run([sys.executable, str(REPO / "bench" / "verdict_size.py"), "--questions", "20", "--users",
+                          "20", "--pairs-per-user", "6", "--sims", "300", "--icc", "0.0", "0.7"],
+                         capture_output=True, text=True, check=True, cwd=REPO).stdout
+    header, *lines = out.strip().splitlines()
+    assert "users=20" in header and "pairs_per_user=6" in header
+    rows = [dict(field.split("=") for field in line.split()) for line in lines]
+    assert [row["icc"] for row in rows] == ["0.0", "0.7"]
+    for row in rows:
+        assert set(row) == {"icc", "users", "size_clustered", "size_two_way", "power_clustered", "power_two_way"}
+        assert float(row["size_two_way"]) < 0.09
+        assert 0 < float(row["power_two_way"]) <= 1 and 0 < float(row["power_clustered"]) <= 1

@@ -50,6 +50,7 @@ from statsmodels.stats.proportion import proportion_confint
 from prb_utils.analysis.resampling import (
     LEVEL,
     SEED,
+    TWO_WAY_UNIT,
     bootstrap_ci,
     check_uncertainty,
     cluster_resamples,
@@ -85,7 +86,8 @@ def as_list(by: str | Sequence[str] | None) -> list[str]:
 def unit_labels(results: pd.DataFrame, data: pd.DataFrame | None = None, unit: str = "question") -> pd.Series:
     """The cluster of each row for ``unit``: ``question`` (a question asked for several users, and twin pairs,
     the same question and answers with the roles swapped, share one), ``user`` (one user's pairs share one: the
-    profile's hash, :func:`prb_utils.data.user_key`, or a ``user`` column of ``data``) or ``pair``. The values
+    record's ``user_id``, else the profile's hash, :func:`prb_utils.data.user_key`, or a ``user`` column of
+    ``data``), ``question+user`` (one label per question-user cell; see :func:`two_way_labels`) or ``pair``. The values
     come from ``data`` (benchmark records, or :func:`prb_utils.store.pair_units`); without it, or for a pair it
     lacks, the pair itself.
 
@@ -97,11 +99,15 @@ def unit_labels(results: pd.DataFrame, data: pd.DataFrame | None = None, unit: s
     pair = results["subset"].astype(str) + "/" + results["id"].astype(str)
     if data is None or unit == "pair":
         return pair
+    if unit == TWO_WAY_UNIT:   # one label per (question, user) cell; two-way tests take two_way_labels' columns
+        question, user = two_way_labels(results, data)
+        return question + "+" + user
     if unit not in ("question", "user"):
-        raise PRBError(f"Unknown unit {unit!r}; use question, user or pair.")
+        raise PRBError(f"Unknown unit {unit!r}; use question, user, {TWO_WAY_UNIT} or pair.")
     if unit == "user" and "user" not in data.columns:
         require_columns(data, ["subset", "id", "profile"], what="benchmark")
-        data = data.assign(user=data["profile"].map(user_key))
+        user_ids = data["user_id"] if "user_id" in data.columns else [None] * len(data)
+        data = data.assign(user=[user_key(p, u) for p, u in zip(data["profile"], user_ids, strict=True)])
     require_columns(data, ["subset", "id", unit], what="benchmark")
     keys = data["subset"].astype(str) + "/" + data["id"].astype(str)
     lookup = {k: v for k, v in zip(keys, data[unit], strict=True) if isinstance(v, str) and v}
@@ -117,6 +123,23 @@ def question_units(results: pd.DataFrame, data: pd.DataFrame | None = None) -> p
     ['q?', 'q?', 's/3']
     """
     return unit_labels(results, data, "question")
+
+
+def two_way_labels(results: pd.DataFrame, data: pd.DataFrame | None = None) -> tuple[pd.Series, pd.Series]:
+    """The two clusters of each row for the unit ``question+user`` (:data:`TWO_WAY_UNIT`): its question's and its
+    user's label (:func:`unit_labels`; the user is the record's ``user_id`` when it has one, else its profile's
+    hash), the ``rows_units`` and ``cols_units`` of :func:`prb_utils.analysis.resampling.two_way_bootstrap_ci` and
+    :func:`prb_utils.analysis.resampling.two_way_paired_test`. ``unit_labels(..., "question+user")`` joins them
+    into one label per (question, user) cell.
+
+    >>> res = pd.DataFrame({"subset": "s", "id": ["1", "2"]})
+    >>> data = pd.DataFrame({"subset": "s", "id": ["1", "2"], "question": ["q?", "r?"],
+    ...                      "profile": [[{"text": "a"}], [{"text": "b"}]], "user_id": ["u1", "u1"]})
+    >>> question, user = two_way_labels(res, data)
+    >>> question[0] != question[1], user[0] == user[1] == user_key([], "u1")
+    (True, True)
+    """
+    return unit_labels(results, data, "question"), unit_labels(results, data, "user")
 
 
 def _check_outcomes(results: pd.DataFrame) -> None:
