@@ -15,6 +15,7 @@ from fractions import Fraction
 
 import numpy as np
 import pandas as pd
+from scipy import sparse
 from scipy.stats import norm
 
 from prb_utils.errors import PRBError
@@ -311,17 +312,16 @@ def two_way_codes(rows_units, cols_units) -> tuple[np.ndarray, np.ndarray]:
     return rows, cols
 
 
-def pigeonhole_weights(rows_units, cols_units, n_boot: int, rng: np.random.Generator, *,
-                       max_cells: int = 4_000_000):
-    """Owen's pigeonhole bootstrap ("The pigeonhole bootstrap", Ann. Appl. Stat. 2007) as row weights, in chunks:
-    the row clusters (questions) and the column clusters (users) are resampled independently, with replacement,
-    and a row's weight in a resample is (times its question was drawn) x (times its user was drawn). All question
-    draws come first from ``rng``, exactly as :func:`cluster_weights` draws them, then all user draws; each yielded
-    array has one row per resample and one column per row of the data (at most ``max_cells`` weights a chunk).
+def pigeonhole_counts(rows_units, cols_units, n_boot: int, rng: np.random.Generator, *, max_cells: int = 4_000_000):
+    """Owen's pigeonhole bootstrap draws ("The pigeonhole bootstrap", Ann. Appl. Stat. 2007), in chunks: the row
+    clusters (questions) and the column clusters (users) are resampled independently, with replacement. All
+    question draws come first from ``rng``, exactly as :func:`cluster_weights` draws them, then all user draws;
+    each chunk is a pair (times each question was drawn, times each user was drawn), one row per resample (a
+    chunk covers at most ``max_cells`` rows of data x resamples).
 
-    >>> w = next(pigeonhole_weights(["q1", "q1", "q2"], ["u1", "u2", "u2"], 4, np.random.default_rng(0)))
-    >>> w.shape, bool((w.sum(axis=1) >= 0).all())
-    ((4, 3), True)
+    >>> rows, cols = next(pigeonhole_counts(["q1", "q1", "q2"], ["u1", "u2", "u2"], 4, np.random.default_rng(0)))
+    >>> rows.shape, cols.shape, rows.sum(axis=1).tolist()
+    ((4, 2), (4, 2), [2, 2, 2, 2])
     """
     rows, cols = two_way_codes(rows_units, cols_units)
     if not len(rows):
@@ -336,7 +336,22 @@ def pigeonhole_weights(rows_units, cols_units, n_boot: int, rng: np.random.Gener
             offset = np.arange(len(draws))[:, None] * size
             counts.append(np.bincount((draws + offset).ravel(), minlength=len(draws) * size)
                           .reshape(len(draws), size))
-        yield (counts[0][:, rows] * counts[1][:, cols]).astype(float)
+        yield counts[0], counts[1]
+
+
+def pigeonhole_weights(rows_units, cols_units, n_boot: int, rng: np.random.Generator, *,
+                       max_cells: int = 4_000_000):
+    """The pigeonhole bootstrap (:func:`pigeonhole_counts`) as row weights, in chunks: a row's weight in a
+    resample is (times its question was drawn) x (times its user was drawn); each yielded array has one row per
+    resample and one column per row of the data.
+
+    >>> w = next(pigeonhole_weights(["q1", "q1", "q2"], ["u1", "u2", "u2"], 4, np.random.default_rng(0)))
+    >>> w.shape, bool((w >= 0).all())
+    ((4, 3), True)
+    """
+    rows, cols = two_way_codes(rows_units, cols_units)
+    for row_counts, col_counts in pigeonhole_counts(rows, cols, n_boot, rng, max_cells=max_cells):
+        yield (row_counts[:, rows] * col_counts[:, cols]).astype(float)
 
 
 def two_way_bootstrap_ci(
@@ -352,10 +367,12 @@ def two_way_bootstrap_ci(
     cluster factors, one label of each per row (``rows_units``: e.g. the question; ``cols_units``: e.g. the user):
     each resample draws questions and users independently and weighs a row by the product of its two counts
     (:func:`pigeonhole_weights`); the statistic is the weighted mean. Vectorised: no Python loop over resamples
-    or rows. With a single user it is :func:`bootstrap_ci` with ``units=rows_units`` (the same seed draws the
-    same questions). Owen shows the pigeonhole variance is mildly conservative: the row-level noise enters
-    through both factors (and their product), so with one pair per (question, user) cell and little user effect
-    the interval is somewhat wider than the one-way interval by question. ``n_boot=None`` takes
+    or rows, and no (resamples x rows) array (the sums per question-user cell, as a sparse matrix). With a single
+    user it is :func:`bootstrap_ci` with ``units=rows_units`` (the same seed draws the same questions). Owen shows
+    the pigeonhole variance is mildly conservative: the row-level noise enters through both factors (and their
+    product), so with one pair per (question, user) cell and little user effect the interval is somewhat wider
+    than the one-way interval by question (about sqrt(3) times when every question has its own user,
+    ``tests/test_resampling.py``). ``n_boot=None`` takes
     :func:`default_n_boot` of the smaller number of clusters. NaN when there are no rows.
 
     >>> low, high = two_way_bootstrap_ci([1, 0, 1, 1], ["q1", "q1", "q2", "q2"], ["u1", "u2", "u1", "u2"], n_boot=200)
@@ -373,10 +390,18 @@ def two_way_bootstrap_ci(
         return (np.nan, np.nan)
     check_uncertainty(level, n_boot)
     n_boot = default_n_boot(min(int(rows.max()), int(cols.max())) + 1, n_boot)
+    # sum_i cq[q_i] cu[u_i] v_i = sum_q cq[q] (sum_u M[q, u] cu[u]) with M the (question x user) sums of the
+    # values, a sparse matrix: no (resamples x rows) array is built
+    shape = (int(rows.max()) + 1, int(cols.max()) + 1)
+    sums = sparse.csr_matrix((values, (rows, cols)), shape=shape)
+    sizes = sparse.csr_matrix((np.ones(len(values)), (rows, cols)), shape=shape)
     stats = []
     with np.errstate(invalid="ignore", divide="ignore"):
-        for weights in pigeonhole_weights(rows, cols, n_boot, np.random.default_rng(seed)):
-            stats.append((weights @ values) / weights.sum(axis=1))   # NaN where no drawn cell holds a row
+        for row_counts, col_counts in pigeonhole_counts(rows, cols, n_boot, np.random.default_rng(seed)):
+            col_counts = col_counts.T.astype(float)
+            total = (row_counts * (sums @ col_counts).T).sum(axis=1)
+            weight = (row_counts * (sizes @ col_counts).T).sum(axis=1)
+            stats.append(total / weight)   # NaN where no drawn cell holds a row
     return percentile_interval(np.concatenate(stats), level)
 
 
