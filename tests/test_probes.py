@@ -211,8 +211,8 @@ def test_a_swap_that_changed_no_input_is_not_applicable():
     rows = pd.concat([_rows("reader", "top3", lonely, ones[:len(lonely)]),
                       _rows("reader", "top3+swap", lonely, ones[:len(lonely)])])
     verdict = reading_verdicts(probe_effects(rows, lonely)).iloc[0]
-    assert verdict["verdict"] == "n/a: the probe changed no RM input (every record kept its own profile (one user " \
-                                 "per subset))"
+    assert verdict["verdict"] == "n/a: the probe changed no RM input (every record kept its own profile: one user " \
+                                 "per subset)"
     rows = pd.concat([_rows("reader", "none", data, ones), _rows("reader", "none+swap", data, ones)])
     verdict = reading_verdicts(probe_effects(rows, data)).iloc[0]
     assert verdict["verdict"].startswith("n/a: the probe changed no RM input (the base condition none")

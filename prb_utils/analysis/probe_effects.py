@@ -135,7 +135,7 @@ def no_verdict_reason(rows: pd.DataFrame, base: str, name: str, changed: float) 
     """
     if changed == 0:
         why = ("the base condition none shows no profile" if base == NO_PROFILE
-               else "every record kept its own profile (one user per subset)" if name == "swap"
+               else "every record kept its own profile: one user per subset" if name == "swap"
                else "no record's profile changed")
         return f"{NO_CHANGE} ({why})"
     kind = str(rows["kind"].iloc[0]) if "kind" in rows.columns and len(rows) else ""
