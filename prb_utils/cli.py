@@ -34,7 +34,14 @@ from prb_utils.probes import PROBES
 from prb_utils.profile import parse_condition
 from prb_utils.schema import DEFAULT_ZOO, NO_PROFILE, ORACLE_CONDITIONS
 from prb_utils.scoring import score_benchmark
-from prb_utils.store import StoreShortfallWarning, load_results, pair_units, read_json_cache
+from prb_utils.store import (
+    StoreShortfallWarning,
+    data_note,
+    load_results,
+    load_run_metadata,
+    pair_units,
+    read_json_cache,
+)
 
 DEFAULT_REPORT_PROFILES = ("none", "top3")
 PROBED_PROFILE = "top3"   # the condition prb report probes for its quick models (page 05)
@@ -598,6 +605,8 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     _print_frame(table, args.format)
     if args.format == "table":
         print(f"\nTies: {TIE_RULES[bool(args.half_credit)]}.")
+        if data := data_note(load_run_metadata(args.results)):   # which data each job scored
+            print(data)
     return 0
 
 

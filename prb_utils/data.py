@@ -32,6 +32,7 @@ HUB_ID = "QiyaoMa/Personalized-RewardBench"
 SPLIT = "test"
 FILE_SUFFIXES = (".jsonl", ".json", ".parquet")
 REQUIRED_TEXT_FIELDS = ("id", "question", "chosen", "rejected")
+DATA_ATTR = "data"  #: the key of a loaded frame's ``attrs`` that holds its :func:`data_identity`
 COLUMNS = ["subset", "id", "question", "profile", "rubric_aspects", "narrative", "category", "chosen", "rejected"]
 
 
@@ -422,10 +423,14 @@ def read_benchmark(source: str, *, subsets: Sequence[str] | None = None, limit: 
         for subset in subsets:
             if subset not in present and not problems:
                 raise PRBError(f"No records of subset '{subset}' in {source}.")
-    frame = _to_frame(rows)
-    if limit is not None:
-        frame = frame.groupby("subset", sort=False, group_keys=False).head(limit).reset_index(drop=True)
-    return LoadResult(frame, problems, bad)
+    return LoadResult(first_pairs(_to_frame(rows), limit), problems, bad)
+
+
+def first_pairs(frame: pd.DataFrame, limit: int | None) -> pd.DataFrame:
+    """The first ``limit`` pairs of each subset (``frame`` itself when ``limit`` is None): ``--limit``."""
+    if limit is None:
+        return frame
+    return frame.groupby("subset", sort=False, group_keys=False).head(limit).reset_index(drop=True)
 
 
 def _to_frame(rows: Iterable[dict]) -> pd.DataFrame:
@@ -447,18 +452,23 @@ def load_benchmark(
 
     Raises :class:`DataError` (one line per problem in ``.problems``) when records are invalid, unless
     ``drop_invalid`` is true: then exactly those records are dropped and listed in ``frame.attrs["dropped"]``.
-    ``limit`` keeps the first N pairs of each subset.
+    ``limit`` keeps the first N pairs of each subset. ``frame.attrs["data"]`` is the data's identity
+    (:func:`data_identity`, digested before ``limit``): what a job of :func:`prb_utils.scoring.score_benchmark`
+    is keyed by.
     """
-    result = read_benchmark(source, subsets=subsets, limit=limit)
+    result = read_benchmark(source, subsets=subsets)
     lines = [str(p) for p in result.problems]
     if result.problems and not drop_invalid:
         raise DataError(f"{len(lines)} problem(s) in {source}; fix them or pass --drop-invalid.", lines)
     if result.frame.empty:
         raise DataError(f"No valid records in {source}.", lines)
-    result.frame.attrs["dropped"] = result.bad_records
-    result.frame.attrs["problems"] = lines
-    result.frame.attrs["source"] = source
-    return result.frame
+    identity = data_identity(source, result.frame, subsets=subsets, limit=limit)
+    frame = first_pairs(result.frame, limit)
+    frame.attrs["dropped"] = result.bad_records
+    frame.attrs["problems"] = lines
+    frame.attrs["source"] = source
+    frame.attrs[DATA_ATTR] = identity
+    return frame
 
 
 def subset_counts(frame: pd.DataFrame) -> pd.DataFrame:
@@ -476,6 +486,37 @@ def data_fingerprint(frame: pd.DataFrame) -> str:
     True
     """
     return stable_hash("".join(sorted(record_digests(frame).values())))
+
+
+def source_name(source: str) -> str:
+    """How a data source is named in a job's record and label: ``sample`` or a hub id as given, a local file or
+    folder by its name alone (no machine path).
+
+    >>> source_name("sample"), source_name("QiyaoMa/Personalized-RewardBench"), source_name("/tmp/x/other.jsonl")
+    ('sample', 'QiyaoMa/Personalized-RewardBench', 'other.jsonl')
+    """
+    if source == "sample":
+        return source
+    path = Path(source).expanduser()
+    local = path.exists() or path.suffix.lower() in FILE_SUFFIXES or source.startswith(("/", ".", "~"))
+    return path.name if local else source
+
+
+def data_identity(source: str, frame: pd.DataFrame, *, subsets: Sequence[str] | None = None,
+                  limit: int | None = None) -> dict[str, Any]:
+    """What data a job scores: ``source`` (:func:`source_name`), ``digest`` (:func:`data_fingerprint` of every
+    valid record the source gave for ``subsets``, *before* ``limit``), ``pairs`` (how many), and the filters
+    ``subsets`` and ``limit``. The digest is part of a job's key; the filters are only recorded: ``--limit 10``
+    then ``--limit 20`` of one source is one job (the pair hashes tell the pairs apart), while another file, an
+    edited record or another ``--subset`` selection is another data set, hence another job.
+
+    >>> full = load_benchmark("sample")
+    >>> a = data_identity("sample", full, limit=1)
+    >>> a["digest"] == data_identity("sample", full, limit=5)["digest"], a["pairs"], a["limit"]
+    (True, 42, 1)
+    """
+    return {"source": source_name(source), "digest": data_fingerprint(frame), "pairs": len(frame),
+            "subsets": sorted(subsets) if subsets else None, "limit": limit}
 
 
 def record_digests(frame: pd.DataFrame) -> dict[tuple[str, str], str]:

@@ -39,7 +39,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from prb_utils import __version__
-from prb_utils.data import data_fingerprint, user_key
+from prb_utils.data import DATA_ATTR, data_fingerprint, user_key
 from prb_utils.distributed import World, barrier, broadcast, gather, kill_point, setup, world
 from prb_utils.errors import PRBError
 from prb_utils.models import ModelOptions, PairInput, load_model
@@ -58,7 +58,7 @@ from prb_utils.profile import (
     rm_user_message,
 )
 from prb_utils.schema import pair_key, stable_hash
-from prb_utils.store import JobStore, missing_pairs, now, pair_hash, tidy_rows
+from prb_utils.store import JobStore, missing_pairs, now, open_job, pair_hash, tidy_rows
 
 MIN_CHUNK = 2
 MAX_CHUNK = 1024
@@ -563,7 +563,7 @@ def _score_job(store: JobStore, everyone: list[_Pair], todo: list[_Pair], model:
     counted = _counters(model)   # what the model counted before this job (its earlier conditions)
     if ranks.is_main:
         meta = store.metadata() or {**store.description, "key": store.key, "created": now()}
-        meta.update(finished=None, updated=now(), n_pairs=run["n_pairs"])
+        meta.update(finished=None, updated=now(), n_pairs=run["n_pairs"], data=run["data"])
         meta["run"] = {**run["options"], **_model_metadata(model), **package_versions(), "started": now()}
         store.write_metadata(meta)
 
@@ -688,7 +688,7 @@ def _finish_unfinished(store: JobStore, run: dict[str, Any]) -> None:
     meta = store.metadata() or {**store.description, "key": store.key, "created": now()}
     if meta.get("finished"):
         return  # another process finished it meanwhile
-    meta.update(n_pairs=run["n_pairs"], data_fingerprint=run["data_fingerprint"].result())
+    meta.update(n_pairs=run["n_pairs"], data_fingerprint=run["data_fingerprint"].result(), data=run["data"])
     _record_pairs(meta, run["pairs"], run["units"].result())
     _finish_job(store, meta)
 
@@ -738,6 +738,7 @@ def score_benchmark(
     fingerprint = hashing.submit(data_fingerprint, data) if len(data) and current.is_main else _done(None)
     units = hashing.submit(unit_keys, records) if len(data) and current.is_main else _done({})
     hashing.shutdown(wait=False)
+    identity = _data_record(data, current)
     conditions = list({c.spelling: c for c in map(parse_condition, profiles)}.values())
     picks = {c.spelling: _picked_by(c, retriever, options.seed) for c in conditions}
     selectors = post_selectors(conditions, retriever, options.seed)
@@ -758,12 +759,12 @@ def score_benchmark(
             for written in conditions:
                 condition, (retriever_name, retriever_seed) = written.name, picks[written.spelling] or (None, None)
                 key = job_options(kind, condition, options, retriever=retriever_name, retriever_seed=retriever_seed)
-                store = JobStore(out, {"model": spec, "kind": kind, "profile": condition, "options": key,
-                                       "fingerprint": model_fp})
                 pairs = pairs_by_condition[written.spelling]
+                store = _open_job(out, {"model": spec, "kind": kind, "profile": condition, "options": key,
+                                        "fingerprint": model_fp}, identity, pairs, current)
                 labels = {"job": store.key, "spec": spec, "kind": kind, "profile": condition}
                 run = {"n_pairs": len(pairs), "data_fingerprint": fingerprint, "units": units, "pairs": pairs,
-                       "options": run_options}
+                       "options": run_options, "data": identity}
                 if current.distributed:
                     _distributed_job(store, pairs, lazy, labels, run=run, progress=progress, chunk_size=chunk_size,
                                      ranks=current)
@@ -826,6 +827,28 @@ def _distributed_job(
             _run_job(store, [by_key[k] for k in keys], lazy, labels, run=run, progress=progress,
                      chunk_size=chunk_size, ranks=ranks)
         barrier(ranks)
+
+
+def _data_record(data: pd.DataFrame, current: World) -> dict[str, Any]:
+    """What ``data`` is, for its jobs' key and record: the identity :func:`prb_utils.data.load_benchmark` gave
+    it (``attrs["data"]``, kept by pandas through a filter of its rows); a frame
+    built in code has none (``source`` and ``digest`` None: its jobs are keyed without their data, as before).
+    Under torchrun every rank takes rank 0's (the ranks' records were compared already), so they share a key."""
+    given = data.attrs.get(DATA_ATTR)
+    record = {**given} if isinstance(given, Mapping) else {"source": None, "digest": None}
+    return broadcast(current, record) if current.distributed else record
+
+
+def _open_job(out: str | os.PathLike, description: dict[str, Any], identity: Mapping[str, Any],
+              pairs: Sequence[_Pair], current: World) -> JobStore:
+    """The job of ``description`` on ``identity``'s data (:func:`prb_utils.store.open_job`: an older job of the
+    same data is continued); under torchrun, the job rank 0 found."""
+    if identity.get("digest"):
+        description = {**description, "data": identity["digest"]}
+    if not current.distributed:
+        return open_job(out, description, lambda: _pair_hashes(pairs))
+    key = open_job(out, description, lambda: _pair_hashes(pairs)).key if current.is_main else None
+    return JobStore(out, description, key=broadcast(current, key))
 
 
 def _done(value: Any) -> Future:

@@ -9,20 +9,28 @@ Layout under ``out`` (default ``results/``)::
 
 A *job* is one model spec (+ its fingerprint, :mod:`prb_utils.models.fingerprint`) x one profile
 condition x the options that can change a score (resolved device type and dtype, seed, judge mode, retriever
-for ``top{K}``). ``job_key`` is a short sha256 of that description. The data is not part of the key: each
-row carries ``pair_hash``, a hash of exactly what the model saw for that pair (subset, id, category, RM user
-message, chosen, rejected). A pair counts as done when the job holds a row with the same hash,
-so ``--limit 10`` then ``--limit 20`` scores only the 10 new pairs, and an edited record is scored again
-(the newer row replaces the older one).
+for ``top{K}``) x the data it scored. ``job_key`` is a short sha256 of that description. The data enters it as
+``data``: the digest of the data source (:func:`prb_utils.data.data_identity`: every valid record the source
+gives for the chosen subsets, before ``--limit``), so two data files, an edited copy or another ``--subset``
+selection never share a job, while ``--limit`` stays out of the key: each row carries ``pair_hash``, a hash of
+exactly what the model saw for that pair (subset, id, category, RM user message, chosen, rejected), a pair counts
+as done when the job holds a row with the same hash, and ``--limit 10`` then ``--limit 20`` scores only the 10
+new pairs. ``job.json`` records the data (``data``: source name, digest, pair count, the last run's ``subsets``
+and ``limit``). A frame built in code carries no source: its jobs are keyed without data, and an edited record
+there is scored again (the newer row replaces the older one).
+
+Older stores: a job written before the key held the data is read as it is, labelled ``data=unrecorded``, and
+named by :func:`pooled` when its rows show it may hold two data sets; :func:`open_job` continues it in its own
+folder when every row it holds is a pair of the data scored now.
 
 Checks on every read: each row's ``job`` column must be the folder's job key (a part file copied from
-another job raises PRBError naming it), and a finished job must hold a row for every pair its ``job.json``
-expects (``pairs``: ``{"subset/id": pair_hash}``); :func:`load_results` warns (``StoreShortfallWarning``,
-naming the job and the counts) or, with ``strict=True``, raises.
+another job raises PRBError naming it), a finished job must hold a row for every pair its ``job.json``
+expects (``pairs``: ``{"subset/id": pair_hash}``), and an older job must not look pooled; :func:`load_results`
+warns (``StoreShortfallWarning``, naming the job and the counts) or, with ``strict=True``, raises.
 
 Labels: :func:`load_results` adds ``job_label``, the model spec plus, where several jobs share a model spec
 under one profile condition, a bracketed list of what differs (``judge:smollm2 [generate]``,
-``implicit:x [bfloat16]``, ``length [seed=1]``). ``(job_label, profile)`` names exactly one job, so tables
+``implicit:x [bfloat16]``, ``length [seed=1]``, ``length [data=other.jsonl]``). ``(job_label, profile)`` names exactly one job, so tables
 that group by ``job_label`` never pool two jobs.
 
 Concurrency and crashes: every file is written to a temporary name and moved into place with
@@ -47,7 +55,7 @@ import os
 import re
 import tempfile
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -57,6 +65,7 @@ import pandas as pd
 import pyarrow as pa
 from filelock import FileLock, Timeout
 
+from prb_utils.data import DATA_ATTR
 from prb_utils.errors import PRBError, set_aside
 from prb_utils.profile import parse_condition
 from prb_utils.schema import (  # noqa: F401
@@ -166,9 +175,9 @@ def tidy_rows(rows: pd.DataFrame | list[dict]) -> pd.DataFrame:
 class JobStore:
     """One job's folder: its description, run metadata and part files."""
 
-    def __init__(self, out: str | os.PathLike, description: Mapping[str, Any]) -> None:
+    def __init__(self, out: str | os.PathLike, description: Mapping[str, Any], *, key: str | None = None) -> None:
         self.description = dict(description)
-        self.key = job_key(self.description)
+        self.key = key or job_key(self.description)
         self.dir = Path(out) / JOBS_DIR / self.key
         self.lock = FileLock(str(self.dir / ".lock"))
 
@@ -249,6 +258,35 @@ class JobStore:
         for part in parts:
             if part != merged:
                 part.unlink(missing_ok=True)
+
+
+def open_job(out: str | os.PathLike, description: Mapping[str, Any],
+             pairs: Callable[[], Mapping[str, str]]) -> JobStore:
+    """The job of ``description`` in the store ``out``. A job written before prb keyed jobs by their data (its
+    description less ``data``) is continued in its own folder, not scored again under a new key, when its record
+    names this data, or when it names no data and every row it holds is a pair of ``pairs()`` (pair key -> pair
+    hash: it scored this data and nothing else); a job that holds rows of other data is left as it is
+    (:func:`load_results` names it) and this data gets a job of its own.
+
+    >>> import tempfile
+    >>> out, desc = tempfile.mkdtemp(), {"model": "length", "profile": "none", "data": "d1"}
+    >>> open_job(out, desc, dict).key == job_key(desc)
+    True
+    """
+    store = JobStore(out, description)
+    if "data" not in description or store.dir.is_dir():
+        return store
+    older = JobStore(out, {name: value for name, value in description.items() if name != "data"})
+    if not older.dir.is_dir():
+        return store
+    recorded = older.metadata().get("data")
+    if isinstance(recorded, Mapping) and recorded.get("digest"):
+        ours = recorded["digest"] == description["data"]
+    else:
+        rows, wanted = older.read(), pairs()
+        keys = rows["subset"].astype(str) + "/" + rows["id"].astype(str)
+        ours = not rows.empty and all(wanted.get(k) == h for k, h in zip(keys, rows["pair_hash"], strict=True))
+    return JobStore(out, description, key=older.key) if ours else store
 
 
 @contextmanager
@@ -440,7 +478,8 @@ def _job_folders(out: str | os.PathLike) -> list[Path]:
 
 
 class StoreShortfallWarning(UserWarning):
-    """A finished job holds fewer rows than the pairs its ``job.json`` expects."""
+    """A finished job holds fewer rows than the pairs its ``job.json`` expects, or a job of an older prb may pool
+    two data sets."""
 
 
 def missing_pairs(expected: Mapping[str, str], rows: pd.DataFrame) -> list[str]:
@@ -468,20 +507,46 @@ def shortfall(folder: Path, rows: pd.DataFrame, meta: Mapping[str, Any]) -> str 
             "for it to rescore them.")
 
 
+def pooled(folder: Path, rows: pd.DataFrame, meta: Mapping[str, Any]) -> str | None:
+    """A sentence naming a job written before prb recorded a job's data (no ``data`` record in its ``job.json``)
+    that holds more rows than its last run scored, or rows of pairs its record does not list: such a job may pool
+    more than one data set (two files scored into one ``--out`` by an older prb shared one job).
+
+    >>> rows = pd.DataFrame({"subset": ["S"] * 3, "id": ["1", "2", "3"], "pair_hash": ["a", "b", "c"]})
+    >>> pooled(Path("jobs/abc"), rows, {"model": "length", "profile": "none", "n_pairs": 1}).split(",")[0]
+    'Job abc (length [none]) holds 3 rows but its last run scored 1 pairs'
+    >>> pooled(Path("jobs/abc"), rows, {"n_pairs": 1, "data": {"source": "sample", "digest": "d"}}) is None
+    True
+    """
+    if not meta or isinstance(meta.get("data"), Mapping) or rows.empty:
+        return None
+    listed = meta.get("pairs") or {}
+    keys = rows["subset"].astype(str) + "/" + rows["id"].astype(str)
+    unlisted = int((~keys.isin(list(listed))).sum()) if listed else 0
+    scored = meta.get("n_pairs")
+    more = isinstance(scored, int) and len(rows) > scored
+    if not unlisted and not more:
+        return None
+    named = f"its last run scored {scored} pairs" if more else f"its record lists {len(listed)} of them"
+    return (f"Job {folder.name} ({meta.get('model')} [{meta.get('profile')}]) holds {len(rows)} rows but {named}, "
+            "and an older prb recorded no data set for it: it may pool more than one data set; score it again "
+            "into a new --out to keep them apart.")
+
+
 def load_results(out: str | os.PathLike = "results", *, strict: bool = False) -> pd.DataFrame:
     """Every per-item row in the store (``RESULT_COLUMNS`` + ``job_label`` + ``score_dtype``: the dtype the job
-    scored in, None where it recorded none), jobs in creation order.
+    scored in, + ``judge_mode``: a judge job's recorded mode, ``logprob`` or ``generate``; each None where the
+    job recorded none), jobs in creation order.
 
     Rows are unique on (job, subset, id): the newest row wins. A finished job that lacks rows of pairs it
-    expects is reported: a :class:`StoreShortfallWarning` naming it and the counts, or a PRBError when
-    ``strict``; the messages are also kept in ``frame.attrs["shortfalls"]``.
+    expects (:func:`shortfall`), or a job of an older prb that may pool two data sets (:func:`pooled`), is
+    reported: a :class:`StoreShortfallWarning` naming it and the counts, or a PRBError when ``strict``; the
+    messages are also kept in ``frame.attrs["shortfalls"]``.
     """
     frames, metas, problems = [], {}, []
     for folder in _job_folders(out):
         rows, meta = _read_job(folder), _read_json(folder / JOB_FILE)
-        problem = shortfall(folder, rows, meta)
-        if problem:
-            problems.append(problem)
+        problems += [p for p in (shortfall(folder, rows, meta), pooled(folder, rows, meta)) if p]
         metas[folder.name] = meta
         if not rows.empty:
             frames.append(rows)
@@ -492,6 +557,7 @@ def load_results(out: str | os.PathLike = "results", *, strict: bool = False) ->
         rows = tidy_rows(pd.concat(frames, ignore_index=True).drop_duplicates(["job", "subset", "id"], keep="last"))
         rows = add_job_labels(rows, metas)
     rows["score_dtype"] = rows["job"].map({job: (meta.get("options") or {}).get("dtype") for job, meta in metas.items()})
+    rows["judge_mode"] = rows["job"].map({job: (meta.get("options") or {}).get("judge_mode") for job, meta in metas.items()})
     rows.attrs["shortfalls"] = problems
     return rows
 
@@ -517,7 +583,9 @@ def query_results(out: str | os.PathLike, *, models: Sequence[str] = (), profile
     the pairs (``subset``, ``id``) of ``data`` when given: the one query behind every page, table and file of
     a report, so that no number pools rows of another data set. Jobs stay apart (``job``, ``job_label``);
     the labels tell apart the jobs the query returns (a job under a condition left out, such as another
-    retriever's ``top2`` for page 04, does not rename the others)."""
+    retriever's ``top2`` for page 04, does not rename the others). Where ``data`` carries its identity
+    (:func:`prb_utils.data.load_benchmark`), a job of other data that shares its pair names (an edited copy
+    of it) is left out whenever a job of the same model and condition scored this very data."""
     rows = load_results(out)
     if models and not rows.empty:
         rows = rows[rows["model"].isin([canonical_spec(m) for m in models])]
@@ -527,7 +595,22 @@ def query_results(out: str | os.PathLike, *, models: Sequence[str] = (), profile
     if data is not None and not rows.empty:
         keys = pd.MultiIndex.from_frame(data[["subset", "id"]].astype(str))
         rows = rows[pd.MultiIndex.from_frame(rows[["subset", "id"]].astype(str)).isin(keys)]
+        rows = _of_this_data(rows, out, (data.attrs.get(DATA_ATTR) or {}).get("digest"))
     return rows.reset_index(drop=True)
+
+
+def _of_this_data(rows: pd.DataFrame, out: str | os.PathLike, digest: str | None) -> pd.DataFrame:
+    """``rows`` less the jobs of other data (their recorded digest is not ``digest``) under a (model, profile)
+    where a job recorded ``digest``, relabelled when any is left out."""
+    if not digest or rows.empty:
+        return rows
+    root = Path(out) / JOBS_DIR
+    jobs = rows[["job", "model", "profile"]].drop_duplicates("job")
+    recorded = {job: data_fact(_read_json(root / str(job) / JOB_FILE))[1] for job in jobs["job"]}
+    jobs = jobs.assign(ours=jobs["job"].map(recorded) == digest)
+    covered = jobs.groupby(["model", "profile"], sort=False)["ours"].transform("any")
+    other = set(jobs.loc[covered & ~jobs["ours"], "job"])
+    return add_job_labels(rows[~rows["job"].isin(other)], out=out) if other else rows
 
 
 def _report_shortfalls(problems: list[str], *, strict: bool) -> None:
@@ -544,11 +627,35 @@ BARE_OPTIONS = ("device", "dtype", "judge_mode", "retriever", "tokenization", "e
 
 
 def _job_facts(meta: Mapping[str, Any]) -> dict[str, Any]:
-    """What distinguishes one job of a model spec from another: its options and fingerprint."""
+    """What distinguishes one job of a model spec from another: its options, fingerprint and data."""
     facts = dict(meta.get("options") or {})
     if meta.get("fingerprint"):
         facts["fingerprint"] = meta["fingerprint"]
+    facts["data"] = data_fact(meta)
     return facts
+
+
+def data_fact(meta: Mapping[str, Any]) -> tuple[str, str | None]:
+    """``(name, digest)`` of the data a job's ``job.json`` records: its source's name (``frame`` for a frame built
+    in code, ``unrecorded`` for a job of an older prb) and digest.
+
+    >>> data_fact({"data": {"source": "other.jsonl", "digest": "9f8e7d6c5b4a3210"}}), data_fact({})
+    (('other.jsonl', '9f8e7d6c5b4a3210'), ('unrecorded', None))
+    """
+    record = meta.get("data")
+    if not isinstance(record, Mapping):
+        return ("unrecorded", None)
+    return (str(record.get("source") or "frame"), record.get("digest"))
+
+
+def _data_texts(facts: Mapping[str, tuple[str, str | None]]) -> dict[str, str]:
+    """``{job: text}`` for the data facts of one model spec's jobs: the source's name, with the digest's first 8
+    digits where one name stands for two data sets (an edited file)."""
+    digests: dict[str, set[Any]] = {}
+    for name, digest in facts.values():
+        digests.setdefault(name, set()).add(digest)
+    return {job: f"data={name}" + (f"@{digest[:8]}" if len(digests[name]) > 1 and digest else "")
+            for job, (name, digest) in facts.items()}
 
 
 def _fact_text(name: str, value: Any) -> str:
@@ -571,8 +678,9 @@ def job_labels(jobs: pd.DataFrame, metas: Mapping[str, Mapping[str, Any]]) -> di
                 values = {repr(facts[job].get(name)) for job in same["job"]}
                 if len(values) > 1 and name not in varying:
                     varying.append(name)
+        data = _data_texts({job: facts[job]["data"] for job in group["job"]})
         for job in group["job"]:
-            shown = [_fact_text(n, facts[job][n]) for n in varying if n in facts[job]]
+            shown = [data[job] if n == "data" else _fact_text(n, facts[job][n]) for n in varying if n in facts[job]]
             labels[job] = f"{model} [{', '.join(shown)}]" if shown else str(model)
     return _unique_labels(jobs, labels)
 
@@ -597,8 +705,10 @@ def add_job_labels(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, Any]] | 
 
 
 def load_run_metadata(out: str | os.PathLike = "results") -> pd.DataFrame:
-    """One row per job: job, model, kind, profile, model fingerprint, options (``option_*``), data
-    fingerprint, times, row count, and the run metadata of the last run that scored anything (versions, dtype, device, ...)."""
+    """One row per job: job, model, kind, profile, model fingerprint, options (``option_*``), its data (``data_*``:
+    ``source``, ``digest``, ``pairs`` in the source, ``subsets``, ``limit``, :func:`prb_utils.data.data_identity`;
+    the source ``unrecorded`` for a job of an older prb, ``frame`` for a frame built in code), the fingerprint of the pairs its last run scored (``data_fingerprint``),
+    times, row count, and the run metadata of the last run that scored anything (versions, dtype, device, ...)."""
     records = []
     for folder in _job_folders(out):
         meta = _read_json(folder / JOB_FILE)
@@ -618,9 +728,47 @@ def load_run_metadata(out: str | os.PathLike = "results") -> pd.DataFrame:
         }
         for name, value in (meta.get("options") or {}).items():
             record[f"option_{name}"] = value
+        data = meta.get("data") if isinstance(meta.get("data"), Mapping) else {}
+        for name in DATA_FIELDS:
+            record[f"data_{name}"] = data.get(name)
+        record["data_source"] = data_fact(meta)[0]
         for name, value in (meta.get("run") or {}).items():
             if name == "spec" and value == record["model"] or record.get(name, object()) == value:
                 continue  # the job already says it
             record[name if name not in record else f"run_{name}"] = value
         records.append(record)
     return pd.DataFrame(records)
+
+
+DATA_FIELDS = ("source", "digest", "pairs", "subsets", "limit")  #: a job's data record, as ``data_*`` columns
+
+
+def data_note(jobs: pd.DataFrame) -> str:
+    """One line naming the data sets of the store's jobs (``jobs``: :func:`load_run_metadata`): each source with
+    its digest, its pairs and filters, and how many jobs scored it with how many pairs.
+
+    >>> jobs = pd.DataFrame({"data_source": ["sample", "sample", "other.jsonl"], "n_rows": [42, 42, 5],
+    ...                      "data_digest": ["1a2b3c4d5e", "1a2b3c4d5e", "9f8e7d6c5b"], "data_pairs": [42, 42, 10],
+    ...                      "data_subsets": [None, None, None], "data_limit": [None, None, 5]})
+    >>> print(data_note(jobs))
+    Data: sample [1a2b3c4d, 42 pairs]: 2 jobs of 42 pairs; other.jsonl [9f8e7d6c, 10 pairs, --limit 5]: 1 job of 5 pairs.
+    """
+    if jobs.empty:
+        return ""
+    parts = []
+    for (name, digest), group in jobs.groupby([jobs["data_source"], jobs["data_digest"].fillna("")], sort=False):
+        first = group.iloc[0]
+        facts = [str(digest)[:8]] if digest else []
+        if pd.notna(first.get("data_pairs")):
+            facts.append(f"{int(first['data_pairs'])} pairs")
+        if isinstance(first.get("data_subsets"), list) and first["data_subsets"]:
+            facts.append(" ".join(f"--subset {s}" for s in first["data_subsets"]))
+        if pd.notna(first.get("data_limit")):
+            facts.append(f"--limit {int(first['data_limit'])}")
+        if name == "unrecorded":
+            facts.append("scored by an older prb, which kept no data identity")
+        low, high = int(group["n_rows"].min()), int(group["n_rows"].max())
+        held = f"{low} pairs" if low == high else f"{low}-{high} pairs"
+        jobs_text = f"{len(group)} job{'s' if len(group) != 1 else ''} of {held}"
+        parts.append(f"{name}{' [' + ', '.join(facts) + ']' if facts else ''}: {jobs_text}")
+    return "Data: " + "; ".join(parts) + "."
