@@ -83,7 +83,7 @@ COLUMN_KINDS: dict[str, str] = {
     **_declare(RANK, "rank, rank_low, rank_high"),
     **_declare(LENGTH, """
         length_chosen, length_rejected, length_diff, input_size, input_tokens, tokens, longest, context"""),
-    **_declare(P_VALUE, "p_value, p_holm, p_vs_leader, p_perm, diff_p, williams_p"),
+    **_declare(P_VALUE, "p_value, p_holm, p_vs_leader, p_perm, p_perm_holm, diff_p, diff_p_holm, williams_p"),
     **_declare(TEMPERATURE, "temperature, temperature_min, temperature_max"),
     **_declare(SECONDS, "wall_s, device_s"),
     **_declare(LABEL, "id, index, seed, sample_idx"),

@@ -20,6 +20,7 @@ from conftest import PPO_CSV, REPORT_PARAMETERS, write_bon_frame
 
 from prb_utils.cli import main
 from prb_utils.data import SAMPLE_DIR
+from prb_utils.downstream import correlation, predictors
 from prb_utils.formatting import (
     COLUMN_KINDS,
     KINDS,
@@ -228,3 +229,17 @@ def test_format_frame_keeps_repeated_headers_and_two_header_rows():
     twice = pd.DataFrame([[0.5, 0.5]], columns=["accuracy", "accuracy"])
     assert format_frame(twice).values.tolist() == [["0.500", "0.500"]]
 
+
+
+def test_page_03s_predictor_table_reads_its_draws_as_a_count():
+    """The table page 03 shows when enough RMs have BoN results (not reached by the baseline store): every
+    column declared, ``diff_n_boot_valid`` whole ("200", never "200.000")."""
+    rng = np.random.default_rng(0)
+    statistics = pd.DataFrame(rng.uniform(size=(6, 3)), columns=["mean_accuracy", "worst_subset", "margin_effect"],
+                              index=pd.Index([f"rm{i}" for i in range(6)], name="model"))
+    downstream = pd.Series(rng.uniform(size=6), index=statistics.index)
+    table = predictors.predictor_table(statistics, downstream, n_boot=200)
+    shown = correlation.p_display(table)
+    assert undeclared(table) == [] and undeclared(shown) == []
+    draws = table["diff_n_boot_valid"].dropna()
+    assert len(draws) and all(format_value(v, "diff_n_boot_valid") == f"{int(v):,}" for v in draws)
