@@ -336,3 +336,76 @@ def test_a_judges_intervals_resample_the_questions_bootstrap_ci_resamples():
     assert found["brier"] == pytest.approx(cal.bootstrap_ci((1 - p) ** 2, units=units, seed=5))
     assert found["ece"] == pytest.approx(cal.bootstrap_ci(
         p, lambda v: cal.expected_calibration_error(*cal.both_orders(v)), units=units, seed=5))
+
+
+# ------------------------------------------------------------------------- why a group has no calibration
+def test_margins_that_favour_the_rejected_answer_are_not_called_a_constant_score():
+    """Varying margins that favour the rejected answer fit T = inf in every fold (every probability 1/2): the
+    note says so; "constant score" is kept for margins that are really all equal."""
+    favour_rejected = _rows(np.tile([-2.0, 1.0], 15), model="reversed")   # varying, mean margin negative
+    equal = _rows(np.full(30, 0.7), model="equal", outcome=["correct", "wrong"] * 15)
+    probs = cal.pair_probabilities(pd.concat([favour_rejected, equal], ignore_index=True))
+    reversed_rows = probs[probs["model"] == "reversed"]
+    assert np.isinf(reversed_rows["temperature"]).all() and reversed_rows["margin"].nunique() == 2
+    notes = probs.groupby("model")["note"].first()
+    assert notes["reversed"] == cal.INFINITE_TEMPERATURE_REASON
+    assert cal.INFINITE_TEMPERATURE_REASON == ("n/a: the scores favour the rejected answer: the best temperature is "
+                                               "infinite, every probability 1/2")
+    assert notes["equal"] == "n/a: constant score (every pair gets 0.7)"
+    table = cal.calibration_table(probs, n_boot=N_BOOT)
+    assert table.groupby("model")["note"].first().to_dict() == notes.to_dict() and table["value"].isna().all()
+
+
+def test_a_subset_whose_pairs_all_got_an_infinite_temperature_says_so_and_a_flat_judge_is_constant():
+    """calibration_table's own check (a subset of a model's pairs): probabilities all 1/2 from infinite
+    temperatures are the reversed-margin reason; a judge's own constant probability is a constant score."""
+    n = 30
+    base = pd.DataFrame({"model": "m", "profile": "none", "question": [f"q{i}" for i in range(n)],
+                         "outcome": ["correct", "wrong"] * (n // 2), "p_chosen": 0.5, "note": None})
+    flat_fit = base.assign(source="temperature", temperature=np.inf, margin=np.tile([-2.0, 1.0], n // 2), fold=0)
+    flat_judge = base.assign(source="judge", temperature=np.nan)
+    assert cal.calibration_table(flat_fit, n_boot=N_BOOT)["note"].eq(cal.INFINITE_TEMPERATURE_REASON).all()
+    assert cal.calibration_table(flat_judge, n_boot=N_BOOT)["note"].eq(
+        "n/a: constant score (every pair gets 0.5)").all()
+
+
+def _judge_rows(model: str, n: int = 24, **extra) -> pd.DataFrame:
+    rng = np.random.default_rng(7)
+    p_ab, p_ba = rng.uniform(0.05, 0.95, n).round(2), rng.uniform(0.05, 0.95, n).round(2)
+    return _rows(p_ab + p_ba - 1, model=model, kind="judge").assign(
+        score_chosen=(p_ab + p_ba) / 2, score_rejected=1 - (p_ab + p_ba) / 2, p_chosen_ab=p_ab, p_chosen_ba=p_ba,
+        **extra)
+
+
+def test_a_vote_mode_judge_is_known_by_its_recorded_mode_and_guessed_only_without_one():
+    """The job's recorded judge_mode decides: a logprob job that kept raw answers is read by its probabilities, a
+    generate job without raw answers is votes; only a job with no recorded mode is guessed from its answers."""
+    frame = pd.concat([
+        _judge_rows("logprob_with_answers", judge_mode="logprob", answer_ab="**Result:** A"),
+        _judge_rows("generate_without_answers", judge_mode="generate", answer_ab=None),
+        _judge_rows("unrecorded_with_answers", judge_mode=None, answer_ab="**Result:** A"),
+        _judge_rows("unrecorded_without_answers", judge_mode=None, answer_ab=None),
+    ], ignore_index=True)
+    source = cal.pair_probabilities(frame).groupby("model")["source"].agg(set)
+    assert source.to_dict() == {"logprob_with_answers": {"judge"}, "generate_without_answers": {"votes"},
+                                "unrecorded_with_answers": {"votes"}, "unrecorded_without_answers": {"judge"}}
+    notes = cal.pair_probabilities(frame).groupby("model")["note"].first()
+    assert notes["generate_without_answers"] == cal.VOTES_REASON and pd.isna(notes["logprob_with_answers"])
+
+
+def test_the_store_gives_each_row_its_jobs_recorded_judge_mode(tmp_path):
+    from prb_utils.store import JobStore, load_results
+
+    for mode in ("generate", "logprob"):
+        store = JobStore(tmp_path, {"model": "judge:x", "kind": "judge", "profile": "none",
+                                    "options": {"judge_mode": mode}})
+        with store.writing():
+            store.write_part(_judge_rows("judge:x").assign(job=store.key, pair_hash="h"))
+            store.write_metadata({"key": store.key, **store.description})   # job.json: its options, its mode
+    old = JobStore(tmp_path, {"model": "length", "kind": "length", "profile": "none", "options": {}})
+    with old.writing():
+        old.write_part(_rows([1.0, -1.0], model="length", kind="length").assign(job=old.key, pair_hash="h"))
+    rows = load_results(tmp_path)
+    assert sorted(rows.groupby("job")["judge_mode"].first().fillna("none")) == ["generate", "logprob", "none"]
+    probs = cal.pair_probabilities(rows, by=["job_label", "profile"])
+    assert set(probs.groupby("job_label")["source"].first()) == {"votes", "judge", "temperature"}

@@ -543,3 +543,32 @@ def test_agreement_of_reads_a_ranking_only_with_three_varying_rms():
     assert flat.table is None and flat.flat.startswith("Every RM has the same bon@4 (proxy)")
     few = agreement_of(prb[["a", "b"]], bon)
     assert few.too_few and few.table is None and few.flat is None
+
+
+def test_an_rm_that_gets_no_rank_is_no_member_of_the_agreement_and_the_page_says_why():
+    """A position-locked judge gets no rank anywhere; page 03 leaves it out of the RM ranking compared with
+    Best-of-N and names it with the reason (not "no benchmark score")."""
+    from prb_utils.downstream.correlation import agreement_of
+
+    bench = pd.Series({"a": 0.6, "b": 0.7, "c": 0.5, "judge:x": 0.9}, name="prb")
+    down = pd.Series({"a": 1.0, "b": 3.0, "c": 2.0, "judge:x": 4.0}, name="bon")
+    found = agreement_of(bench, down, excluded={"judge:x": "position-locked judge: no rank"})
+    assert found.rms == ["a", "b", "c"] and "judge:x" not in found.joined.index
+    assert found.dropped == "Left out: judge:x (position-locked judge: no rank)."
+    assert "no benchmark score" not in found.dropped
+    everyone = agreement_of(bench, down)
+    assert "judge:x" in everyone.rms and everyone.dropped == ""
+
+
+def test_page_03_leaves_out_the_locked_judge_by_page_04s_rule_and_keeps_the_baselines():
+    from prb_utils.notebook.downstream_page import unranked_rms
+
+    rows = []
+    for model, kind, ab, ba in (("judge:locked", "judge", "chosen", "rejected"),   # always "A": locked
+                                ("judge:fair", "judge", "chosen", "chosen"), ("length", "length", None, None)):
+        for i in range(6):
+            rows.append({"model": model, "kind": kind, "profile": "top3", "subset": "s", "id": str(i),
+                         "outcome": "correct", "verdict_ab": ab, "verdict_ba": ba})
+    left_out = unranked_rms(pd.DataFrame(rows))
+    assert list(left_out) == ["judge:locked"] and left_out["judge:locked"].startswith("position-locked judge")
+    assert unranked_rms(pd.DataFrame(rows).iloc[0:0]) == {}

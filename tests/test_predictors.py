@@ -78,3 +78,28 @@ def test_a_difference_p_value_at_its_floor_shows_as_below_it():
                           "diff_n_boot_valid": [300, 300, np.nan]})
     shown = p_display(table)["diff_p"].tolist()
     assert shown == ["< 0.007", "0.25", "n/a"]
+
+
+def test_the_predictor_p_values_are_holm_adjusted_within_families_the_caption_names():
+    """Page 03's predictor table tests every statistic twice (above chance; against mean accuracy): each set of
+    tests is one family, Holm-adjusted over its own members, the raw p kept beside the adjusted one, and one
+    sentence names the members and the correction."""
+    from prb_utils.analysis.metrics import holm
+    from prb_utils.downstream.predictors import FAMILIES, family_note
+
+    stats = benchmark_statistics(_results(n_models=6))
+    downstream = pd.Series(np.arange(6, dtype=float) ** 2, index=stats.index)
+    table = predictor_table(stats, downstream, n_boot=300, n_perm=500)
+    assert table["p_perm_holm"].to_numpy() == pytest.approx(holm(table["p_perm"]), nan_ok=True)
+    compared = table[table["predictor"] != "mean_accuracy"]
+    assert compared["diff_p_holm"].to_numpy() == pytest.approx(holm(compared["diff_p"]))
+    assert np.isnan(table.set_index("predictor").loc["mean_accuracy", "diff_p_holm"])   # not a member
+    assert (table["p_perm_holm"] >= table["p_perm"]).all() and (compared["diff_p_holm"] >= compared["diff_p"]).all()
+    note = family_note(table)
+    assert note.startswith("Holm-adjusted") and all(adjusted in note for adjusted, _ in FAMILIES.values())
+    perm_part, diff_part = note.split(";")
+    assert all(s in perm_part for s in STATISTICS)
+    assert "mean_accuracy" not in diff_part.split(" of ", 1)[1] and all(
+        s in diff_part for s in STATISTICS if s != "mean_accuracy")
+    shown = p_display(table)
+    assert {"p_perm", "p_perm_holm", "diff_p", "diff_p_holm"} <= set(shown.columns)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+from pathlib import Path
 
 import pytest
 
@@ -258,3 +259,34 @@ def test_a_judge_item_is_keyed_by_everything_a_judge_reads():
     changed = [judge_item({**record, "narrative": "M"}, "A.").key, judge_item(record, "B.").key,
                judge_item({**record, "rubric_aspects": [{"aspect": "x", "reason": "r", "evidence": "f"}]}, "A.").key]
     assert base.key not in changed and len(set(changed)) == 3
+
+
+def test_each_protocol_is_named_for_what_it_is_and_its_quality_read_as_it_reads_it():
+    """``llm:`` and ``llm-all:`` are prb's own prompts (LaMP-QA's evaluator is ``llm-lampqa:``, the reference
+    scripts' judge ``llm-ref:``), and the page states each protocol's own reading of an answer's quality: the
+    rules of QUALITY_RULES only for the per-aspect judge that keeps verdict probabilities."""
+    import pandas as pd
+
+    from prb_utils.downstream import rubric_judge
+    from prb_utils.downstream.results import BonResults
+    from prb_utils.notebook.downstream_page import bon_how_judged
+
+    module = rubric_judge.__doc__
+    for kind in rubric_judge.RUBRIC_JUDGES.values():
+        assert f"``{kind.form}``" in module or kind.name == "proxy"   # every protocol is listed
+    assert "LaMP-QA's protocol" not in module and "reference scripts' variant" not in module
+    assert not AspectRubricJudge.__doc__.startswith("LaMP-QA's")
+    assert "prb's own prompt" in AspectRubricJudge.__doc__
+    assert "because" not in rubric_judge.QUALITY_RULES["expected"]   # a rule asked for needs no flat judge
+
+    def run(judge: str, rule: str) -> str:
+        frame = pd.DataFrame({"model": "rm", "subset": "s", "id": "1", "judge": judge, "judge_proxy": False,
+                              "quality_rule": rule}, index=[0])
+        return bon_how_judged(BonResults(Path("bon"), frame))
+
+    assert "most probable verdict" in run("llm:x", "argmax") and "expected verdict" in run("llm:x", "expected")
+    reference = run("llm-ref:x", "argmax")
+    assert "most probable" not in reference and "as the reference script reads it" in reference
+    assert "benchmark's reference judge" in reference
+    assert "match_score" in run("llm-lampqa:x", "argmax") and "LaMP-QA's evaluator" in run("llm-lampqa:x", "argmax")
+    assert "unparsed reply is a failure" in run("llm-all:x", "argmax")

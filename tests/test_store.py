@@ -153,7 +153,7 @@ def test_load_results_concatenates_jobs_and_drops_duplicates(tmp_path):
 
 def test_load_results_of_an_empty_or_missing_store(tmp_path):
     assert load_results(tmp_path / "nothing").empty
-    assert list(load_results(tmp_path).columns) == [*RESULT_COLUMNS, "job_label", "score_dtype"]
+    assert list(load_results(tmp_path).columns) == [*RESULT_COLUMNS, "job_label", "score_dtype", "judge_mode"]
     assert load_run_metadata(tmp_path).empty
 
 

@@ -22,7 +22,14 @@ with a percentile bootstrap interval resampling whole questions (:func:`resample
 temperature, every fold's temperature is fitted again on each resample). Each statistic is one record
 (:data:`CALIBRATION_STATISTICS`).
 Degenerate groups (fewer than :data:`MIN_PAIRS` pairs, a constant score, or one outcome only: every
-decided pair correct, or every one wrong) get NaN statistics and a ``note`` "n/a: <reason>", never a number.
+decided pair correct, or every one wrong) get NaN statistics and a ``note`` "n/a: <reason>", never a number; so
+does a group whose margins vary but favour the rejected answer in every fold (:data:`INFINITE_TEMPERATURE_REASON`:
+the best temperature is infinite, every probability 1/2), which is not called a constant score.
+
+A judge in generate mode votes (its P(chosen) is 0 or 1) and gets :data:`VOTES_REASON`. Its mode is the one its
+job recorded (``judge_mode``, a column of :func:`prb_utils.store.load_results` from the job's options); only for
+a job that recorded none (a store written before prb recorded the mode) is it guessed from the raw answers that
+generate mode keeps (``answer_ab``/``answer_ba``).
 
 Example:
     >>> p = np.array([0.9, 0.8, 0.3])
@@ -64,6 +71,9 @@ LOG_LOSS_EPS = 1e-15  # probabilities are clipped to [eps, 1 - eps] in the log l
 PROBABILITY_KINDS = ("judge",)  # kinds whose own P(chosen) is used; every other kind goes through a temperature
 #: Why a generate-mode judge has no calibration: its P(chosen) is a vote, 0 or 1.
 VOTES_REASON = "n/a: votes, not probabilities (a judge in generate mode answers A or B)"
+#: Why a fitted temperature gives no calibration although the margins vary: they favour the rejected answer.
+INFINITE_TEMPERATURE_REASON = ("n/a: the scores favour the rejected answer: the best temperature is infinite, "
+                               "every probability 1/2")
 PAIR_COLUMNS = ["model", "kind", "profile", "subset", "id", "question", "outcome", "margin", "p_chosen", "source",
                 "temperature", "fold", "note"]
 
@@ -355,6 +365,8 @@ def pair_probabilities(results: pd.DataFrame, data: pd.DataFrame | None = None, 
                 rows.loc[index, "p_chosen"] = p
                 rows.loc[index, "temperature"] = t
                 rows.loc[index, "fold"] = folds
+                if np.isinf(t).all():   # the margins vary, yet no fold's fit separates them: no probability but 1/2
+                    reason = INFINITE_TEMPERATURE_REASON
             except PRBError as exc:
                 reason = f"n/a: {exc}"
         if reason is not None:
@@ -365,11 +377,19 @@ def pair_probabilities(results: pd.DataFrame, data: pd.DataFrame | None = None, 
 
 
 def _voted(rows: pd.DataFrame) -> pd.Series:
-    """True for the rows of a judge in generate mode (its raw answers kept): its P(chosen) is a 0/1 vote."""
+    """True for the rows of a judge in generate mode: its P(chosen) is a 0/1 vote. The job's recorded
+    ``judge_mode`` decides; a row without one (a job that recorded no mode) falls back to the old guess: generate
+    mode keeps the judge's raw answers (``answer_ab``/``answer_ba``).
+
+    >>> _voted(pd.DataFrame({"judge_mode": ["generate", "logprob", None], "answer_ab": ["A", "A", "A"]})).tolist()
+    [True, False, True]
+    """
     answers = [c for c in ("answer_ab", "answer_ba") if c in rows.columns]
-    if not answers:
-        return pd.Series(False, index=rows.index)
-    return rows[answers].notna().any(axis=1)
+    guess = rows[answers].notna().any(axis=1) if answers else pd.Series(False, index=rows.index)
+    if "judge_mode" not in rows.columns:
+        return guess
+    mode = rows["judge_mode"]
+    return mode.eq("generate").where(mode.notna(), guess).astype(bool)
 
 
 def _newton_slopes(x: np.ndarray, weights: np.ndarray, start: np.ndarray) -> np.ndarray:
@@ -524,7 +544,7 @@ def calibration_table(probs: pd.DataFrame, *, by: str | Sequence[str] = ("model"
         key = dict(zip([*by, "source"], key if isinstance(key, tuple) else (key,), strict=True))
         notes = group["note"].dropna()
         p = group["p_chosen"].to_numpy(dtype=float)
-        reason = notes.iloc[0] if len(notes) else degenerate_reason(p, group["outcome"], min_pairs=min_pairs)
+        reason = notes.iloc[0] if len(notes) else _probability_reason(group, min_pairs=min_pairs)
         units = group["question"].astype(str).to_numpy()
         refitted = (reason is None and key["source"] == "temperature" and {"margin", "fold"} <= set(group.columns)
                     and group["fold"].notna().all())
@@ -542,6 +562,17 @@ def calibration_table(probs: pd.DataFrame, *, by: str | Sequence[str] = ("model"
                          "value": value, "ci_low": low, "ci_high": high, "note": reason})
     return pd.DataFrame(rows, columns=[*by, "source", "statistic", "n", "n_questions", "value", "ci_low", "ci_high",
                                        "note"])
+
+
+def _probability_reason(group: pd.DataFrame, *, min_pairs: int) -> str | None:
+    """:func:`degenerate_reason` of a group's P(chosen), except that probabilities all 1/2 because every pair's
+    temperature is infinite (a subset of pairs whose folds favour the rejected answer) say so
+    (:data:`INFINITE_TEMPERATURE_REASON`), never "constant score"."""
+    reason = degenerate_reason(group["p_chosen"].to_numpy(dtype=float), group["outcome"], min_pairs=min_pairs)
+    temperature = pd.to_numeric(group.get("temperature", pd.Series(np.nan, index=group.index)), errors="coerce")
+    if reason and reason.startswith("n/a: constant score") and len(temperature) and np.isinf(temperature).all():
+        return INFINITE_TEMPERATURE_REASON
+    return reason
 
 
 def calibration_wide(table: pd.DataFrame) -> pd.DataFrame:

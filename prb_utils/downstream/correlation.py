@@ -165,15 +165,18 @@ def no_ranking(benchmark_scores: Sequence[float], downstream_scores: Sequence[fl
 
 def join_by_spec(benchmark: pd.Series, downstream: pd.Series, *, specs: Mapping[str, str] | None = None,
                  benchmark_name: str = "benchmark score", downstream_name: str = "downstream score",
-                 ) -> tuple[pd.DataFrame, str]:
+                 excluded: Mapping[str, str] | None = None) -> tuple[pd.DataFrame, str]:
     """The RMs of both sides, matched by model spec, and one sentence naming each RM left out and why.
 
     ``benchmark`` and ``downstream``: one value per RM, indexed by name; ``specs`` maps a benchmark index
     label (e.g. a job label such as ``length [seed=1]``) to its model spec. Both sides are matched on the
     canonical spec (:func:`prb_utils.schema.canonical_spec`). A spec with several benchmark rows (several
-    jobs under one condition) is left out, as is a spec on one side only or without a value. Returns a frame
-    indexed by spec with the columns ``benchmark.name`` and ``downstream.name`` (RMs sorted), and the
-    sentence ("" when nothing was left out).
+    jobs under one condition) is left out, as is a spec on one side only or without a value. ``excluded`` maps
+    benchmark index labels that get no rank (e.g. a position-locked judge, by the rule of
+    :func:`prb_utils.analysis.difficulty.counted_rms`) to the reason: they are left out before the match,
+    the reason said, and their spec on the downstream side goes with them. Returns a frame indexed by spec with
+    the columns ``benchmark.name`` and ``downstream.name`` (RMs sorted), and the sentence ("" when nothing was
+    left out).
 
     >>> joined, note = join_by_spec(pd.Series({"a": 0.6, "b": 0.7, "c [seed=1]": 0.5, "c [seed=2]": 0.4},
     ...     name="prb"), pd.Series({"a": 1.0, "B": 2.0, "d": 3.0}, name="bon"),
@@ -182,10 +185,19 @@ def join_by_spec(benchmark: pd.Series, downstream: pd.Series, *, specs: Mapping[
     ['a', 'b']
     >>> note
     'Left out: c (2 jobs: c [seed=1], c [seed=2]; name one with models=), d (no benchmark score).'
+    >>> join_by_spec(pd.Series({"a": 0.6, "b": 0.7}, name="prb"), pd.Series({"a": 1.0, "b": 2.0}, name="bon"),
+    ...              excluded={"b": "position-locked judge"})[1]
+    'Left out: b (position-locked judge).'
     """
     specs = {} if specs is None else dict(specs)
-    labels = pd.Series([canonical_spec(str(specs.get(str(m), m))) for m in benchmark.index], index=benchmark.index)
+    excluded = {str(label): str(why) for label, why in (excluded or {}).items()}
     reasons: dict[str, str] = {}
+    unranked = [str(m) in excluded for m in benchmark.index]
+    for label in benchmark.index[unranked]:
+        reasons[str(label)] = excluded[str(label)]
+    gone = {canonical_spec(str(specs.get(str(m), m))) for m in benchmark.index[unranked]}
+    benchmark = benchmark[[not u for u in unranked]]
+    labels = pd.Series([canonical_spec(str(specs.get(str(m), m))) for m in benchmark.index], index=benchmark.index)
     for spec, group in labels.groupby(labels, sort=True):
         if len(group) > 1:
             reasons[spec] = f"{len(group)} jobs: {', '.join(map(str, group.index))}; name one with models="
@@ -197,7 +209,7 @@ def join_by_spec(benchmark: pd.Series, downstream: pd.Series, *, specs: Mapping[
     down = pd.Series(downstream.to_numpy(dtype=float), index=down_index)
     for spec in bench.index.difference(down.index):
         reasons[spec] = f"no {downstream_name}"
-    for spec in down.index.difference(bench.index).difference(list(reasons)):
+    for spec in down.index.difference(bench.index).difference([*reasons, *gone]):
         reasons[spec] = f"no {benchmark_name}"
     common = sorted(bench.index.intersection(down.index))
     for spec in common:
@@ -239,17 +251,18 @@ class Agreement:
 def agreement_of(benchmark: pd.Series, downstream: pd.Series, *, specs: Mapping[str, str] | None = None,
                  benchmark_name: str = "benchmark score", downstream_name: str = "downstream score",
                  benchmark_label: str = "PRB accuracy", downstream_label: str | None = None,
-                 n_boot: int | None = None) -> Agreement:
-    """The RMs of both sides matched by model spec (:func:`join_by_spec`), and their rank agreement
-    (:func:`compare_benchmarks`) when there are at least :data:`MIN_RMS` of them and both sides vary
-    (:func:`no_ranking` words why not, with ``benchmark_label`` and ``downstream_label``).
+                 n_boot: int | None = None, excluded: Mapping[str, str] | None = None) -> Agreement:
+    """The RMs of both sides matched by model spec (:func:`join_by_spec`; ``excluded``: the benchmark's RMs that
+    get no rank, each with its reason), and their rank agreement (:func:`compare_benchmarks`) when there are at
+    least :data:`MIN_RMS` of them and both sides vary (:func:`no_ranking` words why not, with ``benchmark_label``
+    and ``downstream_label``).
 
     >>> found = agreement_of(pd.Series({"a": 0.6, "b": 0.7}, name="prb"), pd.Series({"a": 1.0, "b": 2.0}, name="bon"))
     >>> found.rms, found.too_few, found.table is None
     (['a', 'b'], True, True)
     """
     joined, dropped = join_by_spec(benchmark, downstream, specs=specs, benchmark_name=benchmark_name,
-                                   downstream_name=downstream_name)
+                                   downstream_name=downstream_name, excluded=excluded)
     if len(joined) < MIN_RMS:
         return Agreement(joined, dropped, None, None)
     first, second = joined.columns

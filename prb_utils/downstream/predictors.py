@@ -14,6 +14,12 @@ RMs closer to their downstream order. :func:`benchmark_statistics` computes, per
 bootstrap CI over RMs, chance level, permutation p-value) and tests each against ``mean_accuracy`` with the
 paired bootstrap of :func:`~prb_utils.downstream.correlation.correlation_difference` on the same RMs.
 
+Its p-values come in two families, each Holm-adjusted over its own members (:data:`FAMILIES`; the raw p stays
+beside the adjusted one, and :func:`family_note` names each family's members once, for the table's caption):
+``p_perm`` -> ``p_perm_holm`` over every statistic's test against chance, and ``diff_p`` -> ``diff_p_holm`` over
+every statistic's comparison with ``mean_accuracy`` (the baseline is not a member: it is not compared with
+itself).
+
 >>> import pandas as pd
 >>> rows = pd.DataFrame({"model": ["a"] * 4 + ["b"] * 4, "subset": ["s", "s", "t", "t"] * 2,
 ...     "category": "c", "outcome": ["correct", "wrong", "correct", "correct", "correct"] + ["wrong"] * 3,
@@ -29,11 +35,17 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from prb_utils.analysis.metrics import holm
 from prb_utils.analysis.resampling import LEVEL, SEED
 from prb_utils.downstream.correlation import N_PERM, correlation_difference, rank_agreement_ci
 from prb_utils.errors import PRBError
 
 STATISTICS = ("mean_accuracy", "worst_subset", "category_q25", "margin_effect")
+#: The predictor table's test families: raw p column -> (its Holm-adjusted column, what its members test).
+FAMILIES = {
+    "p_perm": ("p_perm_holm", "the tests of agreement above chance (one-sided permutation)"),
+    "diff_p": ("diff_p_holm", "the comparisons with {baseline} (two-sided paired bootstrap)"),
+}
 
 
 def _accuracy(frame: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
@@ -73,9 +85,11 @@ def predictor_table(statistics: pd.DataFrame, downstream: pd.Series, *, metric: 
                     seed: int = SEED,
                     n_perm: int = N_PERM) -> pd.DataFrame:
     """Each statistic's ``metric`` agreement with ``downstream`` (a Series indexed like ``statistics``), best
-    first: columns predictor, estimate, ci_low, ci_high, chance, p_perm, n, n_perm, and the paired test against
-    ``baseline``: diff, diff_ci_low, diff_ci_high, diff_p and diff_n_boot_valid (the bootstrap draws its p-value
-    counts, so :func:`~prb_utils.downstream.correlation.p_display` shows its floor; NaN for the baseline itself)."""
+    first: columns predictor, estimate, ci_low, ci_high, chance, p_perm, p_perm_holm, n, n_perm, and the paired test
+    against ``baseline``: diff, diff_ci_low, diff_ci_high, diff_p, diff_p_holm and diff_n_boot_valid (the bootstrap
+    draws its p-value counts, so :func:`~prb_utils.downstream.correlation.p_display` shows its floor; NaN for the
+    baseline itself). Each ``*_holm`` column is Holm-adjusted over the rows that have its raw p (:data:`FAMILIES`,
+    worded by :func:`family_note`)."""
     joined = statistics.join(downstream.rename("_downstream"), how="inner")
     if len(joined) < 3:
         raise PRBError(f"Only {len(joined)} RM(s) have both benchmark statistics and the downstream outcome; "
@@ -97,6 +111,29 @@ def predictor_table(statistics: pd.DataFrame, downstream: pd.Series, *, metric: 
         rows.append(row)
     if not rows:
         raise PRBError("No benchmark statistic has values for at least 3 RMs.")
-    columns = ["predictor", "estimate", "ci_low", "ci_high", "chance", "p_perm", "n", "n_perm", "diff", "diff_ci_low",
-               "diff_ci_high", "diff_p", "diff_n_boot_valid"]
-    return pd.DataFrame(rows).reindex(columns=columns).sort_values("estimate", ascending=False, ignore_index=True)
+    columns = ["predictor", "estimate", "ci_low", "ci_high", "chance", "p_perm", "p_perm_holm", "n", "n_perm", "diff",
+               "diff_ci_low", "diff_ci_high", "diff_p", "diff_p_holm", "diff_n_boot_valid"]
+    table = pd.DataFrame(rows).reindex(columns=columns)
+    for raw, (adjusted, _) in FAMILIES.items():
+        table[adjusted] = holm(table[raw].to_numpy(dtype=float))
+    return table.sort_values("estimate", ascending=False, ignore_index=True)
+
+
+def family_note(table: pd.DataFrame, *, baseline: str = "mean_accuracy") -> str:
+    """One sentence naming each test family of a :func:`predictor_table` (its members and its correction), for
+    the caption of the table that shows the adjusted p-values; "" for a table without them.
+
+    >>> t = pd.DataFrame({"predictor": ["mean_accuracy", "worst_subset"], "p_perm": [0.01, 0.2],
+    ...                   "diff_p": [float("nan"), 0.3]})
+    >>> print(family_note(t))
+    Holm-adjusted p-values beside the raw ones, each family named with its members: `p_perm_holm`: the tests of agreement above chance (one-sided permutation) of mean_accuracy, worst_subset; `diff_p_holm`: the comparisons with mean_accuracy (two-sided paired bootstrap) of worst_subset.
+    """
+    parts = []
+    for raw, (adjusted, what) in FAMILIES.items():
+        if raw not in table.columns:
+            continue
+        members = [str(m) for m, p in zip(table["predictor"], table[raw], strict=True) if not pd.isna(p)]
+        if members:
+            parts.append(f"`{adjusted}`: {what.format(baseline=baseline)} of {', '.join(members)}")
+    return ("Holm-adjusted p-values beside the raw ones, each family named with its members: " + "; ".join(parts)
+            + ".") if parts else ""

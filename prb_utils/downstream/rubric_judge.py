@@ -1,18 +1,23 @@
 """Rubric judges: how well an answer covers one user's rubric aspects, as a quality in [0, 1].
 
-- :class:`AspectRubricJudge` (``llm:NAME``, the default LLM judge): LaMP-QA's protocol (Salemi & Zamani, 2025,
-  arXiv:2506.00137): one prompt per rubric aspect, one verdict 0/1/2 per aspect (0 = not covered,
-  1 = partly, 2 = fully); quality = sum / (2 x #aspects). The verdict is the most probable of the tokens
+- :class:`AspectRubricJudge` (``llm:NAME``, the default LLM judge): prb's per-aspect protocol, after the design
+  of LaMP-QA (Salemi & Zamani, 2025, arXiv:2506.00137) but with prb's own prompt (:data:`ASPECT_PROMPT`), not
+  LaMP-QA's evaluator (that is ``llm-lampqa:``): one prompt per rubric aspect, one verdict 0/1/2 per aspect
+  (0 = not covered, 1 = partly, 2 = fully); quality = sum / (2 x #aspects). The verdict is the most probable of the tokens
   ``0``, ``1``, ``2`` after the answer prefix ``"Score: "`` (greedy decoding restricted to a valid verdict, so
   it never fails to parse); ``extra["mass"]`` records P(0) + P(1) + P(2), how much the model follows the
   format. The three probabilities of every aspect are kept (``p_verdicts``, in the caches too), and with them
   ``quality_expected``, the G-Eval reading (expected verdict, :func:`expected_verdict`): where the most
   probable verdicts rate every answer alike (a weak judge), pages use it and say so (:func:`choose_quality_rule`). The prompts of one answer differ only after the answer, so its shared prefix runs once
   (:class:`~prb_utils.models.lm.DecoderRunner`).
-- :class:`LLMRubricJudge` (``llm-all:NAME``): the reference scripts' variant: all aspects in one prompt, the
-  model answers a list of 0/1/2 scores. Quality = mean score / 2. An answer that does not parse is asked
-  again (sampled, seeded) up to ``max_retries`` times, then recorded as a failure (``failed=True``, quality
-  NaN), never silently as 0.
+- :class:`LLMRubricJudge` (``llm-all:NAME``): prb's all-aspects prompt (:data:`PROMPT`), not the reference
+  scripts' (that is ``llm-ref:``): all aspects in one prompt, the model answers a list of 0/1/2 scores.
+  Quality = mean score / 2. An answer that does not parse is asked again (sampled, seeded) up to
+  ``max_retries`` times, then recorded as a failure (``failed=True``, quality NaN), never silently as 0.
+- :class:`ReferenceRubricJudge` (``llm-ref:NAME``): the benchmark's own Best-of-N judge, verbatim (its prompt,
+  system message and reading of the reply; an unreadable reply counts 0, as there).
+- :class:`LampQARubricJudge` (``llm-lampqa:NAME``): LaMP-QA's evaluator, verbatim (one JSON ``match_score`` per
+  aspect, with the user's narrative and the aspect's reason and evidence).
 - :class:`ProxyRubricJudge` (``proxy``): for machines without a real judge. The MiniLM cosine similarity
   between the answer and each aspect, clipped to [0, 1], averaged over aspects. It is a *proxy* (topical
   similarity, not coverage); every result carries ``proxy=True`` and its judge name ``proxy:minilm``, and
@@ -175,11 +180,15 @@ class JudgeResult:
     p_verdicts: list[list[float]] | None = None   # the per-aspect judge: P(0), P(1), P(2) per aspect
 
 
-#: How a quality in [0, 1] is made of a judge's verdicts, as pages state it.
+#: How prb's per-aspect judge (``llm:``, the one protocol that keeps each aspect's verdict probabilities) makes a
+#: quality in [0, 1] of its verdicts, as pages state it (``--quality-rule``). Each reads one answer; neither is a
+#: Best-of-N protocol (:mod:`prb_utils.downstream.bon`: the exact expected best-of-k over all k-subsets, and the
+#: reference scripts' best of the first k). Another protocol's quality is its own reading (:func:`quality_reading`).
 QUALITY_RULES = {
     "argmax": "each aspect's most probable verdict 0/1/2, summed and divided by 2 x the aspects",
-    "expected": "each aspect's expected verdict (P(1) + 2 P(2)) / (P(0) + P(1) + P(2)) (the G-Eval practice), "
-                "averaged and divided by 2, because the most probable verdicts rate every answer alike here",
+    "expected": "each aspect's expected verdict (P(1) + 2 P(2)) / (P(0) + P(1) + P(2)) (G-Eval's probability-"
+                "weighted score), averaged and divided by 2 (the auto rule's choice where the most probable "
+                "verdicts rate every answer alike, or asked for)",
 }
 
 
@@ -195,8 +204,9 @@ def expected_verdict(p: Sequence[float]) -> float:
 
 
 def choose_quality_rule(frame: pd.DataFrame, rule: str = "auto") -> str:
-    """``argmax`` or ``expected``: ``auto`` takes ``argmax`` (the reference practice) unless it gives every
-    answer of ``frame`` the same quality while the expected verdicts differ, where a page would be flat.
+    """``argmax`` or ``expected`` (:data:`QUALITY_RULES`): ``auto`` takes ``argmax`` (the verdict the judge gives,
+    as every reference judge reads it) unless it gives every answer of ``frame`` the same quality while the expected
+    verdicts differ, where a page would be flat. Only prb's per-aspect judge (``llm:``) has expected verdicts.
 
     >>> flat = pd.DataFrame({"quality": [0.5, 0.5], "quality_expected": [0.41, 0.55]})
     >>> choose_quality_rule(flat), choose_quality_rule(flat.assign(quality=[0.5, 1.0]))
@@ -241,7 +251,8 @@ def build_judge_prompt(question: str, answer: str, aspects: Sequence[Mapping[str
 
 
 def build_aspect_prompt(question: str, answer: str, aspect: Mapping[str, Any] | str) -> str:
-    """The per-aspect judge's user message (LaMP-QA style): question, answer, then the one aspect and why it
+    """The per-aspect judge's user message (prb's own, after LaMP-QA's per-aspect design; LaMP-QA's evaluator
+    text is :func:`lampqa_prompt`): question, answer, then the one aspect and why it
     matters to this user. The instructions come first and the aspect last, so the prompts of one answer share
     everything but the aspect (its prefix runs once)."""
     text, reason = _aspect_parts(aspect)
@@ -361,7 +372,8 @@ class LLMRubricJudge:
 
 
 class AspectRubricJudge:
-    """LaMP-QA's per-aspect rubric judge on a causal LM (see the module docstring).
+    """``llm:NAME``: prb's per-aspect rubric judge on a causal LM, after LaMP-QA's design with prb's own prompt
+    (see the module docstring; LaMP-QA's evaluator verbatim is :class:`LampQARubricJudge`).
 
     ``verdicts(prompts_per_answer)`` maps each answer's aspect prompts (already rendered as token ids) to the
     probabilities of the verdicts 0/1/2; :meth:`from_pretrained` builds it from a transformers causal LM.
@@ -678,6 +690,7 @@ class RubricJudgeKind:
     prompt: tuple[Any, ...] = ()
     llm: bool = True
     default_model: str | None = None
+    quality: str = ""   # how its quality is read; "" for the per-aspect judge, read by a rule of QUALITY_RULES
 
     @property
     def form(self) -> str:
@@ -700,19 +713,39 @@ RUBRIC_JUDGES: dict[str, RubricJudgeKind] = {judge.name: judge for judge in (
                     "LaMP-QA's design; prb's own prompt, not LaMP-QA's evaluator)", AspectRubricJudge.from_pretrained,
                     (JUDGE_SYSTEM, ASPECT_PROMPT, ASPECT_ANSWER_PREFIX, "verdict-probabilities-kept")),
     RubricJudgeKind("llm-all", "all aspects in one prompt", "prb's all-aspects prompt (one list of 0/1/2 scores; "
-                    "prb's own prompt, not the reference's)", _all_aspects_judge, (JUDGE_SYSTEM, PROMPT)),
+                    "prb's own prompt, not the reference's)", _all_aspects_judge, (JUDGE_SYSTEM, PROMPT),
+                    quality="the listed 0/1/2 scores, one per aspect, averaged and divided by 2 (an unparsed reply "
+                            "is a failure, never a 0)"),
     RubricJudgeKind("llm-ref", "the benchmark's reference judge", "the benchmark's reference judge, verbatim "
                     "(prompts/evaluation.txt, BoN/evaluate.py)", ReferenceRubricJudge.from_pretrained,
-                    (REFERENCE_JUDGE_SYSTEM, REFERENCE_JUDGE_PROMPT, "reference-parse")),
+                    (REFERENCE_JUDGE_SYSTEM, REFERENCE_JUDGE_PROMPT, "reference-parse"),
+                    quality="the mean of the numbers read from the reply, as the reference script reads it (none "
+                            "read: 0), divided by 2"),
     RubricJudgeKind("llm-lampqa", "LaMP-QA's evaluator", "LaMP-QA's evaluator, verbatim (evaluation/evaluator.py: "
                     "one JSON match_score per aspect, with the user's narrative, the aspect's reason and evidence)",
                     LampQARubricJudge.from_pretrained,
-                    (LAMPQA_JUDGE_SYSTEM, LAMPQA_JUDGE_PROMPT, LAMPQA_MAX_NEW_TOKENS, LAMPQA_MAX_RETRIES)),
+                    (LAMPQA_JUDGE_SYSTEM, LAMPQA_JUDGE_PROMPT, LAMPQA_MAX_NEW_TOKENS, LAMPQA_MAX_RETRIES),
+                    quality="each aspect's JSON match_score 0-2 (unreadable after every retry: 0), summed and divided "
+                            "by 2 x the aspects"),
     RubricJudgeKind("proxy", "MiniLM similarity", "a proxy: MiniLM similarity of the answer to each aspect",
-                    _proxy_judge, llm=False, default_model="minilm"),
+                    _proxy_judge, llm=False, default_model="minilm",
+                    quality="the proxy's similarity of the answer to each aspect, clipped at 0 and averaged"),
 )}
 #: Which protocol produced a number, as pages name it (``llm:`` and ``llm-all:`` are prb's own prompts).
 JUDGE_PROTOCOLS = {name: judge.description for name, judge in RUBRIC_JUDGES.items()}
+
+
+def quality_reading(judge: str, rule: str = "argmax") -> str:
+    """How the quality of the rubric judge ``judge`` (a spec or judge name) is read, in the pages' words: its
+    rule of :data:`QUALITY_RULES` for prb's per-aspect judge (``llm:``), the protocol's own reading otherwise.
+
+    >>> quality_reading("llm:smollm2", "expected").startswith("each aspect's expected verdict")
+    True
+    >>> quality_reading("llm-ref:smollm2", "argmax")
+    'the mean of the numbers read from the reply, as the reference script reads it (none read: 0), divided by 2'
+    """
+    kind = RUBRIC_JUDGES.get(str(judge).partition(":")[0])
+    return kind.quality if kind is not None and kind.quality else QUALITY_RULES.get(rule, rule)
 
 
 def check_judge_spec(spec: str) -> tuple[str, str]:

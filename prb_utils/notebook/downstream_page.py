@@ -4,6 +4,10 @@
 'prb score --data sample --model length --model judge:smollm2 --profile top3 --out results'
 >>> prb_command("bon", data="sample", models=["length"], store="my results")
 "prb bon --data sample --model length --results 'my results'"
+>>> rows = pd.DataFrame({"model": "judge:x", "kind": "judge", "profile": "top3", "subset": "s", "id": ["1", "2"],
+...                      "outcome": "correct", "verdict_ab": "chosen", "verdict_ba": "rejected"})
+>>> unranked_rms(rows)
+{'judge:x': 'position-locked judge: its accuracy measures the answer order, so it gets no rank'}
 """
 
 from __future__ import annotations
@@ -11,15 +15,21 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
+import pandas as pd
+
+from prb_utils.analysis.difficulty import counted_rms
 from prb_utils.downstream.policy import SAMPLING_MODES
 from prb_utils.downstream.results import BonResults, RLResults
-from prb_utils.downstream.rubric_judge import QUALITY_RULES
+from prb_utils.downstream.rubric_judge import QUALITY_RULES, RUBRIC_JUDGES, quality_reading
 from prb_utils.notebook.markup import display_path, md_code
 
 #: How an answer's quality is read from a proxy judge (MiniLM similarity), in the pages' words.
-PROXY_QUALITY = "the proxy's similarity of the answer to each aspect, clipped at 0 and averaged"
+PROXY_QUALITY = RUBRIC_JUDGES["proxy"].quality
 #: Where each command writes: ``prb score`` a store (``--out``), the downstream commands into one (``--results``).
 STORE_OPTION = {"score": "--out", "bon": "--results", "ppo": "--results"}
+#: Why an RM the benchmark scored is no member of the rankings page 03 compares (:func:`unranked_rms`).
+UNRANKED_WHY = {"position-locked judge": "position-locked judge: its accuracy measures the answer order, so it gets "
+                                         "no rank"}
 
 
 def prb_command(verb: str, *, data: object, store: object, models: Sequence[str] = (), profile: str | None = None,
@@ -39,8 +49,9 @@ def chain(*commands: str) -> str:
 
 
 def bon_how_judged(run: BonResults) -> str:
-    """One sentence: the judge's protocol and how an answer's quality is read."""
-    quality = PROXY_QUALITY if run.proxy else QUALITY_RULES[run.quality_rule]
+    """One sentence: the judge's protocol and how an answer's quality is read (the rule of prb's per-aspect judge,
+    or another protocol's own reading: :func:`~prb_utils.downstream.rubric_judge.quality_reading`)."""
+    quality = PROXY_QUALITY if run.proxy else quality_reading(run.judge, run.quality_rule)
     return f"*Judged by {run.protocol}. An answer's quality: {quality}.*"
 
 
@@ -59,5 +70,21 @@ def bon_how_made(run: BonResults) -> str:
 def rl_how_made(run: RLResults) -> str:
     """The trainer and, where the run's record says it, how an answer's quality was read."""
     rule = run.quality_rule
-    quality = f" *An answer's quality: {QUALITY_RULES[rule]}.*" if rule in QUALITY_RULES else ""
+    reading = quality_reading(str(run.run.get("judge") or "llm"), rule) if rule in QUALITY_RULES else ""
+    quality = f" *An answer's quality: {reading}.*" if reading else ""
     return f"*Policies trained with* **{run.trainer}**.{quality}"
+
+
+def unranked_rms(ranked: pd.DataFrame) -> dict[str, str]:
+    """The RMs (job labels, or ``model``) of ``ranked`` (the rows of the benchmark condition) that get no rank and
+    so are no member of the RM rankings whose agreement with Best-of-N or RL page 03 computes, each with the
+    reason in the page's words: the rule of page 04's difficulty tiers
+    (:func:`prb_utils.analysis.difficulty.counted_rms`), baselines and an oracle condition kept (they are ranked
+    here), so a position-locked judge (:func:`prb_utils.analysis.breakdowns.position_locked`) is left out, as it
+    is from the leaderboard's ranks and verdicts."""
+    if ranked.empty:
+        return {}
+    counted = counted_rms(ranked, include_oracle=True, include_baselines=True)
+    unit = counted.columns[1]
+    return {str(r[unit]): UNRANKED_WHY.get(str(r["reason"]), str(r["reason"]))
+            for _, r in counted[~counted["counted"]].iterrows()}
