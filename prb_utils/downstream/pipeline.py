@@ -15,9 +15,11 @@
    probability against its partner; ``"cycle"`` compares i with i+1 mod N (twice the judge calls) and
    averages each answer's two win probabilities. Either way the pointwise score only approximates a
    judge's preference among a whole k-subset.
-3. The rubric judge (default ``llm:smollm2``: one 0/1/2 verdict per rubric aspect, LaMP-QA style, by the
-   offline SmolLM2, a weak judge; ``proxy`` = MiniLM similarity, circular with ``embedding:minilm``) rates each
-   answer's quality in [0, 1]; cached in ``<out>/bon/judge/`` per judge and prompt.
+3. The rubric judge (default ``llm:smollm2``: prb's per-aspect protocol, one 0/1/2 verdict per rubric aspect
+   after LaMP-QA's design with prb's own prompt, by the offline SmolLM2, a weak judge; ``llm-ref:`` and
+   ``llm-lampqa:`` are the benchmark's and LaMP-QA's judges verbatim; ``proxy`` = MiniLM similarity, circular
+   with ``embedding:minilm``: :data:`~prb_utils.downstream.rubric_judge.RUBRIC_JUDGES`) rates each answer's
+   quality in [0, 1]; cached in ``<out>/bon/judge/`` per judge and prompt.
 4. Exact best-of-k curves (and the reference "first k") per RM with CIs over questions go to
    ``<out>/bon/curves.csv``; the tidy BoN frame to ``<out>/bon/bon_frame.parquet``; figures to
    ``<out>/bon/figures/``. When the main store ``<out>`` holds PRB accuracies of the same RMs, the
@@ -406,7 +408,8 @@ def run_bon_pipeline(
     ``quality_rule`` column and ``run.json`` say which (and ``quality_argmax`` keeps the other reading).
 
     ``data``: a source for :func:`prb_utils.data.load_benchmark` (default the shipped sample) or a loaded
-    frame. ``judge``: ``proxy`` (MiniLM similarity, labelled as a proxy) or ``llm:NAME``. ``ks`` defaults to
+    frame. ``judge``: a rubric judge spec (:data:`~prb_utils.downstream.rubric_judge.RUBRIC_JUDGES`: ``llm:``,
+    ``llm-all:``, ``llm-ref:``, ``llm-lampqa:`` or ``proxy``, MiniLM similarity, labelled as a proxy). ``ks`` defaults to
     the powers of two up to ``n_samples``. ``level`` and ``n_boot`` set the bootstrap intervals (over
     questions for the curves, over RMs for the agreement).
     """
