@@ -453,8 +453,9 @@ def load_benchmark(
     Raises :class:`DataError` (one line per problem in ``.problems``) when records are invalid, unless
     ``drop_invalid`` is true: then exactly those records are dropped and listed in ``frame.attrs["dropped"]``.
     ``limit`` keeps the first N pairs of each subset. ``frame.attrs["data"]`` is the data's identity
-    (:func:`data_identity`, digested before ``limit``): what a job of :func:`prb_utils.scoring.score_benchmark`
-    is keyed by.
+    (:func:`data_identity`, digested before ``limit``, plus ``keys``, the :func:`pair_keys_digest` of the pairs
+    returned): what a job of :func:`prb_utils.scoring.score_benchmark` is keyed by while the frame holds exactly
+    these pairs.
     """
     result = read_benchmark(source, subsets=subsets)
     lines = [str(p) for p in result.problems]
@@ -464,6 +465,7 @@ def load_benchmark(
         raise DataError(f"No valid records in {source}.", lines)
     identity = data_identity(source, result.frame, subsets=subsets, limit=limit)
     frame = first_pairs(result.frame, limit)
+    identity["keys"] = pair_keys_digest(frame)
     frame.attrs["dropped"] = result.bad_records
     frame.attrs["problems"] = lines
     frame.attrs["source"] = source
@@ -517,6 +519,17 @@ def data_identity(source: str, frame: pd.DataFrame, *, subsets: Sequence[str] | 
     """
     return {"source": source_name(source), "digest": data_fingerprint(frame), "pairs": len(frame),
             "subsets": sorted(subsets) if subsets else None, "limit": limit}
+
+
+def pair_keys_digest(frame: pd.DataFrame) -> str:
+    """A hash of which pairs (``subset/id``) ``frame`` holds, order-independent: a loaded frame's identity holds
+    only while its rows are the pairs it was loaded with (pandas keeps ``attrs`` through any edit).
+
+    >>> a = load_benchmark("sample", limit=2)
+    >>> pair_keys_digest(a) == pair_keys_digest(a.iloc[::-1]), pair_keys_digest(a) == pair_keys_digest(a.iloc[1:])
+    (True, False)
+    """
+    return stable_hash(sorted(pair_key(str(s), str(i)) for s, i in zip(frame["subset"], frame["id"], strict=True)))
 
 
 def record_digests(frame: pd.DataFrame) -> dict[tuple[str, str], str]:

@@ -39,7 +39,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from prb_utils import __version__
-from prb_utils.data import DATA_ATTR, data_fingerprint, user_key
+from prb_utils.data import DATA_ATTR, data_fingerprint, pair_keys_digest, user_key
 from prb_utils.distributed import World, barrier, broadcast, gather, kill_point, setup, world
 from prb_utils.errors import PRBError
 from prb_utils.models import ModelOptions, PairInput, load_model
@@ -831,11 +831,13 @@ def _distributed_job(
 
 def _data_record(data: pd.DataFrame, current: World) -> dict[str, Any]:
     """What ``data`` is, for its jobs' key and record: the identity :func:`prb_utils.data.load_benchmark` gave
-    it (``attrs["data"]``, kept by pandas through a filter of its rows); a frame
-    built in code has none (``source`` and ``digest`` None: its jobs are keyed without their data, as before).
+    it (``attrs["data"]``) while it holds the pairs it was loaded with; a frame built in code, or one whose rows
+    were filtered or renamed since (pandas keeps ``attrs`` through that), has none (``source`` and ``digest``
+    None: its jobs are keyed without their data, as before).
     Under torchrun every rank takes rank 0's (the ranks' records were compared already), so they share a key."""
     given = data.attrs.get(DATA_ATTR)
-    record = {**given} if isinstance(given, Mapping) else {"source": None, "digest": None}
+    ours = isinstance(given, Mapping) and given.get("keys") == pair_keys_digest(data)
+    record = {k: v for k, v in given.items() if k != "keys"} if ours else {"source": None, "digest": None}
     return broadcast(current, record) if current.distributed else record
 
 

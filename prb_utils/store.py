@@ -16,8 +16,9 @@ selection never share a job, while ``--limit`` stays out of the key: each row ca
 exactly what the model saw for that pair (subset, id, category, RM user message, chosen, rejected), a pair counts
 as done when the job holds a row with the same hash, and ``--limit 10`` then ``--limit 20`` scores only the 10
 new pairs. ``job.json`` records the data (``data``: source name, digest, pair count, the last run's ``subsets``
-and ``limit``). A frame built in code carries no source: its jobs are keyed without data, and an edited record
-there is scored again (the newer row replaces the older one).
+and ``limit``). A frame built in code (or a loaded one whose rows were filtered or renamed since) carries no
+source: its jobs are keyed without data, and an edited record there is scored again (the newer row replaces the
+older one).
 
 Older stores: a job written before the key held the data is read as it is, labelled ``data=unrecorded``, and
 named by :func:`pooled` when its rows show it may hold two data sets; :func:`open_job` continues it in its own

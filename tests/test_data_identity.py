@@ -163,3 +163,15 @@ def test_a_report_query_of_an_edited_copy_keeps_the_job_of_that_copy(tmp_path):
     assert ours["job"].iloc[0] != edited["job"].iloc[0]
     unnamed = pd.DataFrame(load_benchmark("sample", limit=2).to_dict("records"))   # a frame with no identity
     assert query_results(out, data=unnamed)["job"].nunique() == 2
+
+
+def test_a_loaded_frame_with_renamed_pairs_no_longer_claims_its_source(tmp_path):
+    from prb_utils.scoring import score_benchmark
+
+    ours = load_benchmark("sample", limit=2)
+    renamed = ours.assign(id="x-" + ours["id"])   # pandas keeps attrs["data"]: it must not key the sample's job
+    for data in (ours, renamed, ours.iloc[:3]):
+        score_benchmark(data, ["length"], ["none"], out=tmp_path, progress=False)
+    assert len(jobs(tmp_path)) == 2
+    labels = load_results(tmp_path).groupby("job_label").size().to_dict()
+    assert labels == {"length [data=sample]": 6, "length [data=frame]": 9}

@@ -60,8 +60,9 @@ RESULTS_CSV = "results.csv"
 #: Each page's title and the one question it answers: from its parameters class (a new page is its notebook and
 #: its class in :data:`prb_utils.notebook.params.PARAMS_BY_NOTEBOOK`).
 TITLES = {name: cls.title for name, cls in PARAMS_BY_NOTEBOOK.items()}
-METADATA_COLUMNS = ("job", "model", "kind", "profile", "retriever", "n_rows", "n_pairs", "wall_s", "dtype", "device", "seed",
-                    "prb", "torch", "transformers", "python", "n_truncated", "n_failed", "finished")
+METADATA_COLUMNS = ("job", "model", "kind", "profile", "retriever", "data_source", "data_digest", "n_rows", "n_pairs",
+                    "wall_s", "dtype", "device", "seed", "prb", "torch", "transformers", "python", "n_truncated",
+                    "n_failed", "finished")
 QUESTIONS = {name: cls.question for name, cls in PARAMS_BY_NOTEBOOK.items()}
 
 
