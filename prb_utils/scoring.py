@@ -836,8 +836,9 @@ def _data_record(data: pd.DataFrame, current: World) -> dict[str, Any]:
     None: its jobs are keyed without their data, as before).
     Under torchrun every rank takes rank 0's (the ranks' records were compared already), so they share a key."""
     given = data.attrs.get(DATA_ATTR)
-    ours = isinstance(given, Mapping) and given.get("keys") == pair_keys_digest(data)
-    record = {k: v for k, v in given.items() if k != "keys"} if ours else {"source": None, "digest": None}
+    record: dict[str, Any] = {"source": None, "digest": None}
+    if isinstance(given, Mapping) and given.get("keys") == pair_keys_digest(data):
+        record = {name: value for name, value in given.items() if name != "keys"}
     return broadcast(current, record) if current.distributed else record
 
 
