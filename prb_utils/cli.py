@@ -19,8 +19,16 @@ from typing import Any
 
 import pandas as pd
 
-from prb_utils.analysis.metrics import TIE_RULES, compare, summarize, unit_labels
-from prb_utils.analysis.probe_effects import READING_RULE, probe_effects, reading_verdicts
+from prb_utils.analysis.metrics import TIE_RULES, summarize, unit_columns
+from prb_utils.analysis.probe_effects import (
+    probe_effects,
+    probe_notes,
+    probe_table,
+    reading_verdicts,
+    verdict_table,
+)
+from prb_utils.analysis.uncertainty import UNITS as PLAN_UNITS
+from prb_utils.analysis.uncertainty import ResamplingPlan
 from prb_utils.data import load_benchmark, read_benchmark, record_digests, subset_counts
 from prb_utils.distributed import check_same_run, setup, world
 from prb_utils.downstream.rubric_judge import DEFAULT_JUDGE, check_judge, judge_identity, judge_label
@@ -184,6 +192,20 @@ def _model_options(args: argparse.Namespace) -> ModelOptions:
     return ModelOptions(**given, engine=_engine_config(args))
 
 
+def _add_units_option(parser: argparse.ArgumentParser, *, saves: bool) -> None:
+    """``--units``: the unit of the store's resampling plan (:class:`prb_utils.analysis.uncertainty.ResamplingPlan`);
+    a scoring command keeps it in the store (``saves``), ``prb summarize`` uses it for one table."""
+    parser.add_argument(
+        "--units", choices=PLAN_UNITS, default=None,
+        help="what every interval resamples and every paired test permutes: question (the default plan: the pairs "
+             "of one question, its users and twins, move together; a bootstrap over questions and the clustered "
+             "sign-flip test), user (one user's pairs move together), question+user (both crossed, where users "
+             "recur across questions: the pigeonhole bootstrap and the two-way cluster-robust test) or pair (pairs "
+             "as independent: Wilson and exact McNemar); " + ("kept in the store as its resampling plan (resampling.json), which every page, "
+                                   "prb summarize and the exports then use" if saves else
+                                   "default: the store's plan (resampling.json; whole questions without one)"))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="prb", description="Personalized RewardBench analysis.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -200,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_options(p, required=True)
     _add_scoring_options(p, default_models=None)
     p.add_argument("--out", type=_folder_name, default="results", help="store folder (default: results)")
+    _add_units_option(p, saves=True)
 
     p = sub.add_parser("probe", help="is the RM reading this user? score the personalization probes and say",
                        description="Scores the base condition (--profile, default top3) and each probe of it "
@@ -211,6 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--probe", action="append", choices=list(PROBES), default=None,
                    help="a probe to run (repeatable; default: all)")
     p.add_argument("--out", type=_folder_name, default="results", help="store folder (default: results)")
+    _add_units_option(p, saves=True)
 
     p = sub.add_parser("plan", help="before scoring: pairs, tokens, truncated pairs and device time per model and "
                                     "profile condition (tokenizers only, no weights)",
@@ -226,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("summarize", help="accuracy with 95%% CIs from the store",
                        description="One row per group: n, correct, ties, invalid, accuracy, ci_low, ci_high "
-                                   "(95%, resampling whole questions; --units pair: Wilson). Groups always keep model and job_label (one row per job, "
+                                   "(95%, under the store's resampling plan: whole questions by default; --units pair: Wilson). Groups always keep model and job_label (one row per job, "
                                    "never two jobs pooled) unless --pool is given.")
     p.add_argument("--results", type=_folder_name, default="results", help="store folder (default: results)")
     p.add_argument("--by", default="model,profile",
@@ -243,17 +267,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "vs, n_pairs, diff, diff_ci_low, diff_ci_high, p_value, p_holm")
     p.add_argument("--half-credit", action="store_true",
                    help="count ties as half correct (not with --compare: the tests count strict correctness)")
-    p.add_argument("--units", choices=UNIT_CHOICES, default="question",
-                   help="what the intervals resample and the paired tests permute: question (default: the pairs "
-                        "of one question, its users and twins, move together; a bootstrap over questions and the "
-                        "clustered sign-flip test), user (one user's pairs move together) or pair (pairs as "
-                        "independent: Wilson and exact McNemar)")
+    _add_units_option(p, saves=False)
 
     p = sub.add_parser("report", help="score what is missing, run every notebook, write HTML reports")
     _add_data_options(p, required=False)
     _add_scoring_options(p, default_models=DEFAULT_ZOO)
     p.add_argument("--out", type=_folder_name, default="reports", help="report folder (default: reports)")
     p.add_argument("--results", type=_folder_name, default="results", help="store folder (default: results)")
+    _add_units_option(p, saves=True)
     p.add_argument("--bon-n", type=_count, default=REPORT_BON["n"], metavar="N",
                    help=f"Best-of-N in the report: answers sampled per question (default {REPORT_BON['n']}; 0 skips "
                         "the BoN run); `prb bon` runs it at any size")
@@ -458,6 +479,7 @@ def _score(args: argparse.Namespace, options: ModelOptions, models: Sequence[str
         # path (a node may keep it elsewhere)
         check_same_run(setup(), {k: v for k, v in vars(args).items() if k != "data"}, record_digests(frame))
     _check_writable(out, writes=False)
+    _keep_plan(args, out)
     runs = []
     for run_models, run_profiles in [(models, profiles), *also]:
         parts = []
@@ -483,8 +505,10 @@ def cmd_score(args: argparse.Namespace) -> int:
         raise PRBError("No pairs were scored.")
     if world().is_main:   # under torchrun, rank 0 alone prints the table
         labels = results["job"].map(_store_job_labels(args.out))   # as prb summarize labels them
-        rows, units, _ = _with_units(results.assign(job_label=labels), args.out, "question")   # its intervals too
-        _print_frame(summarize(rows, by=("model", "job_label", "profile"), units=units))
+        plan = _store_plan(args.out)   # its intervals too: the store's one plan
+        rows, _ = _with_units(results.assign(job_label=labels), args.out, plan)
+        _print_frame(summarize(rows, by=("model", "job_label", "profile"), **plan.options()))
+        print(f"\n{plan.rule()}.")
     return 0
 
 
@@ -510,13 +534,18 @@ def cmd_probe(args: argparse.Namespace) -> int:
     results = _score(args, _model_options(args), args.model, conditions, args.out)
     if world().is_main:
         data = _load(args)
-        rows = results.assign(model=results["job"].map(_store_job_labels(args.out)))
-        effects = probe_effects(rows, data)
-        _print_frame(effects.drop(columns=["p_value"]))
+        with warnings.catch_warnings():   # the store's rows of these jobs carry their labels and score dtypes
+            warnings.simplefilter("ignore", StoreShortfallWarning)
+            stored = load_results(args.out)
+        rows = stored[stored["job"].isin(set(results["job"]))]
+        plan = _store_plan(args.out)   # the store's one plan: page 05 resamples the same units
+        effects = probe_effects(rows.assign(model=rows["job_label"]), data, **plan.options())
+        _print_frame(probe_table(effects))
         verdicts = reading_verdicts(effects)
         if not verdicts.empty:
-            print(f"\nRule: {READING_RULE}.")
-            _print_frame(verdicts)
+            print()
+            _print_frame(verdict_table(verdicts))
+        print("\n" + "\n".join([*probe_notes(effects), f"{plan.rule()}."]))
     return 0
 
 
@@ -587,17 +616,18 @@ def cmd_summarize(args: argparse.Namespace) -> int:
         print(f"prb: note: --compare {args.compare} has nothing to compare: the store holds one level of "
               f"{column} ({levels}); score another {args.compare} to test against it.", file=sys.stderr)
         column = None
-    results, units, note = _with_units(results, args.results, args.units)
-    table = summarize(results, by, compare=column, half_credit=args.half_credit, units=units)
+    plan = _store_plan(args.results, args.units)
+    results, note = _with_units(results, args.results, plan)
+    table = summarize(results, by, compare=column, half_credit=args.half_credit, **plan.options())
     if note:
         print(note, file=sys.stderr)
     if args.format == "json":
-        summary = _records(summarize(results, by, half_credit=args.half_credit, units=units))
+        summary = _records(summarize(results, by, half_credit=args.half_credit, **plan.options()))
         if not column:
             print(json.dumps(summary, indent=2))
             return 0
         within = [c for c in by if c != column]
-        comparisons = compare(results, column, baseline=_baseline(results, column), by=within, units=units)
+        comparisons = plan.compare(results, column, baseline=_baseline(results, column), by=within)
         print(json.dumps({"summary": summary, "comparisons": _records(comparisons)}, indent=2))
         return 0
     if args.format == "table" and args.pool:
@@ -605,29 +635,41 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     _print_frame(table, args.format)
     if args.format == "table":
         print(f"\nTies: {TIE_RULES[bool(args.half_credit)]}.")
+        print(f"{plan.rule()}.")
         if data := data_note(load_run_metadata(args.results)):   # which data each job scored
             print(data)
     return 0
 
 
-UNIT_CHOICES = ("question", "user", "pair")
+def _store_plan(store: str, unit: str | None = None) -> ResamplingPlan:
+    """The resampling plan of the store ``store`` (:meth:`ResamplingPlan.of_store`), with the ``--units`` the user
+    gave for this command."""
+    return ResamplingPlan.of_store(store).with_overrides(unit=unit)
 
 
-def _with_units(results: pd.DataFrame, store: str, unit: str) -> tuple[pd.DataFrame, str | None, str]:
-    """``results`` with the cluster column of ``unit`` (``question`` or ``user``: from what the store's jobs
-    recorded, :func:`prb_utils.store.pair_units`), the column's name (None for ``pair``), and a note for stderr
-    when a pair's unit was not recorded (a job scored by an older prb: that pair is its own unit)."""
-    if unit == "pair":
-        return results, None, ""
+def _keep_plan(args: argparse.Namespace, store: str) -> None:
+    """A scoring command's ``--units``: kept in the store as its resampling plan (every later page and command
+    reads it); nothing without ``--units``."""
+    if getattr(args, "units", None) and world().is_main:
+        _check_writable(store, writes=False)
+        _store_plan(store, args.units).save(store)
+
+
+def _with_units(results: pd.DataFrame, store: str, plan: ResamplingPlan) -> tuple[pd.DataFrame, str]:
+    """``results`` with the cluster column of ``plan`` (``question`` or ``user``: the keys the store's jobs
+    recorded, :func:`prb_utils.store.pair_units`, the same keys a page computes from the benchmark), and a note for
+    stderr when a pair's unit was not recorded (a job scored by an older prb: that pair is its own unit)."""
+    if plan.units is None:
+        return results, ""
     units = pair_units(store)
-    units = units[units[unit].notna()]
+    units = units[units[unit_columns(plan.units)].notna().all(axis=1)]
     known = set(zip(units["subset"].astype(str), units["id"].astype(str), strict=True))
     missing = sum((s, i) not in known for s, i in zip(results["subset"].astype(str), results["id"].astype(str),
                                                        strict=True))
-    note = (f"prb: note: {missing} of {len(results)} rows come from jobs that did not record their {unit} "
+    note = (f"prb: note: {missing} of {len(results)} rows come from jobs that did not record their {plan.unit} "
             "(scored by an older prb): each of those pairs is its own unit; score them again to cluster them."
             if missing else "")
-    return results.assign(**{unit: unit_labels(results, units, unit).to_numpy()}), unit, note
+    return plan.attach(results, units, keys=True), note
 
 
 def _baseline(results: pd.DataFrame, column: str) -> str:

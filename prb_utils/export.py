@@ -12,7 +12,8 @@ One export per scoring job (a model spec under one profile condition, with its o
   spec as a path (``judge:Qwen/Qwen2.5-7B`` → ``judge/Qwen/Qwen2.5-7B``; a local folder by its last name).
 - ``every_eval_ever``: the datastore layout of the PyPI package ``every-eval-ever`` 0.3.0:
   ``<out>/data/personalized_rewardbench/<developer>/<model>/<uuid>.json`` (an ``EvaluationLog``: overall and
-  per-subset accuracy with Wilson 95% intervals) and ``<uuid>_samples.jsonl`` beside it (one
+  per-subset accuracy with 95% intervals under the store's resampling plan: a percentile bootstrap over whole
+  questions by default, Wilson with pairs as units) and ``<uuid>_samples.jsonl`` beside it (one
   ``InstanceLevelEvaluationLog`` per pair). The uuid is derived from the job key, so exporting again replaces
   the same files. Baselines are filed under the developer ``prb``, the offline aliases under their hub ids, a
   local folder under ``local`` by its last name and a hash of its path (:func:`local_model_id`).
@@ -322,9 +323,9 @@ def export_rewardbench(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, Any]
 
 
 # ------------------------------------------------------------------------------------------- every eval ever
-def _metric_config(description: str, condition: str) -> dict[str, Any]:
+def _metric_config(description: str, condition: str, method: str) -> dict[str, Any]:
     details = {**_strings(condition_details(condition)), "oracle": str(is_oracle(condition)).lower(),
-               "ties_and_invalid": "counted as not correct", "interval": "Wilson 95%"}
+               "ties_and_invalid": "counted as not correct", "interval": f"{method}, {LEVEL:.0%}"}
     if is_oracle(condition):
         details["oracle_note"] = ORACLE_NOTE
     return {"evaluation_description": description, "metric_id": "accuracy", "metric_name": "Accuracy",
@@ -337,7 +338,7 @@ def _result(row: pd.Series, *, result_id: str, name: str, description: str, cond
     n, acc = int(row["n"]), float(row["accuracy"])
     result = {
         "evaluation_result_id": result_id, "evaluation_name": name, "source_data": source,
-        "metric_config": _metric_config(description, condition),
+        "metric_config": _metric_config(description, condition, method),
         "score_details": {
             "score": acc,
             "details": _strings({"n": n, "correct": int(row["correct"]), "ties": int(row["ties"]),

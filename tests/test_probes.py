@@ -92,7 +92,7 @@ def test_the_probes_tell_a_reader_of_the_user_from_a_profile_blind_baseline():
     assert verdicts.loc["length", "verdict"].startswith("n/a: profile-blind")   # no verdict, not "ignores"
     assert verdicts.loc["length", "sensitivity"] == 0 and np.isnan(verdicts.loc["length", "p_holm"])
     assert verdicts.loc["reader", "verdict"] == "reads the user"
-    assert verdicts.loc["reader", "sensitivity"] == 1 and verdicts.loc["reader", "family"] == "top3+swap: Holm over 1 model"
+    assert verdicts.loc["reader", "sensitivity"] == 1 and verdicts.loc["reader", "family"] == "top3+swap: Holm over 1 test"
     assert (verdicts.loc["reader", "both_right"], verdicts.loc["reader", "twin_sets"]) == (N_QUESTIONS, N_QUESTIONS)
     assert verdicts.loc["length", "one_right"] == N_QUESTIONS   # a profile-blind RM gets one twin of each set right
     assert verdicts.loc["other", "verdict"].startswith("n/a")
@@ -123,7 +123,7 @@ def test_a_drop_that_does_not_clear_holm_is_inconclusive_not_a_reaction():
     assert weak["p_holm"] == pytest.approx(2 * 2 / 64)         # ... the family's test does not
     assert weak["verdict"] == "inconclusive"
     assert weak["null_probe"] == "shuffle" and weak["reaction_p_holm"] >= 0.05
-    assert weak["family"] == "top3+swap: Holm over 2 models"
+    assert weak["family"] == "top3+swap: Holm over 2 tests"
     alone = reading_verdicts(probe_effects(*drop_store(6, others=False))).set_index("model").loc["weak"]
     assert alone["p_holm"] == pytest.approx(2 / 64) and alone["verdict"] == "reads the user"
     steady = reading_verdicts(effects).set_index("model").loc["steady"]
@@ -141,15 +141,15 @@ def test_profile_blind_and_locked_models_are_no_members_of_the_family():
                       _rows("judge:x", "top3+swap", data, np.ones(len(data)), "judge", **locked)], ignore_index=True)
     after = probe_effects(more, data).set_index(["model", "probe"])
     assert after.loc[("weak", "swap"), "p_holm"] == before.loc[("weak", "swap"), "p_holm"]
-    assert after.loc[("weak", "swap"), "family"] == "top3+swap: Holm over 2 models"
+    assert after.loc[("weak", "swap"), "family"] == "top3+swap: Holm over 2 tests"
     assert after.loc[("length", "swap"), "no_verdict"].startswith("n/a: profile-blind")
     assert after.loc[("judge:x", "swap"), "no_verdict"].startswith("n/a: position-locked")
     assert np.isnan(after.loc[("length", "swap"), "p_holm"]) and after.loc[("length", "swap"), "family"] == ""
     families = {f.name: f for f in probe_families(after.reset_index())}
     assert families["top3+swap"].members == ("steady", "weak")
-    assert {m for m, _ in families["top3+swap"].excluded} == {"length", "judge:x"}
+    assert {m for m, _ in families["top3+swap"].left_out} == {"length", "judge:x"}
     shown = probe_table(after.reset_index())
-    assert set(shown.loc[shown["p (Holm)"] != "—", "family"]) == {"top3+swap: Holm over 2 models"}
+    assert set(shown.loc[shown["p (Holm)"] != "—", "family"]) == {"top3+swap: Holm over 2 tests"}
 
 
 def test_an_anti_reader_is_told_apart_from_a_reader_and_twin_flips_are_not_evidence():
@@ -233,7 +233,7 @@ def test_prb_probe_scores_each_probe_as_a_job_and_says_what_it_found(tmp_path, c
                  "--no-progress"]) == 0
     printed = capsys.readouterr().out
     assert "n/a: profile-blind" in printed and "Rule: reads the user" in printed
-    assert "p (Holm)" in printed and "Family top3+swap: Holm over lexical; not members: length, n/a: profile-blind" in printed
+    assert "p (Holm)" in printed and "Family top3+swap: Holm over 1 test of lexical; not members: length (n/a: profile-blind" in printed
     rows = load_results(out)
     assert sorted(set(rows["profile"])) == sorted(["top3", *(f"top3+{p}" for p in PROBES)])
     effects = probe_effects(rows, load_benchmark("sample")).set_index(["model", "probe"])

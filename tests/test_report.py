@@ -1152,3 +1152,24 @@ def test_a_live_notebook_on_a_reported_store_shows_the_jobs_its_page_showed(repo
     assert compute_findings(live, bench).headline() == numbers["findings"]["headline"]
     (store / REPORT_VIEW).unlink()   # no report on this store: every job
     assert "full" in set(AccuracyParams(results=str(store)).load_results(bench)["profile"])
+
+
+def test_every_surface_prints_one_interval_per_number(sample_report):
+    """The census of bench/interval_census.py on the session's report: each (model, condition, statistic, subset)
+    accuracy or lift has one interval, to the printed digit, across the pages' numbers, the index,
+    `prb summarize` and the export; and the census does see every one of those surfaces (so that it can fail)."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "bench"))
+    from interval_census import census, distinct
+
+    frame = census(sample_report.out, sample_report.results)
+    table = distinct(frame)
+    several = table[table["distinct"] > 1]
+    assert several.empty, several.to_string() + "\n" + frame.merge(several[["model", "profile", "subset"]]).to_string()
+    assert {"index", "prb summarize", "export", "01_pair_inspection", "02_accuracy_breakdown",
+            "04_personalization_diagnostics"} <= set(frame["surface"])
+    overall = table[(table["statistic"] == "accuracy") & (table["subset"] == "") & ~table["profile"].str.contains("+",
+                                                                                                            regex=False)]
+    assert len(overall) >= 4 and overall["surfaces"].str.count(",").min() >= 4   # each seen on 5 surfaces or more
+    assert (table["statistic"] == "lift").any()

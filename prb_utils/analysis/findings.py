@@ -70,7 +70,7 @@ class Findings:
         """The rule sentences (the resampling plan, the families, and each locked judge's reason once) that go
         under the leaderboard."""
         families = [f"Family of {family.say()}." for family in self.families.values()]
-        return [f"Intervals: {self.plan.rule()}.", *leaderboard_notes(self.board, units=self.unit), *families]
+        return [f"{self.plan.rule()}.", *leaderboard_notes(self.board, units=self.unit), *families]
 
     def conditions(self) -> list[str]:
         """The benchmark conditions of the board, in order (the oracle left out)."""

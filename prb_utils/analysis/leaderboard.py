@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from prb_utils.analysis.breakdowns import position_locked
-from prb_utils.analysis.metrics import accuracy_table, compare, profile_lift, require_columns
+from prb_utils.analysis.metrics import accuracy_table, compare, holm, profile_lift, require_columns
 from prb_utils.analysis.resampling import LEVEL, SEED
 from prb_utils.models.kinds import MODEL_KINDS
 from prb_utils.profile import condition_sort_key
@@ -64,7 +64,7 @@ RULES: dict[str, Rule] = {rule.name: rule for rule in (
                          "share is the tie rate) and an invalid score count as not correct, as in the reference "
                          "scripts (half credit only on request, and then said); a near tie (two scores within the "
                          "resolution of the dtype they were computed in) keeps its outcome and is counted beside "
-                         "the ties; its 95% interval is a percentile bootstrap over whole {unit}s (seed 0)"),
+                         "the ties; its interval follows the store's resampling plan (the Intervals line)"),
     Rule("chance", ("above chance", "not distinguishable from chance", "below chance"),
          "above chance: the accuracy's 95% interval lies above {chance}; below chance: below it; otherwise not "
          "distinguishable from chance"),
@@ -135,25 +135,41 @@ def lift_verdict(low: float, high: float, p_holm: float, *, alpha: float = ALPHA
 class Family:
     """One family of verdicts, named once: the ``tests`` adjusted together by ``correction`` (Holm), the models
     whose tests they are (``members``), and the models left out with the reason (``left_out``: a model that can get
-    no verdict is no member, so it cannot dilute the others').
+    no verdict is no member, so it cannot dilute the others'). ``tests`` defaults to one per member.
 
-    >>> Family("lifts", ("a", "b"), 3, left_out=(("j", "position-locked"),)).say()
-    'lifts: Holm over 3 tests of a, b; not members: j (position-locked)'
+    >>> family = Family("lifts", ("a", "b"), 3, left_out=(("j", "position-locked"),))
+    >>> family.say(), family.label()
+    ('lifts: Holm over 3 tests of a, b; not members: j (position-locked)', 'lifts: Holm over 3 tests')
+    >>> [round(p, 2) for p in Family("swap", ("a", "b")).adjust({"a": 0.02, "b": 0.04, "j": 1.0}).values()]
+    [0.04, 0.04]
     """
 
     name: str
     members: tuple[str, ...]
-    tests: int
+    tests: int | None = None
     correction: str = "Holm"
     left_out: tuple[tuple[str, str], ...] = ()
 
+    @property
+    def size(self) -> int:
+        """The number of tests adjusted together."""
+        return len(self.members) if self.tests is None else self.tests
+
+    def label(self) -> str:
+        """How a table cell names the family beside an adjusted p."""
+        return f"{self.name}: {self.correction} over {self.size} test{'s' if self.size != 1 else ''}"
+
     def say(self) -> str:
         """The family in one clause, for the caption or note of every table that shows its adjusted p."""
-        text = f"{self.name}: {self.correction} over {self.tests} test{'s' if self.tests != 1 else ''} of " + (
-            ", ".join(self.members) or "no model")
+        text = f"{self.label()} of " + (", ".join(self.members) or "no model")
         if self.left_out:
             text += "; not members: " + "; ".join(f"{m} ({why})" for m, why in self.left_out)
         return text
+
+    def adjust(self, p_values: dict[str, float]) -> dict[str, float]:
+        """Holm-adjusted p of each member with a p in ``p_values`` (a non-member's p is no part of the family)."""
+        mine = [m for m in self.members if m in p_values]
+        return {m: float(p) for m, p in zip(mine, holm([p_values[m] for m in mine]), strict=True)}
 
 
 LOCK_REASON = "position-locked"

@@ -58,10 +58,12 @@ from prb_utils.analysis.resampling import (
     default_n_boot,
     percentile_interval,
     resampled_means,
+    two_way_bootstrap_ci,
+    two_way_paired_test,
 )
 from prb_utils.data import user_key
 from prb_utils.errors import PRBError
-from prb_utils.schema import NO_PROFILE, OUTCOMES, is_oracle
+from prb_utils.schema import NO_PROFILE, OUTCOMES, is_oracle, stable_hash
 
 PAIR_KEY = ("subset", "id")
 IDENTITY = ("model", "profile", "subset", "id")
@@ -83,24 +85,28 @@ def as_list(by: str | Sequence[str] | None) -> list[str]:
     return list(by)
 
 
-def unit_labels(results: pd.DataFrame, data: pd.DataFrame | None = None, unit: str = "question") -> pd.Series:
+def unit_labels(results: pd.DataFrame, data: pd.DataFrame | None = None, unit: str = "question", *,
+                keys: bool = False) -> pd.Series:
     """The cluster of each row for ``unit``: ``question`` (a question asked for several users, and twin pairs,
     the same question and answers with the roles swapped, share one), ``user`` (one user's pairs share one: the
     record's ``user_id``, else the profile's hash, :func:`prb_utils.data.user_key`, or a ``user`` column of
-    ``data``), ``question+user`` (one label per question-user cell; see :func:`two_way_labels`) or ``pair``. The values
-    come from ``data`` (benchmark records, or :func:`prb_utils.store.pair_units`); without it, or for a pair it
-    lacks, the pair itself.
+    ``data``), ``question+user`` (one label per question-user cell; see :func:`two_way_labels`) or ``pair``. The
+    values come from ``data``: benchmark records, whose question text is hashed as the store hashes it when it scores
+    (:func:`prb_utils.scoring.unit_keys`), or, with ``keys=True``, the keys the store recorded
+    (:func:`prb_utils.store.pair_units`), taken as they are; so a page and a command draw the same clusters in
+    the same order. Without data, or for a pair it lacks, the pair itself.
 
     >>> res = pd.DataFrame({"subset": "s", "id": ["1", "2", "3"]})
     >>> data = pd.DataFrame({"subset": "s", "id": ["1", "2"], "question": ["q?", "q?"]})
-    >>> unit_labels(res, data).tolist()
-    ['q?', 'q?', 's/3']
+    >>> labels = unit_labels(res, data)
+    >>> labels[0] == labels[1] == stable_hash("q?"), labels[2]
+    (True, 's/3')
     """
     pair = results["subset"].astype(str) + "/" + results["id"].astype(str)
     if data is None or unit == "pair":
         return pair
     if unit == TWO_WAY_UNIT:   # one label per (question, user) cell; two-way tests take two_way_labels' columns
-        question, user = two_way_labels(results, data)
+        question, user = two_way_labels(results, data, keys=keys)
         return question + "+" + user
     if unit not in ("question", "user"):
         raise PRBError(f"Unknown unit {unit!r}; use question, user, {TWO_WAY_UNIT} or pair.")
@@ -109,8 +115,11 @@ def unit_labels(results: pd.DataFrame, data: pd.DataFrame | None = None, unit: s
         user_ids = data["user_id"] if "user_id" in data.columns else [None] * len(data)
         data = data.assign(user=[user_key(p, u) for p, u in zip(data["profile"], user_ids, strict=True)])
     require_columns(data, ["subset", "id", unit], what="benchmark")
-    keys = data["subset"].astype(str) + "/" + data["id"].astype(str)
-    lookup = {k: v for k, v in zip(keys, data[unit], strict=True) if isinstance(v, str) and v}
+    values = data[unit]
+    if unit == "question" and not keys:
+        values = values.map(lambda q: stable_hash(str(q)) if isinstance(q, str) and q else None)
+    index = data["subset"].astype(str) + "/" + data["id"].astype(str)
+    lookup = {k: v for k, v in zip(index, values, strict=True) if isinstance(v, str) and v}
     return pair.map(lookup).fillna(pair)
 
 
@@ -119,13 +128,14 @@ def question_units(results: pd.DataFrame, data: pd.DataFrame | None = None) -> p
 
     >>> res = pd.DataFrame({"subset": "s", "id": ["1", "2", "3"]})
     >>> data = pd.DataFrame({"subset": "s", "id": ["1", "2"], "question": ["q?", "q?"]})
-    >>> question_units(res, data).tolist()
-    ['q?', 'q?', 's/3']
+    >>> question_units(res, data).tolist() == [stable_hash("q?"), stable_hash("q?"), "s/3"]
+    True
     """
     return unit_labels(results, data, "question")
 
 
-def two_way_labels(results: pd.DataFrame, data: pd.DataFrame | None = None) -> tuple[pd.Series, pd.Series]:
+def two_way_labels(results: pd.DataFrame, data: pd.DataFrame | None = None, *,
+                   keys: bool = False) -> tuple[pd.Series, pd.Series]:
     """The two clusters of each row for the unit ``question+user`` (:data:`TWO_WAY_UNIT`): its question's and its
     user's label (:func:`unit_labels`; the user is the record's ``user_id`` when it has one, else its profile's
     hash), the ``rows_units`` and ``cols_units`` of :func:`prb_utils.analysis.resampling.two_way_bootstrap_ci` and
@@ -139,7 +149,29 @@ def two_way_labels(results: pd.DataFrame, data: pd.DataFrame | None = None) -> t
     >>> question[0] != question[1], user[0] == user[1] == user_key([], "u1")
     (True, True)
     """
-    return unit_labels(results, data, "question"), unit_labels(results, data, "user")
+    return (unit_labels(results, data, "question", keys=keys), unit_labels(results, data, "user", keys=keys))
+
+
+def unit_columns(units: str | None) -> list[str]:
+    """The columns a ``units`` name stands for: ``question`` and ``user`` for the two-way unit
+    (:data:`prb_utils.analysis.resampling.TWO_WAY_UNIT`, whose own column joins them), else the column itself.
+
+    >>> unit_columns("question+user"), unit_columns("question"), unit_columns(None)
+    (['question', 'user'], ['question'], [])
+    """
+    return ["question", "user"] if units == TWO_WAY_UNIT else as_list(units)
+
+
+def interval_over_units(values: np.ndarray, rows: pd.DataFrame, units: str | None, *, n_boot: int | None,
+                        seed: int, level: float) -> tuple[float, float]:
+    """The percentile interval of the mean of ``values`` resampling whole ``units`` of ``rows`` (one row per
+    value): :func:`prb_utils.analysis.resampling.two_way_bootstrap_ci` over the question and user columns for the
+    two-way unit, :func:`prb_utils.analysis.resampling.bootstrap_ci` over one column (or pairs, None) otherwise."""
+    if units == TWO_WAY_UNIT:
+        return two_way_bootstrap_ci(values, rows["question"].to_numpy(), rows["user"].to_numpy(), n_boot=n_boot,
+                                    seed=seed, level=level)
+    clusters = None if units is None else rows[units].to_numpy()
+    return bootstrap_ci(values, units=clusters, n_boot=n_boot, seed=seed, level=level)
 
 
 def _check_outcomes(results: pd.DataFrame) -> None:
@@ -268,7 +300,7 @@ def accuracy_table(
     [['none', False, 0.0], ['rubric', True, 1.0]]
     """
     by = as_list(by)
-    require_columns(results, [*by, "outcome", *as_list(units)])
+    require_columns(results, [*by, "outcome", *unit_columns(units)])
     _check_outcomes(results)
     if ci not in ("wilson", "bootstrap", None):
         raise PRBError(f"Unknown confidence interval method {ci!r}; use 'wilson', 'bootstrap' or None.")
@@ -304,9 +336,8 @@ def accuracy_table(
         groups = frame.groupby(by, sort=True, observed=True, dropna=False) if by else [((), frame)]
         for _, g in groups:
             g = g[g["_failed"] == 0]
-            clusters = None if units is None else g[units].to_numpy()
-            bounds.append(bootstrap_ci(g["_credit"].to_numpy(), units=clusters, n_boot=n_boot, seed=seed,
-                                       level=level))
+            bounds.append(interval_over_units(g["_credit"].to_numpy(), g, units, n_boot=n_boot, seed=seed,
+                                              level=level))
         table["ci_low"] = [b[0] for b in bounds]
         table["ci_high"] = [b[1] for b in bounds]
     else:
@@ -348,9 +379,10 @@ def macro_accuracy(
     0.5
     """
     by = as_list(by)
-    require_columns(results, [*by, over, "outcome", *as_list(units)])
+    require_columns(results, [*by, over, "outcome", *unit_columns(units)])
     _check_outcomes(results)
     check_uncertainty(level, n_boot)
+    units = "question" if units == TWO_WAY_UNIT else units   # the macro average resamples questions within levels
     credit = (results["outcome"] == "correct").astype(float)
     if half_credit:
         credit = credit + 0.5 * (results["outcome"] == "tie")
@@ -414,11 +446,12 @@ def compare(
     if column in within:
         raise PRBError(f"Cannot compare the levels of {column!r} within groups of the same column.")
     keys = [c for c in IDENTITY if c != column and c not in within and c in results.columns]
-    require_columns(results, [column, *within, *PAIR_KEY, "outcome", *as_list(units)])
-    if units is not None and units in (column, *within, *keys):
+    clusters_of = unit_columns(units)
+    require_columns(results, [column, *within, *PAIR_KEY, "outcome", *clusters_of])
+    if units is not None and set(clusters_of) & {column, *within, *keys}:
         raise PRBError(f"units={units!r} is already a key of the comparison; name a cluster column such as question.")
     _check_outcomes(results)
-    frame = results[[*within, *keys, *as_list(units), column, "outcome"]].copy()
+    frame = results[[*within, *keys, *clusters_of, column, "outcome"]].copy()
     frame["_correct"] = (frame["outcome"] == "correct").astype(np.int8)
     dup = frame.duplicated([*within, *keys, column])
     if dup.any():
@@ -428,7 +461,7 @@ def compare(
     if baseline is not None and baseline not in levels_all:
         raise PRBError(f"The baseline {baseline!r} is not a level of {column!r} ({', '.join(levels_all)}).")
     frame[column] = frame[column].astype(str)
-    wide_all = frame.pivot_table(index=[*within, *keys, *as_list(units)], columns=column, values="_correct",
+    wide_all = frame.pivot_table(index=[*within, *keys, *clusters_of], columns=column, values="_correct",
                                  aggfunc="first", observed=True)
     rows = []
     group_iter = wide_all.groupby(level=within, sort=True) if within else [((), wide_all)]
@@ -451,14 +484,16 @@ def compare(
                 "b_only": int(((ca == 0) & (cb == 1)).sum()),
                 "neither": int(((ca == 0) & (cb == 0)).sum()),
             }
-            clusters = None if units is None else both.index.get_level_values(units).to_numpy()
-            low, high = bootstrap_ci(cb - ca, units=clusters, n_boot=n_boot, seed=seed, level=level)
+            cells = both.index.to_frame(index=False)
+            low, high = interval_over_units(cb - ca, cells, units, n_boot=n_boot, seed=seed, level=level)
             if not n:
                 p = np.nan
             elif units is None:
                 p = mcnemar_exact(counts["a_only"], counts["b_only"])
+            elif units == TWO_WAY_UNIT:
+                p = two_way_paired_test(ca, cb, cells["question"].to_numpy(), cells["user"].to_numpy())
             else:
-                p = clustered_paired_test(ca, cb, clusters)
+                p = clustered_paired_test(ca, cb, cells[units].to_numpy())
             rows.append({
                 **dict(zip(within, key, strict=True)), "level_a": a, "level_b": b, "n_pairs": n, **counts,
                 "accuracy_a": ca.mean() if n else np.nan, "accuracy_b": cb.mean() if n else np.nan,

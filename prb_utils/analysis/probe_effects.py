@@ -31,15 +31,28 @@ the dtype's resolution.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from prb_utils.analysis.breakdowns import position_locked
-from prb_utils.analysis.leaderboard import ALPHA, RULES, lift_verdict
-from prb_utils.analysis.metrics import DTYPE_EPS, compare, holm, require_columns, unit_labels
-from prb_utils.analysis.resampling import LEVEL, SEED, bootstrap_ci, clustered_paired_test
+from prb_utils.analysis.leaderboard import ALPHA, RULES, Family, lift_verdict
+from prb_utils.analysis.metrics import (
+    DTYPE_EPS,
+    compare,
+    interval_over_units,
+    require_columns,
+    two_way_labels,
+    unit_columns,
+    unit_labels,
+)
+from prb_utils.analysis.resampling import (
+    LEVEL,
+    SEED,
+    TWO_WAY_UNIT,
+    clustered_paired_test,
+    two_way_paired_test,
+)
 from prb_utils.formatting import MISSING, format_interval, format_value
 from prb_utils.models.kinds import MODEL_KINDS
 from prb_utils.probes import PROBES, changed_records, twin_pairs
@@ -80,38 +93,6 @@ EFFECT_COLUMNS = ["model", "probe", "base", "n_pairs", "inputs_changed", "accura
 VERDICT_COLUMNS = ["model", "base", "sensitivity", "sensitivity_low", "sensitivity_high", "p_holm", "family",
                    "change_rate", "null_probe", "gain_rate", "null_gain_rate", "reaction_p_holm", "reaction_family",
                    "twin_sets", "both_right", "both_wrong", "one_right", "verdict"]
-
-
-@dataclass(frozen=True)
-class Family:
-    """One family of probe tests: its name, its members (the models that can get a verdict), the correction
-    applied over them, and each model left out with its reason.
-
-    >>> fam = Family("top3+swap", ("a", "b"), excluded=(("length", "n/a: profile-blind"),))
-    >>> fam.label(), [round(p, 2) for p in fam.adjust({"a": 0.02, "b": 0.04, "length": 1.0}).values()]
-    ('top3+swap: Holm over 2 models', [0.04, 0.04])
-    """
-
-    name: str
-    members: tuple[str, ...]
-    excluded: tuple[tuple[str, str], ...] = ()
-    correction: str = "holm"
-
-    def label(self) -> str:
-        """How a table names the family beside an adjusted p."""
-        return f"{self.name}: Holm over {len(self.members)} model{'s' if len(self.members) != 1 else ''}"
-
-    def adjust(self, p_values: dict[str, float]) -> dict[str, float]:
-        """Holm-adjusted p of each member (a non-member's p is left out: it is no part of the family)."""
-        mine = [m for m in self.members if m in p_values]
-        return {m: float(p) for m, p in zip(mine, holm([p_values[m] for m in mine]), strict=True)}
-
-    def describe(self) -> str:
-        """One sentence: the members, the correction and who is left out and why."""
-        text = f"Family {self.name}: Holm over {', '.join(self.members) or 'no model'}"
-        if self.excluded:
-            text += "; not members: " + "; ".join(f"{m}, {why}" for m, why in self.excluded)
-        return text + "."
 
 
 def split_probe(condition: str) -> tuple[str, str | None]:
@@ -205,13 +186,20 @@ def probe_effects(results: pd.DataFrame, data: pd.DataFrame | None = None, *, un
     for (model, base), group in frame.groupby(["model", "_base"], sort=True):
         if base not in set(group["profile"]):
             continue
-        group = group.assign(_unit=unit_labels(group, data, units or "pair").to_numpy())
+        if units == TWO_WAY_UNIT:   # the question and the user, crossed
+            question, user = two_way_labels(group, data)
+            group = group.assign(question=question.to_numpy(), user=user.to_numpy(),
+                                 **{TWO_WAY_UNIT: (question + "+" + user).to_numpy()})
+            tested = TWO_WAY_UNIT
+        else:
+            group = group.assign(_unit=unit_labels(group, data, units or "pair").to_numpy())
+            tested = "_unit"
         wide = group.pivot_table(index=["subset", "id"], columns="profile", values="outcome", aggfunc="first")
-        unit_of = group.drop_duplicates(["subset", "id"]).set_index(["subset", "id"])["_unit"]
+        unit_of = group.drop_duplicates(["subset", "id"]).set_index(["subset", "id"])[unit_columns(tested)]
         for name in sorted(n for n in group["_probe"].dropna().unique()):
             cond = f"{base}+{name}"
             pair = group[group["profile"].isin([base, cond])]
-            test = compare(pair, "profile", baseline=base, by=["model"], units="_unit", n_boot=n_boot, seed=seed,
+            test = compare(pair, "profile", baseline=base, by=["model"], units=tested, n_boot=n_boot, seed=seed,
                            level=level).iloc[0]
             both = wide[[base, cond]].dropna()
             kept = float((both[base] == both[cond]).mean()) if len(both) else np.nan
@@ -247,7 +235,8 @@ def probe_effects(results: pd.DataFrame, data: pd.DataFrame | None = None, *, un
                 row["no_verdict"] = no_verdict_reason(group, base, name, changed)
             if name == "swap":
                 row.update(_twin_split(both[base], twins))
-                row.update(_reaction(wide, base, both.index, unit_of, n_boot=n_boot, seed=seed, level=level))
+                row.update(_reaction(wide, base, both.index, unit_of, tested, n_boot=n_boot, seed=seed,
+                                     level=level))
             rows.append(row)
     out = pd.DataFrame(rows, columns=EFFECT_COLUMNS)
     for column in ("family", "reaction_family", "null_probe", "no_verdict", "check"):
@@ -264,7 +253,8 @@ def probe_effects(results: pd.DataFrame, data: pd.DataFrame | None = None, *, un
     return out[EFFECT_COLUMNS].reset_index(drop=True)
 
 
-def _reaction(wide: pd.DataFrame, base: str, keys: pd.Index, unit_of: pd.Series, *, n_boot: int | None,
+def _reaction(wide: pd.DataFrame, base: str, keys: pd.Index, unit_of: pd.DataFrame, units: str, *,
+              n_boot: int | None,
               seed: int, level: float) -> dict:
     """The swap's gains (a pair wrong under the base, right under swap) against the invariance probe's (the one of
     :data:`NULL_PROBES` with more gains) on the pairs all three scored: the difference of the gain rates, its
@@ -287,11 +277,12 @@ def _reaction(wide: pd.DataFrame, base: str, keys: pd.Index, unit_of: pd.Series,
     wrong = common[base] != "correct"
     moved = (wrong & (common[swap] == "correct")).to_numpy(dtype=float)
     still = (wrong & (common[f"{base}+{name}"] == "correct")).to_numpy(dtype=float)
-    units = unit_of.reindex(common.index).to_numpy()
-    low, high = bootstrap_ci(moved - still, units=units, n_boot=n_boot, seed=seed, level=level)
+    cells = unit_of.reindex(common.index).reset_index(drop=True)
+    low, high = interval_over_units(moved - still, cells, units, n_boot=n_boot, seed=seed, level=level)
+    p = (two_way_paired_test(still, moved, cells["question"].to_numpy(), cells["user"].to_numpy())
+         if units == TWO_WAY_UNIT else clustered_paired_test(still, moved, cells[units].to_numpy()))
     out.update(null_probe=name, gain_rate=float(moved.mean()), null_gain_rate=float(still.mean()),
-               reaction=float(moved.mean() - still.mean()), reaction_low=low, reaction_high=high,
-               reaction_p=clustered_paired_test(still, moved, units))
+               reaction=float(moved.mean() - still.mean()), reaction_low=low, reaction_high=high, reaction_p=p)
     return out
 
 
@@ -305,11 +296,11 @@ def _families(effects: pd.DataFrame) -> list[tuple[Family, tuple[str, str], str,
         members = tuple(part.loc[part["no_verdict"] == "", "model"].astype(str))
         excluded = tuple((str(m), str(r)) for m, r in zip(part["model"], part["no_verdict"], strict=True) if r)
         if members:
-            out.append((Family(f"{base}+{name}", members, excluded), (base, name), "p_holm", "p_value"))
+            out.append((Family(f"{base}+{name}", members, left_out=excluded), (base, name), "p_holm", "p_value"))
         if name == "swap":
             react = tuple(m for m in members if part.loc[part["model"] == m, "null_probe"].fillna("").iloc[0])
             if react:
-                    out.append((Family(f"{base}+swap reaction", react, excluded), (base, name), "reaction_p_holm",
+                    out.append((Family(f"{base}+swap reaction", react, left_out=excluded), (base, name), "reaction_p_holm",
                             "reaction_p"))
     return out
 
@@ -319,8 +310,8 @@ def probe_families(effects: pd.DataFrame) -> list[Family]:
 
     >>> eff = pd.DataFrame({"model": ["a", "length"], "probe": "distract", "base": "top3",
     ...                     "no_verdict": ["", "n/a: profile-blind"]})
-    >>> probe_families(eff)[0].describe()
-    'Family top3+distract: Holm over a; not members: length, n/a: profile-blind.'
+    >>> probe_families(eff)[0].say()
+    'top3+distract: Holm over 1 test of a; not members: length (n/a: profile-blind)'
     """
     return [fam for fam, *_ in _families(effects)]
 
@@ -457,4 +448,4 @@ def probe_notes(effects: pd.DataFrame) -> list[str]:
     3
     """
     notes = [f"Rule: {READING_RULE}.", f"Twins: {TWIN_RULE}.", f"Checks: {CHECK_RULE}."]
-    return notes + [fam.describe() for fam in probe_families(effects)]
+    return notes + [f"Family {fam.say()}." for fam in probe_families(effects)]

@@ -36,9 +36,9 @@ import pandas as pd
 
 from prb_utils.analysis.breakdowns import position_locked
 from prb_utils.analysis.leaderboard import RULES
-from prb_utils.analysis.metrics import compare, require_columns
+from prb_utils.analysis.metrics import compare, interval_over_units, require_columns, unit_columns
 from prb_utils.analysis.plots import model_palette
-from prb_utils.analysis.resampling import LEVEL, SEED, bootstrap_ci
+from prb_utils.analysis.resampling import LEVEL, SEED
 from prb_utils.errors import PRBError
 from prb_utils.formatting import PROPORTION, format_signed, format_value
 from prb_utils.models.aliases import ALIASES, resolve_alias
@@ -269,12 +269,14 @@ def profile_size_curve(
     inputs = rm_inputs(rows, data, retrievers=retrievers, tokenizer=tokenizer)
     frame = pd.concat([rows[["profile", "outcome"]], inputs], axis=1).assign(
         model=job_series(rows, run_metadata).to_numpy(), retriever=retrievers.to_numpy())
-    frame["_unit"] = rows[units].to_numpy() if units else frame["question"].to_numpy()
+    unit_rows = rows[unit_columns(units)] if units else frame[["question"]]   # aligned with frame's rows
+    units = units or "question"
     frame["_key"] = frame["retriever"].fillna("")
     table = []
     for (model, key, condition), group in frame.groupby(["model", "_key", "profile"], sort=False):
         correct = group["outcome"].eq("correct").to_numpy(dtype=float)
-        low, high = bootstrap_ci(correct, units=group["_unit"].to_numpy(), n_boot=n_boot, seed=seed, level=level)
+        low, high = interval_over_units(correct, unit_rows.loc[group.index], units, n_boot=n_boot, seed=seed,
+                                        level=level)
         table.append({
             "model": model, "retriever": key or None, "profile": condition, "k": _nominal_k(condition, group["n_posts"]),
             "oracle": is_oracle(condition), "n": len(group), "n_questions": group["question"].nunique(),

@@ -33,17 +33,20 @@ from typing import Any
 
 import pandas as pd
 
-from prb_utils.analysis.metrics import accuracy_table, compare, profile_lift, unit_labels
-from prb_utils.analysis.resampling import LEVEL, SEED, check_uncertainty, default_n_boot
+from prb_utils.analysis.metrics import accuracy_table, compare, profile_lift, two_way_labels, unit_labels
+from prb_utils.analysis.resampling import LEVEL, SEED, TWO_WAY_UNIT, check_uncertainty, default_n_boot
 from prb_utils.errors import PRBError
 
-#: The units a plan can resample: whole questions (default), whole users, or single pairs (Wilson, McNemar).
-UNITS = ("question", "user", "pair")
+#: The units a plan can resample: whole questions (default), whole users, questions and users crossed (two-way:
+#: where users recur across questions), or single pairs (Wilson, McNemar).
+UNITS = ("question", "user", TWO_WAY_UNIT, "pair")
 PLAN_FILE = "resampling.json"
 #: Why the default unit is the question: the sentence every rule line cites.
 UNIT_REASONS = {
     "question": "a question is asked for several users and twin pairs share it, so its pairs are alike",
     "user": "one user's pairs share the profile the RM reads",
+    TWO_WAY_UNIT: "a question's pairs are alike and so are a user's, and users recur across questions (clustering by "
+                  "question alone is then liberal: bench/verdict_size.py)",
     "pair": "pairs taken as independent, as asked (--units pair)",
 }
 
@@ -82,17 +85,23 @@ class ResamplingPlan:
         """The plan in one sentence, for the rule line under every table that shows its intervals.
 
         >>> ResamplingPlan().rule().split(";")[0]
-        '95% intervals: percentile bootstrap over whole questions (seed 0, 10,000 resamples below 50 questions, else 2,000)'
+        'Intervals (95%): percentile bootstrap over whole questions (seed 0, 10,000 resamples below 50 questions, else 2,000)'
         """
-        pct = f"{self.level:.0%}"
+        head = f"Intervals ({self.level:.0%})"
+        if self.unit == "pair":
+            return (f"{head}: Wilson over pairs; paired tests: exact McNemar; the unit is the pair: "
+                    f"{UNIT_REASONS['pair']}")
+        if self.unit == TWO_WAY_UNIT:
+            count = f"{self.n_boot:,} resamples" if self.n_boot else "10,000 resamples below 50, else 2,000"
+            return (f"{head}: pigeonhole bootstrap over questions and users crossed (Owen 2007; seed {self.seed}, "
+                    f"{count} of the fewer); paired tests: the two-way cluster-robust z test over questions and "
+                    f"users (Cameron, Gelbach and Miller 2011); the unit is the question and the user: "
+                    f"{UNIT_REASONS[TWO_WAY_UNIT]}")
         count = (f"{self.n_boot:,} resamples" if self.n_boot else
                  f"10,000 resamples below 50 {self.unit}s, else 2,000")
-        if self.unit == "pair":
-            return (f"{pct} intervals: Wilson over pairs; paired tests: exact McNemar; unit: the pair "
-                    f"({UNIT_REASONS['pair']})")
-        return (f"{pct} intervals: percentile bootstrap over whole {self.unit}s (seed {self.seed}, {count}); paired "
-                f"tests: sign flips over whole {self.unit}s (the clustered McNemar test); unit: the {self.unit} "
-                f"({UNIT_REASONS[self.unit]})")
+        return (f"{head}: percentile bootstrap over whole {self.unit}s (seed {self.seed}, {count}); paired tests: sign "
+                f"flips over whole {self.unit}s (the clustered McNemar test); the unit is the {self.unit}: "
+                f"{UNIT_REASONS[self.unit]}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -133,6 +142,10 @@ class ResamplingPlan:
         labels (:func:`prb_utils.analysis.metrics.unit_labels`). A pair the data lacks is its own unit."""
         if self.units is None:
             return results
+        if self.unit == TWO_WAY_UNIT:
+            question, user = two_way_labels(results, data, keys=keys)
+            return results.assign(question=question.to_numpy(), user=user.to_numpy(),
+                                  **{TWO_WAY_UNIT: (question + "+" + user).to_numpy()})
         return results.assign(**{self.units: unit_labels(results, data, self.unit, keys=keys).to_numpy()})
 
     @property
@@ -142,6 +155,8 @@ class ResamplingPlan:
         >>> ResamplingPlan().interval_method, ResamplingPlan(unit="pair").interval_method
         ('percentile bootstrap over whole questions', 'wilson')
         """
+        if self.unit == TWO_WAY_UNIT:
+            return "pigeonhole bootstrap over questions and users"
         return "wilson" if self.unit == "pair" else f"percentile bootstrap over whole {self.unit}s"
 
     def accuracy(self, results: pd.DataFrame, by: str | Sequence[str] = ("model", "profile"), *,

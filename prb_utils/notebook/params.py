@@ -141,6 +141,8 @@ class NotebookParams:
     interactive: bool = True
 
     notebook: ClassVar[str] = "notebook"
+    #: Whether the page's ``n_boot`` (where it has one) counts resamples of pairs' units (:meth:`plan`).
+    n_boot_resamples_pairs: ClassVar[bool] = True
     #: The page's title (its browser title and index link) and the one question it answers (under the link).
     title: ClassVar[str] = ""
     question: ClassVar[str] = ""
@@ -228,10 +230,12 @@ class NotebookParams:
                               drop_invalid=True)
 
     def plan(self) -> ResamplingPlan:
-        """The store's resampling plan (:meth:`ResamplingPlan.of_store`), with this page's ``n_boot`` when the page
-        has one and it is not 0: every interval of the page comes from it, as on every other page and in
-        ``prb summarize``."""
-        return ResamplingPlan.of_store(self.results_dir).with_overrides(n_boot=getattr(self, "n_boot", 0) or None)
+        """The store's resampling plan (:meth:`ResamplingPlan.of_store`): every interval of the page comes from it,
+        as on every other page and in ``prb summarize``. A page's ``n_boot`` parameter, when not 0, departs from the
+        plan's resample count on purpose (its intervals then differ from the other pages' in the last digits); page
+        03's ``n_boot`` is its resamples of RMs, not of pairs, and leaves the plan alone."""
+        given = getattr(self, "n_boot", 0) if self.n_boot_resamples_pairs else 0
+        return ResamplingPlan.of_store(self.results_dir).with_overrides(n_boot=given or None)
 
     def load_results(self, data: pd.DataFrame | None = None, *,
                      profiles: typing.Sequence[str] | None = None) -> pd.DataFrame:
@@ -331,6 +335,7 @@ class DownstreamParams(NotebookParams):
     n_boot: int = 0   # 0: automatic (resampling.default_n_boot: 10,000 resamples for fewer than 50 RMs)
 
     notebook: ClassVar[str] = "03_downstream_correlation"
+    n_boot_resamples_pairs: ClassVar[bool] = False   # its n_boot resamples RMs
     title: ClassVar[str] = 'Downstream correlation'
     question: ClassVar[str] = 'Does benchmark accuracy predict how well an RM picks answers downstream?'
 
