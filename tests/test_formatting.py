@@ -117,9 +117,10 @@ def test_the_browser_rule_writes_the_python_text_for_every_kind(tmp_path):
 
 
 # ------------------------------------------------------------------ every number every page shows
-def _sample_store(root: Path) -> None:
+def _sample_store(root: Path, judge: Path, embedding: Path) -> None:
     """The sample scored by the two baselines under the conditions every page reads (none, top3, full, rubric,
-    top3 with the random retriever), the probes of page 05 and a BoN frame for page 03."""
+    top3 with the random retriever), the probes of page 05, a BoN frame for page 03, and a tiny random judge
+    and embedding RM under none and top3 (page 02's judge tables, page 04's difficulty tiers)."""
     shutil.copytree(SAMPLE_DIR, root / "bench")
     (root / "ppo.csv").write_text(PPO_CSV, encoding="utf-8")
     specs = ["--model", "length", "--model", "lexical"]
@@ -127,6 +128,8 @@ def _sample_store(root: Path) -> None:
     assert main(["score", *common, *(a for p in ("none", "top3", "full", "rubric") for a in ("--profile", p))]) == 0
     assert main(["score", *common, "--profile", "top3", "--retriever", "random"]) == 0
     assert main(["probe", *common, "--probe", "swap", "--probe", "label-swap"]) == 0
+    assert main(["score", "--data", "bench", "--model", f"judge:{judge}", "--model", f"embedding:{embedding}",
+                 "--profile", "none", "--profile", "top3", "--out", "results", "--no-progress"]) == 0
     write_bon_frame(root / "results" / "bon")
 
 
@@ -143,14 +146,14 @@ def _run_page(path: Path, parameters: dict, shown: list[pd.DataFrame]) -> None:
 
 
 @pytest.fixture(scope="module")
-def page_frames(tmp_path_factory) -> dict[str, list[pd.DataFrame]]:
-    """Every frame each page (00-05) and the index show, on a small store of the baselines."""
+def page_frames(tmp_path_factory, tiny_lm_dir, tiny_bert_dir) -> dict[str, list[pd.DataFrame]]:
+    """Every frame each page (00-05) and the index show, on a small store of the baselines (and two tiny RMs)."""
     root = tmp_path_factory.mktemp("formatting_store")
     frames: dict[str, list[pd.DataFrame]] = {}
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(root)
         matplotlib.use("Agg")
-        _sample_store(root)
+        _sample_store(root, tiny_lm_dir, tiny_bert_dir)
         for path in sorted(NOTEBOOKS.glob("0*.ipynb")):
             shown = frames.setdefault(path.stem, [])
 
@@ -207,6 +210,8 @@ def test_every_number_every_page_shows_is_declared_and_never_reads_as_zero(page_
     assert not missing, f"columns with no declared kind (add them to COLUMN_KINDS): {sorted(set(missing), key=str)}"
     assert not zero, f"non-zero numbers shown as zero: {zero[:10]}"
     assert not decimals, f"whole counts shown with decimals: {decimals[:10]}"
+    judged = [f for f in page_frames["02_accuracy_breakdown"] if "order_consistency" in f.columns]
+    assert judged, "page 02 showed no judge table"
     style = [f for f in page_frames["02_accuracy_breakdown"] if "length_coef" in f.columns]
     assert style, "page 02 showed no style table"
     coefficients = style[0]["length_coef"].dropna()
