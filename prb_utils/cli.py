@@ -27,8 +27,7 @@ from prb_utils.analysis.probe_effects import (
     reading_verdicts,
     verdict_table,
 )
-from prb_utils.analysis.uncertainty import UNITS as PLAN_UNITS
-from prb_utils.analysis.uncertainty import ResamplingPlan
+from prb_utils.analysis.uncertainty import PLAN_UNITS, ResamplingPlan
 from prb_utils.data import load_benchmark, read_benchmark, record_digests, subset_counts
 from prb_utils.distributed import check_same_run, setup, world
 from prb_utils.downstream.rubric_judge import DEFAULT_JUDGE, check_judge, judge_identity, judge_label

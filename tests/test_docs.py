@@ -189,6 +189,19 @@ def test_every_statistic_names_its_formula_and_a_test_that_exists():
     assert [m for row in rows for m in _missing_tests(row)] == []
 
 
+def test_the_statistics_page_states_every_rule_as_the_code_words_it():
+    """The rules list of the statistics reference is the findings layer's records, word for word
+    (:func:`prb_utils.analysis.findings.rules_markdown`): a rule changed in the code without the page fails here."""
+    from prb_utils.analysis.findings import RULES_END, RULES_START, rules_markdown
+
+    text = (DOCS / "reference" / "statistics.md").read_text(encoding="utf-8")
+    assert RULES_START in text and RULES_END in text
+    stated = text.split(RULES_START, 1)[1].split(RULES_END, 1)[0].strip()
+    assert stated == rules_markdown(), "regenerate the list: the rules in the code changed"
+    for stale in ("equal accuracies share", "2.5% and 97.5% quantiles of a model's rank", "Holm over every lift"):
+        assert stale not in text
+
+
 #: A code block the suite does not run says why in the line above it: ``<!-- not run: REASON -->`` (hidden on the
 #: site); every other ``bash`` and ``python`` block of the docs and the README runs below, in order.
 BLOCK = re.compile(r"(?:<!-- not run: (?P<why>[^>]+?) -->[ \t]*\n)?^ *```(?P<lang>bash|python)\n(?P<code>.*?)^ *```",

@@ -39,7 +39,7 @@ from prb_utils.errors import PRBError
 
 #: The units a plan can resample: whole questions (default), whole users, questions and users crossed (two-way:
 #: where users recur across questions), or single pairs (Wilson, McNemar).
-UNITS = ("question", "user", TWO_WAY_UNIT, "pair")
+PLAN_UNITS = ("question", "user", TWO_WAY_UNIT, "pair")
 PLAN_FILE = "resampling.json"
 #: Why the default unit is the question: the sentence every rule line cites.
 UNIT_REASONS = {
@@ -53,7 +53,7 @@ UNIT_REASONS = {
 
 @dataclass(frozen=True)
 class ResamplingPlan:
-    """One store's resampling plan: ``unit`` (:data:`UNITS`), ``seed``, ``n_boot`` (None: the automatic rule,
+    """One store's resampling plan: ``unit`` (:data:`PLAN_UNITS`), ``seed``, ``n_boot`` (None: the automatic rule,
     :func:`prb_utils.analysis.resampling.default_n_boot`) and the interval ``level``."""
 
     unit: str = "question"
@@ -62,8 +62,8 @@ class ResamplingPlan:
     level: float = LEVEL
 
     def __post_init__(self) -> None:
-        if self.unit not in UNITS:
-            raise PRBError(f"Unknown resampling unit {self.unit!r}; use {', '.join(UNITS)}.")
+        if self.unit not in PLAN_UNITS:
+            raise PRBError(f"Unknown resampling unit {self.unit!r}; use {', '.join(PLAN_UNITS)}.")
         check_uncertainty(self.level, self.n_boot)
 
     # ------------------------------------------------------------------------------------------ what it is
