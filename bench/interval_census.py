@@ -1,9 +1,10 @@
 """How many intervals does one number have across a report? One, everywhere, is the promise.
 
 Reads a report folder (``prb report --out``) and its store (``--results``) and collects every interval printed for
-an accuracy or a lift, keyed by (model, profile condition, statistic[, subset]), from every surface that shows one:
-the pages' ``*.numbers.json`` (01-05), the index (its leaderboard), ``prb summarize --format json`` and the Every
-Eval Ever export. Intervals are compared as printed (3 decimals). One machine-readable line at the end:
+an accuracy or a lift, and every adjusted p of a lift or a comparison of two models, keyed by (model, profile
+condition, statistic[, subset]), from every surface that shows one: the pages' ``*.numbers.json`` (01-05), the index
+(its leaderboard), ``prb summarize --format json`` (with ``--compare profile`` and ``--compare model``) and the Every
+Eval Ever export. Numbers are compared as printed (3 decimals). One machine-readable line at the end:
 
     .venv/bin/python bench/interval_census.py --report reports --results results
     numbers=... surfaces=... max_distinct=1 numbers_with_several=0
@@ -52,7 +53,25 @@ def _records(value: Any) -> Iterator[dict[str, Any]]:
             yield from _records(inner)
 
 
+def _p_values(record: dict[str, Any], surface: str) -> Iterator[dict[str, Any]]:
+    """The adjusted p of a lift (``lift`` with ``p_holm``, or a ``--compare profile`` row) or of a comparison of two
+    models (``level_a``/``level_b`` of ``--compare model`` or of page 02's rank families)."""
+    p = record.get("p_holm")
+    if p is None or pd.isna(p) or not isinstance(record.get("profile", record.get("level_b")), str):
+        return
+    if "lift" in record or ("level_b" in record and record.get("level_a") == "none"):   # a lift
+        model = record.get("job_label") or record.get("model")
+        condition = record.get("profile") if "lift" in record else record["level_b"]
+        yield {"model": model, "profile": condition, "subset": "", "surface": surface, "statistic": "lift p_holm",
+               "interval": f"{float(p):.3f}"}
+    elif "level_a" in record and "profile" in record and "subset" not in record:   # two models, one condition
+        pair = " vs ".join(sorted([str(record["level_a"]), str(record["level_b"])]))
+        yield {"model": pair, "profile": record["profile"], "subset": "", "surface": surface,
+               "statistic": "comparison p_holm", "interval": f"{float(p):.3f}"}
+
+
 def _from_record(record: dict[str, Any], surface: str, profile: str | None) -> Iterator[dict[str, Any]]:
+    yield from _p_values(record, surface)
     model = record.get("job_label") or record.get("model")
     condition = record.get("profile") or profile
     if not isinstance(model, str) or not isinstance(condition, str) or any(k in record for k in BREAKDOWNS):
@@ -119,6 +138,11 @@ def from_summarize(results: Path) -> list[dict[str, Any]]:
     for by in ("model,profile", "model,profile,subset"):
         for record in json.loads(_quiet(["summarize", "--results", str(results), "--by", by, "--format", "json"])):
             rows.extend(_from_record(record, "prb summarize", None))
+    for compared in ("profile", "model"):
+        document = json.loads(_quiet(["summarize", "--results", str(results), "--compare", compared,
+                                      "--format", "json"]))
+        for record in document["comparisons"]:
+            rows.extend(_p_values(record, "prb summarize"))
     return rows
 
 

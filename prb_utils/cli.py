@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from prb_utils.analysis.leaderboard import locked_jobs
 from prb_utils.analysis.metrics import TIE_RULES, summarize, unit_columns
 from prb_utils.analysis.probe_effects import (
     probe_effects,
@@ -617,7 +618,8 @@ def cmd_summarize(args: argparse.Namespace) -> int:
         column = None
     plan = _store_plan(args.results, args.units)
     results, note = _with_units(results, args.results, plan)
-    table = summarize(results, by, compare=column, half_credit=args.half_credit, **plan.options())
+    members, left_out = verdict_members(results, column)
+    table = summarize(results, by, compare=column, half_credit=args.half_credit, members=members, **plan.options())
     if note:
         print(note, file=sys.stderr)
     if args.format == "json":
@@ -626,7 +628,11 @@ def cmd_summarize(args: argparse.Namespace) -> int:
             print(json.dumps(summary, indent=2))
             return 0
         within = [c for c in by if c != column]
-        comparisons = plan.compare(results, column, baseline=_baseline(results, column), by=within)
+        tested = results if members is None else results[members]
+        comparisons = plan.compare(tested, column, baseline=_baseline(results, column), by=within)
+        held = table[table["p_value"].notna()][[*within, column, "p_holm"]].rename(columns={column: "level_b"})
+        comparisons = comparisons.drop(columns="p_holm").merge(held.astype({"level_b": str}), how="left",
+                                                               on=[*within, "level_b"])   # the table's families
         print(json.dumps({"summary": summary, "comparisons": _records(comparisons)}, indent=2))
         return 0
     if args.format == "table" and args.pool:
@@ -635,9 +641,42 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     if args.format == "table":
         print(f"\nTies: {TIE_RULES[bool(args.half_credit)]}.")
         print(f"{plan.rule()}.")
+        if column:
+            print(family_note(column, left_out))
         if data := data_note(load_run_metadata(args.results)):   # which data each job scored
             print(data)
     return 0
+
+
+def verdict_members(results: pd.DataFrame, column: str | None) -> tuple[pd.Series | None, list[str]]:
+    """The rows that take part in ``prb summarize --compare``'s paired tests, as the findings' families take them
+    (a model that can get no verdict is no member: a position-locked judge job; for profiles, a kind that never
+    reads the profile and a judge locked under ``none``), and the left-out jobs named with their reason."""
+    if column is None:
+        return None, []
+    jobs = results.assign(model=results["job_label"])
+    locked = set(locked_jobs(jobs))
+    pairs = list(zip(jobs["model"], jobs["profile"], strict=True))
+    keep = pd.Series([pair not in locked for pair in pairs], index=results.index, dtype=bool)
+    left_out = [f"{m} under {p} (position-locked)" for m, p in sorted(locked)]
+    if column == "profile":
+        blind = results["kind"].map(lambda k: k in MODEL_KINDS and not MODEL_KINDS[k].reads_profile).astype(bool)
+        whole = {m for m, p in locked if p == NO_PROFILE}
+        keep &= ~blind & ~jobs["model"].isin(whole)
+        left_out += [f"{m} (never reads the profile)" for m in sorted(set(jobs.loc[blind, "model"]))]
+    return keep, left_out
+
+
+def family_note(column: str, left_out: Sequence[str]) -> str:
+    """The sentence under ``prb summarize --compare``: which family each adjusted p belongs to.
+
+    >>> family_note("profile", ["length (never reads the profile)"])
+    'Families: p_holm is Holm-adjusted within each condition over the lifts of the jobs that can get a verdict, as every page adjusts them; not members: length (never reads the profile).'
+    """
+    what = ("within each condition over the lifts of the jobs that can get a verdict" if column == "profile" else
+            "within each condition over every pair of its jobs (the family of its ranks)")
+    tail = f"; not members: {', '.join(left_out)}" if left_out else ""
+    return f"Families: p_holm is Holm-adjusted {what}, as every page adjusts them{tail}."
 
 
 def _store_plan(store: str, unit: str | None = None) -> ResamplingPlan:

@@ -79,8 +79,26 @@ def test_compare_respects_by_and_json_is_one_document(store, capsys):
     assert code == 0 and set(document) == {"summary", "comparisons"}
     comparisons = pd.DataFrame(document["comparisons"])
     assert set(comparisons["subset"]) == {"a", "b"}  # compared within each subset, as --by says
-    assert len(comparisons) == 3 * 2 and set(comparisons["level_a"]) == {"none"}
+    assert len(comparisons) == 2 * 2 and set(comparisons["level_a"]) == {"none"}
+    assert "length" not in set(comparisons["job_label"])   # profile-blind: no member of the lifts' families
     assert len(document["summary"]) == 12
+
+
+def test_compare_adjusts_within_the_findings_families_and_names_them(store, capsys):
+    """`--compare profile` adjusts each condition's lifts together (as the pages do), leaves a profile-blind model
+    out of every family, and says so under the table; the json comparisons carry the table's adjusted p."""
+    code, out, _ = summarize(capsys, store, "--compare", "profile")
+    assert code == 0 and "Families: p_holm is Holm-adjusted within each condition" in out
+    assert "not members: length (never reads the profile)" in out
+    code, out, _ = summarize(capsys, store, "--compare", "profile", "--format", "csv")
+    table = pd.read_csv(io.StringIO(out))
+    assert table.loc[table["job_label"] == "length", "p_value"].isna().all()
+    tested = table[table["p_value"].notna()]
+    from prb_utils.analysis.metrics import holm
+    assert tested["p_holm"].tolist() == pytest.approx(list(holm(tested["p_value"])))   # one condition: one family
+    code, out, _ = summarize(capsys, store, "--compare", "profile", "--format", "json")
+    comparisons = pd.DataFrame(json.loads(out)["comparisons"]).set_index("job_label")
+    assert comparisons["p_holm"].to_dict() == pytest.approx(tested.set_index("job_label")["p_holm"].to_dict())
 
 
 def test_compare_as_csv_is_one_table_from_metrics_summarize(store, capsys):
@@ -189,3 +207,12 @@ def test_a_condition_spelled_with_its_retriever_is_the_job_of_the_options_spelli
     assert "lexical [random, retriever_seed=3]" in printed and "lexical [bm25]" in printed
     assert main(["score", *common, "--profile", "top3:dense", "--out", str(new)]) == 2
     assert "Unknown retriever in profile condition 'top3:dense'" in capsys.readouterr().err
+
+
+def test_compare_model_pairs_the_jobs_of_different_models(store, capsys):
+    """Comparing jobs of two different model specs pairs them on their pairs (the spec is no key of the
+    comparison): before, `length` against `implicit:x` found no pair in common."""
+    code, out, _ = summarize(capsys, store, "--compare", "model", "--format", "csv")
+    table = pd.read_csv(io.StringIO(out))
+    tested = table[table["vs"].notna()]
+    assert code == 0 and set(tested["n_pairs"]) == {8} and "length" in set(tested["job_label"]) | set(tested["vs"])

@@ -202,8 +202,8 @@ def test_a_locked_judge_is_no_member_of_the_family_of_lifts():
     blind = pd.DataFrame(_rows("L", "length", "none", none) + _rows("L", "length", "top3", none))
     alone = rank_board(reader, n_boot=100)
     board = rank_board(pd.concat([reader, judge, blind], ignore_index=True), n_boot=100)
-    family = board.families["lifts over none"]
-    assert family.members == ("E",) and alone.families["lifts over none"].tests == family.tests == 1
+    family = board.families["lifts of top3 over none"]
+    assert family.members == ("E",) and alone.families["lifts of top3 over none"].tests == family.tests == 1
     left = dict(family.left_out)
     assert "position-locked" in left["J"] and left["L"] == "never reads the profile"
     both = board.frame.set_index(["model", "profile"])

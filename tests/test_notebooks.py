@@ -115,6 +115,32 @@ def expected_accuracy(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     return table.assign(ci_low=low, ci_high=high).sort_index()
 
 
+def expected_clustered_accuracy(report: SampleReport, rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """:func:`expected_accuracy` with the interval of the store's resampling plan, drawn by hand: the questions the
+    store recorded, sorted, drawn with replacement ``n_boot`` times by numpy's generator of the plan's seed; each
+    resample's accuracy = its questions' correct pairs / their pairs; the percentile interval."""
+    plan = json.loads((report.results / "resampling.json").read_text())
+    assert plan["unit"] == "question"
+    questions = {}
+    for job in (report.results / "jobs").iterdir():
+        questions.update(json.loads((job / "job.json").read_text()).get("questions") or {})
+    table = expected_accuracy(rows, by)
+    lows, highs = [], []
+    for key in table.index:
+        group = rows[(rows[by] == (key if isinstance(key, tuple) else (key,))).all(axis=1)]
+        unit = [questions[f"{s}/{i}"] for s, i in zip(group["subset"], group["id"], strict=True)]
+        labels = sorted(set(unit))
+        sums = np.array([sum(o == "correct" for u, o in zip(unit, group["outcome"], strict=True) if u == q)
+                         for q in labels], dtype=float)
+        sizes = np.array([unit.count(q) for q in labels], dtype=float)
+        draws = np.random.default_rng(plan["seed"]).integers(0, len(labels), size=(plan["n_boot"], len(labels)))
+        stats_ = sums[draws].sum(axis=1) / sizes[draws].sum(axis=1)
+        low, high = np.quantile(stats_, [0.025, 0.975])
+        lows.append(low)
+        highs.append(high)
+    return table.assign(ci_low=lows, ci_high=highs)
+
+
 def assert_same_table(recorded: pd.DataFrame, expected: pd.DataFrame) -> None:
     columns = list(expected.columns)
     pd.testing.assert_frame_equal(recorded[columns].astype(float), expected.astype(float), check_names=False,
@@ -217,7 +243,7 @@ def test_pair_inspection_numbers_match_the_store(sample_report, executed):
                 "disagreement": int(disagree.sum()),
                 "profile_flips": int(flips.groupby(level=["subset", "id"]).any().sum())}
     assert {r["filter"]: r["pairs"] for r in recorded["filters"]} == expected
-    assert_same_table(frame(recorded["accuracy"], KEYS), expected_accuracy(rows, KEYS))
+    assert_same_table(frame(recorded["accuracy"], KEYS), expected_clustered_accuracy(sample_report, rows, KEYS))
 
     nb = executed["01_pair_inspection"]
     text = html_text(nb)
@@ -334,7 +360,7 @@ def brute_force_best_of_k(group: pd.DataFrame, k: int) -> float:
 def test_downstream_numbers_match_the_inputs(sample_report, executed):
     recorded = numbers(sample_report, "03_downstream_correlation")
     rows = store_rows(sample_report)
-    top3 = expected_accuracy(rows[rows["profile"] == "top3"], ["model"])
+    top3 = expected_clustered_accuracy(sample_report, rows[rows["profile"] == "top3"], ["model"])
     assert_same_table(frame(recorded["prb"], ["model"]), top3)
 
     bon_frame = pd.read_parquet(sample_report.results / "bon" / "bon_frame.parquet")

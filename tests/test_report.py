@@ -1173,3 +1173,7 @@ def test_every_surface_prints_one_interval_per_number(sample_report):
                                                                                                             regex=False)]
     assert len(overall) >= 4 and overall["surfaces"].str.count(",").min() >= 4   # each seen on 5 surfaces or more
     assert (table["statistic"] == "lift").any()
+    for statistic in ("lift p_holm", "comparison p_holm"):   # one adjusted p per test: the pages' and the command's
+        seen = table[(table["statistic"] == statistic) & ~table["profile"].str.contains("+", regex=False)]
+        assert len(seen) and seen["surfaces"].str.contains("prb summarize").all(), statistic
+        assert seen["surfaces"].str.contains("02_accuracy_breakdown").all(), statistic

@@ -54,7 +54,6 @@ from prb_utils.analysis.metrics import accuracy_table, as_list, question_units, 
 from prb_utils.analysis.profile_curves import job_retrievers, rm_inputs
 from prb_utils.analysis.resampling import (
     LEVEL,
-    N_BOOT,
     SEED,
     bootstrap_ci,
     cluster_weights,
@@ -520,7 +519,7 @@ def _groups(probs: pd.DataFrame, by: list[str]):
 
 
 def calibration_table(probs: pd.DataFrame, *, by: str | Sequence[str] = ("model", "profile"),
-                      n_bins: int = N_BINS, min_pairs: int = MIN_PAIRS, n_boot: int = N_BOOT, seed: int = SEED,
+                      n_bins: int = N_BINS, min_pairs: int = MIN_PAIRS, n_boot: int | None = None, seed: int = SEED,
                       level: float = LEVEL) -> pd.DataFrame:
     """ECE, Brier score and log loss per group of ``by`` (tidy: one row per statistic) from
     :func:`pair_probabilities`: columns ``*by, source, statistic, n, n_questions, value, ci_low, ci_high, note``.
@@ -699,7 +698,7 @@ LENGTH_STATISTICS = {
 
 
 def length_correlations(results: pd.DataFrame, data: pd.DataFrame, *, run_metadata: pd.DataFrame | None = None,
-                        by: str | Sequence[str] = ("model", "profile"), n_boot: int = N_BOOT, seed: int = SEED,
+                        by: str | Sequence[str] = ("model", "profile"), n_boot: int | None = None, seed: int = SEED,
                         level: float = LEVEL) -> pd.DataFrame:
     """Spearman correlations of scores with lengths per group of ``by`` (the statistics of
     :data:`LENGTH_STATISTICS`), with a percentile bootstrap interval resampling whole questions: columns

@@ -154,6 +154,7 @@ class Findings:
     def numbers(self) -> dict[str, Any]:
         """The findings as plain data, for ``record_numbers`` and the index."""
         return {"unit": self.unit, "rules": self.rules, "leaderboard": self.board, "lifts": self.lifts,
+                "comparisons": self.comparisons, "families": [f.say() for f in self.families.values()],
                 "style": self.style,
                 "headline": self.headline(),
                 "calibration": self.calibration, "oracle": self.oracle, "profile_blind": list(self.profile_blind)}

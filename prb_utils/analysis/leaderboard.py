@@ -30,7 +30,14 @@ import numpy as np
 import pandas as pd
 
 from prb_utils.analysis.breakdowns import position_locked
-from prb_utils.analysis.metrics import accuracy_table, compare, holm, profile_lift, require_columns
+from prb_utils.analysis.metrics import (
+    accuracy_table,
+    compare,
+    family_holm,
+    holm,
+    profile_lift,
+    require_columns,
+)
 from prb_utils.analysis.resampling import LEVEL, SEED
 from prb_utils.models.kinds import MODEL_KINDS
 from prb_utils.profile import condition_sort_key
@@ -78,9 +85,9 @@ RULES: dict[str, Rule] = {rule.name: rule for rule in (
          "accurate (the same Holm-adjusted tests): the ranks the tests leave open"),
     Rule("lift", ("helps", "hurts", "inconclusive"),
          "helps: the lift over none has its 95% paired interval (over whole {unit}s) above 0 and its clustered "
-         "paired test, Holm-adjusted over the family of lifts (every lift that can get a verdict: not a "
-         "position-locked judge's, not a profile-blind model's), gives p < {alpha}; hurts: both the other way; "
-         "otherwise inconclusive"),
+         "paired test, Holm-adjusted within the family of lifts under the same condition (every lift that can get "
+         "a verdict: not a position-locked judge's, not a profile-blind model's), gives p < {alpha}; hurts: both "
+         "the other way; otherwise inconclusive"),
     Rule("lock", ("position-locked",),
          "position-locked: a judge whose verdicts keep their letter when the answers swap places; its accuracy "
          "measures the answer order, so it gets no rank and no verdict"),
@@ -263,8 +270,10 @@ def profile_lifts(results: pd.DataFrame, *, baseline: str = "none", units: str |
     """:func:`prb_utils.analysis.metrics.profile_lift` per model (clustered by ``units``) of the family of lifts:
     every lift that can get a verdict (not a model that never reads the profile, not a position-locked job:
     ``locked``, ``(model, profile)`` pairs, default :func:`locked_jobs` of ``results``; a model locked under
-    ``baseline`` has no lift at all), Holm-adjusted together, with its ``verdict`` (:data:`RULES` ``lift``). The
-    family is in ``attrs["family"]`` (:class:`Family`). Empty when there is no second condition or no
+    ``baseline`` has no lift at all), Holm-adjusted within its condition (one family per condition: the models'
+    lifts under it, so a lift's p does not depend on which other conditions a store holds), with its ``verdict``
+    (:data:`RULES` ``lift``) and ``family`` (its name). The families are in ``attrs["families"]``
+    (``{name: Family}``). Empty when there is no second condition or no
     ``baseline`` rows."""
     kinds = results.groupby("model")["kind"].first()
     blind = {m for m, k in kinds.items() if k in MODEL_KINDS and not MODEL_KINDS[k].reads_profile}
@@ -279,11 +288,26 @@ def profile_lifts(results: pd.DataFrame, *, baseline: str = "none", units: str |
     if rows.empty or baseline not in set(rows["profile"]) or rows["profile"].nunique() < 2:
         return pd.DataFrame()
     lifts = profile_lift(rows, baseline=baseline, units=units, n_boot=n_boot, seed=seed, level=level)
+    lifts["p_holm"] = family_holm(lifts, ["profile"])   # one family per condition: its models' lifts
     lifts["verdict"] = [lift_verdict(lo, hi, p) for lo, hi, p in zip(lifts["ci_low"], lifts["ci_high"],
                                                                       lifts["p_holm"], strict=True)]
-    lifts.attrs["family"] = Family(f"lifts over {baseline}", tuple(dict.fromkeys(lifts["model"].astype(str))),
-                                   int(lifts["p_value"].notna().sum()), left_out=left_out)
+    families = {}
+    for condition, part in lifts.groupby("profile", sort=False):
+        name = lift_family_name(str(condition), baseline)
+        families[name] = Family(name, tuple(part["model"].astype(str)), int(part["p_value"].notna().sum()),
+                                left_out=left_out)
+    lifts["family"] = [lift_family_name(str(c), baseline) for c in lifts["profile"]]
+    lifts.attrs["families"] = families
     return lifts
+
+
+def lift_family_name(condition: str, baseline: str = "none") -> str:
+    """The name of the family of lifts under ``condition``.
+
+    >>> lift_family_name("top3")
+    'lifts of top3 over none'
+    """
+    return f"lifts of {condition} over {baseline}"
 
 
 @dataclass(frozen=True)
@@ -377,8 +401,8 @@ def rank_board(results: pd.DataFrame, *, model: str = "model", baseline: str = "
     out["lift_verdict"] = out["lift_verdict"].fillna("")
     out["tied_with_leader"] = out["tied_with_leader"].astype(bool)
     out = out[LEADERBOARD_COLUMNS].reset_index(drop=True)
-    if not lifts.empty and "family" in lifts.attrs:
-        families[lifts.attrs["family"].name] = lifts.attrs["family"]
+    if not lifts.empty:
+        families.update(lifts.attrs.get("families", {}))
     tests = pd.concat(comparisons, ignore_index=True) if comparisons else pd.DataFrame()
     if not tests.empty:
         tests = tests[["family", "profile", *[c for c in tests.columns if c not in ("family", "profile")]]]

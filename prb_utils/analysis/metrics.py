@@ -445,7 +445,8 @@ def compare(
     within = _default_within(results, column) if by is None else as_list(by)
     if column in within:
         raise PRBError(f"Cannot compare the levels of {column!r} within groups of the same column.")
-    keys = [c for c in IDENTITY if c != column and c not in within and c in results.columns]
+    named = JOB_COLUMNS if column in JOB_COLUMNS else (column,)   # comparing jobs: the model is no key either
+    keys = [c for c in IDENTITY if c not in named and c not in within and c in results.columns]
     clusters_of = unit_columns(units)
     require_columns(results, [column, *within, *PAIR_KEY, "outcome", *clusters_of])
     if units is not None and set(clusters_of) & {column, *within, *keys}:
@@ -568,6 +569,7 @@ def summarize(
     level: float = LEVEL,
     n_boot: int | None = None,
     seed: int = SEED,
+    members: pd.Series | None = None,
 ) -> pd.DataFrame:
     """The table ``prb summarize`` prints: one row per group of ``by`` with
     ``n, correct, ties, tie_rate, invalid, accuracy, ci_low, ci_high`` (``near_ties`` too when the rows carry
@@ -576,9 +578,14 @@ def summarize(
 
     With ``compare`` (e.g. ``"profile"`` or ``"model"``), that column is added to ``by`` when missing and
     each row is tested against the baseline level of its group on the same pairs: added columns ``vs``,
-    ``n_pairs``, ``diff`` (row − baseline), ``diff_ci_low``, ``diff_ci_high``, ``p_value`` (exact McNemar),
-    ``p_holm`` (Holm over every tested row). The baseline is ``baseline`` when given, else ``"none"`` for
-    profiles when present, else the first level in sorted order; baseline rows have NaN there.
+    ``n_pairs``, ``diff`` (row − baseline), ``diff_ci_low``, ``diff_ci_high``, ``p_value`` (exact McNemar; the
+    clustered test with ``units``), ``p_holm``: Holm within the row's family, as the findings adjust it: for
+    profiles, the lifts under one condition (the jobs of that condition; the oracle condition is no lift and gets
+    no test); for models, every pair of jobs of one condition (the family of its ranks), of which the rows against
+    the baseline are shown. ``members`` (a boolean per row of ``results``) leaves the other rows out of every test
+    (a model that can get no verdict: a profile-blind kind for profiles, a position-locked judge). The baseline is
+    ``baseline`` when given, else ``"none"`` for profiles when present, else the first level in sorted order;
+    baseline rows have NaN there.
     For all pairwise comparisons between levels use :func:`compare`. ``half_credit`` with ``compare`` is
     refused: the paired tests count strict correctness, so ``diff`` would not match a half-credit accuracy.
 
@@ -608,8 +615,24 @@ def summarize(
     if baseline is None:
         baseline = NO_PROFILE if compare == "profile" and NO_PROFILE in levels else levels[0]
     within = [c for c in by if c != compare]
-    cmp = _compare_fn(results[~failed_mask(results)], compare, baseline=baseline, by=within, units=units,
-                      n_boot=n_boot, seed=seed, level=level)
+    tested = results[~failed_mask(results)]
+    if members is not None:
+        tested = tested[members.reindex(tested.index).fillna(False).astype(bool)]
+    if compare == "profile":   # the oracle is no lift of a profile: no member of the lifts' families
+        tested = tested[~tested["profile"].map(is_oracle) | (tested["profile"].astype(str) == baseline)]
+        cmp = _compare_fn(tested, compare, baseline=baseline, by=within, units=units, n_boot=n_boot, seed=seed,
+                          level=level)
+        family = ["level_b", *(c for c in within if c not in JOB_COLUMNS)]   # one family per condition
+    else:   # every pair of levels is in the family (as the ranks' tests); the rows against the baseline are shown
+        cmp = _compare_fn(tested, compare, by=within, units=units, n_boot=n_boot, seed=seed, level=level)
+        family = within
+        flip = cmp["level_b"] == baseline
+        cmp.loc[flip, ["level_a", "level_b"]] = cmp.loc[flip, ["level_b", "level_a"]].to_numpy()
+        cmp.loc[flip, "diff"] = -cmp.loc[flip, "diff"]
+        cmp.loc[flip, ["ci_low", "ci_high"]] = -cmp.loc[flip, ["ci_high", "ci_low"]].to_numpy()
+    cmp["p_holm"] = family_holm(cmp, family)
+    if compare != "profile":
+        cmp = cmp[cmp["level_a"] == baseline]
     cmp = cmp.rename(columns={"level_a": "vs", "level_b": compare, "ci_low": "diff_ci_low",
                               "ci_high": "diff_ci_high"})
     keep = [*within, compare, "vs", "n_pairs", "diff", "diff_ci_low", "diff_ci_high", "p_value", "p_holm"]
@@ -623,3 +646,23 @@ def summarize(
 
 
 _compare_fn = compare
+#: The columns that name a job: a family of paired tests spans the jobs of one condition.
+JOB_COLUMNS = ("model", "job_label")
+
+
+def family_holm(tests: pd.DataFrame, family: Sequence[str]) -> np.ndarray:
+    """Holm-adjusted ``p_value`` of ``tests`` within each family: the rows that share the values of ``family``
+    (every row one family when it is empty).
+
+    >>> tests = pd.DataFrame({"profile": ["a", "a", "b"], "p_value": [0.01, 0.04, 0.03]})
+    >>> [round(float(p), 2) for p in family_holm(tests, ["profile"])]
+    [0.02, 0.04, 0.03]
+    """
+    if tests.empty:
+        return np.array([], dtype=float)
+    if not family:
+        return holm(tests["p_value"].to_numpy(dtype=float))
+    out = pd.Series(np.nan, index=tests.index)
+    for _, part in tests.groupby(list(family), sort=False, dropna=False):
+        out[part.index] = holm(part["p_value"].to_numpy(dtype=float))
+    return out.to_numpy()
