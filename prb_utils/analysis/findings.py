@@ -4,9 +4,10 @@
 :func:`compute_findings` takes the per-item rows (one job per ``model`` label) and the benchmark records, and
 returns :class:`Findings`: the leaderboard (shared ranks, accuracy against chance, lift verdicts, locks, the
 oracle marked), calibration with one row per model and condition (n/a with its reason where a number would
-mislead: a locked judge, a generate-mode judge's votes, a constant score), and the oracle gaps. Every interval
-and test resamples whole questions (:func:`prb_utils.analysis.metrics.question_units`), and the resamples
-follow :func:`prb_utils.analysis.resampling.default_n_boot`, so one lift has one interval wherever it appears.
+mislead: a locked judge, a generate-mode judge's votes, a constant score), the oracle gaps, the rank families'
+model comparisons and every family of verdicts (:class:`prb_utils.analysis.leaderboard.Family`). Every interval
+and test follows the store's resampling plan (:class:`prb_utils.analysis.uncertainty.ResamplingPlan`: whole
+questions by default), so one lift has one interval and one adjusted p wherever it appears.
 
 Example:
     >>> rows = pd.DataFrame({"model": ["a"] * 4 + ["b"] * 4, "kind": "length", "profile": "none",

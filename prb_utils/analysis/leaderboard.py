@@ -425,7 +425,8 @@ def leaderboard_notes(board: pd.DataFrame, *, units: str | None = None) -> list[
     disagree = board[(board["lift_verdict"] == "inconclusive") & ((board["lift_low"] > 0) | (board["lift_high"] < 0))]
     if not disagree.empty:
         notes.append("Where a lift's interval excludes 0 and the verdict is still inconclusive, the test is adjusted "
-                     "(Holm) for every lift on the page: with this many comparisons the evidence is not enough.")
+                     "(Holm) within its family, the lifts under the same condition: with that many comparisons the evidence is "
+                     "not enough.")
     if board["oracle"].any():
         notes.append(f"{RULES['oracle'].say(unit)[0].upper()}{RULES['oracle'].say(unit)[1:]}.")
     notes += list(dict.fromkeys(r for r in board["locked_reason"] if r))
