@@ -168,7 +168,8 @@ def undeclared(frame: pd.DataFrame) -> list[Any]:
 def _numeric(values: Iterable[Any]) -> bool:
     """True when a column holds at least one number that is not a boolean or a gap (NaN)."""
     return any(((isinstance(v, (int, float)) and not isinstance(v, bool)) or
-                (hasattr(v, "dtype") and v.dtype.kind in "iuf")) and not pd.isna(v) for v in values)
+                (hasattr(v, "dtype") and pd.api.types.is_numeric_dtype(v.dtype)
+                 and not pd.api.types.is_bool_dtype(v.dtype))) and not pd.isna(v) for v in values)
 
 
 def _fixed(value: float, decimals: int, *, grouped: bool = False) -> str:
