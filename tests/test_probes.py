@@ -200,6 +200,22 @@ def test_retest_fails_its_check_past_the_dtypes_resolution():
     assert probe_table(effects.reset_index()).set_index("model").loc["b", "check"] == "fail"
 
 
+
+def test_a_check_without_an_expected_value_shows_a_dash_never_nan():
+    """A harness check whose expected value is undefined (no pair in common with the base, a score with no
+    resolution) shows the one missing mark of prb_utils.formatting in prb probe's table, not NaN nor "accuracy —"."""
+    from prb_utils.formatting import MISSING
+
+    rows, data = planted_store()
+    rows = pd.concat([rows, _rows("reader", "top3+retest", data, np.ones(len(data)))], ignore_index=True)
+    effects = probe_effects(rows, data)
+    checks = effects[effects["probe"].isin(["label-swap", "retest"])].copy()
+    assert set(checks["probe"]) == {"label-swap", "retest"}
+    checks["expected"], checks["threshold"] = np.nan, np.nan
+    shown = probe_table(checks)
+    assert (shown["expected"] == MISSING).all()
+    assert not shown.astype(str).apply(lambda c: c.str.contains("nan", case=False)).any().any()
+
 def test_a_swap_that_changed_no_input_is_not_applicable():
     data = twin_data()
     lonely = data[data["id"].str.endswith("u0")]
@@ -271,3 +287,20 @@ def test_retest_scores_in_half_the_batch_budget_and_gives_it_back():
     assert model.batcher.budget == 4096
     with _batch_share(model, parse_condition("top3+shuffle")) as share:
         assert share == 1.0 and model.batcher.budget == 4096
+
+
+def test_swap_partners_depend_on_the_records_loaded_and_page_05_says_so():
+    """A record without a twin gets a seeded other user of its subset among the records loaded, so another
+    selection gives another partner; page 05 says that its partners and verdicts depend on what was loaded."""
+    from prb_utils.notebook.report import NOTEBOOK_DIR
+
+    rows = [{"subset": "S", "id": f"r{i}", "question": f"q{i}?", "chosen": f"a{i}", "rejected": f"b{i}",
+             "profile": [{"text": f"user {i}"}]} for i in range(6)]
+    data = pd.DataFrame(rows)
+    partners = {n: apply_probe(data.head(n), "swap").set_index("id")["probe_source"]["r0"] for n in (2, 3, 4, 5, 6)}
+    assert partners[2] == "S/r1"   # the one other user loaded
+    assert set(partners.values()) != {"S/r1"}   # with more records loaded, another partner
+    page = json.loads((NOTEBOOK_DIR / "05_reading_the_user.ipynb").read_text(encoding="utf-8"))
+    text = " ".join("".join(c["source"]) for c in page["cells"] if c["cell_type"] == "markdown").replace("\n", " ")
+    assert "A swap partner is drawn among the records loaded when the probe was scored" in text
+    assert "can give other verdicts" in text

@@ -394,9 +394,9 @@ def probe_table(effects: pd.DataFrame) -> pd.DataFrame:
     """
     rows = []
     for r in effects.to_dict("records"):
-        if r["probe"] == "label-swap":
+        if r["probe"] == "label-swap" and pd.notna(r["expected"]):   # undefined (no pair in common): "—"
             expected = f"accuracy {_cell(r['expected'], 'proportion')}"
-        elif r["probe"] == "retest":
+        elif r["probe"] == "retest" and pd.notna(r["threshold"]):
             expected = f"change ≤ {_score_cell(r['threshold'])}"
         else:
             expected = ""

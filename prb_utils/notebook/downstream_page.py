@@ -21,7 +21,7 @@ from prb_utils.analysis.difficulty import counted_rms
 from prb_utils.downstream.policy import SAMPLING_MODES
 from prb_utils.downstream.results import BonResults, RLResults
 from prb_utils.downstream.rubric_judge import QUALITY_RULES, RUBRIC_JUDGES, quality_reading
-from prb_utils.notebook.markup import display_path, md_code
+from prb_utils.notebook.markup import display_path, md_code, md_text
 
 #: How an answer's quality is read from a proxy judge (MiniLM similarity), in the pages' words.
 PROXY_QUALITY = RUBRIC_JUDGES["proxy"].quality
@@ -52,7 +52,7 @@ def bon_how_judged(run: BonResults) -> str:
     """One sentence: the judge's protocol and how an answer's quality is read (the rule of prb's per-aspect judge,
     or another protocol's own reading: :func:`~prb_utils.downstream.rubric_judge.quality_reading`)."""
     quality = PROXY_QUALITY if run.proxy else quality_reading(run.judge, run.quality_rule)
-    return f"*Judged by {run.protocol}. An answer's quality: {quality}.*"
+    return f"*Judged by {md_text(run.protocol)}. An answer's quality: {md_text(quality)}.*"
 
 
 def bon_how_made(run: BonResults) -> str:
@@ -61,8 +61,8 @@ def bon_how_made(run: BonResults) -> str:
     if not run.run:
         return ""
     record = run.run
-    return (f"*The run in* {md_code(display_path(run.folder))}*: {record['n_questions']} questions, "
-            f"{record['n_samples']} answers each from* {md_code(record['policy'])}*; the RMs saw the profile "
+    return (f"*The run in* {md_code(display_path(run.folder))}*: {md_text(record['n_questions'])} questions, "
+            f"{md_text(record['n_samples'])} answers each from* {md_code(record['policy'])}*; the RMs saw the profile "
             f"condition* {md_code(record['rm_profile'])}*; quality from* {md_code(run.label)}*.*\n\n"
             f"*Answers sampled in the* **{run.sampling}** *mode: {SAMPLING_MODES[run.sampling]}.*")
 
@@ -71,8 +71,8 @@ def rl_how_made(run: RLResults) -> str:
     """The trainer and, where the run's record says it, how an answer's quality was read."""
     rule = run.quality_rule
     reading = quality_reading(str(run.run.get("judge") or "llm"), rule) if rule in QUALITY_RULES else ""
-    quality = f" *An answer's quality: {reading}.*" if reading else ""
-    return f"*Policies trained with* **{run.trainer}**.{quality}"
+    quality = f" *An answer's quality: {md_text(reading)}.*" if reading else ""
+    return f"*Policies trained with* **{md_text(run.trainer)}**.{quality}"
 
 
 def unranked_rms(ranked: pd.DataFrame) -> dict[str, str]:

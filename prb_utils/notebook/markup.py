@@ -35,3 +35,23 @@ def display_path(value: object) -> str:
 
     text = str(value)
     return PurePath(text).name if PurePath(text).is_absolute() else text
+
+
+#: What :func:`md_text` writes for each character that Markdown or HTML would read as markup: numeric character
+#: references, which both read as the plain character (never as a tag, an emphasis, a link, a code span or math).
+_MARKUP = {c: f"&#{ord(c)};" for c in "&<>\"'\\`*_[]$|~#!"}
+
+
+def md_text(value: object) -> str:
+    """``value`` as plain text inside Markdown or HTML: every character either could read as markup (``<``,
+    ``&``, quotes, ``*``, ``_``, backticks, brackets, ``$``, ``|``, ``~``, ``#``, ``!``, the backslash) becomes a
+    numeric character reference, shown as itself; line breaks become spaces. The one way a page puts a sentence
+    with names (a model spec, a condition, a path, a data field) into Markdown or HTML; the library's sentences
+    stay plain text and are escaped here, where a page renders them.
+
+    >>> md_text("Under top3, embedding:m/<img src=x onerror=alert(1)> leads.")
+    'Under top3, embedding:m/&#60;img src=x onerror=alert(1)&#62; leads.'
+    >>> md_text("a *b*\\n# c")
+    'a &#42;b&#42; &#35; c'
+    """
+    return " ".join(str(value).splitlines()).translate(str.maketrans(_MARKUP))

@@ -20,6 +20,7 @@ from prb_utils.analysis.breakdowns import locked_warnings, position_locked
 from prb_utils.analysis.metrics import wilson_ci
 from prb_utils.errors import PRBError
 from prb_utils.formatting import MISSING, format_frame, format_value, kind_of, render_js
+from prb_utils.notebook.markup import md_text
 from prb_utils.notebook.pair_view import (
     FLIP_COLUMNS,
     PAIR_LIST_ID,
@@ -103,12 +104,13 @@ def table_html(frame: pd.DataFrame, *, caption: str = "") -> str:
     format by the column's declared kind (:func:`prb_utils.formatting.render_js`, the same text as the static
     tables) and sort as numbers; a named index becomes columns; missing values show "—". A frame with two header
     rows (MultiIndex columns) or repeated column names is formatted cell by cell
-    (:func:`prb_utils.formatting.format_frame`)."""
+    (:func:`prb_utils.formatting.format_frame`). The caption is plain text (:func:`~prb_utils.notebook.markup.md_text`):
+    a name in it is shown, never read as markup."""
     import itables
 
     plain = isinstance(frame.index, pd.RangeIndex) and frame.index.name is None
     shown = frame if plain else frame.reset_index(allow_duplicates=True)
-    options: dict[str, Any] = {"caption": caption} if caption else {}
+    options: dict[str, Any] = {"caption": md_text(caption)} if caption else {}  # names in it: plain text
     if isinstance(shown.columns, pd.MultiIndex) or not shown.columns.is_unique:
         return itables.to_html_datatable(format_frame(frame), connected=False, maxBytes=0, **options)
     shown = shown.rename_axis(columns=None)  # a named column axis (a pivot's) would become a column of its own

