@@ -18,7 +18,9 @@ a reward model should do under it:
   prompts exchanged), so it cannot catch a position-locked judge: :func:`prb_utils.analysis.breakdowns.
   position_locked` does.
 - ``retest``: the same records in a seeded other order, scored in batches of half the token budget (so other
-  batch sizes and other neighbours): its check passes when no score changes beyond the dtype's resolution.
+  batch sizes and other neighbours; on a server engine: half the requests in flight, and requests of its own, never
+  a response the base job's requests left in the request cache): its check passes when no score changes beyond the
+  dtype's resolution.
 
 Transforms see only what an RM may see plus the ids they need to pair users; the rubric and narrative are never
 moved into a profile. This module imports no model code.
@@ -56,6 +58,9 @@ class Probe:
     #: the share of the model's batch budget (tokens a batch) the probe's job is scored with: below 1, the same
     #: pairs are batched with other sizes as well as other neighbours
     batch_share: float = 1.0
+    #: its job sends requests of its own to a server engine: never a response another job's requests cached (the
+    #: same pairs as the base condition's would otherwise be read back, and the probe would hold by construction)
+    own_requests: bool = False
 
 
 def twin_pairs(data: pd.DataFrame) -> dict[tuple[str, str], tuple[str, str]]:
@@ -194,7 +199,7 @@ PROBES: dict[str, Probe] = {probe.name: probe for probe in (
           swap_labels),
     Probe("retest", "the same pairs in another order and in batches of half the token budget",
           "no score change beyond the dtype's resolution (a check: pass or fail)", reorder_records,
-          batch_share=0.5),
+          batch_share=0.5, own_requests=True),
 )}
 
 

@@ -47,8 +47,10 @@ from prb_utils.models.base import parse_spec
 from prb_utils.models.device import resolve_placement
 from prb_utils.models.embedding import load_encoder
 from prb_utils.models.fingerprint import model_fingerprint
+from prb_utils.models.hf import resolve_source
 from prb_utils.models.kinds import ENCODER, MODEL_KINDS, kinds_of
 from prb_utils.models.prompts import JUDGE_TEMPLATES, load_judge_template
+from prb_utils.models.serve.connection import check_same_server, read_server_facts
 from prb_utils.probes import PROBES
 from prb_utils.profile import (
     ProfileCondition,
@@ -499,6 +501,19 @@ class _LazyModel:
         self._spec = spec if isinstance(spec, str) else None
         self._options = options
         self.model = self._given
+        self._server: dict[str, Any] | None = None
+
+    def server_facts(self, kind: str) -> dict[str, Any] | None:
+        """What the server(s) at ``--engine-url`` that a model of ``kind`` runs on say of themselves
+        (:data:`~prb_utils.models.serve.connection.SERVER_FACTS`, read once, the model not loaded); None for a
+        model that runs in this process or on a server prb starts (its context and dtype are in the job's key)."""
+        engine = self._options.engine
+        if self._spec is None or not engine.urls or not engine.remote(kind):
+            return None
+        if self._server is None:
+            spec = parse_spec(self._spec)
+            self._server = read_server_facts(spec.name, resolve_source(spec), engine)
+        return self._server
 
     def get(self) -> Any:
         if self.model is None:
@@ -532,7 +547,7 @@ def _run_job(
     ranks = ranks or World()
     everyone, todo = todo, ranks.share(todo)
     model = lazy.get() if todo else None   # a rank without a share (fewer pairs than ranks) loads nothing
-    with _batch_share(model, parse_condition(labels["profile"])) as share:
+    with _batch_share(model, parse_condition(labels["profile"]), labels["job"]) as share:
         if share != 1.0:
             run = {**run, "options": {**run["options"], "batch_share": share}}
         _score_job(store, everyone, todo, model, labels, run=run, progress=progress, chunk_size=chunk_size,
@@ -540,11 +555,19 @@ def _run_job(
 
 
 @contextmanager
-def _batch_share(model: Any, condition: ProfileCondition) -> Iterator[float]:
+def _batch_share(model: Any, condition: ProfileCondition, job: str = "") -> Iterator[float]:
     """The model's batch budget scaled by the condition's probe (:attr:`prb_utils.probes.Probe.batch_share`:
     ``retest`` batches the same pairs in half the tokens) for one job, then restored; yields the share used (1.0
-    for a model without a token-budget batcher)."""
-    share = PROBES[condition.probe].batch_share if condition.probe else 1.0
+    for a model without a token-budget batcher). A model on a server engine (one with ``own_requests``) keeps that
+    share of its requests in flight instead and, for a probe that asks it (:attr:`~prb_utils.probes.Probe.
+    own_requests`), sends the job's own requests (a request cache of the job ``job``'s own)."""
+    probe = PROBES[condition.probe] if condition.probe else None
+    share = probe.batch_share if probe else 1.0
+    own = getattr(model, "own_requests", None)
+    if probe is not None and callable(own) and (probe.own_requests or share != 1.0):
+        with own(job if probe.own_requests else None, share) as used:
+            yield used
+        return
     batcher = getattr(model, "batcher", None)
     if share == 1.0 or not hasattr(batcher, "budget"):
         yield 1.0
@@ -557,12 +580,31 @@ def _batch_share(model: Any, condition: ProfileCondition) -> Iterator[float]:
         batcher.budget = budget
 
 
+def _job_words(labels: Mapping[str, str]) -> str:
+    return f"Job {labels['job']} ({labels['spec']} [{labels['profile']}])"
+
+
+def _check_reused_server(store: JobStore, lazy: _LazyModel, labels: Mapping[str, str], options: ModelOptions) -> None:
+    """Before a job's stored rows are reused on a server at ``--engine-url``: EngineError in one sentence when the
+    server they came from (the job's run metadata) differs from this one in its context, dtype or identity
+    (:func:`~prb_utils.models.serve.connection.check_same_server`)."""
+    recorded = (store.metadata() or {}).get("run")
+    if not isinstance(recorded, Mapping) or not store.parts():
+        return
+    current = lazy.server_facts(labels["kind"])
+    if current is not None:
+        check_same_server(recorded, current, _job_words(labels), options.engine.urls[0])
+
+
 def _score_job(store: JobStore, everyone: list[_Pair], todo: list[_Pair], model: Any, labels: dict[str, str], *,
                run: dict[str, Any], progress: bool, chunk_size: int | None, ranks: World) -> None:
     """The body of :func:`_run_job`: this rank's ``todo`` of ``everyone`` scored with ``model`` into ``store``."""
     counted = _counters(model)   # what the model counted before this job (its earlier conditions)
     if ranks.is_main:
         meta = store.metadata() or {**store.description, "key": store.key, "created": now()}
+        if run["n_pairs"] > len(everyone) and isinstance(meta.get("run"), Mapping):   # rows of an earlier run kept
+            found = _model_metadata(model)
+            check_same_server(meta["run"], found, _job_words(labels), found.get("engine_url"))
         meta.update(finished=None, updated=now(), n_pairs=run["n_pairs"], data=run["data"])
         meta["run"] = {**run["options"], **_model_metadata(model), **package_versions(), "started": now()}
         store.write_metadata(meta)
@@ -776,6 +818,7 @@ def score_benchmark(
                         else:
                             _finish_unfinished(store, run)
                 else:
+                    _check_reused_server(store, lazy, labels, options)
                     if store.parts() and not store.metadata().get("finished"):
                         _finish_interrupted(store, run)
                     if progress:

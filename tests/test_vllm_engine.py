@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections import Counter
 from dataclasses import replace
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -800,3 +801,25 @@ def test_a_server_failing_every_other_response_stops_the_run_and_no_failure_coun
     assert main(healthy) == 0, capsys.readouterr().err
     again = load_results(tmp_path / "store", strict=True)
     assert len(again) == 6 and not again["failed"].any()
+
+
+def test_a_retest_on_the_server_sends_its_own_requests_and_reports_them(capsys, tmp_path, vllm_server):
+    """#50 item 2. Before: on the vLLM server the top3+retest job sent no request and read all of them from the
+    request cache the top3 job had written ("max score change 0, verdicts kept 1.000" by construction), batch_share
+    not recorded. Now the retest asks the server itself, every request of the base job's once more, with half the
+    requests in flight, and its run records them."""
+    proxy = CountingProxy(vllm_server.url)
+    try:
+        args = [*_score_args(proxy.url, tmp_path, model="implicit:smollm2"), "--profile", "top3", "--profile",
+                "top3+retest", "--engine-concurrency", "4"]
+        assert main(args) == 0, capsys.readouterr().err
+    finally:
+        proxy.close()
+    runs = {json.loads(p.read_text())["profile"]: json.loads(p.read_text())["run"]
+            for p in (tmp_path / "store" / "jobs").glob("*/job.json")}
+    base, retest = runs["top3"], runs["top3+retest"]
+    assert base["engine_requests_sent"] == retest["engine_requests_sent"] == 6 and retest["engine_requests_cached"] == 0
+    assert retest["batch_share"] == 0.5 and retest["engine_concurrency"] == 2
+    assert len(proxy.keys) == 12 and set(Counter(proxy.keys).values()) == {2}   # each request once by each job
+    rows = load_results(tmp_path / "store", strict=True)
+    assert len(rows) == 6 and not rows["failed"].any()

@@ -17,7 +17,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -66,6 +66,27 @@ DUPLICATED_ENGINE_ARGS = {"dtype": "--dtype", "tensor-parallel-size": "--tensor-
                           "tp": "--tensor-parallel-size", "pipeline-parallel-size": "--pipeline-parallel-size",
                           "pp": "--pipeline-parallel-size", "model": "--model", "served-model-name": "--model",
                           "runner": "--model KIND:NAME (the kind)"}
+
+
+def abbreviated(key: str, options: Sequence[str]) -> str | None:
+    """The option of ``options`` that the server option ``key`` names as vLLM's command line reads it: the option
+    itself, or one it abbreviates (vLLM's argparse takes any prefix of an option, ``--hos`` for ``--host``); None
+    for neither.
+
+    >>> abbreviated("hos", OWNED_ENGINE_ARGS), abbreviated("dtyp", DUPLICATED_ENGINE_ARGS)
+    ('host', 'dtype')
+    >>> abbreviated("tp", DUPLICATED_ENGINE_ARGS), abbreviated("max-model-len", OWNED_ENGINE_ARGS)
+    ('tp', None)
+    """
+    if not key:
+        return None
+    if key in options:
+        return key
+    return next((option for option in options if option.startswith(key)), None)
+
+
+def _read_as(key: str, option: str) -> str:
+    return "" if key == option else f" (vLLM reads {key} as --{option})"
 
 
 def dialect_of(name: str) -> Any:
@@ -140,13 +161,16 @@ class EngineConfig:
                                "http://127.0.0.1:8000.")
         for arg in self.engine_args:
             key = arg.split("=", 1)[0].strip().lstrip("-").replace("_", "-").lower()
-            if key in OWNED_ENGINE_ARGS:
-                raise PRBError(f"--engine-arg {arg!r}: prb chooses the server's {key} itself (a free port on "
-                               "127.0.0.1: a server on another address would be reachable, without authentication, "
-                               "by others).")
-            if key in DUPLICATED_ENGINE_ARGS:
-                raise PRBError(f"--engine-arg {arg!r} duplicates prb's {DUPLICATED_ENGINE_ARGS[key]}: give that option "
-                               "instead, so that the server runs with what the job records.")
+            owned = abbreviated(key, OWNED_ENGINE_ARGS)
+            if owned:
+                raise PRBError(f"--engine-arg {arg!r}{_read_as(key, owned)}: prb chooses the server's {owned} itself "
+                               "(a free port on 127.0.0.1: a server on another address would be reachable, without "
+                               "authentication, by others).")
+            duplicated = abbreviated(key, DUPLICATED_ENGINE_ARGS)
+            if duplicated:
+                raise PRBError(f"--engine-arg {arg!r}{_read_as(key, duplicated)} duplicates prb's "
+                               f"{DUPLICATED_ENGINE_ARGS[duplicated]}: give that option instead, so that the server "
+                               "runs with what the job records.")
 
     @property
     def engine(self) -> EngineType:

@@ -166,8 +166,16 @@ def test_other_user_mistakes(tmp_path, capsys, args, message):
     (["--engine", "vllm", "--engine-url", "notaurl"], "is not a URL"),
     (["--engine", "vllm", "--engine-arg", "port=9000"], "chooses the server's port"),
     (["--engine", "vllm", "--engine-arg=--host=0.0.0.0"], "chooses the server's host"),
+    # abbreviations vLLM's argparse reads as the option (#50 item 4; before: the server listened on every
+    # interface, or ran bfloat16 while job.json said float32)
+    (["--engine", "vllm", "--engine-arg", "hos=0.0.0.0"], "(vLLM reads hos as --host): prb chooses the server's host"),
+    (["--engine", "vllm", "--engine-arg", "p=9000"], "prb chooses the server's port"),
+    (["--engine", "vllm", "--engine-arg", "dtyp=bfloat16", "--dtype", "float32"],
+     "(vLLM reads dtyp as --dtype) duplicates prb's --dtype"),
+    (["--engine", "vllm", "--engine-arg", "served_model=x"], "duplicates prb's --model"),
 ])
-def test_engine_options_prb_owns_or_cannot_use_are_one_sentence(tmp_path, capsys, extra, message):
+def test_engine_options_prb_owns_or_cannot_use_are_one_sentence(tmp_path, capsys, monkeypatch, extra, message):
+    monkeypatch.setenv("PRB_VLLM_PYTHON", str(tmp_path / "missing" / "python"))   # never a server, even unrefused
     code, _, err = run_main(capsys, *SCORE, "--model", "judge:smollm2", "--out", str(tmp_path / "r"), *extra)
     assert code == 2 and message in err and "Traceback" not in err
 

@@ -40,7 +40,8 @@ import gc
 import math
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -120,10 +121,27 @@ class _ServedMixin:
     def _cache(self, purpose: str) -> RequestCache | None:
         if not hasattr(self, "_caches"):
             self._caches: dict[str, RequestCache | None] = {}
-        if purpose not in self._caches:
-            self._caches[purpose] = self.engine.cache(purpose, model_fingerprint(self.spec)) \
+        named = f"{purpose}@{self._own_job}" if self._own_job else purpose
+        if named not in self._caches:
+            self._caches[named] = self.engine.cache(named, model_fingerprint(self.spec)) \
                 if self.engine.options.cache_dir else None
-        return self._caches[purpose]
+        return self._caches[named]
+
+    _own_job: str | None = None
+
+    @contextmanager
+    def own_requests(self, job: str | None, share: float = 1.0) -> Iterator[float]:
+        """While one job runs that must send requests of its own (a retest: :attr:`prb_utils.probes.Probe.
+        own_requests`): its request cache is its own, named by ``job`` (its store key), so no response another job
+        cached is read (a rerun of the same job still resumes from its own), and the client keeps ``share`` of its
+        requests in flight (the server batches fewer of them together); restored after. Yields ``share``."""
+        client = self.engine.client
+        before = (self._own_job, client.concurrency)
+        self._own_job, client.concurrency = job, max(1, int(client.concurrency * share))
+        try:
+            yield share
+        finally:
+            self._own_job, client.concurrency = before
 
     def _engine_metadata(self) -> dict[str, Any]:
         return {

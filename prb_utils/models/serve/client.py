@@ -40,6 +40,7 @@ from prb_utils.errors import PRBError, set_aside
 from prb_utils.schema import canonical_json, stable_hash
 
 RETRY_STATUS = (408, 429, 500, 502, 503, 504)
+BACKOFF_S = 0.5   # the first retry's wait (doubled at each next one), unless a client is given its own
 UNUSABLE_LIMIT = 6   # unusable responses in a row after which the server, not the pairs, is at fault
 #: The ``vllm serve`` settings several servers must share, where a server says them (``/server_info``, which vLLM
 #: serves in its dev mode, ``VLLM_SERVER_DEV_MODE=1``): ``(section of its config, field)``. The max model length
@@ -197,7 +198,7 @@ class CompletionClient:
     for the served model ``model``; ``concurrency`` requests at most in flight on each server."""
 
     def __init__(self, url: str | Sequence[str], *, concurrency: int = 16, timeout_s: float = 600.0,
-                 retries: int = 4, backoff_s: float = 0.5, describe: Callable[[], str] | None = None,
+                 retries: int = 4, backoff_s: float | None = None, describe: Callable[[], str] | None = None,
                  label: str = "vLLM", serve_hint: str = "vllm serve") -> None:
         self.label = label   # the engine as messages name it, and how its server is started by hand
         self.serve_hint = serve_hint
@@ -208,7 +209,7 @@ class CompletionClient:
         self.concurrency = max(1, int(concurrency))
         self.timeout_s = float(timeout_s)
         self.retries = int(retries)
-        self.backoff_s = float(backoff_s)
+        self.backoff_s = float(BACKOFF_S if backoff_s is None else backoff_s)
         self.describe = describe   # why the server stopped answering (e.g. the launched server's log)
         self.requests_sent = 0
         self.requests_cached = 0
@@ -343,13 +344,7 @@ class CompletionClient:
                 if name in base and value != base[name]:
                     raise EngineError(f"The server at {url} serves the model with {name} {value} but the one at "
                                       f"{first} with {base[name]}; {SAME_SETTINGS}.")
-        answers = []
-        for url in self.urls:
-            try:
-                answers.append(numbers(self._open(path, probe, self.timeout_s, url)))
-            except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError, IndexError,
-                    http.client.HTTPException):
-                return   # a server that cannot answer the probe is named by the first request that fails
+        answers = [self._probe_numbers(url, path, probe, numbers) for url in self.urls]
         for url, answer in zip(self.urls[1:], answers[1:], strict=True):
             if len(answer) != len(answers[0]):
                 raise EngineError(f"The servers at {first} and {url} read the same prompt differently ({len(answers[0])} "
@@ -359,6 +354,23 @@ class CompletionClient:
                 raise EngineError(f"The servers at {first} and {url} answer the same request with other numbers (a "
                                   f"mean difference of {gap:.3g}, more than {PROBE_TOLERANCE}), so they run the model "
                                   f"with another dtype or other engine arguments; {SAME_SETTINGS}.")
+
+    def _probe_numbers(self, url: str, path: str, probe: dict[str, Any], numbers: Callable[[Any], list[float]]
+                       ) -> list[float]:
+        """The numbers of one server's answer to the ``probe`` request, asked with the client's retries (a 5xx, a
+        timeout, a dropped connection: :meth:`_send`); EngineError in one sentence when it still cannot be read, so
+        servers that were not compared are never mixed."""
+        try:
+            return numbers(self._send(url, path, probe))
+        except (EngineError, RequestError, UnusableResponse, KeyError, TypeError, IndexError, ValueError,
+                AttributeError) as exc:
+            if isinstance(exc, Cancelled):
+                raise
+            why = str(exc).rstrip(".") if isinstance(exc, (EngineError, RequestError)) else "an answer without numbers"
+            raise EngineError(f"The servers at {', '.join(self.urls)} could not be compared: the request that checks "
+                              f"they run the model alike failed at {url} ({why}), so prb does not share the job "
+                              "between them; give one --engine-url, or run the same command again once every server "
+                              "answers.") from None
 
     def _resolve_on(self, url: str, names: Sequence[str]) -> dict[str, Any]:
         models = self.served_models(url)

@@ -17,7 +17,7 @@ the completions endpoint with ``n`` and a per-message seed.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from prb_utils.models.hf import load_tokenizer, resolve_source
 from prb_utils.models.kinds import CAUSAL_LM, kinds_of
 from prb_utils.models.serve.client import (
     CompletionClient,
+    EngineError,
     RequestCache,
     RequestError,
     UnusableResponse,
@@ -86,7 +87,7 @@ class Connection:
     options: EngineConfig
     launch_command: list[str] = field(default_factory=list)
     start_seconds: float | None = None
-    dtype: str | None = None   # of the server prb started (a server at --engine-url: unknown here)
+    dtype: str | None = None   # of the server prb started, or as a server at --engine-url reports it (else None)
     requested_dtype: str | None = None   # what the user asked for (the job key's dtype for a server at a URL)
     pooler_config: str | None = None   # as the server prb started logged it (a server at a URL does not say)
     concurrency_source: str | None = None   # why the client keeps this many requests in flight per server
@@ -112,9 +113,8 @@ class Connection:
         urls = list(self.client.urls)
         return {"engine": self.options.name, "engine_url": None if self.launched else self.url,
                 "engine_urls": None if self.launched or len(urls) == 1 else urls,
-                "engine_launched": self.launched, "engine_server_version": self.version,
-                "engine_served_model": self.model, "engine_dtype": self.dtype,
-                "engine_max_model_len": self.max_model_len,
+                "engine_launched": self.launched,
+                **server_facts(self.client, self.model, self.dtype, self.version),
                 "tensor_parallel_size": self.options.tensor_parallel_size,
                 "pipeline_parallel_size": self.options.pipeline_parallel_size,
                 "engine_args": list(self.options.engine_args),
@@ -148,14 +148,16 @@ def connect(spec_name: str, source: str, *, device: str = "auto", dtype: str = "
     opts, given = options, options.concurrency
     dialect = dialect_of(opts.name)
     if opts.urls:
-        client = CompletionClient(opts.urls, concurrency=given or DEFAULT_CONCURRENCY, label=dialect.label,
-                                  serve_hint=dialect.serve_hint)
-        model = client.resolve_model([spec_name, source, Path(source).name if Path(source).exists() else ""])
+        client, model, reported = _at_urls(spec_name, source, opts, concurrency=given or DEFAULT_CONCURRENCY)
+        if reported and dtype not in ("auto", reported):
+            raise EngineError(f"The server at {client.url} runs the model in {reported} (its /server_info), not in the "
+                              f"{dtype} that --dtype asks for; start it with --dtype {dtype}, or give --dtype "
+                              f"{reported} or auto.")
         client.check_alike(*dialect.probe_request(model, runner))
         why = "--engine-concurrency"
         if not given:
             client.concurrency, why = default_concurrency(dialect, engines=client.data_parallel_engines())
-        return Connection(client, model, client.url, False, client.version(), opts, requested_dtype=dtype,
+        return Connection(client, model, client.url, False, client.version(), opts, dtype=reported, requested_dtype=dtype,
                           concurrency_source=why, dialect=dialect)
 
     placement = resolve_placement(device, dtype)
@@ -174,6 +176,71 @@ def connect(spec_name: str, source: str, *, device: str = "auto", dtype: str = "
                       launch.dtype, requested_dtype=dtype,
                       pooler_config=server.logged_config("pooler_config") if runner == "pooling" else None,
                       concurrency_source=why, dialect=dialect)
+
+
+#: What a job's run metadata records of the server its rows came from (its context, dtype and identity), by the
+#: name messages give it: compared when the job's rows are reused (:func:`server_change`).
+SERVER_FACTS = {"engine_max_model_len": "max model length", "engine_dtype": "dtype",
+                "engine_served_model": "served model", "engine_model_root": "weights",
+                "engine_server_version": "server version"}
+
+
+def server_facts(client: CompletionClient, model: str, dtype: str | None, version: str | None) -> dict[str, Any]:
+    """The :data:`SERVER_FACTS` of the server(s) of ``client`` serving ``model`` (after ``resolve_model``): the
+    context (the smallest of several servers'), the dtype it runs (``dtype``: as launched, or as the server
+    reports it, None when it does not say), the served id, its weights (``root``) and the server's version."""
+    card = client.cards.get(client.url) or {}
+    return {"engine_max_model_len": client.max_model_len, "engine_dtype": dtype, "engine_served_model": model,
+            "engine_model_root": card.get("root"), "engine_server_version": version}
+
+
+def server_change(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> tuple[str, Any, Any] | None:
+    """How the server a job's rows came from (``recorded``, its run metadata) differs from the server now
+    (``current``): ``(fact in words, recorded, now)`` of the first of :data:`SERVER_FACTS` both say and differ in;
+    None when none does (a fact either does not say, as an older record or a server that does not report its dtype,
+    is not compared).
+
+    >>> server_change({"engine_max_model_len": 512, "engine_dtype": None}, {"engine_max_model_len": 8192,
+    ...               "engine_dtype": "bfloat16"})
+    ('max model length', 512, 8192)
+    >>> server_change({"engine_dtype": "float32"}, {"engine_dtype": "float32", "engine_max_model_len": 64}) is None
+    True
+    """
+    for name, words in SERVER_FACTS.items():
+        before, now = recorded.get(name), current.get(name)
+        if before is not None and now is not None and str(before) != str(now):
+            return words, before, now
+    return None
+
+
+def check_same_server(recorded: Mapping[str, Any], current: Mapping[str, Any], job: str, url: str | None) -> None:
+    """EngineError in one sentence when the rows of ``job`` (its run metadata ``recorded``) came from a server
+    that differs from the one they would be reused against now (``current``: :func:`server_change`)."""
+    change = server_change(recorded, current)
+    if change is None:
+        return
+    words, before, now = change
+    raise EngineError(f"{job} was scored on a server with {words} {before}, but the server at {url} has {now}; "
+                      "prb does not reuse its rows against another server: start the server as before, or give "
+                      "another --out to score the job on this one.")
+
+
+def read_server_facts(spec_name: str, source: str, options: EngineConfig) -> dict[str, Any]:
+    """The :data:`SERVER_FACTS` of the server(s) at ``options.urls`` serving ``source`` (a few GETs: no tokenizer,
+    no request to the model), to compare a finished job's record with before its rows are reused."""
+    client, model, reported = _at_urls(spec_name, source, options)
+    return server_facts(client, model, reported, client.version())
+
+
+def _at_urls(spec_name: str, source: str, options: EngineConfig, *, concurrency: int = DEFAULT_CONCURRENCY
+             ) -> tuple[CompletionClient, str, str | None]:
+    """A client of the servers at ``options.urls``, the id they serve the model under and the dtype the first
+    reports (``/server_info``; None when it does not say)."""
+    dialect = dialect_of(options.name)
+    client = CompletionClient(options.urls, concurrency=concurrency, label=dialect.label,
+                              serve_hint=dialect.serve_hint)
+    model = client.resolve_model([spec_name, source, Path(source).name if Path(source).exists() else ""])
+    return client, model, client.settings(client.url).get("dtype")
 
 
 def logsumexp(values: Sequence[float]) -> float:
