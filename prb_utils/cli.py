@@ -39,7 +39,7 @@ from prb_utils.models.engines import ENGINES
 from prb_utils.notebook.stages import Stages
 from prb_utils.plan import plan_frame, plan_text
 from prb_utils.probes import PROBES
-from prb_utils.profile import parse_condition
+from prb_utils.profile import parse_condition, parse_seed
 from prb_utils.schema import DEFAULT_ZOO, NO_PROFILE, ORACLE_CONDITIONS
 from prb_utils.scoring import score_benchmark
 from prb_utils.store import (
@@ -83,14 +83,12 @@ def _positive_int(text: str) -> int:
     return _int_at_least(text, 1, "a positive integer")
 
 
-SEED_MAX = 2**32 - 1   # numpy's and torch's seeding take 0 .. 2**32 - 1
-
-
 def _seed(text: str) -> int:
-    value = _int_at_least(text, 0, "a seed from 0 to 4294967295")
-    if value > SEED_MAX:
-        raise argparse.ArgumentTypeError(f"expected a seed from 0 to 4294967295, got '{text}'")
-    return value
+    """A ``--seed`` (:func:`prb_utils.profile.parse_seed`: digits, 0 to 4294967295): argparse's error otherwise."""
+    try:
+        return parse_seed(text)
+    except PRBError as bad:
+        raise argparse.ArgumentTypeError(str(bad)) from None
 
 
 def _positive_float(text: str) -> float:

@@ -177,3 +177,40 @@ def test_a_hostile_results_folder_name_stays_text_in_the_downstream_page(tmp_pat
     assert "No BoN pipeline results in" in html  # the section that shows the folder name
     assert not re.search(r"<img[^>]*onerror", html)  # nbconvert reorders attributes: look for the tag itself
     assert "&lt;img src=x onerror=alert(1)&gt;" in html
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (["--seed", "²"], "argument --seed: expected a seed of digits 0-9"),
+    (["--seed", "1_0"], "argument --seed: expected a seed of digits 0-9"),
+    (["--profile", "top3:random:²"], "Profile condition 'top3:random:²' has a bad seed"),
+    (["--profile", "top3:random:"], "Profile condition 'top3:random:' has a bad seed"),
+    (["--profile", f"top3:random:{'1' * 26}"], "has a bad seed"),
+])
+def test_a_bad_seed_is_one_sentence_wherever_it_is_written(tmp_path, capsys, args, named):
+    try:
+        code, _, err = run_main(capsys, *SCORE, "--limit", "1", "--model", "length", *args, "--out", str(tmp_path / "r"))
+    except SystemExit as stopped:   # argparse's refusal: usage, then one sentence
+        code, err = stopped.code, capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert named in err.strip().splitlines()[-1]
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_largest_seed_runs_a_retest_and_a_seeded_random_retriever(tmp_path, capsys):
+    code, printed, err = run_main(capsys, *SCORE, "--limit", "1", "--model", "length", "--seed", "4294967295",
+                                  "--profile", "top3+retest", "--profile", "top3:random:4294967295",
+                                  "--out", str(tmp_path / "r"))
+    assert code == 0, err
+    assert set(load_results(tmp_path / "r")["profile"]) == {"top3", "top3+retest"}
+
+
+def test_a_dense_retriever_folder_keeps_its_case(tmp_path, capsys):
+    from prb_utils.models.aliases import resolve_alias
+
+    folder = tmp_path / "Encoders" / "MiniLM"
+    folder.parent.mkdir()
+    folder.symlink_to(resolve_alias("minilm", "embedding"), target_is_directory=True)
+    code, _, err = run_main(capsys, *SCORE, "--limit", "1", "--model", "length", "--profile", f"top2:dense:{folder}",
+                            "--out", str(tmp_path / "r"))
+    assert code == 0, err
+    assert set(load_results(tmp_path / "r")["profile"]) == {"top2"}
