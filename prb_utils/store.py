@@ -60,7 +60,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pandas as pd
 import pyarrow as pa
@@ -116,14 +116,19 @@ def _cannot_write(path: Path, exc: OSError) -> PRBError:
                     "kept: make room (or fix the folder's permissions) and run the same command again to resume.")
 
 
-def _atomic_write_bytes(path: Path, write: Any) -> None:
-    """Call ``write(fh)`` on a temporary file beside ``path``, fsync it, then move it into place. The file
-    gets the umask's mode (a store shared by a group stays readable); a full disk or a refused write is a
-    PRBError naming the file, and nothing already in place is touched."""
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise _cannot_write(path, exc) from None
+def atomic_write(path: Path, write: Callable[[BinaryIO], Any]) -> None:
+    """Call ``write(fh)`` on a temporary file beside ``path``, fsync it, then move it into place: a reader never
+    sees half a file, and a failed write (a full disk) leaves no file of its own and nothing in place touched.
+    The file gets the umask's mode. The one atomic writer of prb (the store's, the report's); an ``OSError`` is
+    raised as it came, for the caller to name the file in its own sentence.
+
+    >>> import tempfile
+    >>> target = Path(tempfile.mkdtemp()) / "a.txt"
+    >>> atomic_write(target, lambda fh: fh.write(b"text"))
+    >>> target.read_text(), [p.name for p in target.parent.iterdir()]
+    ('text', ['a.txt'])
+    """
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, _file_mode())
         with os.fdopen(fd, "wb") as fh:
@@ -131,12 +136,17 @@ def _atomic_write_bytes(path: Path, write: Any) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise _cannot_write(path, exc) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _atomic_write_bytes(path: Path, write: Any) -> None:
+    """:func:`atomic_write` for a store file: a full disk or a refused write is a PRBError naming the file."""
+    try:
+        atomic_write(path, write)
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
 
 
 def write_parquet(frame: pd.DataFrame, path: str | os.PathLike) -> None:
