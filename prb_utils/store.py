@@ -376,12 +376,44 @@ def _damaged(path: Path, reason: str, remedy: str) -> PRBError:
 CACHE_REMEDY = "delete it and run the same command again to compute it anew"
 
 
-def read_parquet_cache(path: str | os.PathLike, *, columns: Sequence[str] = (),
-                       recompute: bool = False) -> pd.DataFrame | None:
+def rows_problem(frame: pd.DataFrame, *, filled: Sequence[str] = (), unique: Sequence[str] = (),
+                 text: Sequence[str] = ()) -> str | None:
+    """Why the rows of a cache that has its columns cannot be used (a cell of a ``filled`` column empty, two rows
+    with one ``unique`` key, a ``text`` cell that is not a string), or None when they can: the value check of
+    :func:`read_parquet_cache`.
+
+    >>> rows_problem(pd.DataFrame({"id": ["a", None]}), filled=["id"])
+    '1 row with no id'
+    >>> rows_problem(pd.DataFrame({"id": ["a", "a"], "i": [0, 0]}), unique=["id", "i"])
+    '2 rows with one id, i (a, 0)'
+    >>> rows_problem(pd.DataFrame({"response": ["ok", 3]}), text=["response"]) is None, rows_problem(
+    ...     pd.DataFrame({"response": ["ok", b"x"]}), text=["response"])
+    (False, '1 row whose response is not text')
+    """
+    for column in filled:
+        empty = int(frame[column].isna().sum())
+        if empty:
+            return f"{empty} row{'s' if empty != 1 else ''} with no {column}"
+    for column in text:
+        other = int((~frame[column].map(lambda v: isinstance(v, str))).sum())
+        if other:
+            return f"{other} row{'s' if other != 1 else ''} whose {column} is not text"
+    if unique:
+        twice = frame[frame.duplicated(list(unique), keep=False)]
+        if not twice.empty:
+            first = twice.iloc[0]
+            return (f"{len(twice)} rows with one {', '.join(unique)} "
+                    f"({', '.join(str(first[c]) for c in unique)})")
+    return None
+
+
+def read_parquet_cache(path: str | os.PathLike, *, columns: Sequence[str] = (), recompute: bool = False,
+                       check: Callable[[pd.DataFrame], str | None] | None = None) -> pd.DataFrame | None:
     """A cache or result file written by :func:`write_parquet` (None when there is none); a damaged one (cut
-    short, not parquet, a folder where the file should be, without one of ``columns``) is a PRBError naming it
-    and what to delete, or, with ``recompute`` (a cache the caller computes anew when it is None), set aside
-    with one sentence (:func:`prb_utils.errors.set_aside`) and None."""
+    short, not parquet, a folder where the file should be, without one of ``columns``, or values ``check``
+    refuses: it returns why, e.g. :func:`rows_problem`) is a PRBError naming it and what to delete, or, with
+    ``recompute`` (a cache the caller computes anew when it is None), set aside with one sentence
+    (:func:`prb_utils.errors.set_aside`) and None."""
     path = Path(path)
     if not path.exists():
         return None
@@ -395,9 +427,9 @@ def read_parquet_cache(path: str | os.PathLike, *, columns: Sequence[str] = (),
             reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
         else:
             lacking = [c for c in columns if c not in frame.columns]
-            if not lacking:
+            reason = f"no column {', '.join(lacking)}" if lacking else (check(frame) if check else None)
+            if reason is None:
                 return frame
-            reason = f"no column {', '.join(lacking)}"
     if not recompute:
         raise _damaged(path, reason, CACHE_REMEDY)
     set_aside(path, reason)

@@ -82,6 +82,7 @@ from prb_utils.downstream.rubric_judge import (
     judge_cache_key,
     judge_item,
     judge_placement,
+    judgement_problem,
     load_judge,
     results_frame,
 )
@@ -98,7 +99,14 @@ from prb_utils.models.lm import busy_cpus_elsewhere, choose_threads
 from prb_utils.models.quiet import quiet_transformers
 from prb_utils.profile import parse_condition, rm_user_message
 from prb_utils.schema import DEFAULT_ZOO, stable_hash
-from prb_utils.store import folder_lock, read_json_cache, read_parquet_cache, write_parquet, write_text
+from prb_utils.store import (
+    folder_lock,
+    read_json_cache,
+    read_parquet_cache,
+    rows_problem,
+    write_parquet,
+    write_text,
+)
 
 PPO_VERSION = 1
 TRAINER = "GRPO"
@@ -527,7 +535,9 @@ def degenerate_answers(answers: pd.DataFrame) -> str | None:
 
 def _cached_answers(path: Path, model: str, held_out: pd.DataFrame, *, posts: int, max_new_tokens: int,
                     options: ModelOptions) -> pd.DataFrame:
-    cached = read_parquet_cache(path, columns=ANSWER_COLUMNS, recompute=True)   # damaged: answered anew
+    cached = read_parquet_cache(path, columns=ANSWER_COLUMNS, recompute=True,   # damaged: answered anew
+                                check=lambda frame: rows_problem(frame, filled=ANSWER_COLUMNS, text=("response",),
+                                                                 unique=("subset", "id")))
     if cached is not None and len(cached) == len(held_out):
         return cached
     answers = generate_answers(model, held_out, posts=posts, max_new_tokens=max_new_tokens, options=options)
@@ -549,7 +559,8 @@ def judge_answers(answers: pd.DataFrame, held_out: pd.DataFrame, *, cache: Path,
         keys.append(item.key)
         if item.aspects:
             items[item.key] = item
-    cached = read_parquet_cache(cache, columns=NEEDED_JUDGEMENT_COLUMNS, recompute=True)   # damaged: judged anew
+    cached = read_parquet_cache(cache, columns=NEEDED_JUDGEMENT_COLUMNS, recompute=True,   # damaged: judged anew
+                                check=judgement_problem)
     known = set() if cached is None else set(cached["key"])
     todo = [item for key, item in items.items() if key not in known]
     if todo:
