@@ -326,3 +326,40 @@ def test_the_rl_judge_is_loaded_on_the_device_and_dtype_its_cache_is_keyed_by(tm
         ppo.judge_answers(answers, data, cache=tmp_path / "judge.parquet", judge="llm:x", progress=False,
                           options=ModelOptions(device="cpu", dtype="bfloat16"))
     assert seen == {"spec": "llm:x", "device": "cpu", "dtype": "bfloat16"}   # the run's options whole
+
+
+@pytest.mark.parametrize(("damage", "reason"), [
+    (lambda f: f.assign(response=[None, *f["response"][1:]]), "1 row with no response"),
+    (lambda f: pd.concat([f, f.head(1)], ignore_index=True), "2 rows with one subset, id"),
+])
+def test_an_rl_answer_cache_with_wrong_values_is_set_aside_naming_the_file(tmp_path, capsys, monkeypatch,
+                                                                            damage, reason):
+    """Issue 50: an RL answer cache with its columns but an empty or a duplicated row (before: read as it was)
+    is one sentence naming the file, set aside and answered anew."""
+    from prb_utils.downstream import ppo
+
+    held_out = load_benchmark("sample").head(2)
+    fresh = pd.DataFrame({"subset": held_out["subset"].astype(str), "id": held_out["id"].astype(str),
+                          "response": ["one", "two"], "prompt_hash": "h"})
+    monkeypatch.setattr(ppo, "generate_answers", lambda *a, **k: fresh)
+    path = tmp_path / "answers.parquet"
+    damage(fresh).to_parquet(path)
+    got = ppo._cached_answers(path, "m", held_out, posts=1, max_new_tokens=8, options=ModelOptions())
+    pd.testing.assert_frame_equal(got, fresh)
+    (line,) = [w for w in capsys.readouterr().err.splitlines() if w.startswith("prb:")]
+    assert str(path) in line and reason in line and "set aside" in line
+
+
+def test_an_rl_verdict_cache_with_a_quality_out_of_range_is_judged_anew(tmp_path, capsys):
+    from prb_utils.downstream.ppo import judge_answers
+
+    held_out = load_benchmark("sample").head(1)
+    answers = pd.DataFrame({"subset": held_out["subset"].astype(str), "id": held_out["id"].astype(str),
+                            "response": ["A cheap answer."]})
+    cache = tmp_path / "verdicts.parquet"
+    first = judge_answers(answers, held_out, cache=cache, judge="proxy", progress=False)
+    pd.read_parquet(cache).assign(quality=7.0).to_parquet(cache)
+    again = judge_answers(answers, held_out, cache=cache, judge="proxy", progress=False)
+    pd.testing.assert_frame_equal(again, first)
+    (line,) = [w for w in capsys.readouterr().err.splitlines() if w.startswith("prb:")]
+    assert str(cache) in line and "quality is not a number from 0 to 1" in line
