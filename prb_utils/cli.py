@@ -30,7 +30,7 @@ from prb_utils.analysis.probe_effects import (
 )
 from prb_utils.analysis.uncertainty import PLAN_UNITS, ResamplingPlan
 from prb_utils.data import load_benchmark, read_benchmark, record_digests, subset_counts
-from prb_utils.distributed import check_same_run, setup, world
+from prb_utils.distributed import check_same_run, one_process_advice, setup, world
 from prb_utils.downstream.rubric_judge import DEFAULT_JUDGE, check_judge, judge_identity, judge_label
 from prb_utils.errors import DataError, PRBError
 from prb_utils.export import FORMATS, export_results
@@ -880,7 +880,7 @@ RANKED_COMMANDS = ("score",)
 def _run_command(args: argparse.Namespace) -> int:
     try:
         if args.command not in RANKED_COMMANDS and world().distributed:
-            raise PRBError(f"prb {args.command} runs as one process: start it without torchrun (only prb "
+            raise PRBError(f"prb {args.command} runs as one process: {one_process_advice()} (only prb "
                            f"{' and prb '.join(RANKED_COMMANDS)} splits its work over torchrun's ranks).")
         return COMMANDS[args.command](args)
     except DataError as exc:

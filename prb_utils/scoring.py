@@ -40,7 +40,16 @@ from tqdm.auto import tqdm
 
 from prb_utils import __version__
 from prb_utils.data import DATA_ATTR, data_fingerprint, pair_keys_digest, user_key
-from prb_utils.distributed import World, barrier, broadcast, gather, kill_point, setup, world
+from prb_utils.distributed import (
+    World,
+    barrier,
+    broadcast,
+    gather,
+    kill_point,
+    one_process_advice,
+    setup,
+    world,
+)
 from prb_utils.errors import PRBError
 from prb_utils.models import ModelOptions, PairInput, load_model
 from prb_utils.models.base import parse_spec
@@ -727,7 +736,7 @@ def score_benchmark(
 
     options = options or ModelOptions()
     if world().distributed and not options.engine.in_process:
-        raise PRBError(f"--engine {options.engine.name} runs as one process: start it without torchrun (a vLLM "
+        raise PRBError(f"--engine {options.engine.name} runs as one process: {one_process_advice()} (a vLLM "
                        "server spreads over GPUs itself, e.g. --engine-arg data-parallel-size=N).")
     current = setup()   # under torchrun: this rank's place, the process group joined
     progress = progress and current.is_main
