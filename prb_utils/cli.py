@@ -373,10 +373,17 @@ def _add_ppo_parser(sub: argparse._SubParsersAction) -> None:
     _add_engine_options(p)
 
 
+#: The data loads whose dropped records were listed in this command (a command that loads its data twice, as
+#: ``prb probe`` and ``prb report`` do, lists them once); emptied by :func:`main`.
+_DROPS_LISTED: set[tuple[Any, ...]] = set()
+
+
 def _load(args: argparse.Namespace) -> pd.DataFrame:
     frame = load_benchmark(args.data, subsets=args.subset, limit=args.limit, drop_invalid=args.drop_invalid)
     dropped = frame.attrs.get("dropped") or []
-    if dropped:
+    load = (args.data, tuple(args.subset or ()), args.limit)
+    if dropped and load not in _DROPS_LISTED:
+        _DROPS_LISTED.add(load)
         names = list(dict.fromkeys(dropped))
         shown = ", ".join(names[:10]) + (" …" if len(names) > 10 else "")
         print(f"Dropped {len(dropped)} invalid record(s): {shown}", file=sys.stderr)
@@ -866,6 +873,7 @@ COMMANDS = {"validate": cmd_validate, "models": cmd_models, "plan": cmd_plan, "s
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code."""
     args = build_parser().parse_args(argv)
+    _DROPS_LISTED.clear()
     try:
         return _run_command(args)
     finally:

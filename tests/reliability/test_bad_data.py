@@ -298,3 +298,13 @@ def test_a_per_record_subset_field_is_used(tmp_path, capsys):
     code, out, err = run_main(capsys, "validate", str(tmp_path / "all.jsonl"))
     assert code == 0, err
     assert re.search(r"Art\s+1", out) and re.search(r"Law\s+1", out) and re.search(r"all\s+1", out), out
+
+
+def test_a_command_that_loads_its_data_twice_lists_the_dropped_records_once(tmp_path, capsys):
+    """Issue 50: ``prb probe --drop-invalid`` loads the data to score and again to read the probes, and printed
+    "Dropped 1 invalid record(s)" (and its problems) twice."""
+    path = write_lines(tmp_path / "S.jsonl", [record(1), record(2), record(3, chosen="")])
+    code, _, err = run_main(capsys, "probe", "--data", str(path), "--model", "length", "--drop-invalid",
+                            "--probe", "shuffle", "--out", str(tmp_path / "r"), "--no-progress")
+    assert code == 0, err
+    assert err.count("Dropped 1 invalid record(s): r3") == 1, err
