@@ -577,7 +577,7 @@ def _score_job(store: JobStore, everyone: list[_Pair], todo: list[_Pair], model:
         store.write_metadata(meta)
 
     size = chunk_size or FIRST_CHUNK
-    bar = tqdm(total=len(todo), unit="pairs", desc=f"{labels['spec']} [{labels['profile']}]",
+    bar = tqdm(total=len(todo), unit="pairs", desc=_job_name(labels),
                disable=not progress, file=sys.stderr, dynamic_ncols=True)
     prefetch = _Prefetcher(model)
     writer = ThreadPoolExecutor(1, thread_name_prefix="prb-write")   # rows reach the store while the next chunk runs
@@ -602,7 +602,7 @@ def _score_job(store: JobStore, everyone: list[_Pair], todo: list[_Pair], model:
             chunk, prepared = pending.popleft()
             schedule()   # the chunks after this one are prepared while it runs
             started = time.perf_counter()
-            rows, errors = score_chunk(model, chunk, prepared=prepared, **labels)
+            rows, errors = score_chunk(model, chunk, prepared=prepared, **_row_labels(labels))
             seconds = time.perf_counter() - started
             if written is not None:
                 written.result()   # one write at a time, in order; a failed write stops the run here
@@ -651,13 +651,28 @@ def _counters(model: Any) -> dict[str, int]:
     return {k: int(v) for k in JOB_COUNTERS if isinstance(v := found.get(k), int | float) and not isinstance(v, bool)}
 
 
+def _job_name(labels: Mapping[str, str]) -> str:
+    """How progress and messages name a job: its model and its condition as the user wrote it (``top3:bm25+swap``,
+    where the store's rows say ``top3+swap``).
+
+    >>> _job_name({"spec": "length", "profile": "top3+swap", "written": "top3:bm25+swap"})
+    'length [top3:bm25+swap]'
+    """
+    return f"{labels['spec']} [{labels.get('written') or labels['profile']}]"
+
+
+def _row_labels(labels: Mapping[str, str]) -> dict[str, str]:
+    """The labels every row of a job carries (:func:`_row`): all but the condition as written."""
+    return {k: v for k, v in labels.items() if k != "written"}
+
+
 def _stop_if_failing(failed: int, scored: int, labels: Mapping[str, str], last: BaseException | None) -> None:
     """PRBError (the run stops; what finished is kept) when ``failed`` of the ``scored`` pairs of a job exceed
     :data:`MAX_FAILED_SHARE`, counting from :data:`FAILED_PAIRS_TO_STOP`; ``last``: this rank's last error."""
     if failed < FAILED_PAIRS_TO_STOP or failed <= MAX_FAILED_SHARE * scored:
         return
     why = f" (the last: {_error_reason(last)})" if last is not None else ""
-    raise PRBError(f"{failed} of the {scored} pairs of {labels['spec']} [{labels['profile']}] failed{why}, more than "
+    raise PRBError(f"{failed} of the {scored} pairs of {_job_name(labels)} failed{why}, more than "
                    "the third a job may lose, so its accuracy would mean little: the pairs that finished are kept, "
                    "and the same command run again scores the failed ones once the model or its server answers "
                    "reliably.")
@@ -771,7 +786,7 @@ def score_benchmark(
                 pairs = pairs_by_condition[written.spelling]
                 store = _open_job(out, {"model": spec, "kind": kind, "profile": condition, "options": key,
                                         "fingerprint": model_fp}, identity, pairs, current)
-                labels = {"job": store.key, "spec": spec, "kind": kind, "profile": condition}
+                labels = {"job": store.key, "spec": spec, "kind": kind, "profile": condition, "written": written.spelling}
                 run = {"n_pairs": len(pairs), "data_fingerprint": fingerprint, "units": units, "pairs": pairs,
                        "options": run_options, "data": identity}
                 if current.distributed:
@@ -788,7 +803,7 @@ def score_benchmark(
                     if store.parts() and not store.metadata().get("finished"):
                         _finish_interrupted(store, run)
                     if progress:
-                        print(f"{spec} [{condition}]: {len(pairs)} pairs read from the store", file=sys.stderr)
+                        print(f"{_job_name(labels)}: {len(pairs)} pairs read from the store", file=sys.stderr)
                 frames.append(_select(store, pairs))
         finally:
             lazy.release()
@@ -824,8 +839,7 @@ def _distributed_job(
                 if store.parts() and not store.metadata().get("finished"):
                     _finish_interrupted(store, run)
                 if progress:
-                    print(f"{labels['spec']} [{labels['profile']}]: {len(pairs)} pairs read from the store",
-                          file=sys.stderr)
+                    print(f"{_job_name(labels)}: {len(pairs)} pairs read from the store", file=sys.stderr)
         keys = broadcast(ranks, keys)
         if keys:
             by_key = {p.key: p for p in pairs}

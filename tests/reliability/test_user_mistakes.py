@@ -259,3 +259,15 @@ def test_a_full_disk_during_the_report_is_one_sentence_and_leaves_no_empty_or_cu
     files = [line.split(" ", 1) for line in ran.stdout.splitlines() if line.startswith(tuple("0123456789"))]
     assert not [name for size, name in files if size == "0" or "partial" in name or name.endswith(".tmp")], files
     assert "CUT" not in ran.stdout, ran.stdout
+
+
+def test_a_condition_is_echoed_as_the_user_wrote_it(tmp_path, capsys):
+    """Issue 50: ``--profile top3:bm25+swap`` was echoed as ``top3+swap`` (the store's name, which tables keep)."""
+    args = ["score", "--data", "sample", "--limit", "1", "--model", "length", "--profile", "top3:bm25+swap",
+            "--out", str(tmp_path / "r")]
+    for _ in range(2):   # scored, then read from the store
+        code, printed, err = run_main(capsys, *args)
+        assert code == 0, err
+        assert "length [top3:bm25+swap]" in err and "length [top3+swap]" not in err
+    assert "length [top3:bm25+swap]: 3 pairs read from the store" in err
+    assert "top3+swap" in printed   # the table names the store's condition
