@@ -210,7 +210,7 @@ class JobStore:
 
     def metadata(self) -> dict[str, Any]:
         """The job's ``job.json`` (empty when the job was never written)."""
-        return _read_json(self.dir / JOB_FILE)
+        return _read_job_json(self.dir / JOB_FILE)
 
     # ------------------------------------------------------------------------------------ writing
 
@@ -442,8 +442,10 @@ def read_json_cache(path: str | os.PathLike) -> dict[str, Any]:
     return _read_json(Path(path), remedy=CACHE_REMEDY)
 
 
-def _read_json(path: Path, remedy: str = "delete it (the scores are kept and the next score run of this job "
-                                        "writes it again)") -> dict[str, Any]:
+JOB_REMEDY = "delete it (the scores are kept and the next score run of this job writes it again)"
+
+
+def _read_json(path: Path, remedy: str = JOB_REMEDY) -> dict[str, Any]:
     """A job's ``job.json`` ({} when absent); PRBError naming the file when it is damaged."""
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
@@ -460,6 +462,55 @@ def _read_json(path: Path, remedy: str = "delete it (the scores are kept and the
     if not isinstance(value, dict):
         raise _damaged(path, "not a JSON object", remedy)
     return value
+
+
+#: The fields of a ``job.json`` that prb reads as objects (``pairs``: pair key -> pair hash) or whole numbers.
+JOB_OBJECT_FIELDS = ("pairs", "questions", "users", "options", "run", "data")
+JOB_NUMBER_FIELDS = ("n_pairs",)
+
+
+def _read_job_json(path: Path) -> dict[str, Any]:
+    """A job's ``job.json`` (:func:`_read_json`), its fields of the types prb reads: PRBError naming the file and
+    the field otherwise (a ``pairs`` that is a string, an ``n_pairs`` that is text).
+
+    >>> import tempfile
+    >>> bad = Path(tempfile.mkdtemp()) / "job.json"
+    >>> _ = bad.write_text('{"pairs": "abc"}')
+    >>> _read_job_json(bad)
+    Traceback (most recent call last):
+    ...
+    prb_utils.errors.PRBError: The store file ... is damaged (its field 'pairs' is a string, not an object); ...
+    """
+    meta = _read_json(path)
+    for name in JOB_OBJECT_FIELDS:
+        value = meta.get(name)
+        if value is not None and not isinstance(value, dict):
+            raise _damaged(path, f"its field '{name}' is {_json_kind(value)}, not an object", JOB_REMEDY)
+    pairs = meta.get("pairs") or {}
+    if not all(isinstance(h, str) for h in pairs.values()):
+        raise _damaged(path, "its field 'pairs' holds a pair hash that is not a string", JOB_REMEDY)
+    for name in JOB_NUMBER_FIELDS:
+        value = meta.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise _damaged(path, f"its field '{name}' is {_json_kind(value)}, not a whole number", JOB_REMEDY)
+    return meta
+
+
+def _json_kind(value: Any) -> str:
+    """How a JSON value's type reads in a sentence.
+
+    >>> _json_kind("x"), _json_kind([1]), _json_kind(True), _json_kind(1.5)
+    ('a string', 'a list', 'true or false', 'a number')
+    """
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, int | float):
+        return "a number"
+    return "null" if value is None else "an object"
 
 
 def _read_part(path: Path) -> pd.DataFrame:
@@ -517,7 +568,7 @@ def _job_folders(out: str | os.PathLike) -> list[Path]:
     if not root.is_dir():
         return []
     folders = [p for p in root.iterdir() if p.is_dir()]
-    return sorted(folders, key=lambda p: (str(_read_json(p / JOB_FILE).get("created") or ""), p.name))
+    return sorted(folders, key=lambda p: (str(_read_job_json(p / JOB_FILE).get("created") or ""), p.name))
 
 
 class StoreShortfallWarning(UserWarning):
@@ -588,7 +639,7 @@ def load_results(out: str | os.PathLike = "results", *, strict: bool = False) ->
     """
     frames, metas, problems = [], {}, []
     for folder in _job_folders(out):
-        rows, meta = _read_job(folder), _read_json(folder / JOB_FILE)
+        rows, meta = _read_job(folder), _read_job_json(folder / JOB_FILE)
         problems += [p for p in (shortfall(folder, rows, meta), pooled(folder, rows, meta)) if p]
         metas[folder.name] = meta
         if not rows.empty:
@@ -612,7 +663,7 @@ def pair_units(out: str | os.PathLike = "results") -> pd.DataFrame:
     written before prb recorded them add nothing (their pairs are then their own units)."""
     keys: dict[str, dict[str, str]] = {}
     for folder in _job_folders(out):
-        meta = _read_json(folder / JOB_FILE)
+        meta = _read_job_json(folder / JOB_FILE)
         for unit in UNITS:
             for pair, value in (meta.get(f"{unit}s") or {}).items():
                 keys.setdefault(pair, {})[unit] = value
@@ -649,7 +700,7 @@ def _of_this_data(rows: pd.DataFrame, out: str | os.PathLike, digest: str | None
         return rows
     root = Path(out) / JOBS_DIR
     jobs = rows[["job", "model", "profile"]].drop_duplicates("job")
-    recorded = {job: data_fact(_read_json(root / str(job) / JOB_FILE))[1] for job in jobs["job"]}
+    recorded = {job: data_fact(_read_job_json(root / str(job) / JOB_FILE))[1] for job in jobs["job"]}
     jobs = jobs.assign(ours=jobs["job"].map(recorded) == digest)
     covered = jobs.groupby(["model", "profile"], sort=False)["ours"].transform("any")
     other = set(jobs.loc[covered & ~jobs["ours"], "job"])
@@ -742,7 +793,7 @@ def add_job_labels(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, Any]] | 
     ``job.json``, read from the store ``out`` when not given."""
     if metas is None:
         root = Path(out or "results") / JOBS_DIR
-        metas = {job: _read_json(root / str(job) / JOB_FILE) for job in rows["job"].dropna().unique()}
+        metas = {job: _read_job_json(root / str(job) / JOB_FILE) for job in rows["job"].dropna().unique()}
     jobs = rows[["job", "model", "profile"]].drop_duplicates("job")
     return rows.assign(job_label=rows["job"].map(job_labels(jobs, metas)))
 
@@ -754,7 +805,7 @@ def load_run_metadata(out: str | os.PathLike = "results") -> pd.DataFrame:
     times, row count, and the run metadata of the last run that scored anything (versions, dtype, device, ...)."""
     records = []
     for folder in _job_folders(out):
-        meta = _read_json(folder / JOB_FILE)
+        meta = _read_job_json(folder / JOB_FILE)
         if not meta:
             continue
         record: dict[str, Any] = {
