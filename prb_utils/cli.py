@@ -348,7 +348,7 @@ def _add_ppo_parser(sub: argparse._SubParsersAction) -> None:
                    help="store folder; the PPO files go to RESULTS/ppo (default: results)")
     p.add_argument("--eval-questions", type=_positive_int, default=run["eval_questions"],
                    help=f"held-out questions the trained policies answer (default: {run['eval_questions']})")
-    p.add_argument("--policy-posts", type=int, default=train.policy_posts, metavar="K",
+    p.add_argument("--policy-posts", type=_count, default=train.policy_posts, metavar="K",
                    help=f"profile posts in the policy's prompt (default: {train.policy_posts})")
     p.add_argument("--rm-profile", default=train.rm_profile, metavar="COND",
                    help=f"profile condition of the RMs' input (default: {train.rm_profile})")

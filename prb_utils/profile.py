@@ -138,15 +138,15 @@ def parse_condition(text: str | ProfileCondition) -> ProfileCondition:
 
 def _retriever_part(picked: str, text: Any) -> tuple[str, int | None]:
     """``(retriever, seed)`` of the part of a condition after ``topK:`` (``random:3`` -> ``("random", 3)``); the
-    retriever's kind is read in any case, the folder or hub id after ``dense:`` as written.
+    retriever's name is read in any case, the folder or hub id after ``dense:`` as written.
 
     >>> _retriever_part("Dense:BAAI/bge-small-en-v1.5", "top3:Dense:BAAI/bge-small-en-v1.5")
     ('dense:BAAI/bge-small-en-v1.5', None)
     """
-    kind, colon, rest = picked.partition(":")
-    kind = kind.lower()
-    spec, seed = (f"{kind}{colon}{rest}", None) if kind != "random" else (kind, rest if colon else None)
-    known = spec in RETRIEVERS or (kind == "dense" and rest.strip() != "")
+    method, colon, rest = picked.partition(":")
+    method = method.lower()
+    spec, seed = (f"{method}{colon}{rest}", None) if method != "random" else (method, rest if colon else None)
+    known = spec in RETRIEVERS or (method == "dense" and rest.strip() != "")
     if not known:
         raise PRBError(f"Unknown retriever in profile condition '{text}'; after topK: use one of "
                        f"{', '.join(RETRIEVERS)}, random with a seed as random:SEED (e.g. top3:random:3).")

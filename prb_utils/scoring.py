@@ -228,7 +228,9 @@ def job_options(kind: str, condition: str, options: ModelOptions | None = None, 
         if key["retriever"] == "random" and seed != 0:
             key["retriever_seed"] = seed  # baselines carry no seed of their own (seed 0: no key change)
         if key["retriever"].startswith("dense:"):
-            key["retriever_fingerprint"] = _fingerprint(f"{kinds_of(ENCODER)[0]}:{key['retriever'].split(':', 1)[1]}")
+            with _for_retriever(key["retriever"]):
+                key["retriever_fingerprint"] = _fingerprint(
+                    f"{kinds_of(ENCODER)[0]}:{key['retriever'].split(':', 1)[1]}")
     return key
 
 
@@ -288,8 +290,20 @@ def retriever_from_label(label: str | None) -> Callable[..., list[int]] | None:
 
 def _retriever(spec: str | None, seed: int = 0) -> Callable[..., list[int]] | None:
     if spec and spec.startswith("dense:"):
-        return make_retriever(spec, embed=load_encoder(spec.split(":", 1)[1]))
+        with _for_retriever(spec):
+            embed = load_encoder(spec.split(":", 1)[1])
+        return make_retriever(spec, embed=embed)
     return make_retriever(spec, seed=seed)
+
+
+@contextmanager
+def _for_retriever(spec: str) -> Iterator[None]:
+    """A dense retriever's encoder that cannot be found or loaded is the retriever's error (the user named a
+    retriever, not a model)."""
+    try:
+        yield
+    except PRBError as exc:
+        raise PRBError(f"The retriever '{spec}' cannot use its encoder: {exc}") from None
 
 
 def _user_message(row: Mapping[str, Any], condition: str, retriever: Callable[..., list[int]] | None) -> str:

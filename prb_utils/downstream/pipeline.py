@@ -450,7 +450,7 @@ def run_bon_pipeline(
         raise PRBError(f"The RM profile '{rm_profile}' shows the answer key (the rubric); a Best-of-N RM may not "
                        "see it.")
     check_judge(judge, options)   # a judge that cannot be used fails here, before any sampling
-    check_causal_lm(sampling.policy)
+    check_causal_lm(sampling.policy, option="--policy")
     choose_quality_rule(pd.DataFrame({"quality": [0.0]}), quality_rule)   # an unknown rule fails before any work
 
     for spec in models:

@@ -655,7 +655,7 @@ def run_ppo(
     if parse_condition(training.rm_profile).oracle:
         raise PRBError(f"The RM profile '{training.rm_profile}' shows the answer key; a reward may not see it.")
     check_judge(judge, options)   # a judge that cannot be used fails here, before any training
-    check_causal_lm(policy)
+    check_causal_lm(policy, option="--policy")
     specs = list(dict.fromkeys(parse_spec(s).canonical for s in models))
     if not specs:
         raise PRBError("No reward model given.")
