@@ -242,6 +242,24 @@ def test_a_diverged_policy_is_left_out_of_the_rl_table_with_its_reason(tiny_lm_d
         "length": "diverged after 1 GRPO step(s) at learning rate 1e+30: every held-out answer is empty"}
 
 
+@pytest.mark.slow
+def test_a_policy_diverging_mid_training_is_left_out_in_one_sentence_not_a_traceback(tiny_lm_dir, tmp_path, capsys):
+    """Issue 50: `--steps 2 --save-steps 1 --learning-rate 1e30` ended in a RuntimeError traceback (sampling step
+    2 from non-finite probabilities); the policy is marked diverged, with the step, and left out; a rerun says the
+    same."""
+    out = tmp_path / "results"
+    said = ("prb: warning: the policy trained on length diverged after 1 GRPO step(s) at learning rate 1e+30: its "
+            "probabilities were no longer finite in GRPO step 2; it is left out of the RL table.")
+    for _ in range(2):
+        code = main(tiny_ppo_argv(tiny_lm_dir, out, steps=2, learning_rate="1e30"))
+        err = capsys.readouterr().err
+        assert code == 0 and "Traceback" not in err
+        assert [line for line in err.splitlines() if line.startswith("prb:")] == [said]
+        assert set(read_ppo_csv(out / "ppo" / "ppo.csv")["rm"]) == {BASELINE_RM}
+        assert "no longer finite in GRPO step 2" in json.loads((out / "ppo" / "run.json").read_text())["diverged"][
+            "length"]
+
+
 def test_non_finite_weights_are_named(tmp_path):
     """A checkpoint holding a NaN is diverged whatever it answers; a healthy one is not."""
     from tiny_models import build_causal_lm

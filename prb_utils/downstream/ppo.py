@@ -438,12 +438,34 @@ def train_policy(spec: str, train: pd.DataFrame, run_dir: str | os.PathLike, *, 
             trainer.remove_callback(ProgressCallback)
             trainer.add_callback(_quiet_progress())
 
-        with quiet_transformers():  # no "writing model shards" bar per checkpoint
-            trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)
+        diverged = None
+        try:
+            with quiet_transformers():  # no "writing model shards" bar per checkpoint
+                trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)
+        except RuntimeError as exc:   # sampling from non-finite probabilities: the policy diverged
+            diverged = nonfinite_failure(exc, trainer.state.global_step)
+            if diverged is None:
+                raise
     checkpoint, after = last_checkpoint(run_dir)
     del trainer, model, rm, reward
     _free()
-    return {"steps_before": done, "steps": after, "checkpoint": str(checkpoint), "seconds": time.time() - start}
+    info = {"steps_before": done, "steps": after, "checkpoint": str(checkpoint) if checkpoint is not None else None,
+            "seconds": time.time() - start}
+    return {**info, "diverged": diverged} if diverged else info
+
+
+def nonfinite_failure(exc: BaseException, steps_done: int) -> str | None:
+    """Why training stopped, when ``exc`` is torch's refusal of non-finite numbers (sampling from a policy whose
+    probabilities became ``inf`` or ``nan``, as a learning rate of 1e30 makes them), else None (another error).
+
+    >>> nonfinite_failure(RuntimeError("probability tensor contains either `inf`, `nan` or element < 0"), 1)
+    'its probabilities were no longer finite in GRPO step 2'
+    >>> nonfinite_failure(RuntimeError("CUDA out of memory"), 1) is None
+    True
+    """
+    if not re.search(r"\b(inf|nan)\b", str(exc), re.IGNORECASE):
+        return None
+    return f"its probabilities were no longer finite in GRPO step {steps_done + 1}"
 
 
 def _quiet_progress() -> Any:
@@ -701,9 +723,10 @@ def run_ppo(
                 trained.append(spec)
             meta = {"rm": spec, "key": key, "trainer": TRAINER, "policy": policy, "policy_fingerprint": policy_fp,
                     "seed": int(seed), "options": training.__dict__, "steps": info["steps"],
-                    "checkpoint": Path(info["checkpoint"]).name, "train_questions": int(train["question"].nunique()),
+                    "checkpoint": Path(info["checkpoint"]).name if info["checkpoint"] else None,
+                    "train_questions": int(train["question"].nunique()),
                     "versions": _versions()}
-            problem = nonfinite_weights(info["checkpoint"])
+            problem = info.get("diverged") or (nonfinite_weights(info["checkpoint"]) if info["checkpoint"] else None)
             if problem is None:
                 dtype_part = f"-{asked['dtype']}" if asked else ""
                 given = _cached_answers(run_dir / f"answers-{eval_id}-{max_new}-step{info['steps']}{dtype_part}.parquet",
