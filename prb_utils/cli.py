@@ -30,7 +30,7 @@ from prb_utils.analysis.probe_effects import (
 )
 from prb_utils.analysis.uncertainty import PLAN_UNITS, ResamplingPlan
 from prb_utils.data import load_benchmark, read_benchmark, record_digests, subset_counts
-from prb_utils.distributed import check_same_run, setup, world
+from prb_utils.distributed import check_same_run, one_process_advice, setup, world
 from prb_utils.downstream.rubric_judge import DEFAULT_JUDGE, check_judge, judge_identity, judge_label
 from prb_utils.errors import DataError, PRBError
 from prb_utils.export import FORMATS, export_results
@@ -39,7 +39,7 @@ from prb_utils.models.engines import ENGINES
 from prb_utils.notebook.stages import Stages
 from prb_utils.plan import plan_frame, plan_text
 from prb_utils.probes import PROBES
-from prb_utils.profile import parse_condition
+from prb_utils.profile import parse_condition, parse_seed
 from prb_utils.schema import DEFAULT_ZOO, NO_PROFILE, ORACLE_CONDITIONS
 from prb_utils.scoring import score_benchmark
 from prb_utils.store import (
@@ -83,14 +83,12 @@ def _positive_int(text: str) -> int:
     return _int_at_least(text, 1, "a positive integer")
 
 
-SEED_MAX = 2**32 - 1   # numpy's and torch's seeding take 0 .. 2**32 - 1
-
-
 def _seed(text: str) -> int:
-    value = _int_at_least(text, 0, "a seed from 0 to 4294967295")
-    if value > SEED_MAX:
-        raise argparse.ArgumentTypeError(f"expected a seed from 0 to 4294967295, got '{text}'")
-    return value
+    """A ``--seed`` (:func:`prb_utils.profile.parse_seed`: digits, 0 to 4294967295): argparse's error otherwise."""
+    try:
+        return parse_seed(text)
+    except PRBError as bad:
+        raise argparse.ArgumentTypeError(str(bad)) from None
 
 
 def _positive_float(text: str) -> float:
@@ -350,7 +348,7 @@ def _add_ppo_parser(sub: argparse._SubParsersAction) -> None:
                    help="store folder; the PPO files go to RESULTS/ppo (default: results)")
     p.add_argument("--eval-questions", type=_positive_int, default=run["eval_questions"],
                    help=f"held-out questions the trained policies answer (default: {run['eval_questions']})")
-    p.add_argument("--policy-posts", type=int, default=train.policy_posts, metavar="K",
+    p.add_argument("--policy-posts", type=_count, default=train.policy_posts, metavar="K",
                    help=f"profile posts in the policy's prompt (default: {train.policy_posts})")
     p.add_argument("--rm-profile", default=train.rm_profile, metavar="COND",
                    help=f"profile condition of the RMs' input (default: {train.rm_profile})")
@@ -375,10 +373,17 @@ def _add_ppo_parser(sub: argparse._SubParsersAction) -> None:
     _add_engine_options(p)
 
 
+#: The data loads whose dropped records were listed in this command (a command that loads its data twice, as
+#: ``prb probe`` and ``prb report`` do, lists them once); emptied by :func:`main`.
+_DROPS_LISTED: set[tuple[Any, ...]] = set()
+
+
 def _load(args: argparse.Namespace) -> pd.DataFrame:
     frame = load_benchmark(args.data, subsets=args.subset, limit=args.limit, drop_invalid=args.drop_invalid)
     dropped = frame.attrs.get("dropped") or []
-    if dropped:
+    load = (args.data, tuple(args.subset or ()), args.limit)
+    if dropped and load not in _DROPS_LISTED:
+        _DROPS_LISTED.add(load)
         names = list(dict.fromkeys(dropped))
         shown = ", ".join(names[:10]) + (" …" if len(names) > 10 else "")
         print(f"Dropped {len(dropped)} invalid record(s): {shown}", file=sys.stderr)
@@ -868,6 +873,7 @@ COMMANDS = {"validate": cmd_validate, "models": cmd_models, "plan": cmd_plan, "s
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code."""
     args = build_parser().parse_args(argv)
+    _DROPS_LISTED.clear()
     try:
         return _run_command(args)
     finally:
@@ -882,7 +888,7 @@ RANKED_COMMANDS = ("score",)
 def _run_command(args: argparse.Namespace) -> int:
     try:
         if args.command not in RANKED_COMMANDS and world().distributed:
-            raise PRBError(f"prb {args.command} runs as one process: start it without torchrun (only prb "
+            raise PRBError(f"prb {args.command} runs as one process: {one_process_advice()} (only prb "
                            f"{' and prb '.join(RANKED_COMMANDS)} splits its work over torchrun's ranks).")
         return COMMANDS[args.command](args)
     except DataError as exc:

@@ -90,17 +90,55 @@ def world(environ: Mapping[str, str] | None = None) -> World:
     env = os.environ if environ is None else environ
     if "WORLD_SIZE" not in env or "RANK" not in env:
         return World()
-    try:
-        size, rank = int(env["WORLD_SIZE"]), int(env["RANK"])
-        local_rank = int(env.get("LOCAL_RANK", rank))
-    except ValueError:
-        raise PRBError(f"WORLD_SIZE={env['WORLD_SIZE']!r}, RANK={env['RANK']!r} and LOCAL_RANK="
-                       f"{env.get('LOCAL_RANK')!r} must be whole numbers (torchrun sets them).") from None
-    if not (size >= 1 and 0 <= rank < size and local_rank >= 0):
-        raise PRBError(f"RANK={rank} is not a rank of WORLD_SIZE={size} (torchrun sets them).")
+    given = {"WORLD_SIZE": env["WORLD_SIZE"], "RANK": env["RANK"], "LOCAL_RANK": env.get("LOCAL_RANK", env["RANK"])}
+    numbers = {}
+    for name, text in given.items():
+        try:
+            numbers[name] = int(text)
+        except ValueError:
+            raise PRBError(f"{name}={text!r} must be a whole number ({_who_set(env)}).") from None
+    size, rank, local_rank = numbers["WORLD_SIZE"], numbers["RANK"], numbers["LOCAL_RANK"]
+    if size < 1:
+        raise PRBError(f"WORLD_SIZE={size} must be 1 or more ({_who_set(env)}).")
+    if not 0 <= rank < size:
+        raise PRBError(f"RANK={rank} is not a rank of WORLD_SIZE={size}, whose ranks are 0 to {size - 1} "
+                       f"({_who_set(env)}).")
+    if local_rank < 0:
+        raise PRBError(f"LOCAL_RANK={local_rank} must be 0 or more ({_who_set(env)}).")
     if size == 1:   # one process, whoever set the variables
         return World()
     return World(rank=rank, size=size, local_rank=local_rank, distributed=True)
+
+
+def by_torchrun(environ: Mapping[str, str] | None = None) -> bool:
+    """True when torchrun started this process (it sets ``TORCHELASTIC_RUN_ID``), False when ``WORLD_SIZE`` and
+    ``RANK`` come from elsewhere (a leftover of an earlier launch, a script).
+
+    >>> by_torchrun({"TORCHELASTIC_RUN_ID": "none", "WORLD_SIZE": "2"}), by_torchrun({"WORLD_SIZE": "2"})
+    (True, False)
+    """
+    env = os.environ if environ is None else environ
+    return "TORCHELASTIC_RUN_ID" in env
+
+
+def one_process_advice(environ: Mapping[str, str] | None = None) -> str:
+    """How to run prb as one process: without torchrun when torchrun started it, else by unsetting the
+    variables left in the environment.
+
+    >>> one_process_advice({"TORCHELASTIC_RUN_ID": "none"})
+    'start it without torchrun'
+    >>> one_process_advice({})
+    'unset WORLD_SIZE, RANK and LOCAL_RANK, which torchrun did not set'
+    """
+    if by_torchrun(environ):
+        return "start it without torchrun"
+    return "unset WORLD_SIZE, RANK and LOCAL_RANK, which torchrun did not set"
+
+
+def _who_set(env: Mapping[str, str]) -> str:
+    if by_torchrun(env):
+        return "torchrun sets them"
+    return "torchrun did not set it; unset WORLD_SIZE, RANK and LOCAL_RANK to run prb as one process"
 
 
 def join_timeout(environ: Mapping[str, str] | None = None) -> timedelta:

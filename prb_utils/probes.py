@@ -184,7 +184,7 @@ def changed_records(data: pd.DataFrame, name: str, seed: int = PROBE_SEED) -> se
 
 def reorder_records(data: pd.DataFrame, seed: int = PROBE_SEED) -> pd.DataFrame:
     """The same records in a seeded other order, so that the scorer batches them differently."""
-    return data.sample(frac=1.0, random_state=seed + 1).reset_index(drop=True)
+    return data.sample(frac=1.0, random_state=(seed + 1) % 2**32).reset_index(drop=True)  # numpy: below 2**32
 
 
 #: Every probe, by name (the spelling after ``+`` in a condition).

@@ -42,6 +42,8 @@ PROFILE_HEADER = "Here are questions this user asked before:"
 QUESTION_PREFIX = "Question: "
 ORACLE_HEADER = "This user expects an answer that:"
 _CONDITION = re.compile(r"^(none|full|rubric|top([0-9]+))$")
+_DIGITS = re.compile(r"[0-9]+")
+SEED_MAX = 2**32 - 1   # numpy's and torch's seeding take 0 .. 2**32 - 1
 _WORD = re.compile(r"[a-z0-9]+")
 STOPWORDS = frozenset(
     "a an and are as at be but by can do does for from has have how i if in is it its my of on or so that "
@@ -87,6 +89,8 @@ class ProfileCondition:
 
         >>> parse_condition("TOP3:random:3+swap").spelling, parse_condition("full").spelling
         ('top3:random:3+swap', 'full')
+        >>> parse_condition("top3:Dense:BAAI/bge-small-en-v1.5").spelling   # a folder or hub id keeps its case
+        'top3:dense:BAAI/bge-small-en-v1.5'
         """
         picked = "".join(f":{part}" for part in (self.retriever, self.retriever_seed) if part is not None)
         return f"{self.base}{picked}" + (f"+{self.probe}" if self.probe else "")
@@ -104,8 +108,10 @@ def parse_condition(text: str | ProfileCondition) -> ProfileCondition:
     """
     if isinstance(text, ProfileCondition):
         return text
-    written, plus, probe_name = str(text).strip().lower().partition("+")
+    written, plus, probe_name = str(text).strip().partition("+")
+    probe_name = probe_name.lower()
     base_text, colon, picked = written.partition(":")
+    base_text = base_text.lower()
     if plus:
         base = parse_condition(written)
         if probe_name not in PROBES or base.oracle:
@@ -131,13 +137,43 @@ def parse_condition(text: str | ProfileCondition) -> ProfileCondition:
 
 
 def _retriever_part(picked: str, text: Any) -> tuple[str, int | None]:
-    """``(retriever, seed)`` of the part of a condition after ``topK:`` (``random:3`` -> ``("random", 3)``)."""
-    spec, _, seed = picked.rpartition(":") if picked.startswith("random:") else (picked, "", "")
-    known = spec in RETRIEVERS or (spec.startswith("dense:") and len(spec) > len("dense:"))
-    if not known or (seed and not seed.isdigit()):
+    """``(retriever, seed)`` of the part of a condition after ``topK:`` (``random:3`` -> ``("random", 3)``); the
+    retriever's name is read in any case, the folder or hub id after ``dense:`` as written.
+
+    >>> _retriever_part("Dense:BAAI/bge-small-en-v1.5", "top3:Dense:BAAI/bge-small-en-v1.5")
+    ('dense:BAAI/bge-small-en-v1.5', None)
+    """
+    method, colon, rest = picked.partition(":")
+    method = method.lower()
+    spec, seed = (f"{method}{colon}{rest}", None) if method != "random" else (method, rest if colon else None)
+    known = spec in RETRIEVERS or (method == "dense" and rest.strip() != "")
+    if not known:
         raise PRBError(f"Unknown retriever in profile condition '{text}'; after topK: use one of "
                        f"{', '.join(RETRIEVERS)}, random with a seed as random:SEED (e.g. top3:random:3).")
-    return spec, int(seed) if seed else None
+    if seed is None:
+        return spec, None
+    try:
+        return spec, parse_seed(seed)
+    except PRBError as bad:
+        raise PRBError(f"Profile condition '{text}' has a bad seed: {bad} "
+                       f"(e.g. top3:random:3).") from None
+
+
+def parse_seed(text: str) -> int:
+    """A seed as written on a command line or in a condition: digits 0-9 only, from 0 to :data:`SEED_MAX`;
+    PRBError in one sentence for anything else (an empty text, a sign, ``²``, ``1_0``, 26 digits).
+
+    >>> parse_seed("42"), parse_seed("4294967295")
+    (42, 4294967295)
+    >>> parse_seed("²")
+    Traceback (most recent call last):
+    ...
+    prb_utils.errors.PRBError: expected a seed of digits 0-9 from 0 to 4294967295, got '²'
+    """
+    text = str(text)
+    if not _DIGITS.fullmatch(text) or len(text.lstrip("0")) > len(str(SEED_MAX)) or int(text) > SEED_MAX:
+        raise PRBError(f"expected a seed of digits 0-9 from 0 to {SEED_MAX}, got '{text}'")
+    return int(text)
 
 
 def tokenize(text: str) -> list[str]:

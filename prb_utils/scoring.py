@@ -40,7 +40,16 @@ from tqdm.auto import tqdm
 
 from prb_utils import __version__
 from prb_utils.data import DATA_ATTR, data_fingerprint, pair_keys_digest, user_key
-from prb_utils.distributed import World, barrier, broadcast, gather, kill_point, setup, world
+from prb_utils.distributed import (
+    World,
+    barrier,
+    broadcast,
+    gather,
+    kill_point,
+    one_process_advice,
+    setup,
+    world,
+)
 from prb_utils.errors import PRBError
 from prb_utils.models import ModelOptions, PairInput, load_model
 from prb_utils.models.base import parse_spec
@@ -221,7 +230,9 @@ def job_options(kind: str, condition: str, options: ModelOptions | None = None, 
         if key["retriever"] == "random" and seed != 0:
             key["retriever_seed"] = seed  # baselines carry no seed of their own (seed 0: no key change)
         if key["retriever"].startswith("dense:"):
-            key["retriever_fingerprint"] = _fingerprint(f"{kinds_of(ENCODER)[0]}:{key['retriever'].split(':', 1)[1]}")
+            with _for_retriever(key["retriever"]):
+                key["retriever_fingerprint"] = _fingerprint(
+                    f"{kinds_of(ENCODER)[0]}:{key['retriever'].split(':', 1)[1]}")
     return key
 
 
@@ -281,8 +292,20 @@ def retriever_from_label(label: str | None) -> Callable[..., list[int]] | None:
 
 def _retriever(spec: str | None, seed: int = 0) -> Callable[..., list[int]] | None:
     if spec and spec.startswith("dense:"):
-        return make_retriever(spec, embed=load_encoder(spec.split(":", 1)[1]))
+        with _for_retriever(spec):
+            embed = load_encoder(spec.split(":", 1)[1])
+        return make_retriever(spec, embed=embed)
     return make_retriever(spec, seed=seed)
+
+
+@contextmanager
+def _for_retriever(spec: str) -> Iterator[None]:
+    """A dense retriever's encoder that cannot be found or loaded is the retriever's error (the user named a
+    retriever, not a model)."""
+    try:
+        yield
+    except PRBError as exc:
+        raise PRBError(f"The retriever '{spec}' cannot use its encoder: {exc}") from None
 
 
 def _user_message(row: Mapping[str, Any], condition: str, retriever: Callable[..., list[int]] | None) -> str:
@@ -610,7 +633,7 @@ def _score_job(store: JobStore, everyone: list[_Pair], todo: list[_Pair], model:
         store.write_metadata(meta)
 
     size = chunk_size or FIRST_CHUNK
-    bar = tqdm(total=len(todo), unit="pairs", desc=f"{labels['spec']} [{labels['profile']}]",
+    bar = tqdm(total=len(todo), unit="pairs", desc=_job_name(labels),
                disable=not progress, file=sys.stderr, dynamic_ncols=True)
     prefetch = _Prefetcher(model)
     writer = ThreadPoolExecutor(1, thread_name_prefix="prb-write")   # rows reach the store while the next chunk runs
@@ -635,7 +658,7 @@ def _score_job(store: JobStore, everyone: list[_Pair], todo: list[_Pair], model:
             chunk, prepared = pending.popleft()
             schedule()   # the chunks after this one are prepared while it runs
             started = time.perf_counter()
-            rows, errors = score_chunk(model, chunk, prepared=prepared, **labels)
+            rows, errors = score_chunk(model, chunk, prepared=prepared, **_row_labels(labels))
             seconds = time.perf_counter() - started
             if written is not None:
                 written.result()   # one write at a time, in order; a failed write stops the run here
@@ -684,13 +707,28 @@ def _counters(model: Any) -> dict[str, int]:
     return {k: int(v) for k in JOB_COUNTERS if isinstance(v := found.get(k), int | float) and not isinstance(v, bool)}
 
 
+def _job_name(labels: Mapping[str, str]) -> str:
+    """How progress and messages name a job: its model and its condition as the user wrote it (``top3:bm25+swap``,
+    where the store's rows say ``top3+swap``).
+
+    >>> _job_name({"spec": "length", "profile": "top3+swap", "written": "top3:bm25+swap"})
+    'length [top3:bm25+swap]'
+    """
+    return f"{labels['spec']} [{labels.get('written') or labels['profile']}]"
+
+
+def _row_labels(labels: Mapping[str, str]) -> dict[str, str]:
+    """The labels every row of a job carries (:func:`_row`): all but the condition as written."""
+    return {k: v for k, v in labels.items() if k != "written"}
+
+
 def _stop_if_failing(failed: int, scored: int, labels: Mapping[str, str], last: BaseException | None) -> None:
     """PRBError (the run stops; what finished is kept) when ``failed`` of the ``scored`` pairs of a job exceed
     :data:`MAX_FAILED_SHARE`, counting from :data:`FAILED_PAIRS_TO_STOP`; ``last``: this rank's last error."""
     if failed < FAILED_PAIRS_TO_STOP or failed <= MAX_FAILED_SHARE * scored:
         return
     why = f" (the last: {_error_reason(last)})" if last is not None else ""
-    raise PRBError(f"{failed} of the {scored} pairs of {labels['spec']} [{labels['profile']}] failed{why}, more than "
+    raise PRBError(f"{failed} of the {scored} pairs of {_job_name(labels)} failed{why}, more than "
                    "the third a job may lose, so its accuracy would mean little: the pairs that finished are kept, "
                    "and the same command run again scores the failed ones once the model or its server answers "
                    "reliably.")
@@ -769,7 +807,7 @@ def score_benchmark(
 
     options = options or ModelOptions()
     if world().distributed and not options.engine.in_process:
-        raise PRBError(f"--engine {options.engine.name} runs as one process: start it without torchrun (a vLLM "
+        raise PRBError(f"--engine {options.engine.name} runs as one process: {one_process_advice()} (a vLLM "
                        "server spreads over GPUs itself, e.g. --engine-arg data-parallel-size=N).")
     current = setup()   # under torchrun: this rank's place, the process group joined
     progress = progress and current.is_main
@@ -804,7 +842,7 @@ def score_benchmark(
                 pairs = pairs_by_condition[written.spelling]
                 store = _open_job(out, {"model": spec, "kind": kind, "profile": condition, "options": key,
                                         "fingerprint": model_fp}, identity, pairs, current)
-                labels = {"job": store.key, "spec": spec, "kind": kind, "profile": condition}
+                labels = {"job": store.key, "spec": spec, "kind": kind, "profile": condition, "written": written.spelling}
                 run = {"n_pairs": len(pairs), "data_fingerprint": fingerprint, "units": units, "pairs": pairs,
                        "options": run_options, "data": identity}
                 if current.distributed:
@@ -822,7 +860,7 @@ def score_benchmark(
                     if store.parts() and not store.metadata().get("finished"):
                         _finish_interrupted(store, run)
                     if progress:
-                        print(f"{spec} [{condition}]: {len(pairs)} pairs read from the store", file=sys.stderr)
+                        print(f"{_job_name(labels)}: {len(pairs)} pairs read from the store", file=sys.stderr)
                 frames.append(_select(store, pairs))
         finally:
             lazy.release()
@@ -858,8 +896,7 @@ def _distributed_job(
                 if store.parts() and not store.metadata().get("finished"):
                     _finish_interrupted(store, run)
                 if progress:
-                    print(f"{labels['spec']} [{labels['profile']}]: {len(pairs)} pairs read from the store",
-                          file=sys.stderr)
+                    print(f"{_job_name(labels)}: {len(pairs)} pairs read from the store", file=sys.stderr)
         keys = broadcast(ranks, keys)
         if keys:
             by_key = {p.key: p for p in pairs}

@@ -60,7 +60,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pandas as pd
 import pyarrow as pa
@@ -116,14 +116,19 @@ def _cannot_write(path: Path, exc: OSError) -> PRBError:
                     "kept: make room (or fix the folder's permissions) and run the same command again to resume.")
 
 
-def _atomic_write_bytes(path: Path, write: Any) -> None:
-    """Call ``write(fh)`` on a temporary file beside ``path``, fsync it, then move it into place. The file
-    gets the umask's mode (a store shared by a group stays readable); a full disk or a refused write is a
-    PRBError naming the file, and nothing already in place is touched."""
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise _cannot_write(path, exc) from None
+def atomic_write(path: Path, write: Callable[[BinaryIO], Any]) -> None:
+    """Call ``write(fh)`` on a temporary file beside ``path``, fsync it, then move it into place: a reader never
+    sees half a file, and a failed write (a full disk) leaves no file of its own and nothing in place touched.
+    The file gets the umask's mode. The one atomic writer of prb (the store's, the report's); an ``OSError`` is
+    raised as it came, for the caller to name the file in its own sentence.
+
+    >>> import tempfile
+    >>> target = Path(tempfile.mkdtemp()) / "a.txt"
+    >>> atomic_write(target, lambda fh: fh.write(b"text"))
+    >>> target.read_text(), [p.name for p in target.parent.iterdir()]
+    ('text', ['a.txt'])
+    """
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, _file_mode())
         with os.fdopen(fd, "wb") as fh:
@@ -131,12 +136,17 @@ def _atomic_write_bytes(path: Path, write: Any) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise _cannot_write(path, exc) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _atomic_write_bytes(path: Path, write: Any) -> None:
+    """:func:`atomic_write` for a store file: a full disk or a refused write is a PRBError naming the file."""
+    try:
+        atomic_write(path, write)
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
 
 
 def write_parquet(frame: pd.DataFrame, path: str | os.PathLike) -> None:
@@ -200,7 +210,7 @@ class JobStore:
 
     def metadata(self) -> dict[str, Any]:
         """The job's ``job.json`` (empty when the job was never written)."""
-        return _read_json(self.dir / JOB_FILE)
+        return _read_job_json(self.dir / JOB_FILE)
 
     # ------------------------------------------------------------------------------------ writing
 
@@ -366,12 +376,44 @@ def _damaged(path: Path, reason: str, remedy: str) -> PRBError:
 CACHE_REMEDY = "delete it and run the same command again to compute it anew"
 
 
-def read_parquet_cache(path: str | os.PathLike, *, columns: Sequence[str] = (),
-                       recompute: bool = False) -> pd.DataFrame | None:
+def rows_problem(frame: pd.DataFrame, *, filled: Sequence[str] = (), unique: Sequence[str] = (),
+                 text: Sequence[str] = ()) -> str | None:
+    """Why the rows of a cache that has its columns cannot be used (a cell of a ``filled`` column empty, two rows
+    with one ``unique`` key, a ``text`` cell that is not a string), or None when they can: the value check of
+    :func:`read_parquet_cache`.
+
+    >>> rows_problem(pd.DataFrame({"id": ["a", None]}), filled=["id"])
+    '1 row with no id'
+    >>> rows_problem(pd.DataFrame({"id": ["a", "a"], "i": [0, 0]}), unique=["id", "i"])
+    '2 rows with one id, i (a, 0)'
+    >>> rows_problem(pd.DataFrame({"response": ["ok", 3]}), text=["response"]) is None, rows_problem(
+    ...     pd.DataFrame({"response": ["ok", b"x"]}), text=["response"])
+    (False, '1 row whose response is not text')
+    """
+    for column in filled:
+        empty = int(frame[column].isna().sum())
+        if empty:
+            return f"{empty} row{'s' if empty != 1 else ''} with no {column}"
+    for column in text:
+        other = int((~frame[column].map(lambda v: isinstance(v, str))).sum())
+        if other:
+            return f"{other} row{'s' if other != 1 else ''} whose {column} is not text"
+    if unique:
+        twice = frame[frame.duplicated(list(unique), keep=False)]
+        if not twice.empty:
+            first = twice.iloc[0]
+            return (f"{len(twice)} rows with one {', '.join(unique)} "
+                    f"({', '.join(str(first[c]) for c in unique)})")
+    return None
+
+
+def read_parquet_cache(path: str | os.PathLike, *, columns: Sequence[str] = (), recompute: bool = False,
+                       check: Callable[[pd.DataFrame], str | None] | None = None) -> pd.DataFrame | None:
     """A cache or result file written by :func:`write_parquet` (None when there is none); a damaged one (cut
-    short, not parquet, a folder where the file should be, without one of ``columns``) is a PRBError naming it
-    and what to delete, or, with ``recompute`` (a cache the caller computes anew when it is None), set aside
-    with one sentence (:func:`prb_utils.errors.set_aside`) and None."""
+    short, not parquet, a folder where the file should be, without one of ``columns``, or values ``check``
+    refuses: it returns why, e.g. :func:`rows_problem`) is a PRBError naming it and what to delete, or, with
+    ``recompute`` (a cache the caller computes anew when it is None), set aside with one sentence
+    (:func:`prb_utils.errors.set_aside`) and None."""
     path = Path(path)
     if not path.exists():
         return None
@@ -385,9 +427,9 @@ def read_parquet_cache(path: str | os.PathLike, *, columns: Sequence[str] = (),
             reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
         else:
             lacking = [c for c in columns if c not in frame.columns]
-            if not lacking:
+            reason = f"no column {', '.join(lacking)}" if lacking else (check(frame) if check else None)
+            if reason is None:
                 return frame
-            reason = f"no column {', '.join(lacking)}"
     if not recompute:
         raise _damaged(path, reason, CACHE_REMEDY)
     set_aside(path, reason)
@@ -400,8 +442,10 @@ def read_json_cache(path: str | os.PathLike) -> dict[str, Any]:
     return _read_json(Path(path), remedy=CACHE_REMEDY)
 
 
-def _read_json(path: Path, remedy: str = "delete it (the scores are kept and the next score run of this job "
-                                        "writes it again)") -> dict[str, Any]:
+JOB_REMEDY = "delete it (the scores are kept and the next score run of this job writes it again)"
+
+
+def _read_json(path: Path, remedy: str = JOB_REMEDY) -> dict[str, Any]:
     """A job's ``job.json`` ({} when absent); PRBError naming the file when it is damaged."""
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
@@ -418,6 +462,55 @@ def _read_json(path: Path, remedy: str = "delete it (the scores are kept and the
     if not isinstance(value, dict):
         raise _damaged(path, "not a JSON object", remedy)
     return value
+
+
+#: The fields of a ``job.json`` that prb reads as objects (``pairs``: pair key -> pair hash) or whole numbers.
+JOB_OBJECT_FIELDS = ("pairs", "questions", "users", "options", "run", "data")
+JOB_NUMBER_FIELDS = ("n_pairs",)
+
+
+def _read_job_json(path: Path) -> dict[str, Any]:
+    """A job's ``job.json`` (:func:`_read_json`), its fields of the types prb reads: PRBError naming the file and
+    the field otherwise (a ``pairs`` that is a string, an ``n_pairs`` that is text).
+
+    >>> import tempfile
+    >>> bad = Path(tempfile.mkdtemp()) / "job.json"
+    >>> _ = bad.write_text('{"pairs": "abc"}')
+    >>> _read_job_json(bad)
+    Traceback (most recent call last):
+    ...
+    prb_utils.errors.PRBError: The store file ... is damaged (its field 'pairs' is a string, not an object); ...
+    """
+    meta = _read_json(path)
+    for name in JOB_OBJECT_FIELDS:
+        value = meta.get(name)
+        if value is not None and not isinstance(value, dict):
+            raise _damaged(path, f"its field '{name}' is {_json_kind(value)}, not an object", JOB_REMEDY)
+    pairs = meta.get("pairs") or {}
+    if not all(isinstance(h, str) for h in pairs.values()):
+        raise _damaged(path, "its field 'pairs' holds a pair hash that is not a string", JOB_REMEDY)
+    for name in JOB_NUMBER_FIELDS:
+        value = meta.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise _damaged(path, f"its field '{name}' is {_json_kind(value)}, not a whole number", JOB_REMEDY)
+    return meta
+
+
+def _json_kind(value: Any) -> str:
+    """How a JSON value's type reads in a sentence.
+
+    >>> _json_kind("x"), _json_kind([1]), _json_kind(True), _json_kind(1.5)
+    ('a string', 'a list', 'true or false', 'a number')
+    """
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, int | float):
+        return "a number"
+    return "null" if value is None else "an object"
 
 
 def _read_part(path: Path) -> pd.DataFrame:
@@ -475,7 +568,7 @@ def _job_folders(out: str | os.PathLike) -> list[Path]:
     if not root.is_dir():
         return []
     folders = [p for p in root.iterdir() if p.is_dir()]
-    return sorted(folders, key=lambda p: (str(_read_json(p / JOB_FILE).get("created") or ""), p.name))
+    return sorted(folders, key=lambda p: (str(_read_job_json(p / JOB_FILE).get("created") or ""), p.name))
 
 
 class StoreShortfallWarning(UserWarning):
@@ -546,7 +639,7 @@ def load_results(out: str | os.PathLike = "results", *, strict: bool = False) ->
     """
     frames, metas, problems = [], {}, []
     for folder in _job_folders(out):
-        rows, meta = _read_job(folder), _read_json(folder / JOB_FILE)
+        rows, meta = _read_job(folder), _read_job_json(folder / JOB_FILE)
         problems += [p for p in (shortfall(folder, rows, meta), pooled(folder, rows, meta)) if p]
         metas[folder.name] = meta
         if not rows.empty:
@@ -570,7 +663,7 @@ def pair_units(out: str | os.PathLike = "results") -> pd.DataFrame:
     written before prb recorded them add nothing (their pairs are then their own units)."""
     keys: dict[str, dict[str, str]] = {}
     for folder in _job_folders(out):
-        meta = _read_json(folder / JOB_FILE)
+        meta = _read_job_json(folder / JOB_FILE)
         for unit in UNITS:
             for pair, value in (meta.get(f"{unit}s") or {}).items():
                 keys.setdefault(pair, {})[unit] = value
@@ -607,7 +700,7 @@ def _of_this_data(rows: pd.DataFrame, out: str | os.PathLike, digest: str | None
         return rows
     root = Path(out) / JOBS_DIR
     jobs = rows[["job", "model", "profile"]].drop_duplicates("job")
-    recorded = {job: data_fact(_read_json(root / str(job) / JOB_FILE))[1] for job in jobs["job"]}
+    recorded = {job: data_fact(_read_job_json(root / str(job) / JOB_FILE))[1] for job in jobs["job"]}
     jobs = jobs.assign(ours=jobs["job"].map(recorded) == digest)
     covered = jobs.groupby(["model", "profile"], sort=False)["ours"].transform("any")
     other = set(jobs.loc[covered & ~jobs["ours"], "job"])
@@ -700,7 +793,7 @@ def add_job_labels(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, Any]] | 
     ``job.json``, read from the store ``out`` when not given."""
     if metas is None:
         root = Path(out or "results") / JOBS_DIR
-        metas = {job: _read_json(root / str(job) / JOB_FILE) for job in rows["job"].dropna().unique()}
+        metas = {job: _read_job_json(root / str(job) / JOB_FILE) for job in rows["job"].dropna().unique()}
     jobs = rows[["job", "model", "profile"]].drop_duplicates("job")
     return rows.assign(job_label=rows["job"].map(job_labels(jobs, metas)))
 
@@ -712,7 +805,7 @@ def load_run_metadata(out: str | os.PathLike = "results") -> pd.DataFrame:
     times, row count, and the run metadata of the last run that scored anything (versions, dtype, device, ...)."""
     records = []
     for folder in _job_folders(out):
-        meta = _read_json(folder / JOB_FILE)
+        meta = _read_job_json(folder / JOB_FILE)
         if not meta:
             continue
         record: dict[str, Any] = {

@@ -397,3 +397,39 @@ def test_dtype_reaches_the_policy_and_the_llm_judge(tmp_path, tiny_lm_dir, capsy
     run = json.loads((tmp_path / "bon" / "run.json").read_text())
     assert run["policy_dtype"] == "float32" and run["judge_placement"]["dtype"] == "float32"
     assert len(list((tmp_path / "bon" / "samples").glob("*.parquet"))) == 2   # each dtype its own answers
+
+
+def test_caches_with_their_columns_but_wrong_values_are_set_aside_naming_the_file(tmp_path, capsys, tiny_lm_dir):
+    """Issue 50: a sample cache with an empty id or response, a duplicated or a missing answer (before: a
+    traceback from the tokenizer, an error naming no file, or numbers silently off), a verdict cache with a key
+    missing or a quality of 7: each one sentence naming the file and what is wrong, set aside and computed anew,
+    the rerun ending with the first run's numbers."""
+    from prb_utils.cli import main
+
+    out = tmp_path / "r"
+    argv = ["bon", "--results", str(out), "--model", "length", "--no-progress", "--judge", "proxy", "--policy",
+            str(tiny_lm_dir), "--device", "cpu", "--n", "2", "--limit", "1"]
+    assert main(argv) == 0
+    first = pd.read_parquet(out / "bon" / "bon_frame.parquet")
+    (samples,) = (out / "bon" / "samples").glob("*.parquet")
+    (verdicts,) = (out / "bon" / "judge").glob("*.parquet")
+    good = {samples: pd.read_parquet(samples), verdicts: pd.read_parquet(verdicts)}
+    damages = [
+        (samples, lambda f: f.assign(id=[None, *f["id"][1:]]), "1 row with no id"),
+        (samples, lambda f: f.assign(response=[None, *f["response"][1:]]), "1 row with no response"),
+        (samples, lambda f: pd.concat([f, f.head(1)], ignore_index=True), "2 rows with one subset, id, sample_idx"),
+        (samples, lambda f: f.iloc[1:], "has 1 of its 2 answers"),
+        (verdicts, lambda f: f.assign(key=[None, *f["key"][1:]]), "1 row with no key"),
+        (verdicts, lambda f: f.assign(quality=[7.0, *f["quality"][1:]]), "quality is not a number from 0 to 1"),
+    ]
+    for cache, damage, reason in damages:
+        for path, frame in good.items():
+            frame.to_parquet(path)
+        damage(good[cache]).to_parquet(cache)
+        capsys.readouterr()
+        assert main(argv) == 0, reason
+        warned = [line for line in capsys.readouterr().err.splitlines() if line.startswith("prb:")]
+        assert len(warned) == 1 and str(cache) in warned[0] and reason in warned[0], (reason, warned)
+        assert "set aside" in warned[0] and "Traceback" not in warned[0]
+        pd.testing.assert_frame_equal(pd.read_parquet(out / "bon" / "bon_frame.parquet"), first)
+        cache.with_name(cache.name + ".damaged").unlink()

@@ -87,11 +87,49 @@ def test_world_comes_from_torchruns_environment_and_shares_cover_every_pair_once
 def test_a_server_engine_under_torchrun_is_refused_in_one_sentence(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")   # what torchrun sets beside them
     code = main(["score", "--data", SAMPLE, "--limit", "1", "--model", "judge:smollm2", "--engine", "vllm",
                  "--engine-url", "http://127.0.0.1:9", "--out", str(tmp_path / "r"), "--no-progress"])
     assert code == 2
     err = capsys.readouterr().err.strip()
     assert "without torchrun" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(("torchrun", "advice"), [
+    (False, "unset WORLD_SIZE, RANK and LOCAL_RANK, which torchrun did not set"),
+    (True, "start it without torchrun"),
+])
+def test_the_one_process_advice_names_what_started_prb(tmp_path, monkeypatch, capsys, torchrun, advice):
+    """Issue 50: WORLD_SIZE and RANK left in the environment (no torchrun) were told to "start it without
+    torchrun"; the advice now follows what set them."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    if torchrun:
+        monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")
+    else:
+        monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    code = main(["plan", "--data", SAMPLE, "--model", "length"])
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and "prb plan runs as one process" in line and advice in line
+    assert ("without torchrun" in line) == torchrun
+
+
+@pytest.mark.parametrize(("env", "named", "never"), [
+    ({"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "-1"}, "LOCAL_RANK=-1 must be 0 or more", "RANK=0"),
+    ({"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "x"}, "LOCAL_RANK='x' must be a whole number", "RANK='0'"),
+    ({"WORLD_SIZE": "2", "RANK": "x"}, "RANK='x' must be a whole number", "WORLD_SIZE='2'"),
+    ({"WORLD_SIZE": "0", "RANK": "0"}, "WORLD_SIZE=0 must be 1 or more", "RANK=0 is"),
+    ({"WORLD_SIZE": "2", "RANK": "2"}, "RANK=2 is not a rank of WORLD_SIZE=2, whose ranks are 0 to 1", "LOCAL_RANK"),
+])
+def test_a_bad_world_variable_is_named_itself(env, named, never):
+    """Issue 50: a bad LOCAL_RANK was blamed on RANK; each variable is now named alone."""
+    from prb_utils.errors import PRBError
+
+    with pytest.raises(PRBError) as refused:
+        world(env)
+    message = str(refused.value)
+    assert message.startswith(named) and never not in message.split("(")[0]
+    assert "unset WORLD_SIZE, RANK and LOCAL_RANK" in message   # no torchrun set them here
 
 
 @pytest.mark.slow

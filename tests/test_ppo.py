@@ -242,6 +242,24 @@ def test_a_diverged_policy_is_left_out_of_the_rl_table_with_its_reason(tiny_lm_d
         "length": "diverged after 1 GRPO step(s) at learning rate 1e+30: every held-out answer is empty"}
 
 
+@pytest.mark.slow
+def test_a_policy_diverging_mid_training_is_left_out_in_one_sentence_not_a_traceback(tiny_lm_dir, tmp_path, capsys):
+    """Issue 50: `--steps 2 --save-steps 1 --learning-rate 1e30` ended in a RuntimeError traceback (sampling step
+    2 from non-finite probabilities); the policy is marked diverged, with the step, and left out; a rerun says the
+    same."""
+    out = tmp_path / "results"
+    said = ("prb: warning: the policy trained on length diverged after 1 GRPO step(s) at learning rate 1e+30: its "
+            "probabilities were no longer finite in GRPO step 2; it is left out of the RL table.")
+    for _ in range(2):
+        code = main(tiny_ppo_argv(tiny_lm_dir, out, steps=2, learning_rate="1e30"))
+        err = capsys.readouterr().err
+        assert code == 0 and "Traceback" not in err
+        assert [line for line in err.splitlines() if line.startswith("prb:")] == [said]
+        assert set(read_ppo_csv(out / "ppo" / "ppo.csv")["rm"]) == {BASELINE_RM}
+        assert "no longer finite in GRPO step 2" in json.loads((out / "ppo" / "run.json").read_text())["diverged"][
+            "length"]
+
+
 def test_non_finite_weights_are_named(tmp_path):
     """A checkpoint holding a NaN is diverged whatever it answers; a healthy one is not."""
     from tiny_models import build_causal_lm
@@ -326,3 +344,40 @@ def test_the_rl_judge_is_loaded_on_the_device_and_dtype_its_cache_is_keyed_by(tm
         ppo.judge_answers(answers, data, cache=tmp_path / "judge.parquet", judge="llm:x", progress=False,
                           options=ModelOptions(device="cpu", dtype="bfloat16"))
     assert seen == {"spec": "llm:x", "device": "cpu", "dtype": "bfloat16"}   # the run's options whole
+
+
+@pytest.mark.parametrize(("damage", "reason"), [
+    (lambda f: f.assign(response=[None, *f["response"][1:]]), "1 row with no response"),
+    (lambda f: pd.concat([f, f.head(1)], ignore_index=True), "2 rows with one subset, id"),
+])
+def test_an_rl_answer_cache_with_wrong_values_is_set_aside_naming_the_file(tmp_path, capsys, monkeypatch,
+                                                                            damage, reason):
+    """Issue 50: an RL answer cache with its columns but an empty or a duplicated row (before: read as it was)
+    is one sentence naming the file, set aside and answered anew."""
+    from prb_utils.downstream import ppo
+
+    held_out = load_benchmark("sample").head(2)
+    fresh = pd.DataFrame({"subset": held_out["subset"].astype(str), "id": held_out["id"].astype(str),
+                          "response": ["one", "two"], "prompt_hash": "h"})
+    monkeypatch.setattr(ppo, "generate_answers", lambda *a, **k: fresh)
+    path = tmp_path / "answers.parquet"
+    damage(fresh).to_parquet(path)
+    got = ppo._cached_answers(path, "m", held_out, posts=1, max_new_tokens=8, options=ModelOptions())
+    pd.testing.assert_frame_equal(got, fresh)
+    (line,) = [w for w in capsys.readouterr().err.splitlines() if w.startswith("prb:")]
+    assert str(path) in line and reason in line and "set aside" in line
+
+
+def test_an_rl_verdict_cache_with_a_quality_out_of_range_is_judged_anew(tmp_path, capsys):
+    from prb_utils.downstream.ppo import judge_answers
+
+    held_out = load_benchmark("sample").head(1)
+    answers = pd.DataFrame({"subset": held_out["subset"].astype(str), "id": held_out["id"].astype(str),
+                            "response": ["A cheap answer."]})
+    cache = tmp_path / "verdicts.parquet"
+    first = judge_answers(answers, held_out, cache=cache, judge="proxy", progress=False)
+    pd.read_parquet(cache).assign(quality=7.0).to_parquet(cache)
+    again = judge_answers(answers, held_out, cache=cache, judge="proxy", progress=False)
+    pd.testing.assert_frame_equal(again, first)
+    (line,) = [w for w in capsys.readouterr().err.splitlines() if w.startswith("prb:")]
+    assert str(cache) in line and "quality is not a number from 0 to 1" in line

@@ -59,6 +59,7 @@ def test_every_probe_transforms_only_what_it_says():
     again = apply_probe(data, "retest")
     assert sorted(again["id"]) == sorted(data["id"]) and list(again["id"]) != list(data["id"])
     assert apply_probe(data, "swap", seed=1)["profile"].tolist() == swapped["profile"].tolist()   # twins: no chance
+    assert sorted(apply_probe(data, "retest", seed=2**32 - 1)["id"]) == sorted(data["id"])   # the largest --seed
     with pytest.raises(PRBError, match="Unknown probe"):
         apply_probe(data, "nope")
     assert set(PROBES) == {"swap", "shuffle", "distract", "label-swap", "retest"}

@@ -12,9 +12,11 @@ from prb_utils.models.base import PairInput
 from prb_utils.models.baselines import LexicalBaseline
 from prb_utils.profile import (
     PROFILE_HEADER,
+    SEED_MAX,
     bm25_retrieve,
     make_retriever,
     parse_condition,
+    parse_seed,
     rm_user_message,
     selected_posts,
     tokenize,
@@ -45,6 +47,30 @@ def test_parse_condition(text: str, name: str, k: int | None):
 def test_bad_conditions_are_plain_errors(text: str):
     with pytest.raises(PRBError, match="Unknown profile condition"):
         parse_condition(text)
+
+
+@pytest.mark.parametrize("text", ["top3:dense:BAAI/bge-small-en-v1.5", "TOP3:Dense:/data/Encoders/MiniLM+SWAP"])
+def test_a_dense_retrievers_folder_or_hub_id_keeps_its_case(text: str):
+    condition = parse_condition(text)
+    name = text.split(":", 2)[2].partition("+")[0]
+    assert condition.retriever == f"dense:{name}"
+    assert condition.spelling.startswith(f"top3:dense:{name}") and condition.name.startswith("top3")
+    assert parse_condition(condition.spelling) == condition
+
+
+@pytest.mark.parametrize("seed", ["", "²", "٣", "1_0", "-1", "+1", " 3", "4294967296", "1" * 26, "9" * 5000])
+def test_a_seed_is_digits_in_range_in_one_sentence_wherever_it_is_written(seed: str):
+    with pytest.raises(PRBError, match="expected a seed of digits 0-9 from 0 to 4294967295") as refused:
+        parse_seed(seed)
+    assert "\n" not in str(refused.value)
+    with pytest.raises(PRBError, match=r"Profile condition 'top3:random:.*' has a bad seed") as refused:
+        parse_condition(f"top3:random:{seed}")
+    assert "\n" not in str(refused.value)
+
+
+def test_every_seed_in_range_is_accepted():
+    assert [parse_seed(s) for s in ("0", "007", str(SEED_MAX))] == [0, 7, SEED_MAX]
+    assert parse_condition(f"top3:random:{SEED_MAX}").retriever_seed == SEED_MAX
 
 
 def test_bm25_prefers_posts_sharing_the_question_words():

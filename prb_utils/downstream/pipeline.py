@@ -69,6 +69,7 @@ from prb_utils.downstream.rubric_judge import (
     judge_item,
     judge_label,
     judge_placement,
+    judgement_problem,
     load_judge,
     results_frame,
     runs_a_model,
@@ -80,7 +81,7 @@ from prb_utils.models.generation import check_causal_lm
 from prb_utils.profile import parse_condition
 from prb_utils.schema import DEFAULT_ZOO, pair_key, stable_hash
 from prb_utils.scoring import score_benchmark
-from prb_utils.store import load_results, load_run_metadata, read_parquet_cache, write_parquet
+from prb_utils.store import load_results, load_run_metadata, read_parquet_cache, rows_problem, write_parquet
 
 #: The columns a cached sample file must have to be read (one without them is set aside and sampled anew).
 SAMPLE_COLUMNS = ("subset", "id", "sample_idx", "response", "prompt_hash", "policy")
@@ -141,7 +142,8 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, sampling: Samp
     # the policy's weights, device type and dtype too: new weights in the same folder sample anew
     key.update(policy_fp=model_fingerprint(policy_spec(policy)), **policy_placement(options))
     path = Path(out) / "bon" / "samples" / f"{stable_hash(key)}.parquet"
-    cached = read_parquet_cache(path, columns=SAMPLE_COLUMNS, recompute=True)   # damaged: set aside, sampled anew
+    cached = read_parquet_cache(path, columns=SAMPLE_COLUMNS, recompute=True,   # damaged: set aside, sampled anew
+                                check=lambda frame: samples_problem(frame, n_samples))
     have = {} if cached is None else {(s, i): h for (s, i), h in
                                       cached.groupby(["subset", "id"])["prompt_hash"].first().items()}
     parts = [] if cached is None else [cached]
@@ -196,6 +198,32 @@ def sample_answers(data: pd.DataFrame, *, out: str | os.PathLike, sampling: Samp
     keys = pd.DataFrame({"subset": data["subset"].astype(str), "id": data["id"].astype(str)})
     return keys.merge(samples, on=["subset", "id"], how="inner").sort_values(
         ["subset", "id", "sample_idx"], ignore_index=True)
+
+
+def samples_problem(frame: pd.DataFrame, n_samples: int) -> str | None:
+    """Why the rows of a sample cache (:data:`SAMPLE_COLUMNS`) of ``n_samples`` answers per question cannot be
+    used, or None: an empty cell, a response that is not text, an answer number outside 0 .. n-1 or given twice,
+    a question without its ``n_samples`` answers. A cache so damaged is set aside and sampled anew.
+
+    >>> rows = pd.DataFrame({"subset": "S", "id": "q", "sample_idx": [0, 1], "response": ["a", "b"],
+    ...                      "prompt_hash": "h", "policy": "p"})
+    >>> samples_problem(rows, 2) is None, samples_problem(rows.head(1), 2)
+    (True, 'question S/q has 1 of its 2 answers')
+    >>> samples_problem(pd.concat([rows, rows.head(1)]), 2)
+    '2 rows with one subset, id, sample_idx (S, q, 0)'
+    """
+    found = rows_problem(frame, filled=SAMPLE_COLUMNS, text=("response",), unique=("subset", "id", "sample_idx"))
+    if found:
+        return found
+    index = pd.to_numeric(frame["sample_idx"], errors="coerce")
+    if not index.between(0, n_samples - 1).all() or not (index == index.round()).all():
+        return f"an answer number outside 0 to {n_samples - 1}"
+    counts = frame.groupby(["subset", "id"]).size()
+    short = counts[counts != n_samples]
+    if not short.empty:
+        (subset, qid), have = short.index[0], int(short.iloc[0])
+        return f"question {subset}/{qid} has {have} of its {n_samples} answers"
+    return None
 
 
 # ------------------------------------------------------------------------------------------ 2. RM scores
@@ -282,7 +310,8 @@ def judge_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.Pa
     judge_id = judge_id_of(judge)
     key = judge_cache_key(judge, options)
     path = Path(out) / "bon" / "judge" / f"{stable_hash(key)}.parquet"
-    cached = read_parquet_cache(path, columns=NEEDED_JUDGEMENT_COLUMNS, recompute=True)   # damaged: judged anew
+    cached = read_parquet_cache(path, columns=NEEDED_JUDGEMENT_COLUMNS, recompute=True,   # damaged: judged anew
+                                check=judgement_problem)
     aspects = {(str(r["subset"]), str(r["id"])): r for r in data.to_dict("records")}
     rows = []
     for s in samples.to_dict("records"):
@@ -421,7 +450,7 @@ def run_bon_pipeline(
         raise PRBError(f"The RM profile '{rm_profile}' shows the answer key (the rubric); a Best-of-N RM may not "
                        "see it.")
     check_judge(judge, options)   # a judge that cannot be used fails here, before any sampling
-    check_causal_lm(sampling.policy)
+    check_causal_lm(sampling.policy, option="--policy")
     choose_quality_rule(pd.DataFrame({"quality": [0.0]}), quality_rule)   # an unknown rule fails before any work
 
     for spec in models:

@@ -82,6 +82,7 @@ from prb_utils.downstream.rubric_judge import (
     judge_cache_key,
     judge_item,
     judge_placement,
+    judgement_problem,
     load_judge,
     results_frame,
 )
@@ -98,7 +99,14 @@ from prb_utils.models.lm import busy_cpus_elsewhere, choose_threads
 from prb_utils.models.quiet import quiet_transformers
 from prb_utils.profile import parse_condition, rm_user_message
 from prb_utils.schema import DEFAULT_ZOO, stable_hash
-from prb_utils.store import folder_lock, read_json_cache, read_parquet_cache, write_parquet, write_text
+from prb_utils.store import (
+    folder_lock,
+    read_json_cache,
+    read_parquet_cache,
+    rows_problem,
+    write_parquet,
+    write_text,
+)
 
 PPO_VERSION = 1
 TRAINER = "GRPO"
@@ -430,12 +438,34 @@ def train_policy(spec: str, train: pd.DataFrame, run_dir: str | os.PathLike, *, 
             trainer.remove_callback(ProgressCallback)
             trainer.add_callback(_quiet_progress())
 
-        with quiet_transformers():  # no "writing model shards" bar per checkpoint
-            trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)
+        diverged = None
+        try:
+            with quiet_transformers():  # no "writing model shards" bar per checkpoint
+                trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)
+        except RuntimeError as exc:   # sampling from non-finite probabilities: the policy diverged
+            diverged = nonfinite_failure(exc, trainer.state.global_step)
+            if diverged is None:
+                raise
     checkpoint, after = last_checkpoint(run_dir)
     del trainer, model, rm, reward
     _free()
-    return {"steps_before": done, "steps": after, "checkpoint": str(checkpoint), "seconds": time.time() - start}
+    info = {"steps_before": done, "steps": after, "checkpoint": str(checkpoint) if checkpoint is not None else None,
+            "seconds": time.time() - start}
+    return {**info, "diverged": diverged} if diverged else info
+
+
+def nonfinite_failure(exc: BaseException, steps_done: int) -> str | None:
+    """Why training stopped, when ``exc`` is torch's refusal of non-finite numbers (sampling from a policy whose
+    probabilities became ``inf`` or ``nan``, as a learning rate of 1e30 makes them), else None (another error).
+
+    >>> nonfinite_failure(RuntimeError("probability tensor contains either `inf`, `nan` or element < 0"), 1)
+    'its probabilities were no longer finite in GRPO step 2'
+    >>> nonfinite_failure(RuntimeError("CUDA out of memory"), 1) is None
+    True
+    """
+    if not re.search(r"\b(inf|nan)\b", str(exc), re.IGNORECASE):
+        return None
+    return f"its probabilities were no longer finite in GRPO step {steps_done + 1}"
 
 
 def _quiet_progress() -> Any:
@@ -527,7 +557,9 @@ def degenerate_answers(answers: pd.DataFrame) -> str | None:
 
 def _cached_answers(path: Path, model: str, held_out: pd.DataFrame, *, posts: int, max_new_tokens: int,
                     options: ModelOptions) -> pd.DataFrame:
-    cached = read_parquet_cache(path, columns=ANSWER_COLUMNS, recompute=True)   # damaged: answered anew
+    cached = read_parquet_cache(path, columns=ANSWER_COLUMNS, recompute=True,   # damaged: answered anew
+                                check=lambda frame: rows_problem(frame, filled=ANSWER_COLUMNS, text=("response",),
+                                                                 unique=("subset", "id")))
     if cached is not None and len(cached) == len(held_out):
         return cached
     answers = generate_answers(model, held_out, posts=posts, max_new_tokens=max_new_tokens, options=options)
@@ -549,7 +581,8 @@ def judge_answers(answers: pd.DataFrame, held_out: pd.DataFrame, *, cache: Path,
         keys.append(item.key)
         if item.aspects:
             items[item.key] = item
-    cached = read_parquet_cache(cache, columns=NEEDED_JUDGEMENT_COLUMNS, recompute=True)   # damaged: judged anew
+    cached = read_parquet_cache(cache, columns=NEEDED_JUDGEMENT_COLUMNS, recompute=True,   # damaged: judged anew
+                                check=judgement_problem)
     known = set() if cached is None else set(cached["key"])
     todo = [item for key, item in items.items() if key not in known]
     if todo:
@@ -644,7 +677,7 @@ def run_ppo(
     if parse_condition(training.rm_profile).oracle:
         raise PRBError(f"The RM profile '{training.rm_profile}' shows the answer key; a reward may not see it.")
     check_judge(judge, options)   # a judge that cannot be used fails here, before any training
-    check_causal_lm(policy)
+    check_causal_lm(policy, option="--policy")
     specs = list(dict.fromkeys(parse_spec(s).canonical for s in models))
     if not specs:
         raise PRBError("No reward model given.")
@@ -690,9 +723,10 @@ def run_ppo(
                 trained.append(spec)
             meta = {"rm": spec, "key": key, "trainer": TRAINER, "policy": policy, "policy_fingerprint": policy_fp,
                     "seed": int(seed), "options": training.__dict__, "steps": info["steps"],
-                    "checkpoint": Path(info["checkpoint"]).name, "train_questions": int(train["question"].nunique()),
+                    "checkpoint": Path(info["checkpoint"]).name if info["checkpoint"] else None,
+                    "train_questions": int(train["question"].nunique()),
                     "versions": _versions()}
-            problem = nonfinite_weights(info["checkpoint"])
+            problem = info.get("diverged") or (nonfinite_weights(info["checkpoint"]) if info["checkpoint"] else None)
             if problem is None:
                 dtype_part = f"-{asked['dtype']}" if asked else ""
                 given = _cached_answers(run_dir / f"answers-{eval_id}-{max_new}-step{info['steps']}{dtype_part}.parquet",

@@ -65,6 +65,7 @@ from prb_utils.models.registry import ModelOptions
 from prb_utils.models.serve.client import UnusableResponse
 from prb_utils.schema import stable_hash
 from prb_utils.scoring import resolved_placement
+from prb_utils.store import rows_problem
 
 JUDGE_SYSTEM = "You are a fair and careful judge of answers."
 PROXY_NAME = "proxy:minilm"
@@ -895,3 +896,21 @@ JUDGEMENT_COLUMNS = ["key", "quality", "aspect_scores", "failed", "attempts", "j
                   "quality_expected", "p_verdicts", "mass"]
 #: The columns a cached judgement must have to be read (a verdict cache without one is set aside and judged anew).
 NEEDED_JUDGEMENT_COLUMNS = ("key", "quality", "failed", "attempts", "judge", "judge_proxy", "error")
+
+
+def judgement_problem(frame: pd.DataFrame) -> str | None:
+    """Why the rows of a verdict cache (:data:`NEEDED_JUDGEMENT_COLUMNS`) cannot be used, or None: a row without its
+    key or its ``failed`` flag, a key that is not text, a quality that is not a number from 0 to 1 (an empty one
+    is a verdict not given). A cache so damaged is set aside and judged anew.
+
+    >>> judgement_problem(results_frame([]).assign(key=["k"], quality=[0.5], failed=[False])) is None
+    True
+    >>> judgement_problem(pd.DataFrame({"key": ["k"], "quality": [7.0], "failed": [False]}))
+    '1 row whose quality is not a number from 0 to 1'
+    """
+    found = rows_problem(frame, filled=("key", "failed"), text=("key",))
+    if found:
+        return found
+    quality = pd.to_numeric(frame["quality"], errors="coerce")
+    bad = int(((quality < 0) | (quality > 1) | (quality.isna() & frame["quality"].notna())).sum())
+    return f"{bad} row{'s' if bad != 1 else ''} whose quality is not a number from 0 to 1" if bad else None

@@ -17,6 +17,7 @@ True
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -113,6 +114,25 @@ def check_engine(name: str) -> str:
     return name
 
 
+def url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be a server's address (a scheme other than http or https, no host, a cut IPv6 address,
+    a port that is not a number from 1 to 65535), or None.
+
+    >>> url_problem("http://[::1]:8000/v1") is None, url_problem("http://[::1"), url_problem("127.0.0.1:8000")
+    (True, 'Invalid IPv6 URL', 'it does not start with http:// or https://')
+    """
+    try:
+        parts = urllib.parse.urlsplit(str(url).strip())
+        port = parts.port
+    except ValueError as exc:
+        return str(exc)
+    for why, wrong in (("it does not start with http:// or https://", parts.scheme.lower() not in ("http", "https")),
+                       ("it names no host", not parts.hostname), ("its port is 0", port == 0)):
+        if wrong:
+            return why
+    return None
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """Which engine models run on, and its settings (the command line's ``--engine*`` options).
@@ -156,8 +176,9 @@ class EngineConfig:
             raise PRBError("--engine-arg, --tensor-parallel-size and --pipeline-parallel-size configure the server "
                            "prb starts; with --engine-url, start your server with them instead.")
         for url in self.urls:
-            if not url.strip().lower().startswith(("http://", "https://")):
-                raise PRBError(f"--engine-url {url!r} is not a URL; give the server's address, e.g. "
+            why = url_problem(url)
+            if why:
+                raise PRBError(f"--engine-url {url!r} is not a URL ({why}); give the server's address, e.g. "
                                "http://127.0.0.1:8000.")
         for arg in self.engine_args:
             key = arg.split("=", 1)[0].strip().lstrip("-").replace("_", "-").lower()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from prb_utils.errors import PRBError
@@ -23,7 +24,7 @@ from prb_utils.models.hf import (
     newly_initialized,
     resolve_source,
 )
-from prb_utils.models.kinds import CAUSAL_LM, kinds_of
+from prb_utils.models.kinds import CAUSAL_LM, kind_names, kinds_of
 from prb_utils.models.lm import DecoderRunner, Group, lm_logits
 from prb_utils.schema import stable_hash
 
@@ -59,14 +60,19 @@ class GivenSpec(ModelSpec):
         return self.given or self.name
 
 
-def check_causal_lm(name: str, *, given: str | None = None) -> None:
+def check_causal_lm(name: str, *, given: str | None = None, option: str | None = None) -> None:
     """PRBError, in one sentence and before anything is loaded, when the model ``name`` names (alias, folder
     or hub id) is declared in its config as something other than a generative LM: a reward model
     (``...ForSequenceClassification``) or a bare encoder would sample or judge from a random head. A config
     that declares no architecture is let through (the weights are checked when they load). Messages name
-    the model as ``given`` (what the user wrote; default ``name``)."""
+    the model as ``given`` (what the user wrote; default ``name``). ``option`` (``--policy``): the option that
+    takes a model's name alone, named when it is given a reward-model spec (``implicit:smollm2``)."""
     from transformers import AutoConfig
 
+    kind, colon, rest = name.partition(":")
+    if option and colon and kind in kind_names() and rest and not Path(name).expanduser().exists():
+        raise PRBError(f"{option} takes a model's name (an alias, folder or hub id), not a reward-model spec: "
+                       f"give {option} {rest}, not {option} {name}.")
 
     spec = GivenSpec(kinds_of(CAUSAL_LM)[0], name, given or name)
     config = load_pretrained(spec, resolve_source(spec), AutoConfig.from_pretrained)

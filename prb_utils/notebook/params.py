@@ -32,7 +32,7 @@ from prb_utils.errors import PRBError
 from prb_utils.models.kinds import kind_names
 from prb_utils.profile import RETRIEVERS, parse_condition
 from prb_utils.resources import resource_dir, source_root
-from prb_utils.store import query_results
+from prb_utils.store import atomic_write, query_results
 
 PROJECT_ROOT = source_root()  # the repository in a source checkout; None for an installed package
 EXAMPLE_DOWNSTREAM = resource_dir("data") / "rewardbench2_downstream.csv"  # published figures, cited in data/README.md
@@ -117,15 +117,34 @@ def report_view(results: str | os.PathLike) -> dict[str, dict[str, list[str]]]:
     return view if isinstance(view, dict) else {}
 
 
-def write_report_view(results: str | os.PathLike, view: typing.Mapping[str, typing.Mapping[str, Any]]) -> Path:
-    """Record :func:`report_view` in the store ``results`` (the folder is made when missing): the pages of
-    ``view`` are replaced, the other pages keep what their last report showed."""
-    target = Path(results) / REPORT_VIEW
-    target.parent.mkdir(parents=True, exist_ok=True)
+def write_report_view(results: str | os.PathLike, view: typing.Mapping[str, typing.Mapping[str, Any]], *,
+                      beside: str | os.PathLike | None = None) -> Path:
+    """Record :func:`report_view` in the store ``results`` (the folder is made when missing), written atomically:
+    the pages of ``view`` are replaced, the other pages keep what their last report showed. Where the store
+    cannot be written (a finished store on a read-only disk) the view goes to the folder ``beside`` (the
+    report's) when given, else PRBError in one sentence. Returns the file written.
+
+    >>> import tempfile
+    >>> store = Path(tempfile.mkdtemp())
+    >>> write_report_view(store, {"02_accuracy_breakdown": {"models": ["length"]}}).name
+    'report_view.json'
+    >>> report_view(store)["02_accuracy_breakdown"]
+    {'models': ['length'], 'profiles': []}
+    """
     merged = {**report_view(results), **{name: {"models": list(v.get("models") or []),
                                                 "profiles": list(v.get("profiles") or [])} for name, v in view.items()}}
-    target.write_text(json.dumps(merged, indent=1) + "\n", encoding="utf-8")
-    return target
+    data = (json.dumps(merged, indent=1) + "\n").encode("utf-8")
+    targets = [Path(results) / REPORT_VIEW, *([Path(beside) / REPORT_VIEW] if beside is not None else [])]
+    for target in targets:
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(target, lambda fh: fh.write(data))
+            return target
+        except OSError as exc:
+            failed = (target, exc)
+    target, exc = failed
+    raise PRBError(f"Cannot write {target} ({exc.strerror or exc}); make room (or fix the folder's permissions) "
+                   "and run the same command again: the scores in the store are kept.")
 
 
 @dataclass(frozen=True)

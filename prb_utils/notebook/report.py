@@ -44,6 +44,7 @@ from prb_utils.notebook.markup import display_path
 from prb_utils.notebook.params import (
     PARAMS_BY_NOTEBOOK,
     NotebookParams,
+    report_view,
     resolve_data_source,
     write_report_view,
 )
@@ -51,7 +52,7 @@ from prb_utils.notebook.stages import Stages
 from prb_utils.profile import condition_sort_key, parse_condition
 from prb_utils.resources import resource_dir, source_commit
 from prb_utils.schema import canonical_spec
-from prb_utils.store import JOB_FILE, JOBS_DIR, load_run_metadata, query_results
+from prb_utils.store import JOB_FILE, JOBS_DIR, atomic_write, load_run_metadata, query_results
 
 NOTEBOOK_DIR = resource_dir("notebooks")  # the repository's notebooks/, or the packaged copy
 KERNEL = "python3"
@@ -158,9 +159,30 @@ def record_numbers(params: NotebookParams, **numbers: Any) -> Path | None:
     content = {"notebook": params.notebook, "prb_utils": str(Path(prb_utils.__file__).resolve().parent),
                "params": _plain(asdict(params)), "numbers": _plain(numbers)}
     target = Path(folder) / f"{params.notebook}.numbers.json"
-    target.write_text(json.dumps(content, indent=1, ensure_ascii=False, allow_nan=False) + "\n",
-                      encoding="utf-8")
+    write_report_file(target, json.dumps(content, indent=1, ensure_ascii=False, allow_nan=False) + "\n")
     return target
+
+
+def write_report_file(target: Path, content: str | bytes) -> Path:
+    """``content`` (text as UTF-8) as the report file ``target``, written atomically
+    (:func:`prb_utils.store.atomic_write`): a full disk leaves no empty or cut file, and is a PRBError in one
+    sentence naming the file.
+
+    >>> import tempfile
+    >>> write_report_file(Path(tempfile.mkdtemp()) / "index.html", "<p>hi</p>").read_text()
+    '<p>hi</p>'
+    """
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    try:
+        atomic_write(target, lambda fh: fh.write(data))
+    except OSError as exc:
+        raise _cannot_write_report(target, exc) from None
+    return target
+
+
+def _cannot_write_report(target: Path, exc: OSError) -> PRBError:
+    return PRBError(f"Cannot write the report file {target} ({exc.strerror or exc}); make room (or fix the "
+                    "folder's permissions) and run prb report again: the scores in the store are kept.")
 
 
 # The lab template with every network reference taken out at its source: require.js, the widget manager
@@ -289,8 +311,7 @@ def export_html(ipynb: Path, target: Path) -> Path:
     page_css = PAGE_CSS + "@media screen and (prefers-color-scheme: dark) {\n" + _dark_theme_css(exporter) + "\n}\n"
     body, _ = exporter.from_notebook_node(nb, resources={"prb_parameters": parameters_html(ran_with),
                                                          "prb_page_css": page_css, "prb_page_js": PAGE_SCRIPT})
-    target.write_text(body, encoding="utf-8")
-    return target
+    return write_report_file(target, body)
 
 
 def _dark_theme_css(exporter: Any) -> str:
@@ -363,15 +384,26 @@ def run_notebook(path: Path, out: Path, parameters: dict[str, Any], *, progress:
 
     name = path.stem
     target = out / f"{name}.ipynb"
+    # papermill saves the notebook after every cell: it writes a hidden file, moved into place when done, so a
+    # full disk leaves no empty or cut notebook
+    partial = out / f".{name}.partial.ipynb"
     started = time.perf_counter()
     error = None
     try:
         with _report_env(out), _local_kernel_config() as config:
-            papermill.execute_notebook(str(path), str(target), parameters=parameters, kernel_name=KERNEL,
+            papermill.execute_notebook(str(path), str(partial), parameters=parameters, kernel_name=KERNEL,
                                        progress_bar=progress, cwd=str(out), log_output=False, config=config,
                                        extra_arguments=list(KERNEL_ARGUMENTS))
     except PapermillExecutionError as exc:
         error = _failure(exc, name)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise _cannot_write_report(target, exc) from None
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    if partial.exists():
+        os.replace(partial, target)
     seconds = time.perf_counter() - started
     page = export_html(target, out / f"{name}.html") if target.exists() else None
     return PageResult(name, target, page, seconds, error)
@@ -415,7 +447,7 @@ def _with_job_files(out: Path, results: str, meta: pd.DataFrame) -> pd.DataFrame
     for job in meta["job"].astype(str):
         source = Path(results) / JOBS_DIR / job / JOB_FILE
         if source.is_file():
-            shutil.copyfile(source, folder / f"{job}.json")
+            write_report_file(folder / f"{job}.json", source.read_bytes())
             links.append(f'<a href="{JOB_FILES}/{html.escape(job)}.json"><code>{html.escape(job)}</code></a>')
         else:
             links.append(html.escape(job))
@@ -463,9 +495,7 @@ def write_results_csv(out: Path, results: str, models: Sequence[str], profiles: 
     rows = report_rows(results, models, profiles, data)
     if rows.empty:
         return None
-    target = out / RESULTS_CSV
-    spreadsheet_safe(rows).to_csv(target, index=False)
-    return target
+    return write_report_file(out / RESULTS_CSV, spreadsheet_safe(rows).to_csv(index=False))
 
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -647,9 +677,7 @@ tr.locked td {{ color: #777; }}
 <h2>Scoring jobs</h2>{download}{meta_html}
 </body></html>
 """
-    target = out / "index.html"
-    target.write_text(page, encoding="utf-8")
-    return target
+    return write_report_file(out / "index.html", page)
 
 
 def build_report(
@@ -692,7 +720,13 @@ def build_report(
     paths = {name: NOTEBOOK_DIR / f"{name}.ipynb" for name in names}
     chosen = {name: notebook_parameters(name, values, paths[name], (parameters or {}).get(name)) for name in names}
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_report_view(values["results"], chosen)  # a live notebook on this store then shows what its page shows
+    # a live notebook on this store then shows what its page shows; a read-only store gets it beside the report
+    view = write_report_view(values["results"], chosen, beside=out_dir)
+    if view.parent == out_dir and Path(values["results"]) != out_dir:
+        live = "what an earlier report showed" if report_view(values["results"]) else "every job"
+        print(f"prb: note: the store {values['results']} cannot be written, so the report's view of it (the models "
+              f"and conditions each page showed) is in {view}; a live notebook on the store shows {live}.",
+              file=sys.stderr)
     done: dict[str, PageResult] = {}
     stages = stages or Stages(progress=progress)
 

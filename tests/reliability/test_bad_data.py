@@ -208,6 +208,26 @@ def test_a_damaged_store_file_is_named_not_a_traceback(tmp_path, capsys, damage)
     assert target.name in lines[0], lines
 
 
+@pytest.mark.parametrize(("field", "value", "said"), [
+    ("pairs", "abc", "its field 'pairs' is a string, not an object"),
+    ("pairs", ["S/1"], "its field 'pairs' is a list, not an object"),
+    ("pairs", {"S/1": 3}, "holds a pair hash that is not a string"),
+    ("data", "sample", "its field 'data' is a string, not an object"),
+    ("n_pairs", "3", "its field 'n_pairs' is a string, not a whole number"),
+])
+@pytest.mark.parametrize("command", ["summarize", "score"])
+def test_a_job_json_field_of_the_wrong_type_is_named_not_a_traceback(tmp_path, capsys, field, value, said, command):
+    """Issue 50: a ``job.json`` whose ``pairs`` is a string gave a traceback (``AttributeError``)."""
+    out = tmp_path / "results"
+    score = ["score", "--data", "sample", "--limit", "2", "--model", "length", "--out", str(out), "--no-progress"]
+    assert run_main(capsys, *score)[0] == 0
+    target = next((out / "jobs").iterdir()) / "job.json"
+    target.write_text(json.dumps({**json.loads(target.read_text()), field: value}))
+    code, _, err = run_main(capsys, *(["summarize", "--results", str(out)] if command == "summarize" else score))
+    (line,) = assert_user_error(code, err, lines=1)
+    assert str(target) in line and said in line and "delete it" in line
+
+
 def test_a_utf8_bom_is_read_not_refused(tmp_path, capsys):
     (tmp_path / "S.jsonl").write_bytes(b"\xef\xbb\xbf" + json.dumps(record(1)).encode() + b"\n")
     (tmp_path / "T.json").write_bytes(b"\xef\xbb\xbf" + json.dumps([record(2)]).encode())
@@ -298,3 +318,13 @@ def test_a_per_record_subset_field_is_used(tmp_path, capsys):
     code, out, err = run_main(capsys, "validate", str(tmp_path / "all.jsonl"))
     assert code == 0, err
     assert re.search(r"Art\s+1", out) and re.search(r"Law\s+1", out) and re.search(r"all\s+1", out), out
+
+
+def test_a_command_that_loads_its_data_twice_lists_the_dropped_records_once(tmp_path, capsys):
+    """Issue 50: ``prb probe --drop-invalid`` loads the data to score and again to read the probes, and printed
+    "Dropped 1 invalid record(s)" (and its problems) twice."""
+    path = write_lines(tmp_path / "S.jsonl", [record(1), record(2), record(3, chosen="")])
+    code, _, err = run_main(capsys, "probe", "--data", str(path), "--model", "length", "--drop-invalid",
+                            "--probe", "shuffle", "--out", str(tmp_path / "r"), "--no-progress")
+    assert code == 0, err
+    assert err.count("Dropped 1 invalid record(s): r3") == 1, err

@@ -86,7 +86,8 @@ def test_store_folder_that_is_not_a_store(tmp_path, capsys):
     assert_user_error(code, err, lines=1)
 
 
-@pytest.mark.parametrize("retriever, message", [("foo", "Unknown retriever"), ("dense:no-such-encoder", "")])
+@pytest.mark.parametrize("retriever, message", [("foo", "Unknown retriever"), (
+    "dense:no-such-encoder", "The retriever 'dense:no-such-encoder' cannot use its encoder")])
 def test_bad_retrievers(tmp_path, capsys, retriever, message):
     code, _, err = run_main(capsys, *SCORE, "--model", "length", "--profile", "top2", "--retriever", retriever,
                             "--out", str(tmp_path))
@@ -183,3 +184,27 @@ def test_engine_options_prb_owns_or_cannot_use_are_one_sentence(tmp_path, capsys
 def test_the_vllm_engine_with_only_model_free_models_warns_that_it_has_no_effect(tmp_path, capsys):
     code, _, err = run_main(capsys, *SCORE, "--model", "length", "--engine", "vllm", "--out", str(tmp_path / "r"))
     assert code == 0 and "--engine vllm has no effect" in err
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["score", "--data", "sample", "--limit", "1", "--model", "judge:smollm2", "--engine", "vllm",
+      "--engine-url", "http://[::1"], "--engine-url 'http://[::1' is not a URL (Invalid IPv6 URL)"),
+    (["score", "--data", "sample", "--limit", "1", "--model", "length", "--profile", "top2", "--retriever",
+      "dense:nonexistent"], "The retriever 'dense:nonexistent' cannot use its encoder"),
+    (["bon", "--limit", "1", "--model", "length", "--policy", "implicit:smollm2"],
+     "give --policy smollm2, not --policy implicit:smollm2"),
+    (["ppo", "--steps", "1", "--policy", "implicit:smollm2"], "give --policy smollm2, not --policy implicit:smollm2"),
+    (["ppo", "--steps", "1", "--policy-posts", "-1"], "argument --policy-posts: expected 0 or a positive integer"),
+])
+def test_a_message_names_the_option_the_user_gave(tmp_path, capsys, argv, said):
+    """Issue 50's four old messages that named the wrong thing: a cut IPv6 address read as a server not answering
+    JSON, a dense retriever's encoder blamed on a model, a reward-model spec as --policy read as a hub id, and
+    --policy-posts -1 named as ``policy_posts``."""
+    out = ["--out" if argv[0] == "score" else "--results", str(tmp_path / "r")]
+    try:
+        code, _, err = run_main(capsys, *argv, *out, "--no-progress")
+    except SystemExit as stopped:   # argparse's refusal: usage, then one sentence
+        code, err = stopped.code, capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert said in err.strip().splitlines()[-1], err
+    assert not (tmp_path / "r" / "bon" / "samples").exists()

@@ -258,3 +258,97 @@ def test_a_hostile_results_folder_name_stays_text_in_the_downstream_page(tmp_pat
     assert "No BoN pipeline results in" in html  # the section that shows the folder name
     assert not re.search(r"<img[^>]*onerror", html)  # nbconvert reorders attributes: look for the tag itself
     assert "&lt;img src=x onerror=alert(1)&gt;" in html
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (["--seed", "²"], "argument --seed: expected a seed of digits 0-9"),
+    (["--seed", "1_0"], "argument --seed: expected a seed of digits 0-9"),
+    (["--profile", "top3:random:²"], "Profile condition 'top3:random:²' has a bad seed"),
+    (["--profile", "top3:random:"], "Profile condition 'top3:random:' has a bad seed"),
+    (["--profile", f"top3:random:{'1' * 26}"], "has a bad seed"),
+])
+def test_a_bad_seed_is_one_sentence_wherever_it_is_written(tmp_path, capsys, args, named):
+    try:
+        code, _, err = run_main(capsys, *SCORE, "--limit", "1", "--model", "length", *args, "--out", str(tmp_path / "r"))
+    except SystemExit as stopped:   # argparse's refusal: usage, then one sentence
+        code, err = stopped.code, capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert named in err.strip().splitlines()[-1]
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_largest_seed_runs_a_retest_and_a_seeded_random_retriever(tmp_path, capsys):
+    code, printed, err = run_main(capsys, *SCORE, "--limit", "1", "--model", "length", "--seed", "4294967295",
+                                  "--profile", "top3+retest", "--profile", "top3:random:4294967295",
+                                  "--out", str(tmp_path / "r"))
+    assert code == 0, err
+    assert set(load_results(tmp_path / "r")["profile"]) == {"top3", "top3+retest"}
+
+
+def test_a_dense_retriever_folder_keeps_its_case(tmp_path, capsys):
+    from prb_utils.models.aliases import resolve_alias
+
+    folder = tmp_path / "Encoders" / "MiniLM"
+    folder.parent.mkdir()
+    folder.symlink_to(resolve_alias("minilm", "embedding"), target_is_directory=True)
+    code, _, err = run_main(capsys, *SCORE, "--limit", "1", "--model", "length", "--profile", f"top2:dense:{folder}",
+                            "--out", str(tmp_path / "r"))
+    assert code == 0, err
+    assert set(load_results(tmp_path / "r")["profile"]) == {"top2"}
+
+
+@pytest.mark.slow
+def test_a_report_on_a_read_only_finished_store_writes_its_view_beside_the_report(tmp_path, capsys):
+    store, out = tmp_path / "store", tmp_path / "out"
+    assert run_main(capsys, *SCORE, "--limit", "1", "--model", "length", "--out", str(store))[0] == 0
+    q = shlex.quote(str(store))
+    driver = ("from prb_utils.notebook.report import build_report; "
+              f"build_report(data='sample', results={str(store)!r}, out={str(out)!r}, models=['length'], "
+              "profiles=['none'], notebooks=['00_workshop_personalization'], limit=1, progress=False)")
+    script = (f"mount --bind {q} {q} && mount -o remount,bind,ro {q} && "
+              f"{shlex.quote(sys.executable)} -c {shlex.quote(driver)}; echo rc=$?")
+    ran = in_mount_namespace(script)
+    assert "rc=0" in ran.stdout, ran.stderr
+    assert "Traceback" not in ran.stderr
+    notes = [line for line in ran.stderr.splitlines() if line.startswith("prb:")]
+    assert len(notes) == 1 and "cannot be written" in notes[0] and str(out / "report_view.json") in notes[0]
+    assert not (store / "report_view.json").exists()
+    view = json.loads((out / "report_view.json").read_text())
+    assert view["00_workshop_personalization"]["models"] == ["length"]
+    assert (out / "00_workshop_personalization.html").is_file()
+
+
+@pytest.mark.slow
+def test_a_full_disk_during_the_report_is_one_sentence_and_leaves_no_empty_or_cut_notebook(tmp_path, capsys):
+    store, disk = tmp_path / "store", tmp_path / "disk"
+    report = ["--model", "length", "--limit", "1", "--bon-n", "0"]
+    assert run_main(capsys, *SCORE, "--limit", "1", "--model", "length", "--out", str(store))[0] == 0
+    disk.mkdir()
+    d, out = shlex.quote(str(disk)), shlex.quote(str(disk / "out"))
+    script = (f"mount -t tmpfs -o size=300k tmpfs {d} && "
+              f"{PRB} report {' '.join(report)} --results {shlex.quote(str(store))} --out {out} --no-progress; "
+              f"echo rc=$?; find {out} -type f -printf '%s %p\\n'; "
+              f"for f in {out}/*.ipynb; do if [ -e \"$f\" ]; then {shlex.quote(sys.executable)} -c "
+              f"'import json,sys; json.load(open(sys.argv[1]))' \"$f\" || echo CUT $f; fi; done")
+    ran = in_mount_namespace(script, timeout=600)
+    assert ran.returncode == 0, ran.stderr
+    assert "rc=2" in ran.stdout, ran.stdout + ran.stderr
+    assert "Traceback" not in ran.stderr
+    errors = [line for line in ran.stderr.splitlines() if line.startswith("prb:")]
+    assert len(errors) == 1 and "Cannot write the report file" in errors[0] \
+        and "No space left on device" in errors[0], ran.stderr
+    files = [line.split(" ", 1) for line in ran.stdout.splitlines() if line.startswith(tuple("0123456789"))]
+    assert not [name for size, name in files if size == "0" or "partial" in name or name.endswith(".tmp")], files
+    assert "CUT" not in ran.stdout, ran.stdout
+
+
+def test_a_condition_is_echoed_as_the_user_wrote_it(tmp_path, capsys):
+    """Issue 50: ``--profile top3:bm25+swap`` was echoed as ``top3+swap`` (the store's name, which tables keep)."""
+    args = ["score", "--data", "sample", "--limit", "1", "--model", "length", "--profile", "top3:bm25+swap",
+            "--out", str(tmp_path / "r")]
+    for _ in range(2):   # scored, then read from the store
+        code, printed, err = run_main(capsys, *args)
+        assert code == 0, err
+        assert "length [top3:bm25+swap]" in err and "length [top3+swap]" not in err
+    assert "length [top3:bm25+swap]: 3 pairs read from the store" in err
+    assert "top3+swap" in printed   # the table names the store's condition
