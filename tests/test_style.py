@@ -9,6 +9,7 @@ import pytest
 import statsmodels.api as sm
 
 from prb_utils.analysis.style import profile_overlap, style_controlled_accuracy, style_features
+from prb_utils.schema import stable_hash
 
 N = 240
 
@@ -57,4 +58,4 @@ def test_style_features_come_from_the_records():
     features = style_features(data).iloc[0]
     assert features["length_diff"] == len("Bake bread slowly") - len("Go outside")
     assert features["overlap_diff"] == pytest.approx(profile_overlap("Bake bread slowly", ["I bake bread"]) - 0.0)
-    assert features["question"] == "q"
+    assert features["question"] == stable_hash("q")   # the question's unit key, hashed as the store keys it
