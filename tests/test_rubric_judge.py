@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import math
 import os
 from pathlib import Path
@@ -282,7 +283,7 @@ def test_each_protocol_is_named_for_what_it_is_and_its_quality_read_as_it_reads_
     def run(judge: str, rule: str) -> str:
         frame = pd.DataFrame({"model": "rm", "subset": "s", "id": "1", "judge": judge, "judge_proxy": False,
                               "quality_rule": rule}, index=[0])
-        return bon_how_judged(BonResults(Path("bon"), frame))
+        return html.unescape(bon_how_judged(BonResults(Path("bon"), frame)))   # as a reader sees the escaped text
 
     assert "most probable verdict" in run("llm:x", "argmax") and "expected verdict" in run("llm:x", "expected")
     reference = run("llm-ref:x", "argmax")
