@@ -494,7 +494,7 @@ def source_name(source: str) -> str:
     """How a data source is named in a job's record and label: ``sample`` or a hub id as given, a local file or
     folder by its name alone (no machine path).
 
-    >>> source_name("sample"), source_name("QiyaoMa/Personalized-RewardBench"), source_name("/tmp/x/other.jsonl")
+    >>> source_name("sample"), source_name("QiyaoMa/Personalized-RewardBench"), source_name("exports/x/other.jsonl")
     ('sample', 'QiyaoMa/Personalized-RewardBench', 'other.jsonl')
     """
     if source == "sample":

@@ -354,19 +354,24 @@ def test_a_model_the_user_named_is_named_as_written(tmp_path, capsys, command, o
     assert not (tmp_path / "r" / "bon" / "samples").exists() and not (tmp_path / "r" / "ppo").exists()
 
 
-def test_caches_with_the_wrong_columns_are_set_aside_and_computed_anew(tmp_path, capsys, tiny_lm_dir):
-    """Issue 35 item 12: a Best-of-N sample cache and verdict cache without their columns (before: a KeyError
-    traceback) are each one sentence naming the file, kept as ``NAME.damaged``, and computed anew: the rerun
-    ends with the first run's numbers."""
+def _proxy_run_and_its_caches(tmp_path, tiny_lm_dir):
+    """A one-question Best-of-N run with the proxy judge: its command line, store, frame, sample and verdict cache."""
     from prb_utils.cli import main
 
     out = tmp_path / "r"
     argv = ["bon", "--results", str(out), "--model", "length", "--no-progress", "--judge", "proxy", "--policy",
             str(tiny_lm_dir), "--device", "cpu", "--n", "2", "--limit", "1"]
     assert main(argv) == 0
-    first = pd.read_parquet(out / "bon" / "bon_frame.parquet")
     (samples,) = (out / "bon" / "samples").glob("*.parquet")
     (verdicts,) = (out / "bon" / "judge").glob("*.parquet")
+    return argv, out, pd.read_parquet(out / "bon" / "bon_frame.parquet"), samples, verdicts
+
+
+def test_caches_with_the_wrong_columns_are_set_aside_and_computed_anew(tmp_path, capsys, tiny_lm_dir):
+    """Issue 35 item 12: a Best-of-N sample cache and verdict cache without their columns (before: a KeyError
+    traceback) are each one sentence naming the file, kept as ``NAME.damaged``, and computed anew: the rerun
+    ends with the first run's numbers."""
+    argv, out, first, samples, verdicts = _proxy_run_and_its_caches(tmp_path, tiny_lm_dir)
     for cache, column in ((samples, "prompt_hash"), (verdicts, "failed")):
         pd.read_parquet(cache).drop(columns=[column]).to_parquet(cache)
     capsys.readouterr()
@@ -404,15 +409,7 @@ def test_caches_with_their_columns_but_wrong_values_are_set_aside_naming_the_fil
     traceback from the tokenizer, an error naming no file, or numbers silently off), a verdict cache with a key
     missing or a quality of 7: each one sentence naming the file and what is wrong, set aside and computed anew,
     the rerun ending with the first run's numbers."""
-    from prb_utils.cli import main
-
-    out = tmp_path / "r"
-    argv = ["bon", "--results", str(out), "--model", "length", "--no-progress", "--judge", "proxy", "--policy",
-            str(tiny_lm_dir), "--device", "cpu", "--n", "2", "--limit", "1"]
-    assert main(argv) == 0
-    first = pd.read_parquet(out / "bon" / "bon_frame.parquet")
-    (samples,) = (out / "bon" / "samples").glob("*.parquet")
-    (verdicts,) = (out / "bon" / "judge").glob("*.parquet")
+    argv, out, first, samples, verdicts = _proxy_run_and_its_caches(tmp_path, tiny_lm_dir)
     good = {samples: pd.read_parquet(samples), verdicts: pd.read_parquet(verdicts)}
     damages = [
         (samples, lambda f: f.assign(id=[None, *f["id"][1:]]), "1 row with no id"),
