@@ -53,6 +53,14 @@ def _records(value: Any) -> Iterator[dict[str, Any]]:
             yield from _records(inner)
 
 
+def _labelled(model: Any, retriever: Any) -> Any:
+    """A model's name with its retriever where it is not the default (``lexical [random]``), as ``prb summarize``
+    labels a second retriever's job of the same spec, so two jobs never share a key."""
+    if isinstance(model, str) and isinstance(retriever, str) and retriever not in ("", "bm25") and "[" not in model:
+        return f"{model} [{retriever}]"
+    return model
+
+
 def _p_values(record: dict[str, Any], surface: str) -> Iterator[dict[str, Any]]:
     """The adjusted p of a lift (``lift`` with ``p_holm``, or a ``--compare profile`` row) or of a comparison of two
     models (``level_a``/``level_b`` of ``--compare model`` or of page 02's rank families)."""
@@ -72,7 +80,7 @@ def _p_values(record: dict[str, Any], surface: str) -> Iterator[dict[str, Any]]:
 
 def _from_record(record: dict[str, Any], surface: str, profile: str | None) -> Iterator[dict[str, Any]]:
     yield from _p_values(record, surface)
-    model = record.get("job_label") or record.get("model")
+    model = _labelled(record.get("job_label") or record.get("model"), record.get("retriever"))
     condition = record.get("profile") or profile
     if not isinstance(model, str) or not isinstance(condition, str) or any(k in record for k in BREAKDOWNS):
         return
@@ -156,7 +164,8 @@ def from_export(results: Path) -> list[dict[str, Any]]:
             content = json.loads(path.read_text(encoding="utf-8"))
             for result in content.get("evaluation_results", []):
                 details = result["metric_config"].get("additional_details", {})
-                label = content["model_info"]["additional_details"].get("prb_spec") or content["model_info"]["name"]
+                facts = content["model_info"]["additional_details"]
+                label = _labelled(facts.get("prb_spec") or content["model_info"]["name"], facts.get("option_retriever"))
                 condition = details.get("profile") or result["evaluation_name"].split("/")[1].split(" ")[0]
                 bounds = result["score_details"]["uncertainty"]["confidence_interval"]
                 subset = result["evaluation_name"].split("/")[2] if result["evaluation_name"].count("/") > 1 else ""
