@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from prb_utils.analysis.findings import summary_verdicts
 from prb_utils.analysis.leaderboard import locked_jobs
 from prb_utils.analysis.metrics import TIE_RULES, summarize, unit_columns
 from prb_utils.analysis.probe_effects import (
@@ -512,8 +513,11 @@ def cmd_score(args: argparse.Namespace) -> int:
         labels = results["job"].map(_store_job_labels(args.out))   # as prb summarize labels them
         plan = _store_plan(args.out)   # its intervals too: the store's one plan
         rows, _ = _with_units(results.assign(job_label=labels), args.out, plan)
-        _print_frame(summarize(rows, by=("model", "job_label", "profile"), **plan.options()))
+        table, notes = _with_verdicts(rows, ("model", "job_label", "profile"), plan)
+        _print_frame(table)
         print(f"\n{plan.rule()}.")
+        for note in notes:
+            print(note)
     return 0
 
 
@@ -624,11 +628,11 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     plan = _store_plan(args.results, args.units)
     results, note = _with_units(results, args.results, plan)
     members, left_out = verdict_members(results, column)
-    table = summarize(results, by, compare=column, half_credit=args.half_credit, members=members, **plan.options())
+    table, notes = _with_verdicts(results, by, plan, compare=column, half_credit=args.half_credit, members=members)
     if note:
         print(note, file=sys.stderr)
     if args.format == "json":
-        summary = _records(summarize(results, by, half_credit=args.half_credit, **plan.options()))
+        summary = _records(_with_verdicts(results, by, plan, half_credit=args.half_credit)[0])
         if not column:
             print(json.dumps(summary, indent=2))
             return 0
@@ -646,11 +650,26 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     if args.format == "table":
         print(f"\nTies: {TIE_RULES[bool(args.half_credit)]}.")
         print(f"{plan.rule()}.")
+        for line in notes:
+            print(line)
         if column:
             print(family_note(column, left_out))
         if data := data_note(load_run_metadata(args.results)):   # which data each job scored
             print(data)
     return 0
+
+
+def _with_verdicts(results: pd.DataFrame, by: Sequence[str], plan: ResamplingPlan, *, compare: str | None = None,
+                   half_credit: bool = False, members: pd.Series | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """The summary table of ``results`` with the findings' verdicts (against chance, n/a for a position-locked
+    judge) and the notes to print under it (:func:`~prb_utils.analysis.findings.summary_verdicts`), so the
+    command line says what the pages say of the same rows."""
+    table = summarize(results, by, compare=compare, half_credit=half_credit, members=members, **plan.options())
+    other = None
+    if table["ties"].fillna(0).gt(0).any():   # the same rows under the other tie rule: do ties decide a verdict?
+        other = summarize(results, [c for c in table.columns[: table.columns.get_loc("n")]],
+                          half_credit=not half_credit, **plan.options())
+    return summary_verdicts(table, results, other=other, half_credit=half_credit)
 
 
 def verdict_members(results: pd.DataFrame, column: str | None) -> tuple[pd.Series | None, list[str]]:

@@ -216,3 +216,23 @@ def test_compare_model_pairs_the_jobs_of_different_models(store, capsys):
     table = pd.read_csv(io.StringIO(out))
     tested = table[table["vs"].notna()]
     assert code == 0 and set(tested["n_pairs"]) == {8} and "length" in set(tested["job_label"]) | set(tested["vs"])
+
+
+def test_summarize_says_what_the_pages_say_of_a_locked_judge_and_of_ties(tmp_path, capsys):
+    """The command line carries the findings' verdicts: a judge that answers "A" on every pair gets "n/a" against
+    chance and the lock warning under the table (not an interval read as a result), and a model whose verdict
+    against chance turns on how ties count is named with both verdicts."""
+    part = job(tmp_path, "judge:x", "none", ["correct"] * 8).parts()[0]
+    rows = pd.read_parquet(part).assign(verdict_ab="chosen", verdict_ba="rejected")   # always "A"
+    rows.to_parquet(part, index=False)
+    job(tmp_path, "length", "none", ["tie"] * 8)
+    code, out, _ = summarize(capsys, tmp_path)
+    assert code == 0
+    judge_line = next(line for line in out.splitlines() if line.strip().startswith("judge:x"))
+    assert "n/a: position-locked" in judge_line and "above chance" not in judge_line
+    assert "Position-locked judge judge:x none" in out
+    assert "Ties decide length length none's verdict against chance: below chance when a tie counts as wrong, " \
+           "not distinguishable from chance with half credit (8 ties of 8 pairs)." in out
+    code, out, _ = summarize(capsys, tmp_path, "--format", "json")
+    chance = {r["model"]: r["chance"] for r in json.loads(out)}
+    assert chance == {"judge:x": "n/a: position-locked", "length": "below chance"}

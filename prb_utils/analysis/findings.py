@@ -31,6 +31,7 @@ from prb_utils.analysis import calibration as calib
 from prb_utils.analysis.leaderboard import (
     RULES,
     Family,
+    chance_verdict,
     leaderboard_notes,
     locked_jobs,
     profile_lifts,
@@ -48,6 +49,8 @@ from prb_utils.schema import is_oracle
 UNIT = ResamplingPlan().unit  # the unit of the default plan (a store's plan may name another)
 LOCKED_REASON = "n/a: position-locked (its probabilities measure the answer order)"
 BLIND_NOTE = "never reads the profile"
+#: The chance verdict of a position-locked judge job (its accuracy measures the answer order).
+LOCKED_CHANCE = "n/a: position-locked"
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,49 @@ class Findings:
                 "style": self.style,
                 "headline": self.headline(),
                 "calibration": self.calibration, "oracle": self.oracle, "profile_blind": list(self.profile_blind)}
+
+
+def summary_verdicts(table: pd.DataFrame, results: pd.DataFrame, *, other: pd.DataFrame | None = None,
+                     half_credit: bool = False) -> tuple[pd.DataFrame, list[str]]:
+    """The command line's summary ``table`` (:func:`~prb_utils.analysis.metrics.summarize` of ``results``) with
+    the verdicts the pages give the same rows: a ``chance`` column (:data:`RULES` ``chance``; :data:`LOCKED_CHANCE`
+    for a position-locked judge job), and the notes to print under it: the warning of each locked job shown, and
+    one line for each row whose verdict against chance depends on how ties count (``other``: the same table under
+    the other tie rule, ``half_credit`` the rule of ``table``).
+
+    >>> rows = pd.DataFrame({"model": "judge:x", "profile": "none", "subset": "s", "id": list("abcd"),
+    ...                      "outcome": "correct", "verdict_ab": "chosen", "verdict_ba": "rejected"})
+    >>> table = pd.DataFrame({"model": ["judge:x"], "profile": ["none"], "n": [4], "ties": [0],
+    ...                       "accuracy": [1.0], "ci_low": [1.0], "ci_high": [1.0]})
+    >>> shown, notes = summary_verdicts(table, rows)
+    >>> shown["chance"].tolist(), notes[0][:30]
+    (['n/a: position-locked'], '⚠ Position-locked judge judge:')
+    """
+    locks = locked_jobs(results)
+    if "model" in table.columns:
+        shown_models = set(table["model"].astype(str))
+        locks = {job: warning for job, warning in locks.items() if job[0] in shown_models}
+    by_job = {"model", "profile"} <= set(table.columns)
+    chance = [LOCKED_CHANCE if by_job and (str(r["model"]), str(r["profile"])) in locks
+              else chance_verdict(r["ci_low"], r["ci_high"]) for _, r in table.iterrows()]
+    shown = table.copy()
+    shown.insert(shown.columns.get_loc("ci_high") + 1, "chance", chance)
+    notes = list(dict.fromkeys(locks.values()))
+    if other is not None and len(other) == len(table):
+        keys = [c for c in table.columns[: table.columns.get_loc("n")] if c in other.columns]
+        theirs = {tuple(o[k] for k in keys): o for _, o in other.iterrows()}
+        rule, other_rule = ("with half credit", "when a tie counts as wrong")[:: -1 if not half_credit else 1]
+        for position, (_, r) in enumerate(table.iterrows()):
+            mine = chance[position]
+            o = theirs.get(tuple(r[k] for k in keys)) if keys else other.iloc[position]
+            if o is None or mine == LOCKED_CHANCE or not r["ties"]:
+                continue
+            said = chance_verdict(float(o["ci_low"]), float(o["ci_high"]))
+            if said and mine and said != mine:
+                label = " ".join(str(r[k]) for k in keys) or "the store"
+                notes.append(f"Ties decide {label}'s verdict against chance: {mine} {rule}, {said} "
+                             f"{other_rule} ({int(r['ties'])} ties of {int(r['n'])} pairs).")
+    return shown, notes
 
 
 def rank_span(low: float, high: float) -> str:
