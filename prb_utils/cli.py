@@ -774,6 +774,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         extra = [*CURVE_PROFILES, *(ORACLE_CONDITIONS if diagnostic else ())]
         pages["04_personalization_diagnostics"] = {"profiles": list(dict.fromkeys([*profiles, *extra]))}
         pages["05_reading_the_user"] = {"models": list(curve_models), "profiles": probed}
+    for page in ("04_personalization_diagnostics", "05_reading_the_user"):   # whatever --profile says, these
+        pages.setdefault(page, {"profiles": []})   # show every curve, ablation and probe the store holds for them
     index = build_report(data=args.data, results=args.results, out=args.out, models=models, profiles=profiles,
                          progress=not args.no_progress, parameters=pages or None, subsets=args.subset or (),
                          limit=args.limit, stages=stages)

@@ -1177,3 +1177,23 @@ def test_every_surface_prints_one_interval_per_number(sample_report):
         seen = table[(table["statistic"] == statistic) & ~table["profile"].str.contains("+", regex=False)]
         assert len(seen) and seen["surfaces"].str.contains("prb summarize").all(), statistic
         assert seen["surfaces"].str.contains("02_accuracy_breakdown").all(), statistic
+
+
+def test_prb_report_with_profile_still_shows_the_probes_and_curves_the_store_holds(tmp_path, monkeypatch,
+                                                                                  notebook_calls):
+    """`prb report --profile top3` (the tutorial's example): pages 02 and the index show the conditions asked,
+    while 04 and 05 show every condition the store holds for the models (a probe run made before is not hidden
+    behind "0 model(s) probed"), and page 05 reads the probe job scored before the report."""
+    from prb_utils.cli import main
+    from prb_utils.notebook.params import ReadingParams
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["probe", "--data", "sample", "--limit", "2", "--model", "lexical", "--probe", "swap",
+                 "--out", "store", "--no-progress"]) == 0
+    assert main(["report", "--data", "sample", "--limit", "2", "--model", "lexical", "--profile", "top3",
+                 "--bon-n", "0", "--results", "store", "--out", "reports", "--no-progress"]) == 0
+    assert notebook_calls["02_accuracy_breakdown"]["profiles"] == ["top3"]
+    for page in ("04_personalization_diagnostics", "05_reading_the_user"):
+        assert notebook_calls[page]["profiles"] == []
+    shown = ReadingParams(data="sample", results="store", models=["lexical"], limit=2).load_results()
+    assert "top3+swap" in set(shown["profile"])
