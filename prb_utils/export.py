@@ -58,7 +58,7 @@ from prb_utils.analysis.uncertainty import ResamplingPlan
 from prb_utils.data import HUB_ID
 from prb_utils.errors import PRBError
 from prb_utils.models.kinds import MODEL_KINDS, baseline_names
-from prb_utils.profile import parse_condition, rm_user_message
+from prb_utils.profile import condition_records, parse_condition, rm_user_message
 from prb_utils.schema import is_oracle, stable_hash
 from prb_utils.scoring import retriever_from_label, retriever_label
 from prb_utils.store import JOB_FILE, JOBS_DIR, StoreShortfallWarning, load_results, pair_hash, pair_units
@@ -213,17 +213,19 @@ def _accuracy(rows: pd.DataFrame, by: list[str], plan: ResamplingPlan) -> pd.Dat
 
 def _job_inputs(rows: pd.DataFrame, data: pd.DataFrame | None, meta: Mapping[str, Any],
                 stale: list[str] | None = None) -> list[dict[str, Any]]:
-    """Per row: question, RM user message, chosen and rejected (empty dicts without ``data``). A row whose
-    record in ``data`` no longer gives the RM input it was scored on (its ``pair_hash`` differs: the record was
+    """Per row: question, RM user message, chosen and rejected as the job's condition showed them (a probe's
+    transform applied; empty dicts without ``data``). A row whose record in ``data`` no longer gives the RM input
+    it was scored on (its ``pair_hash`` differs: the record was
     edited since) gets no texts, and its ``subset/id`` goes to ``stale``."""
     if data is None:
         return [{} for _ in range(len(rows))]
 
-    records = {(str(r["subset"]), str(r["id"])): r for r in data.to_dict("records")}
     condition = str(meta.get("profile"))
+    options = meta.get("options") or {}
+    shown = condition_records(data, condition, seed=int(options.get("probe_seed") or 0))   # as the probe showed them
+    records = {(str(r["subset"]), str(r["id"])): r for r in shown}
     cond = parse_condition(condition)
     uses_retriever = cond.k not in (0, None) and not cond.oracle
-    options = meta.get("options") or {}
     retrieve = retriever_from_label(retriever_label(options.get("retriever") or "bm25", options.get("retriever_seed")))\
         if uses_retriever else None
     out = []

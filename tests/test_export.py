@@ -393,3 +393,25 @@ def test_a_results_path_with_a_line_break_keeps_the_manifest_one_entry_per_line(
     assert lines[0].startswith("# prb export --format rewardbench --results ")
     assert json.dumps(str(store)) in lines[0]
     assert lines[1:] and all((out / name).is_file() for name in lines[1:])
+
+
+def test_export_data_reads_probe_rows_as_the_probe_showed_them(tmp_path, capsys):
+    """A probe job's rows (another user's profile, swapped answers) are checked against the records as the probe
+    built them, so an untouched data file calls none of them edited and their texts are the ones the RM read."""
+    from prb_utils.data import load_benchmark
+
+    data = tmp_path / "data.jsonl"
+    records = json.loads(load_benchmark("sample", limit=6).to_json(orient="records"))
+    data.write_text("".join(json.dumps(r) + "\n" for r in records))
+    results, out = tmp_path / "results", tmp_path / "eee"
+    assert main(["probe", "--data", str(data), "--model", "lexical", "--probe", "swap", "--probe", "label-swap",
+                 "--out", str(results), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["export", "--format", "every_eval_ever", "--results", str(results), "--out", str(out),
+                 "--data", str(data)]) == 0
+    assert "edited since" not in capsys.readouterr().err
+    lines = [json.loads(line) for f in out.rglob("*_samples.jsonl") for line in f.read_text().splitlines()]
+    assert lines and all(line["input"]["formatted"] is not None for line in lines)
+    rejected = {f"{r['subset']}/{r['id']}": r["rejected"] for r in records}
+    label_swap = [line for line in lines if line["metadata"]["profile"].endswith("+label-swap")]
+    assert label_swap and all(line["input"]["reference"] == [rejected[line["sample_id"]]] for line in label_swap)
