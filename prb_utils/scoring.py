@@ -53,7 +53,6 @@ from prb_utils.distributed import (
 from prb_utils.errors import PRBError
 from prb_utils.models import ModelOptions, PairInput, load_model
 from prb_utils.models.base import parse_spec
-from prb_utils.models.device import resolve_placement
 from prb_utils.models.embedding import load_encoder
 from prb_utils.models.fingerprint import model_fingerprint
 from prb_utils.models.hf import resolve_source
@@ -189,25 +188,13 @@ def _template_text(judge_template: str) -> str:
     return template.user
 
 
-def resolved_placement(kind: str, device: str = "auto", dtype: str = "auto") -> dict[str, str]:
-    """``{"device": type, "dtype": name}`` a model of this kind will really run with ({} for baselines).
-
-    ``auto`` is resolved by :func:`prb_utils.models.device.resolve_placement`, so ``--dtype auto`` on a CPU
-    is the float32 job and the same run on a GPU is the bfloat16 one.
-    """
-    if not MODEL_KINDS[kind].weights:
-        return {}
-
-    placement = resolve_placement(device, dtype)
-    return {"device": str(placement.device).split(":")[0], "dtype": str(placement.dtype).removeprefix("torch.")}
-
-
 def job_options(kind: str, condition: str, options: ModelOptions | None = None, *,
                 retriever: str | None = None, retriever_seed: int | None = None) -> dict[str, Any]:
     """The options that can change a score of this kind under this condition (they go into the job key).
     ``retriever_seed`` (a ``random`` retriever's; default the options' seed) is keyed only when it is not 0.
 
-    The device type and dtype are the resolved ones (:func:`resolved_placement`), never ``auto``. Execution
+    The device type and dtype are :meth:`~prb_utils.models.ModelOptions.placement`'s (``auto`` resolved in
+    process; ``server`` and the dtype asked on a server engine). Execution
     details that cannot change a score (batch size) are kept in the run metadata only. A ``dense:NAME``
     retriever adds its encoder's fingerprint. The engine adds its part only for a kind it serves
     (:meth:`~prb_utils.models.engines.EngineConfig.key_options`), so every ``hf`` key stays what it was.
@@ -216,8 +203,8 @@ def job_options(kind: str, condition: str, options: ModelOptions | None = None, 
     traits = MODEL_KINDS[kind]
     key: dict[str, Any] = {}
     if traits.weights:
-        key.update(resolved_placement(kind, options.device, options.dtype), seed=int(options.seed))
-    key.update(options.engine.key_options(kind, options.dtype))
+        key.update(options.placement(kind), seed=int(options.seed))
+    key.update(options.engine.key_options(kind))
     if traits.chat_template:
         key["tokenization"] = options.tokenization
     if traits.judge_options:

@@ -229,3 +229,23 @@ def test_every_engine_comes_from_one_registry():
     assert tuple(engine.choices) == tuple(ENGINES) == ("hf", "vllm")
     with pytest.raises(PRBError, match="Unknown engine 'tgi'; use hf or vllm."):
         EngineConfig("tgi")
+
+
+def test_one_placement_rule_for_jobs_the_policy_and_the_judge_names_the_server_on_a_server_engine():
+    """`ModelOptions.placement` is the one rule: in process `auto` is resolved; on a server engine (one prb starts
+    or one at a URL) the device is `server` and the dtype the one asked, never the placement of the machine that
+    runs prb; RM job keys, the policy's and the LLM judge's records read it."""
+    from prb_utils.downstream.policy import policy_placement
+    from prb_utils.downstream.rubric_judge import judge_placement
+    from prb_utils.models import EngineConfig, ModelOptions
+    from prb_utils.scoring import job_options
+
+    here = ModelOptions(device="cpu", dtype="auto")
+    assert here.placement("implicit") == {"device": "cpu", "dtype": "float32"} and here.placement("lexical") == {}
+    for engine in (EngineConfig(name="vllm"), EngineConfig(name="vllm", urls=("http://127.0.0.1:9",))):
+        served = ModelOptions(device="cpu", dtype="bfloat16", engine=engine)
+        assert served.placement("judge") == {"device": "server", "dtype": "bfloat16"}
+        assert served.placement("embedding") == {"device": "cpu", "dtype": "bfloat16"}   # the engine serves no encoder
+        assert {k: job_options("judge", "none", served)[k] for k in ("device", "dtype", "engine")} == \
+            {"device": "server", "dtype": "bfloat16", "engine": "vllm"}
+        assert policy_placement(served) == judge_placement("llm:smollm2", served) == served.placement("judge")

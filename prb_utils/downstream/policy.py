@@ -21,7 +21,6 @@ from prb_utils.models.base import ModelSpec
 from prb_utils.models.kinds import CAUSAL_LM, kinds_of
 from prb_utils.profile import rm_visible_fields, selected_posts
 from prb_utils.schema import stable_hash
-from prb_utils.scoring import resolved_placement
 
 #: How the policy's answers were sampled, as ``run.json`` (``sampling``) names it and pages say it.
 SAMPLING_MODES = {
@@ -105,13 +104,14 @@ def policy_spec(policy: str) -> ModelSpec:
 
 
 def policy_placement(options: ModelOptions) -> dict[str, str]:
-    """The device type and dtype the policy runs with under ``options`` (``auto`` resolved), for cache keys and
-    run records.
+    """The device type and dtype the policy runs with under ``options``
+    (:meth:`~prb_utils.models.ModelOptions.placement`: ``server`` on a server engine), for cache keys and run
+    records.
 
     >>> policy_placement(ModelOptions(device="cpu", dtype="bfloat16"))
     {'device': 'cpu', 'dtype': 'bfloat16'}
     """
-    return resolved_placement(kinds_of(CAUSAL_LM)[0], options.device, options.dtype)
+    return options.placement(kinds_of(CAUSAL_LM)[0])
 
 
 def policy_generator(policy: str, options: ModelOptions, *, out: str | os.PathLike = ".", progress: bool = False,

@@ -64,7 +64,6 @@ from prb_utils.models.kinds import CAUSAL_LM, ENCODER, kinds_of
 from prb_utils.models.registry import ModelOptions
 from prb_utils.models.serve.client import UnusableResponse
 from prb_utils.schema import stable_hash
-from prb_utils.scoring import resolved_placement
 from prb_utils.store import rows_problem
 
 JUDGE_SYSTEM = "You are a fair and careful judge of answers."
@@ -808,8 +807,7 @@ def judge_placement(judge: Any, options: ModelOptions | None = None) -> dict[str
     """
     if not runs_a_model(judge):
         return None
-    options = options or ModelOptions()
-    return resolved_placement(kinds_of(CAUSAL_LM)[0], options.device, options.dtype)
+    return (options or ModelOptions()).placement(kinds_of(CAUSAL_LM)[0])
 
 
 def judge_identity(judge: Any) -> list[Any]:

@@ -217,15 +217,13 @@ class EngineConfig:
         """This configuration with the request caches of the store ``out`` (``out/engine``) and its progress."""
         return replace(self, cache_dir=str(Path(out) / "engine"), progress=progress)
 
-    def key_options(self, kind: str, dtype: str) -> dict[str, Any]:
+    def key_options(self, kind: str) -> dict[str, Any]:
         """What the engine adds to the key of a job of ``kind`` (nothing when the kind runs in process, so every
-        ``hf`` key stays what it was): the engine, its arguments and, for a server prb did not start (whose
-        placement prb cannot know), the device ``server`` and the dtype as asked."""
+        ``hf`` key stays what it was): the engine and its arguments (its placement, the device ``server`` and the
+        dtype as asked, is :meth:`~prb_utils.models.ModelOptions.placement`'s)."""
         if not self.remote(kind):
             return {}
         options: dict[str, Any] = {"engine": self.name}
-        if self.urls:
-            options.update(device="server", dtype=dtype)
         if self.engine_args:
             options["engine_args"] = list(self.engine_args)
         return options

@@ -10,6 +10,7 @@ import pandas as pd
 
 from prb_utils.models.aliases import ALIASES, alias_status
 from prb_utils.models.base import RewardModel, parse_spec
+from prb_utils.models.device import resolve_placement
 from prb_utils.models.engines import EngineConfig
 from prb_utils.models.kinds import MODEL_KINDS, load_class
 
@@ -44,6 +45,24 @@ class ModelOptions:
     def for_kind(self, kind: str) -> dict[str, Any]:
         """The keywords the adapters of ``kind`` take."""
         return {name: getattr(self, name) for name in MODEL_KINDS[kind].options}
+
+    def placement(self, kind: str) -> dict[str, str]:
+        """``{"device": type, "dtype": name}`` a model of ``kind`` really runs with under these options: the one
+        placement rule of RM jobs, the policy and the judge (their job keys, cache keys and run records). {} for a
+        kind without weights; on a server engine that serves the kind, the device ``server`` and the dtype as asked
+        (the server's own placement is read from it and recorded in the run metadata); in this process, ``auto``
+        resolved (:func:`~prb_utils.models.device.resolve_placement`: ``--dtype auto`` on a CPU is float32, on a GPU
+        bfloat16).
+
+        >>> ModelOptions(device="cpu", dtype="bfloat16").placement("implicit"), ModelOptions().placement("length")
+        ({'device': 'cpu', 'dtype': 'bfloat16'}, {})
+        """
+        if not MODEL_KINDS[kind].weights:
+            return {}
+        if self.engine.remote(kind):
+            return {"device": "server", "dtype": self.dtype}
+        resolved = resolve_placement(self.device, self.dtype)
+        return {"device": str(resolved.device).split(":")[0], "dtype": str(resolved.dtype).removeprefix("torch.")}
 
 
 def load_model(spec: str, options: ModelOptions | None = None, **overrides: Any) -> RewardModel:
