@@ -667,8 +667,8 @@ def _with_verdicts(results: pd.DataFrame, by: Sequence[str], plan: ResamplingPla
     table = summarize(results, by, compare=compare, half_credit=half_credit, members=members, **plan.options())
     other = None
     if table["ties"].fillna(0).gt(0).any():   # the same rows under the other tie rule: do ties decide a verdict?
-        other = summarize(results, [c for c in table.columns[: table.columns.get_loc("n")]],
-                          half_credit=not half_credit, **plan.options())
+        grouped = [*by, *([compare] if compare and compare not in by else [])]
+        other = summarize(results, grouped, half_credit=not half_credit, **plan.options())
     return summary_verdicts(table, results, other=other, half_credit=half_credit)
 
 

@@ -59,8 +59,8 @@ from prb_utils.data import HUB_ID
 from prb_utils.errors import PRBError
 from prb_utils.models.kinds import MODEL_KINDS, baseline_names
 from prb_utils.profile import condition_records, parse_condition, rm_user_message
+from prb_utils.retrieval import retriever_from_label, retriever_label
 from prb_utils.schema import is_oracle, stable_hash
-from prb_utils.scoring import retriever_from_label, retriever_label
 from prb_utils.store import JOB_FILE, JOBS_DIR, StoreShortfallWarning, load_results, pair_hash, pair_units
 
 FORMATS = ("every_eval_ever", "rewardbench")

@@ -29,7 +29,7 @@ from prb_utils.models.hf import TRAINED_LENGTH
 from prb_utils.models.registry import ModelOptions
 from prb_utils.models.token_counts import PairTokens, TokenCounting, equivalent_tokens, token_counter
 from prb_utils.profile import condition_records, parse_condition, rm_user_message
-from prb_utils.scoring import post_selectors
+from prb_utils.retrieval import post_selectors
 
 PLAN_COLUMNS = ["model", "kind", "profile", "pairs", "input_tokens", "tokens", "sharing", "truncated", "longest",
                 "context", "device_s"]

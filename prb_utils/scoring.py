@@ -53,7 +53,6 @@ from prb_utils.distributed import (
 from prb_utils.errors import PRBError
 from prb_utils.models import ModelOptions, PairInput, load_model
 from prb_utils.models.base import parse_spec
-from prb_utils.models.embedding import load_encoder
 from prb_utils.models.fingerprint import model_fingerprint
 from prb_utils.models.hf import resolve_source
 from prb_utils.models.kinds import ENCODER, MODEL_KINDS, kinds_of
@@ -63,10 +62,10 @@ from prb_utils.probes import PROBES
 from prb_utils.profile import (
     ProfileCondition,
     condition_records,
-    make_retriever,
     parse_condition,
     rm_user_message,
 )
+from prb_utils.retrieval import encoder_errors, picked_by, post_selectors
 from prb_utils.schema import pair_key, stable_hash
 from prb_utils.store import JobStore, missing_pairs, now, open_job, pair_hash, tidy_rows
 
@@ -217,7 +216,7 @@ def job_options(kind: str, condition: str, options: ModelOptions | None = None, 
         if key["retriever"] == "random" and seed != 0:
             key["retriever_seed"] = seed  # baselines carry no seed of their own (seed 0: no key change)
         if key["retriever"].startswith("dense:"):
-            with _for_retriever(key["retriever"]):
+            with encoder_errors(key["retriever"]):
                 key["retriever_fingerprint"] = _fingerprint(
                     f"{kinds_of(ENCODER)[0]}:{key['retriever'].split(':', 1)[1]}")
     return key
@@ -233,66 +232,6 @@ def _given_fingerprint(given: Any, spec: str) -> str:
     if isinstance(given, str):
         return _fingerprint(spec)
     return str(getattr(given, "fingerprint", None) or f"object:{type(given).__module__}.{type(given).__qualname__}")
-
-
-def post_selectors(conditions: Sequence[ProfileCondition], retriever: str | None, seed: int
-                   ) -> dict[str, Callable[..., list[int]] | None]:
-    """``{spelling: post selector}`` of each condition (None where it picks no posts), one selector per distinct
-    retriever and seed (:func:`_picked_by`)."""
-    picks = {c.spelling: _picked_by(c, retriever, seed) for c in conditions}
-    built = {pick: _retriever(*pick) for pick in dict.fromkeys(picks.values()) if pick is not None}
-    return {spelling: built.get(pick) for spelling, pick in picks.items()}
-
-
-def _picked_by(condition: ProfileCondition, retriever: str | None, seed: int) -> tuple[str, int] | None:
-    """``(retriever, seed)`` that picks a top{K} condition's posts: the condition's own (``top3:random:3``), else
-    the command's ``retriever`` (default ``bm25``) and ``seed``; None for a condition that picks none."""
-    if not condition.retrieves:
-        return None
-    return (condition.retriever or retriever or "bm25",
-            int(seed if condition.retriever_seed is None else condition.retriever_seed))
-
-
-SEED_LABEL = ", retriever_seed="
-
-
-def retriever_label(name: str | None, seed: int | None = 0) -> str | None:
-    """How tables name a job's retriever: its spec, and the seed of a seeded ``random`` one.
-
-    >>> retriever_label("random", 3), retriever_label("bm25"), retriever_label(None)
-    ('random, retriever_seed=3', 'bm25', None)
-    """
-    if not name:
-        return None
-    seed = int(seed) if seed is not None and seed == seed else 0
-    return f"{name}{SEED_LABEL}{seed}" if name == "random" and seed else str(name)
-
-
-def retriever_from_label(label: str | None) -> Callable[..., list[int]] | None:
-    """The post selector a job used, from its :func:`retriever_label` (None for no retriever): the one way every
-    RM input is rebuilt (profile curves, exports), so a rebuild shows exactly the posts the model saw."""
-    if not label:
-        return None
-    name, _, seed = str(label).partition(SEED_LABEL)
-    return _retriever(name, int(seed or 0))
-
-
-def _retriever(spec: str | None, seed: int = 0) -> Callable[..., list[int]] | None:
-    if spec and spec.startswith("dense:"):
-        with _for_retriever(spec):
-            embed = load_encoder(spec.split(":", 1)[1])
-        return make_retriever(spec, embed=embed)
-    return make_retriever(spec, seed=seed)
-
-
-@contextmanager
-def _for_retriever(spec: str) -> Iterator[None]:
-    """A dense retriever's encoder that cannot be found or loaded is the retriever's error (the user named a
-    retriever, not a model)."""
-    try:
-        yield
-    except PRBError as exc:
-        raise PRBError(f"The retriever '{spec}' cannot use its encoder: {exc}") from None
 
 
 def _user_message(row: Mapping[str, Any], condition: str, retriever: Callable[..., list[int]] | None) -> str:
@@ -807,7 +746,7 @@ def score_benchmark(
     hashing.shutdown(wait=False)
     identity = _data_record(data, current)
     conditions = list({c.spelling: c for c in map(parse_condition, profiles)}.values())
-    picks = {c.spelling: _picked_by(c, retriever, options.seed) for c in conditions}
+    picks = {c.spelling: picked_by(c, retriever, options.seed) for c in conditions}
     selectors = post_selectors(conditions, retriever, options.seed)
     pairs_by_condition = {
         c.spelling: _build_pairs(condition_records(data, c.name, seed=options.seed, records=records), c.name,

@@ -236,3 +236,11 @@ def test_summarize_says_what_the_pages_say_of_a_locked_judge_and_of_ties(tmp_pat
     code, out, _ = summarize(capsys, tmp_path, "--format", "json")
     chance = {r["model"]: r["chance"] for r in json.loads(out)}
     assert chance == {"judge:x": "n/a: position-locked", "length": "below chance"}
+
+
+def test_score_prints_the_oracle_condition_with_its_verdicts(tmp_path, capsys):
+    """The rubric oracle's rows (marked in the table) get their verdicts too, ties or not."""
+    code = main(["score", "--data", "sample", "--limit", "3", "--model", "lexical", "--profile", "none",
+                 "--profile", "rubric", "--out", str(tmp_path), "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 0 and "rubric" in out and "chance" in out.splitlines()[0]

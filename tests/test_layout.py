@@ -16,7 +16,7 @@ LAYERS = [
     {"prb_utils.errors", "prb_utils.schema", "prb_utils.resources", "prb_utils.distributed", "prb_utils.formatting"},
     {"prb_utils.data"},
     {"prb_utils.profile", "prb_utils.probes"},
-    {"prb_utils.models"},
+    {"prb_utils.models", "prb_utils.retrieval"},
     {"prb_utils.store"},
     {"prb_utils.scoring", "prb_utils.plan"},
     {"prb_utils.analysis", "prb_utils.export"},

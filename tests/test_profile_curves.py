@@ -418,7 +418,8 @@ def test_a_seeded_random_retriever_job_is_rebuilt_with_its_own_seed(tmp_path):
     lines = [json.loads(line) for f in (tmp_path / "eee").rglob("*.jsonl") for line in f.read_text().splitlines()]
     seen = {f"{row.subset}/{row.id}": row.pair_hash for row in scored.itertuples()}
     assert len(lines) == len(seen)
-    from prb_utils.scoring import _build_pairs, retriever_from_label
+    from prb_utils.retrieval import retriever_from_label
+    from prb_utils.scoring import _build_pairs
 
     pairs = _build_pairs(data.to_dict("records"), "top1", retriever_from_label("random, retriever_seed=3"))
     expected = {p.key: p.prompt for p in pairs}

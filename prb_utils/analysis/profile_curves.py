@@ -44,8 +44,8 @@ from prb_utils.formatting import PROPORTION, format_signed, format_value
 from prb_utils.models.aliases import ALIASES, resolve_alias
 from prb_utils.models.kinds import MODEL_KINDS
 from prb_utils.profile import parse_condition, rm_user_message
+from prb_utils.retrieval import retriever_from_label, retriever_label
 from prb_utils.schema import is_oracle
-from prb_utils.scoring import retriever_from_label, retriever_label
 from prb_utils.store import BARE_OPTIONS, pair_hash
 
 RETRIEVER_OPTIONS = ("retriever", "retriever_fingerprint", "retriever_seed")
@@ -61,7 +61,7 @@ def _spec_column(results: pd.DataFrame) -> str:
 
 def job_retrievers(results: pd.DataFrame, run_metadata: pd.DataFrame | None = None) -> pd.Series:
     """The retriever behind each row: None for ``none``/``full``/``rubric``, else the job's retriever as
-    :func:`prb_utils.scoring.retriever_label` names it (a seeded ``random`` with its seed).
+    :func:`prb_utils.retrieval.retriever_label` names it (a seeded ``random`` with its seed).
 
     Taken from a ``retriever`` column of ``results`` when there is one, else from ``run_metadata`` (the frame of
     :func:`prb_utils.store.load_run_metadata`, column ``option_retriever``). A ``top{K}`` row whose retriever is
@@ -140,7 +140,7 @@ def _option_text(column: str, value: Any) -> str:
 
 def curve_label(series: str, retriever: str | None) -> str:
     """A curve's legend label: the job series and, for a ``top{K}`` curve of another retriever than the
-    benchmark's ``bm25``, that retriever (:func:`prb_utils.scoring.retriever_label`), inside the brackets.
+    benchmark's ``bm25``, that retriever (:func:`prb_utils.retrieval.retriever_label`), inside the brackets.
 
     >>> curve_label("length", "random, retriever_seed=3"), curve_label("m [float32]", "least"), curve_label("m", "bm25")
     ('length [random, retriever_seed=3]', 'm [float32, least]', 'm')
