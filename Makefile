@@ -40,7 +40,8 @@ ppo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check prb_utils tests bench notebooks
 
-# the documentation site (mkdocs-material, docs/ and mkdocs.yml), built offline with --strict into site/
+# the documentation site (mkdocs-material, docs/ and mkdocs.yml), built offline with --strict into site/;
+# it opens from disk (site/index.html), search included
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 

@@ -1,5 +1,6 @@
-"""The documentation site builds offline with ``--strict``, its pages are reachable, and what it says about the
-command line and the API follows the code: the CLI reference and the API reference are generated from the parser
+"""The documentation site builds offline with ``--strict``, opens from disk (``site/index.html``: its navigation
+opens pages, its search works, in headless Chromium with the network blocked), its pages are reachable, and what
+it says about the command line and the API follows the code: the CLI reference and the API reference are generated from the parser
 and the curated API, and every ``prb`` command shown in the docs still parses."""
 
 from __future__ import annotations
@@ -14,12 +15,17 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import pytest
 import yaml
+from offline_browser import fresh, offline_page
 
 import prb_utils
+from prb_utils.analysis.findings import rules_markdown
+from prb_utils.analysis.uncertainty import PLAN_UNITS
 from prb_utils.cli import build_parser, main
+from prb_utils.notebook.manual import INDEX_STATISTICS, MANUAL_DIR, STATISTICS_PAGE, manual_html, rule_anchor
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -62,6 +68,119 @@ def test_the_site_builds_strict_and_fetches_nothing_from_the_network(site):
     assert not (site / "_hooks").exists()
 
 
+LINK = re.compile(r'<(?:a|link|script|img|source)\b[^>]*\b(?:href|src)="([^"]+)"', re.IGNORECASE)
+
+
+def test_every_link_and_image_of_the_site_resolves_to_a_file_from_disk(site):
+    """Opened from disk, a link to a folder shows a listing: every local link and image of every page (the 404
+    page aside: a web server's, with links from the site's root) names a file that exists, and every anchor it
+    names is on that page."""
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    assert config["use_directory_urls"] is False and "offline" in config["plugins"]
+    checked, broken, ids = 0, [], {}
+    for page in sorted(site.rglob("*.html")):
+        if page.name == "404.html":
+            continue
+        for url in LINK.findall(page.read_text(encoding="utf-8")):
+            parts = urlsplit(html.unescape(url))
+            if parts.scheme or url.startswith(("//", "#")) or not parts.path:
+                continue
+            target = (page.parent / unquote(parts.path)).resolve()
+            checked += 1
+            if not target.is_file():
+                broken.append(f"{page.relative_to(site)}: {url}")
+            elif parts.fragment and target.suffix == ".html":
+                if target not in ids:
+                    ids[target] = set(re.findall(r'\bid="([^"]+)"', target.read_text(encoding="utf-8")))
+                if unquote(parts.fragment) not in ids[target]:
+                    broken.append(f"{page.relative_to(site)}: {url} (no such anchor)")
+    assert checked > 1000
+    assert broken == []
+
+
+NAV = "nav.md-nav--primary a.md-nav__link[href]:visible"   # what a reader can click in the navigation
+
+
+def _nav_links(page) -> list[tuple[str, str]]:
+    """The visible links of the primary navigation that open a page: (label, absolute URL)."""
+    links = page.locator(NAV).evaluate_all("links => links.map(a => [a.textContent.trim(), a.getAttribute('href'), a.href])")
+    return [(label, url) for label, href, url in links if not href.startswith("#")]
+
+
+def _opened(page, facts: dict) -> dict:
+    """What a reader sees of the page just loaded: its URL, title, first heading, and what went wrong."""
+    heading = page.locator("article h1")
+    return {"url": page.url, "title": page.title(), "h1": heading.first.inner_text() if heading.count() else "",
+            "listing": page.locator("#parentDirLinkBox, #listing").count() > 0,
+            **{key: list(facts[key]) for key in ("blocked", "requests", "console", "errors")}}
+
+
+def test_the_site_opens_from_disk_its_nav_opens_pages_and_search_finds_shared_ranks(site):
+    """From ``file://.../site/index.html`` in headless Chromium with the network blocked: each page link of the
+    navigation, clicked in turn from the page before, opens that page (a file, its title and heading; not a
+    folder's listing) with no request and no console error; and typing "shared rank" in the search box lists
+    the section "Shared ranks", whose link opens it."""
+    site_name = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["site_name"]
+    with offline_page(width=1366) as (page, facts):
+        page.goto((site / "index.html").as_uri(), wait_until="networkidle")
+        links = _nav_links(page)
+        assert len(links) >= 25, links
+        visited = []
+        for label, url in links:
+            fresh(facts)
+            shown = page.locator(NAV)
+            shown.nth(shown.evaluate_all("links => links.map(a => a.href)").index(url)).click()
+            page.wait_for_load_state("networkidle")
+            seen = _opened(page, facts)
+            visited.append(seen["url"])
+            assert seen["url"] == url and url.endswith(".html"), (label, seen)
+            assert not seen["listing"] and seen["h1"].strip() and seen["title"].endswith(site_name), (label, seen)
+            assert seen["blocked"] == seen["requests"] == seen["console"] == seen["errors"] == [], (label, seen)
+        assert len(set(visited)) == len(links)
+
+        fresh(facts)
+        page.locator("input.md-search__input").click()
+        page.keyboard.type("shared rank")
+        found = page.locator(".md-search-result__link", has_text="Shared ranks")
+        found.first.wait_for(timeout=15_000)
+        titles = page.locator(".md-search-result__item").all_inner_texts()
+        assert any("Shared ranks" in title for title in titles), titles
+        found.first.click()
+        page.wait_for_load_state("networkidle")
+        fragment = urlsplit(page.url).fragment
+        assert fragment and page.locator(f"[id='{fragment}']").inner_text().startswith("Shared ranks"), page.url
+        assert facts["blocked"] == facts["requests"] == facts["console"] == facts["errors"] == [], facts
+
+
+def test_every_rule_has_the_anchor_the_reports_index_links_to(site):
+    """The statistics page gives each rule of the generated list its anchor (the docs hook), and every statistic
+    the report's index links (:data:`INDEX_STATISTICS`, under each resampling unit) lands on one of them."""
+    page = (site / STATISTICS_PAGE).read_text(encoding="utf-8")
+    names = re.findall(r"^- \*\*([^*]+)\*\*:", rules_markdown(), flags=re.MULTILINE)
+    assert len(names) >= 12
+    assert [name for name in names if f'<li id="{rule_anchor(name)}">' not in page] == []
+    linked = {rule.format(unit=unit) for _, rule in INDEX_STATISTICS for unit in PLAN_UNITS}
+    assert linked <= set(names), sorted(linked - set(names))
+
+
+def test_the_reports_link_to_a_statistic_opens_its_rule_in_the_manual(site, tmp_path):
+    """The index's manual line, for a report inside prb's source folder with the manual built there (here: a
+    folder holding this build as ``site``), links each statistic; clicked from disk, "shared rank" opens the
+    manual's rule for shared ranks."""
+    (tmp_path / MANUAL_DIR).symlink_to(site, target_is_directory=True)
+    index = tmp_path / "reports" / "index.html"
+    index.parent.mkdir()
+    index.write_text(f"<!DOCTYPE html><html><head><title>report</title><link rel='icon' href='data:,'></head><body>"
+                     f"{manual_html(index.parent, root=tmp_path)}</body></html>", encoding="utf-8")
+    with offline_page() as (page, facts):
+        page.goto(index.as_uri(), wait_until="networkidle")
+        page.get_by_role("link", name="shared rank", exact=True).click()
+        page.wait_for_load_state("networkidle")
+        assert page.url.endswith(f"{STATISTICS_PAGE}#{rule_anchor('rank')}"), page.url
+        assert page.locator(f"#{rule_anchor('rank')}").inner_text().startswith("rank: shared rank")
+        assert facts["blocked"] == facts["console"] == facts["errors"] == [], facts
+
+
 def test_every_tutorial_and_how_to_page_is_in_the_nav():
     config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
     nav = _nav_files(config["nav"])
@@ -72,7 +191,7 @@ def test_every_tutorial_and_how_to_page_is_in_the_nav():
 
 
 def test_every_subcommand_and_option_is_in_the_cli_reference(site):
-    page = (site / "reference" / "cli" / "index.html").read_text(encoding="utf-8")
+    page = (site / "reference" / "cli.html").read_text(encoding="utf-8")
     commands = _hook().subcommands(build_parser())
     assert {"validate", "models", "score", "probe", "plan", "summarize", "report", "bon", "ppo", "export"} <= set(commands)
     for name, (_, parser) in commands.items():
@@ -96,7 +215,7 @@ def test_an_option_added_to_the_parser_appears_in_the_reference():
 
 
 def test_every_public_name_is_in_the_api_reference(site):
-    page = (site / "reference" / "api" / "index.html").read_text(encoding="utf-8")
+    page = (site / "reference" / "api.html").read_text(encoding="utf-8")
     missing = [name for name in prb_utils.__all__
                if f'id="{prb_utils._PUBLIC[name]}.{name}"' not in page]
     assert missing == []
@@ -246,7 +365,7 @@ def test_every_notebook_is_a_page_of_the_site_as_committed(site):
     """The site renders each notebook of ``notebooks/`` from the committed file (the docs hook, nbconvert): its
     title and its parameters cell are on its page, so a notebook edited is a page edited."""
     for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
-        page = site / "notebooks" / notebook.stem / "index.html"
+        page = site / "notebooks" / f"{notebook.stem}.html"
         assert page.is_file(), notebook.name
         cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
         title = "".join(cells[0]["source"]).splitlines()[0].lstrip("# ").strip()

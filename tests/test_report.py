@@ -23,6 +23,7 @@ import nbformat
 import numpy as np
 import pandas as pd
 import pytest
+from offline_browser import fresh, offline_page
 
 from prb_utils.cli import main
 from prb_utils.errors import PRBError
@@ -380,52 +381,24 @@ def test_a_report_kernel_runs_over_ipc_without_the_tcp_warning_and_logs_only_cri
 
 # ----------------------------------------------------------------- every page offline in a real browser
 
-BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                "--disable-sync", "--no-first-run", "--host-resolver-rules=MAP * ~NOTFOUND"]
-LOCAL_SCHEMES = ("file:", "data:", "about:", "blob:")
-
-
 def _open_offline(pages: list[Path], *, width: int = 1280, probe=None, color_scheme: str = "light") -> dict[str, dict]:
-    """Load each page in headless Chromium with every request that is not a local file aborted; per page:
-    the requests that tried to leave, console errors, page errors, title, width, the first link, and what
-    ``probe(page)`` returns (``probe``, when given, acts on the loaded page). ``color_scheme``: the screen's
-    preferred scheme (``light`` or ``dark``)."""
-    from playwright.sync_api import sync_playwright
-
+    """Load each page in headless Chromium with every request that is not a local file aborted
+    (:func:`offline_browser.offline_page`); per page: the requests that tried to leave, console errors, page
+    errors, title, width, the first link, and what ``probe(page)`` returns (``probe``, when given, acts on the
+    loaded page). ``color_scheme``: the screen's preferred scheme (``light`` or ``dark``)."""
     seen: dict[str, dict] = {}
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=BROWSER_ARGS)
-        try:
-            context = browser.new_context(viewport={"width": width, "height": 900}, service_workers="block",
-                                          color_scheme=color_scheme)
-            current: dict = {}
-
-            def route(route) -> None:
-                if route.request.url.startswith("file:"):
-                    route.continue_()
-                else:
-                    current["blocked"].append(route.request.url)
-                    route.abort()
-
-            context.route("**/*", route)
-            page = context.new_page()
-            page.on("request", lambda r: None if r.url.startswith(LOCAL_SCHEMES) else current["requests"].append(r.url))
-            page.on("websocket", lambda ws: current["requests"].append(ws.url))
-            page.on("console", lambda m: m.type == "error" and current["console"].append(m.text))
-            page.on("pageerror", lambda e: current["errors"].append(str(e)))
-            for path in pages:
-                current.update(blocked=[], requests=[], console=[], errors=[])
-                page.goto(path.as_uri(), wait_until="networkidle")
-                current.update(
-                    title=page.title(),
-                    width=page.evaluate("document.documentElement.scrollWidth"),
-                    first_link=page.evaluate("(() => { const a = document.querySelector('body a[href]');"
-                                             " return a ? a.getAttribute('href') : null; })()"),
-                    probe=probe(page) if probe is not None else None,
-                )
-                seen[path.name] = dict(current)
-        finally:
-            browser.close()
+    with offline_page(width=width, color_scheme=color_scheme) as (page, current):
+        for path in pages:
+            fresh(current)
+            page.goto(path.as_uri(), wait_until="networkidle")
+            current.update(
+                title=page.title(),
+                width=page.evaluate("document.documentElement.scrollWidth"),
+                first_link=page.evaluate("(() => { const a = document.querySelector('body a[href]');"
+                                         " return a ? a.getAttribute('href') : null; })()"),
+                probe=probe(page) if probe is not None else None,
+            )
+            seen[path.name] = dict(current)
     return seen
 
 

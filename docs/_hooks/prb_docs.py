@@ -15,11 +15,14 @@ from collections import defaultdict
 from pathlib import Path
 
 import prb_utils
+from prb_utils.analysis.findings import RULES_END, RULES_START
 from prb_utils.cli import build_parser
+from prb_utils.notebook.manual import rule_anchor
 
 CLI_MARKER = "<!-- prb:cli -->"
 API_MARKER = "<!-- prb:api -->"
 NOTEBOOK_MARKER = re.compile(r"<!-- prb:notebook (?P<name>[\w-]+) -->")
+RULE_ITEM = re.compile(r"^- \*\*(?P<name>[^*]+)\*\*:.*$", flags=re.MULTILINE)
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 
@@ -107,9 +110,21 @@ def render_notebook(name: str) -> str:
     return body
 
 
+def anchor_rules(markdown: str) -> str:
+    """Each item of the rules list between ``RULES_START`` and ``RULES_END`` with its anchor (attr_list on the
+    item: ``{: #rule-NAME }`` on its own continuation line)."""
+    if RULES_START not in markdown or RULES_END not in markdown:
+        return markdown
+    head, rest = markdown.split(RULES_START, 1)
+    rules, tail = rest.split(RULES_END, 1)
+    rules = RULE_ITEM.sub(lambda item: f"{item[0]}\n  {{: #{rule_anchor(item['name'])} }}", rules)
+    return f"{head}{RULES_START}{rules}{RULES_END}{tail}"
+
+
 def on_page_markdown(markdown: str, page, config, files) -> str:  # MkDocs passes page, config and files
     if CLI_MARKER in markdown:
         markdown = markdown.replace(CLI_MARKER, render_cli(build_parser()))
     if API_MARKER in markdown:
         markdown = markdown.replace(API_MARKER, render_api())
+    markdown = anchor_rules(markdown)
     return NOTEBOOK_MARKER.sub(lambda found: render_notebook(found["name"]), markdown)

@@ -40,6 +40,7 @@ from prb_utils.analysis.uncertainty import ResamplingPlan
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
 from prb_utils.formatting import COUNT, PROPORTION, format_frame, format_interval, format_signed, format_value
+from prb_utils.notebook.manual import manual_html
 from prb_utils.notebook.markup import display_path
 from prb_utils.notebook.params import (
     PARAMS_BY_NOTEBOOK,
@@ -586,7 +587,8 @@ LOCKED_ROW = ' class="locked"'
 def write_index(out: Path, pages: Sequence[PageResult], *, data: str, results: str, models: Sequence[str],
                 profiles: Sequence[str], csv: Path | None = None, pairs: pd.DataFrame | None = None,
                 job_profiles: Sequence[str] | None = None, timings: Mapping[str, float] | None = None) -> Path:
-    """``out/index.html``: the findings (:func:`report_findings`, :func:`_findings_html`), a link per notebook page with the
+    """``out/index.html``: the findings (:func:`report_findings`, :func:`_findings_html`) and where the manual
+    explains each statistic (:func:`prb_utils.notebook.manual.manual_html`), a link per notebook page with the
     question it answers (:data:`QUESTIONS`), its executed notebook, its ``numbers.json``, status and time;
     the run facts (the store by :func:`store_display`); and every scoring job the pages used (the
     conditions of ``job_profiles``, default ``profiles``; all when empty), by model then condition, with its
@@ -613,6 +615,7 @@ def write_index(out: Path, pages: Sequence[PageResult], *, data: str, results: s
         rows.append(f"<tr><td>{link}{question}</td><td>{' · '.join(files)}</td><td>{status}</td>"
                     f"<td>{page.seconds:.1f} s</td></tr>")
     headline = _findings_html(report_findings(results, models, profiles, pairs))
+    manual = manual_html(out, unit=ResamplingPlan.of_store(results).unit)   # each statistic's rule in the manual
     meta = _metadata_table(results, models, profiles if job_profiles is None else job_profiles)
     total = ""
     if "wall_s" in meta.columns and meta["wall_s"].notna().any():
@@ -667,7 +670,7 @@ tr.locked td {{ color: #777; }}
 }}
 </style></head><body>
 <h1>Personalized RewardBench report</h1>
-<section id="headline"><h2>Headline</h2>{headline}</section>
+<section id="headline"><h2>Headline</h2>{headline}{manual}</section>
 <h2>Notebooks</h2>
 <table><thead><tr><th>page: the question it answers</th><th>executed notebook, key numbers</th><th>status</th>
 <th>time</th></tr></thead>
