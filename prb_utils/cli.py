@@ -41,7 +41,7 @@ from prb_utils.notebook.stages import Stages
 from prb_utils.plan import plan_frame, plan_text
 from prb_utils.probes import PROBES
 from prb_utils.profile import parse_condition, parse_seed
-from prb_utils.schema import DEFAULT_ZOO, NO_PROFILE, ORACLE_CONDITIONS
+from prb_utils.schema import DEFAULT_CONDITION, DEFAULT_ZOO, NO_PROFILE, ORACLE_CONDITIONS
 from prb_utils.scoring import score_benchmark
 from prb_utils.store import (
     StoreShortfallWarning,
@@ -52,8 +52,7 @@ from prb_utils.store import (
     read_json_cache,
 )
 
-DEFAULT_REPORT_PROFILES = ("none", "top3")
-PROBED_PROFILE = "top3"   # the condition prb report probes for its quick models (page 05)
+DEFAULT_REPORT_PROFILES = (NO_PROFILE, DEFAULT_CONDITION)
 #: Without ``--profile``, ``prb report`` also scores these profile sizes for its models that need no LLM
 #: (the kinds marked ``quick``: seconds on a CPU), so that notebook 04 draws a profile-size curve (k = 0, 1, 2,
 #: 3, all).
@@ -299,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
                    f"benchmark's reference judge, verbatim), llm-lampqa:NAME (LaMP-QA's evaluator, verbatim) or "
                    f"proxy (MiniLM similarity); "
                    f"default: {DEFAULT_JUDGE}")
-    p.add_argument("--rm-profile", default="top3", metavar="COND",
+    p.add_argument("--rm-profile", default=DEFAULT_CONDITION, metavar="COND",
                    help="profile condition of the RMs' input (default: top3)")
     p.add_argument("--quality-rule", choices=("auto", "argmax", "expected"), default="auto",
                    help="an llm: judge's answer quality from its most probable verdicts (argmax) or their "
@@ -539,7 +538,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
         raise PRBError("Give at least one --model KIND:NAME (see `prb models`).")
     if args.profile and len(args.profile) > 1:
         raise PRBError("prb probe takes one --profile (the base condition the probes transform, default top3).")
-    conditions = probe_conditions((args.profile or ["top3"])[0], args.probe)
+    conditions = probe_conditions((args.profile or [DEFAULT_CONDITION])[0], args.probe)
     results = _score(args, _model_options(args), args.model, conditions, args.out)
     if world().is_main:
         data = _load(args)
@@ -753,7 +752,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         check_judge(args.bon_judge, options)   # a judge that cannot be used fails before scoring
     also = [(curve_models, CURVE_PROFILES)] if curve_models else []
     also = [*also, (diagnostic, ORACLE_CONDITIONS)] if diagnostic else also
-    probed = probe_conditions(PROBED_PROFILE) if curve_models else []   # page 05: the quick models' probes
+    probed = probe_conditions(DEFAULT_CONDITION) if curve_models else []   # page 05: the quick models' probes
     also = [*also, (curve_models, probed[1:])] if probed else also
     ablation = diagnostic and args.retriever in (None, "bm25")   # the ablation's other retriever, on the same pairs
     jobs = sum(len(m) * len(p) for m, p in [(models, profiles), *also]) + (len(diagnostic) if ablation else 0)
@@ -767,7 +766,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.bon_n > 0:
         plain = [p for p in profiles if not parse_condition(p).oracle] or ["none"]   # never the rubric oracle
         with stages.stage("Best-of-N (sampling, scoring, judging)", kind="bon"):
-            bon_dir = _report_bon(args, options, models, rm_profile="top3" if "top3" in plain else plain[-1])
+            bon_dir = _report_bon(args, options, models, rm_profile=DEFAULT_CONDITION if DEFAULT_CONDITION in plain else plain[-1])
         pages["03_downstream_correlation"] = {"bon_dir": str(bon_dir.resolve())}
     _check_writable(args.out)
     if curve_models:

@@ -46,6 +46,9 @@ DEFAULT_ZOO = ("embedding:minilm", "implicit:smollm2", "judge:smollm2", "length"
 
 #: The profile condition that shows no profile: the baseline every lift is measured against.
 NO_PROFILE = "none"
+#: The personalized condition a command uses when it needs one and none is given (the three posts most
+#: relevant to the question: the benchmark's main setting): the probes' base, the Best-of-N and RL reward's.
+DEFAULT_CONDITION = "top3"
 
 #: Profile conditions that show the RM the answer key: diagnostics, marked as oracle in every output.
 ORACLE_CONDITIONS = ("rubric",)

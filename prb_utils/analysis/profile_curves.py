@@ -45,7 +45,7 @@ from prb_utils.models.aliases import ALIASES, resolve_alias
 from prb_utils.models.kinds import MODEL_KINDS
 from prb_utils.profile import parse_condition, rm_user_message
 from prb_utils.retrieval import retriever_from_label, retriever_label
-from prb_utils.schema import is_oracle
+from prb_utils.schema import DEFAULT_CONDITION, is_oracle
 from prb_utils.store import BARE_OPTIONS, pair_hash
 
 RETRIEVER_OPTIONS = ("retriever", "retriever_fingerprint", "retriever_seed")
@@ -520,7 +520,7 @@ def missing_sections(results: pd.DataFrame, run_metadata: pd.DataFrame | None = 
         except PRBError:
             retrievers = set()
     top = sorted((c for c in conditions if parse_condition(c).retrieves and not parse_condition(c).probe),
-                 key=lambda c: parse_condition(c).k) or ["top3"]
+                 key=lambda c: parse_condition(c).k) or [DEFAULT_CONDITION]
     need: dict[str, str] = {}
     if len(conditions - {"rubric"}) < 2:
         need["curve"] = "prb score --data sample --model length --profile none --profile top3 --profile full"

@@ -79,7 +79,7 @@ from prb_utils.models import MODEL_KINDS, ModelOptions, parse_spec
 from prb_utils.models.fingerprint import model_fingerprint
 from prb_utils.models.generation import check_causal_lm
 from prb_utils.profile import parse_condition
-from prb_utils.schema import DEFAULT_ZOO, pair_key, stable_hash
+from prb_utils.schema import DEFAULT_CONDITION, DEFAULT_ZOO, pair_key, stable_hash
 from prb_utils.scoring import score_benchmark
 from prb_utils.store import load_results, load_run_metadata, read_parquet_cache, rows_problem, write_parquet
 
@@ -259,7 +259,7 @@ def _pseudo_benchmark(data: pd.DataFrame, samples: pd.DataFrame, kind: str, judg
 
 
 def score_samples(data: pd.DataFrame, samples: pd.DataFrame, *, out: str | os.PathLike,
-                  models: Sequence[str] = DEFAULT_ZOO, rm_profile: str = "top3", judge_design: str = "pairs",
+                  models: Sequence[str] = DEFAULT_ZOO, rm_profile: str = DEFAULT_CONDITION, judge_design: str = "pairs",
                   options: ModelOptions | None = None, progress: bool = True) -> pd.DataFrame:
     """Every answer scored by every RM: columns model, kind, subset, id, sample_idx, rm_score (NaN = invalid).
 
@@ -405,7 +405,7 @@ def run_bon_pipeline(
     *,
     out: str | os.PathLike = "results",
     models: Sequence[str] = DEFAULT_ZOO,
-    rm_profile: str = "top3",
+    rm_profile: str = DEFAULT_CONDITION,
     judge: Any = DEFAULT_JUDGE,
     judge_design: str = "pairs",
     sampling: SamplingOptions | None = None,

@@ -98,7 +98,7 @@ from prb_utils.models.kinds import CAUSAL_LM, kinds_of
 from prb_utils.models.lm import busy_cpus_elsewhere, choose_threads
 from prb_utils.models.quiet import quiet_transformers
 from prb_utils.profile import parse_condition, rm_user_message
-from prb_utils.schema import DEFAULT_ZOO, stable_hash
+from prb_utils.schema import DEFAULT_CONDITION, DEFAULT_ZOO, stable_hash
 from prb_utils.store import (
     folder_lock,
     read_json_cache,
@@ -301,7 +301,7 @@ class TrainOptions:
     temperature: float = 1.0
     top_p: float = 0.9
     policy_posts: int = 5
-    rm_profile: str = "top3"
+    rm_profile: str = DEFAULT_CONDITION
 
 
 def last_checkpoint(run_dir: str | os.PathLike) -> tuple[Path | None, int]:
