@@ -37,11 +37,12 @@ from prb_utils.errors import DataError, PRBError
 from prb_utils.export import FORMATS, export_results
 from prb_utils.models import MODEL_KINDS, EngineConfig, ModelOptions, list_models, parse_spec
 from prb_utils.models.engines import ENGINES
+from prb_utils.notebook.params import PARAMS_BY_NOTEBOOK
 from prb_utils.notebook.stages import Stages
 from prb_utils.plan import plan_frame, plan_text
 from prb_utils.probes import PROBES
-from prb_utils.profile import parse_condition, parse_seed
-from prb_utils.schema import DEFAULT_CONDITION, DEFAULT_ZOO, NO_PROFILE, ORACLE_CONDITIONS
+from prb_utils.profile import parse_condition, parse_seed, probe_conditions
+from prb_utils.schema import DEFAULT_CONDITION, DEFAULT_ZOO, NO_PROFILE
 from prb_utils.scoring import score_benchmark
 from prb_utils.store import (
     StoreShortfallWarning,
@@ -53,14 +54,6 @@ from prb_utils.store import (
 )
 
 DEFAULT_REPORT_PROFILES = (NO_PROFILE, DEFAULT_CONDITION)
-#: Without ``--profile``, ``prb report`` also scores these profile sizes for its models that need no LLM
-#: (the kinds marked ``quick``: seconds on a CPU), so that notebook 04 draws a profile-size curve (k = 0, 1, 2,
-#: 3, all).
-CURVE_PROFILES = ("top1", "top2", "full")
-#: Without ``--profile``, ``prb report`` also scores its model-free models (the baselines) under the ``rubric``
-#: oracle and, with random posts, under ``ABLATION_PROFILE`` (BM25's is a curve point), so that 04's oracle gap
-#: and retrieval ablation are filled on a default run (seconds); only page 04 shows them.
-ABLATION_PROFILE = "top2"
 #: The Best-of-N run inside ``prb report``: small enough for the report's few minutes on a CPU (N answers for
 #: the first ``limit`` questions of each subset); ``prb bon`` runs the pipeline at any size.
 REPORT_BON = {"n": 4, "limit": 1}
@@ -520,18 +513,6 @@ def cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
-def probe_conditions(base: str, probes: Sequence[str] | None = None) -> list[str]:
-    """The base condition and each probe of it (all of :data:`prb_utils.probes.PROBES` when ``probes`` is empty).
-
-    >>> probe_conditions("top3", ["swap", "retest"])
-    ['top3', 'top3+swap', 'top3+retest']
-    """
-    base = parse_condition(base)
-    if base.probe or base.oracle:
-        raise PRBError(f"--profile {base.name}: a probe transforms none, full or topK (e.g. --profile top3).")
-    return [base.spelling, *(f"{base.spelling}+{name}" for name in dict.fromkeys(probes or PROBES))]
-
-
 def cmd_probe(args: argparse.Namespace) -> int:
     """``prb probe``: the base condition and its probes scored like ``prb score``, then what they found."""
     if not args.model:
@@ -744,37 +725,29 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     models = args.model or list(DEFAULT_ZOO)
     profiles = args.profile or list(DEFAULT_REPORT_PROFILES)
-    curve_models = [] if args.profile else [m for m in models if MODEL_KINDS[parse_spec(m).kind].quick]
-    diagnostic = [] if args.profile else [m for m in models if not MODEL_KINDS[parse_spec(m).kind].weights]
     check_out_folder(args.out)  # before scoring: never overwrite the source notebooks
     options = _model_options(args)
     if args.bon_n > 0:
         check_judge(args.bon_judge, options)   # a judge that cannot be used fails before scoring
-    also = [(curve_models, CURVE_PROFILES)] if curve_models else []
-    also = [*also, (diagnostic, ORACLE_CONDITIONS)] if diagnostic else also
-    probed = probe_conditions(DEFAULT_CONDITION) if curve_models else []   # page 05: the quick models' probes
-    also = [*also, (curve_models, probed[1:])] if probed else also
-    ablation = diagnostic and args.retriever in (None, "bm25")   # the ablation's other retriever, on the same pairs
-    jobs = sum(len(m) * len(p) for m, p in [(models, profiles), *also]) + (len(diagnostic) if ablation else 0)
+    needs = {name: page.report_needs(models, profiles, asked_profiles=bool(args.profile), retriever=args.retriever)
+             for name, page in PARAMS_BY_NOTEBOOK.items()}   # each page says which jobs it needs and how it runs
+    extra = [jobs for need in needs.values() for jobs in need.jobs]
+    jobs = len(models) * len(profiles) + sum(len(j.models) * len(j.profiles) for j in extra)
     stages = Stages(progress=not args.no_progress)
     with stages.stage(f"scoring {jobs} jobs (models x profile conditions)", total=jobs, unit="job") as bar:
-        _score(args, options, models, profiles, args.results, also=also, stage=bar)
-        if ablation:
-            _score(argparse.Namespace(**{**vars(args), "retriever": "random"}), options, diagnostic,
-                   [ABLATION_PROFILE], args.results, stage=bar)
-    pages: dict[str, dict[str, Any]] = {}
+        _score(args, options, models, profiles, args.results, stage=bar,
+               also=[(j.models, j.profiles) for j in extra if j.retriever is None])
+        for j in (j for j in extra if j.retriever is not None):
+            _score(argparse.Namespace(**{**vars(args), "retriever": j.retriever}), options, j.models, j.profiles,
+                   args.results, stage=bar)
+    pages: dict[str, dict[str, Any]] = {name: dict(need.parameters) for name, need in needs.items() if need.parameters}
     if args.bon_n > 0:
         plain = [p for p in profiles if not parse_condition(p).oracle] or ["none"]   # never the rubric oracle
         with stages.stage("Best-of-N (sampling, scoring, judging)", kind="bon"):
-            bon_dir = _report_bon(args, options, models, rm_profile=DEFAULT_CONDITION if DEFAULT_CONDITION in plain else plain[-1])
+            bon_dir = _report_bon(args, options, models,
+                                  rm_profile=DEFAULT_CONDITION if DEFAULT_CONDITION in plain else plain[-1])
         pages["03_downstream_correlation"] = {"bon_dir": str(bon_dir.resolve())}
     _check_writable(args.out)
-    if curve_models:
-        extra = [*CURVE_PROFILES, *(ORACLE_CONDITIONS if diagnostic else ())]
-        pages["04_personalization_diagnostics"] = {"profiles": list(dict.fromkeys([*profiles, *extra]))}
-        pages["05_reading_the_user"] = {"models": list(curve_models), "profiles": probed}
-    for page in ("04_personalization_diagnostics", "05_reading_the_user"):   # whatever --profile says, these
-        pages.setdefault(page, {"profiles": []})   # show every curve, ablation and probe the store holds for them
     index = build_report(data=args.data, results=args.results, out=args.out, models=models, profiles=profiles,
                          progress=not args.no_progress, parameters=pages or None, subsets=args.subset or (),
                          limit=args.limit, stages=stages)

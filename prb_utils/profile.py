@@ -414,6 +414,18 @@ def user_text(message: str) -> str:
     return "\n".join([_POST_BULLET.sub("", posts), question])
 
 
+def probe_conditions(base: str, probes: Sequence[str] | None = None) -> list[str]:
+    """The base condition and each probe of it (all of :data:`prb_utils.probes.PROBES` when ``probes`` is empty).
+
+    >>> probe_conditions("top3", ["swap", "retest"])
+    ['top3', 'top3+swap', 'top3+retest']
+    """
+    base = parse_condition(base)
+    if base.probe or base.oracle:
+        raise PRBError(f"--profile {base.name}: a probe transforms none, full or topK (e.g. --profile top3).")
+    return [base.spelling, *(f"{base.spelling}+{name}" for name in dict.fromkeys(probes or PROBES))]
+
+
 def condition_records(data: pd.DataFrame, condition: str | ProfileCondition, *, seed: int = 0,
                       records: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """The records a condition's RM sees: the benchmark's own (``records`` when given, already built from

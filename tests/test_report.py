@@ -517,7 +517,7 @@ def test_a_default_report_scores_profile_sizes_for_the_curve_with_the_cheap_mode
                                                                                          notebook_calls, given,
                                                                                          tiny_lm_dir):
     from prb_utils.analysis import profile_curves as pc
-    from prb_utils.cli import CURVE_PROFILES
+    from prb_utils.notebook.params import DiagnosticsParams
     from prb_utils.probes import PROBES
     from prb_utils.store import load_results, load_run_metadata, query_results
 
@@ -528,7 +528,7 @@ def test_a_default_report_scores_profile_sizes_for_the_curve_with_the_cheap_mode
                  "--no-progress"]) == 0
     jobs = set(zip(*load_results(tmp_path / "store")[["model", "profile"]].to_numpy().T, strict=True))
     main_profiles = ["none"] if given else ["none", "top3"]
-    curve = [] if given else list(CURVE_PROFILES)
+    curve = [] if given else list(DiagnosticsParams.curve_profiles)
     oracle = [] if given else ["rubric"]
     probes = [] if given else [f"top3+{p}" for p in PROBES]   # page 05: the quick models' probes
     assert jobs == ({(m, p) for m in ("length", "lexical") for p in [*main_profiles, *curve, *oracle, *probes]}
@@ -537,7 +537,8 @@ def test_a_default_report_scores_profile_sizes_for_the_curve_with_the_cheap_mode
     shuffled = meta[meta.get("option_retriever", pd.Series(index=meta.index, dtype=object)).astype(str) == "random"]
     assert sorted(zip(shuffled["model"], shuffled["profile"], strict=True)) == (
         [] if given else [("length", "top2"), ("lexical", "top2")])  # random posts beside BM25's top2
-    assert seen["04_personalization_diagnostics"]["profiles"] == [*main_profiles, *curve, *oracle]
+    # with --profile, 04 shows every condition the store holds for the models (it asks the report for none)
+    assert seen["04_personalization_diagnostics"]["profiles"] == ([] if given else [*main_profiles, *curve, *oracle])
     assert seen["02_accuracy_breakdown"]["profiles"] == main_profiles  # the other pages keep the report's conditions
     if not given:
         assert seen["05_reading_the_user"]["profiles"] == ["top3", *probes]

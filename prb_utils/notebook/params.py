@@ -20,6 +20,7 @@ import json
 import os
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -29,9 +30,11 @@ import pandas as pd
 from prb_utils.analysis.uncertainty import ResamplingPlan
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
-from prb_utils.models.kinds import kind_names
-from prb_utils.profile import RETRIEVERS, parse_condition
+from prb_utils.models.base import parse_spec
+from prb_utils.models.kinds import MODEL_KINDS, kind_names
+from prb_utils.profile import RETRIEVERS, parse_condition, probe_conditions
 from prb_utils.resources import resource_dir, source_root
+from prb_utils.schema import DEFAULT_CONDITION, ORACLE_CONDITIONS
 from prb_utils.store import atomic_write, query_results
 
 PROJECT_ROOT = source_root()  # the repository in a source checkout; None for an installed package
@@ -148,6 +151,48 @@ def write_report_view(results: str | os.PathLike, view: typing.Mapping[str, typi
 
 
 @dataclass(frozen=True)
+class ReportJobs:
+    """Jobs a page asks ``prb report`` to score beyond its models x conditions: ``models`` under ``profiles``, with
+    ``retriever`` picking the posts where it is not the run's."""
+
+    models: tuple[str, ...]
+    profiles: tuple[str, ...]
+    retriever: str | None = None
+
+
+@dataclass(frozen=True)
+class ReportNeeds:
+    """What a page asks of ``prb report`` (:meth:`NotebookParams.report_needs`): the jobs it needs scored and the
+    parameters it runs with beside the report's own.
+
+    >>> ReportNeeds().jobs, ReportNeeds().parameters
+    ((), {})
+    """
+
+    jobs: tuple[ReportJobs, ...] = ()
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+
+def quick_models(models: Sequence[str]) -> tuple[str, ...]:
+    """The models of a kind that scores the sample in seconds on a CPU (:attr:`~prb_utils.models.kinds.ModelKind.
+    quick`), in the given order.
+
+    >>> quick_models(["judge:smollm2", "lexical", "embedding:minilm"])
+    ('lexical', 'embedding:minilm')
+    """
+    return tuple(m for m in models if MODEL_KINDS[parse_spec(m).kind].quick)
+
+
+def model_free(models: Sequence[str]) -> tuple[str, ...]:
+    """The models that load no weights (the baselines), in the given order.
+
+    >>> model_free(["judge:smollm2", "lexical", "length"])
+    ('lexical', 'length')
+    """
+    return tuple(m for m in models if not MODEL_KINDS[parse_spec(m).kind].weights)
+
+
+@dataclass(frozen=True)
 class NotebookParams:
     """Parameters every notebook shares: where the data and the store are, which models and conditions."""
 
@@ -215,6 +260,13 @@ class NotebookParams:
         value = getattr(self, name)
         if value < low:
             raise PRBError(f"Parameter '{name}' must be at least {low}, got {value}.")
+
+    @classmethod
+    def report_needs(cls, models: Sequence[str], profiles: Sequence[str], *, asked_profiles: bool,
+                     retriever: str | None = None) -> ReportNeeds:
+        """What this page asks of ``prb report`` for ``models`` under the report's ``profiles`` (``asked_profiles``:
+        the user chose them with ``--profile``; ``retriever``: the run's); nothing by default."""
+        return ReportNeeds()
 
     @classmethod
     def names(cls) -> list[str]:
@@ -407,6 +459,33 @@ class DiagnosticsParams(NotebookParams):
     notebook: ClassVar[str] = "04_personalization_diagnostics"
     title: ClassVar[str] = 'Personalization diagnostics'
     question: ClassVar[str] = 'Why does the profile help or not: how much of it, which posts, the answer key?'
+    #: Without ``--profile`` the report scores its quick models under these sizes too (the profile-size curve:
+    #: k = 0, 1, 2, 3, all), and its model-free ones under the oracle and, with random posts, under
+    #: ``ablation_profile`` (BM25's is a curve point): the oracle gap and the retrieval ablation, in seconds.
+    curve_profiles: ClassVar[tuple[str, ...]] = ("top1", "top2", "full")
+    ablation_profile: ClassVar[str] = "top2"
+
+    @classmethod
+    def report_needs(cls, models: Sequence[str], profiles: Sequence[str], *, asked_profiles: bool,
+                     retriever: str | None = None) -> ReportNeeds:
+        """The curve, oracle and ablation jobs of the quick and model-free models (none when ``--profile`` chose
+        the conditions); the page shows every condition the store holds for the models when it asks none.
+
+        >>> needs = DiagnosticsParams.report_needs(["lexical", "judge:smollm2"], ["none", "top3"], asked_profiles=False)
+        >>> [(j.models, j.profiles, j.retriever) for j in needs.jobs]
+        [(('lexical',), ('top1', 'top2', 'full'), None), (('lexical',), ('rubric',), None), (('lexical',), ('top2',), 'random')]
+        """
+        curve = () if asked_profiles else quick_models(models)
+        if not curve:
+            return ReportNeeds(parameters={"profiles": []})
+        free = model_free(models)
+        jobs = [ReportJobs(curve, cls.curve_profiles)]
+        if free:
+            jobs.append(ReportJobs(free, ORACLE_CONDITIONS))
+            if retriever in (None, "bm25"):   # the ablation's other retriever, on the same pairs
+                jobs.append(ReportJobs(free, (cls.ablation_profile,), "random"))
+        shown = [*profiles, *cls.curve_profiles, *(ORACLE_CONDITIONS if free else ())]
+        return ReportNeeds(tuple(jobs), {"profiles": list(dict.fromkeys(shown))})
 
     def _check_values(self) -> None:
         super()._check_values()
@@ -421,12 +500,28 @@ class DiagnosticsParams(NotebookParams):
 class ReadingParams(NotebookParams):
     """05_reading_the_user: the personalization probes (swap, shuffle, distract, label-swap, retest)."""
 
-    base_profile: str = "top3"
+    base_profile: str = DEFAULT_CONDITION
     n_boot: int = 0  # 0: automatic (resampling.default_n_boot)
 
     notebook: ClassVar[str] = "05_reading_the_user"
     title: ClassVar[str] = 'Is it reading the user?'
     question: ClassVar[str] = 'Does the RM read this user, or react to any profile? The probes say.'
+
+    @classmethod
+    def report_needs(cls, models: Sequence[str], profiles: Sequence[str], *, asked_profiles: bool,
+                     retriever: str | None = None) -> ReportNeeds:
+        """Every probe of the default condition for the quick models (none when ``--profile`` chose the
+        conditions: the page then shows every probe the store holds for the models).
+
+        >>> ReadingParams.report_needs(["lexical", "judge:smollm2"], ["none"], asked_profiles=False).parameters["models"]
+        ['lexical']
+        """
+        probed = () if asked_profiles else quick_models(models)
+        if not probed:
+            return ReportNeeds(parameters={"profiles": []})
+        conditions = probe_conditions(DEFAULT_CONDITION)
+        return ReportNeeds((ReportJobs(probed, tuple(conditions[1:])),),
+                           {"models": list(probed), "profiles": conditions})
 
     def _check_values(self) -> None:
         super()._check_values()
