@@ -203,6 +203,7 @@ def pair_browser(
     model: str | None = None,
     pair_id: str | None = None,
     max_pairs: int = 50,
+    jobs: pd.DataFrame | None = None,
 ) -> Any:
     """Browse pairs by subset, category and filter (see :func:`prb_utils.notebook.pair_view.filter_pairs`;
     ``model`` narrows every filter to the pairs that model gets wrong).
@@ -211,14 +212,15 @@ def pair_browser(
     category list narrows to the chosen subset), a search box over the ids, categories and questions, previous
     and next buttons, the pair shown below. Static: the list of the matching
     pairs, each row linked to its card; the first ``max_pairs`` cards (``pair_id`` first; 0 for all) in
-    full, the others as short collapsed cards, so every listed pair is reachable. Returns the widget box,
-    or the frame of matching pairs when static.
+    full, the others as short collapsed cards, so every listed pair is reachable. With ``jobs`` (the store's,
+    :func:`prb_utils.notebook.rm_seen.store_jobs`) each full card shows what every model saw under ``condition``.
+    Returns the widget box, or the frame of matching pairs when static.
     """
     summary = pair_summary(data, results)
     records = {(str(r["subset"]), str(r["id"])): r for r in data.to_dict("records")}
     if not use_widgets(interactive):
         return _static_browser(summary, records, results, condition=condition, subset=subset, category=category,
-                               mode=mode, model=model, pair_id=pair_id, max_pairs=max_pairs)
+                               mode=mode, model=model, pair_id=pair_id, max_pairs=max_pairs, jobs=jobs)
     import ipywidgets as w
 
     def options(values: Sequence[str]) -> list[tuple[str, str]]:
@@ -266,7 +268,7 @@ def pair_browser(
         with out:
             if pair_w.value:
                 key = tuple(pair_w.value.split("\t", 1))
-                _display(_html(pair_html(records[key], results, condition=condition)))
+                _display(_html(pair_html(records[key], results, condition=condition, jobs=jobs)))
             else:
                 _display(_html("<i>No pair matches these filters.</i>"))
 
@@ -304,7 +306,7 @@ def pair_browser(
 
 def _static_browser(summary: pd.DataFrame, records: dict, results: pd.DataFrame, *, condition: str,
                     subset: str | None, category: str | None, mode: str, model: str | None,
-                    pair_id: str | None, max_pairs: int) -> pd.DataFrame:
+                    pair_id: str | None, max_pairs: int, jobs: pd.DataFrame | None = None) -> pd.DataFrame:
     found = filter_pairs(summary, subset=subset, category=category, mode=mode, model=model)
     title = f"Pairs matching filter <code>{esc(mode)}</code>" + \
         (f", wrong model <code>{esc(model)}</code>" if model else "") + \
@@ -320,7 +322,7 @@ def _static_browser(summary: pd.DataFrame, records: dict, results: pd.DataFrame,
                                        f"list; a pair's name jumps to its card below ({note}).</p>")
     for number, row in enumerate(ordered.itertuples()):
         record = records[(row.subset, row.id)]
-        _display(_html(pair_html(record, results, condition=condition, back_to=PAIR_LIST_ID) if number < full
+        _display(_html(pair_html(record, results, condition=condition, back_to=PAIR_LIST_ID, jobs=jobs) if number < full
                        else pair_brief_html(record, results, back_to=PAIR_LIST_ID)))
     return found
 
