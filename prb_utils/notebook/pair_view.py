@@ -40,9 +40,11 @@ _BOX = "border:1px solid #ccc;border-radius:6px;padding:8px 10px;margin:6px 0"
 
 
 #: Notebook frontends right-align table cells; these views read as text, so left-align them. Widget HTML
-#: inherits the widgets' 28 px line height (text reads double-spaced): reset it. The lab CSS breaks ``pre``
-#: text anywhere (``word-break: break-all``): break words only where a long token must be broken.
-VIEW_STYLE = ("<style>.prb-view td, .prb-view th { text-align: left !important; vertical-align: top; }"
+#: inherits the widgets' 28 px line height (text reads double-spaced) and none of the notebook's table padding
+#: (headers touch each other): reset the one, pad the cells. The lab CSS breaks ``pre`` text anywhere
+#: (``word-break: break-all``): break words only where a long token must be broken.
+VIEW_STYLE = ("<style>.prb-view td, .prb-view th { text-align: left !important; vertical-align: top;"
+              " padding: 3px 8px; }"
               " .prb-view table { margin: 0; } .prb-view { line-height: 1.45; }"
               " .prb-view pre { word-break: normal !important; overflow-wrap: anywhere; }</style>")
 #: Inline style of a box that shows an RM input (pre-formatted text that wraps between words).
