@@ -27,7 +27,8 @@ def store(tmp_path_factory, tiny_lm_dir):
     score_benchmark(data, ["lexical", spec], ["none", "top3"], out=out, options=ModelOptions(device="cpu"),
                     progress=False)
     rows = query_results(out, data=data)
-    return {"data": data, "rows": rows.assign(model=rows["job_label"]), "jobs": store_jobs(out), "spec": spec}
+    return {"data": data, "rows": rows.assign(model=rows["job_label"]), "jobs": store_jobs(out), "spec": spec,
+            "out": str(out)}
 
 
 def test_the_card_shows_each_models_own_rendering_of_the_pair(store):
@@ -61,3 +62,19 @@ def test_the_csv_column_holds_every_rows_input_or_why_not(store):
         if row["kind"] == "judge":
             assert "### order AB (chosen as A)" in text and "### order BA (chosen as B)" in text
     assert rendered_column(rows, store["data"].iloc[0:0], store["jobs"])[0].startswith("n/a: ")
+
+
+def test_results_csv_holds_the_rendered_inputs_only_on_request(store, tmp_path):
+    import pandas as pd
+
+    from prb_utils.notebook.report import write_results_csv
+
+    data = store["data"]
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    plain = pd.read_csv(write_results_csv(tmp_path / "a", store["out"], [], [], data[["subset", "id", "question"]]))
+    shown = pd.read_csv(write_results_csv(tmp_path / "b", store["out"], [], [], data[["subset", "id", "question"]],
+                                          records=data))
+    assert "rendered_input" not in plain.columns and len(shown) == len(plain) > 0
+    judge = shown[shown["kind"] == "judge"]["rendered_input"]
+    assert judge.str.contains("### order AB (chosen as A)", regex=False).all()
