@@ -73,6 +73,7 @@ def verdict(p_chosen: float) -> str:
 class JudgeRM(HFAdapter):
     kind = "judge"
     reference_specials = "never"   # the reference judge runs vLLM's LLM.chat, which adds none
+    cut_keeps_end = True   # an input too long keeps its end: the responses' ends and the answer format (_cut)
 
     def __init__(self, spec: ModelSpec, *, device: str = "auto", dtype: str = "auto",
                  batch_tokens: int | None = None, seed: int = 0, judge_mode: str = "logprob",

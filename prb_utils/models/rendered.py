@@ -22,12 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from prb_utils.models.base import PairInput, parse_spec
-from prb_utils.models.embedding import KEEP, ROLES
+from prb_utils.models.embedding import KEEP, ROLES, EmbeddingRM
 from prb_utils.models.kinds import MODEL_KINDS
 from prb_utils.models.quiet import quiet_transformers
 from prb_utils.models.registry import ModelOptions, load_model
 from prb_utils.models.token_counts import token_counter
-from prb_utils.profile import user_text
 
 #: The mark put where an input was cut (:meth:`RenderedText.marked`).
 CUT_MARK = "[… cut here …]"
@@ -85,57 +84,54 @@ def _cut_user(kept: str, whole: str, context: int) -> str:
     return f"the first {dropped:,} characters of the user message were dropped to fit {context:,} tokens"
 
 
-def _added_specials(rm: Any, text: str, ids: Sequence[int], *, continued: bool) -> str:
-    """The special tokens the tokenizer adds around ``text`` (its BOS, ``[CLS] ... [SEP]``), as words."""
+def _added_specials(rm: Any, text: str, ids: Sequence[int]) -> str:
+    """The special tokens the tokenizer adds around ``text`` (its BOS, ``[CLS] ... [SEP]``), as words; "" when
+    it adds none (or ``ids`` do not hold the text's own tokens whole)."""
     own = list(rm.tokenizer(text, add_special_tokens=False)["input_ids"])
     n = len(ids)
     start = next((i for i in range(n - len(own) + 1) if list(ids[i:i + len(own)]) == own), None) if own else None
     if start is None or len(own) == n:
         return ""
-    tokens = rm.tokenizer.convert_ids_to_tokens(list(ids[:start]) + list(ids[start + len(own):]))
-    before = " ".join(map(str, tokens[:start]))
-    after = " ".join(map(str, tokens[start:]))
-    parts = ([f"{before} before"] if before else []) + ([f"{after} after"] if after and not continued else [])
-    return f"the tokenizer adds {' and '.join(parts)} each text" if parts else ""
+    words = rm.tokenizer.convert_ids_to_tokens(list(ids[:start]) + list(ids[start + len(own):]))
+    before, after = " ".join(map(str, words[:start])), " ".join(map(str, words[start:]))
+    parts = ([f"{before} before"] if before else []) + ([f"{after} after"] if after else [])
+    return f"the tokenizer adds {' and '.join(parts)} each text"
 
 
 def render_pair(rm: Any, pair: PairInput) -> RenderedInput:
     """What ``rm`` (a loaded adapter, a weightless counter of :func:`~prb_utils.models.token_counts.token_counter`
     or a baseline) reads for ``pair``: its ``input_texts`` for the user message its scorer keeps, each with
     the number of tokens its scorer computes and any cut marked."""
-    kind = MODEL_KINDS[rm.kind]
-    if not kind.weights:
-        return _render_baseline(rm, pair)
-    if rm.kind == "embedding":
-        return _render_embedding(rm, pair)
+    if not MODEL_KINDS[rm.kind].weights:
+        texts = rm.input_texts(pair.prompt, pair)
+        return RenderedInput(rm.spec, rm.kind, tuple(RenderedText(label, text) for label, text in
+                                                     zip(rm.input_labels, texts, strict=True)), rm.reads)
+    if isinstance(rm, EmbeddingRM):
+        return _render_apart(rm, pair)
     with rm.tokenizer_lock, quiet_transformers():
-        kept, _, fit_truncated = rm._fitted(pair)
+        kept, fitted_built, fit_truncated = rm._fitted(pair)
         built = rm._sequences_many([pair])[0]
     seqs = built[0]
+    fitted_seqs = fitted_built[0] if isinstance(fitted_built, tuple) else fitted_built   # before the responses' cut
     texts = rm.input_texts(kept, pair)
-    continued = rm.kind != "classifier"
     context = rm._room() if hasattr(rm, "_room") else rm.max_length
     shown = []
-    for label, text, ids in zip(rm.input_labels, texts, seqs, strict=True):
+    for label, text, ids, whole in zip(rm.input_labels, texts, seqs, fitted_seqs, strict=True):
         cut_at, cut = None, ""
         if fit_truncated:
             found = text.find(kept) if kept else -1
             cut_at, cut = (found if found >= 0 else None), _cut_user(kept, pair.prompt, context)
-        whole = rm.encode(text, continued=continued) if rm.kind != "implicit" else None
-        if whole is not None and len(whole) > len(ids):   # the responses alone were too long
-            keeps_end = rm.kind == "judge"
-            cut_at = 0 if keeps_end else len(text)
-            cut = (f"only the last {len(ids):,} tokens were kept" if keeps_end
-                   else f"only the first {len(ids):,} tokens were kept")
-        elif rm.kind == "implicit" and built[-1] and not fit_truncated:
-            cut_at, cut = len(text), f"only the first {len(ids):,} tokens were kept"
+        if len(whole) > len(ids):   # the responses alone were too long: the sequence itself was cut
+            cut_at = 0 if rm.cut_keeps_end else len(text)
+            cut = f"only the {'last' if rm.cut_keeps_end else 'first'} {len(ids):,} tokens were kept"
         shown.append(RenderedText(label, text, len(ids), cut_at, cut))
-    note = _added_specials(rm, texts[0], seqs[0], continued=continued) if rm.kind != "implicit" else ""
     template = "its chat template" if rm.tokenizer.chat_template else "the plain 'User: ... Assistant:' format"
-    return RenderedInput(rm.spec, rm.kind, tuple(shown), "; ".join(p for p in (f"rendered with {template}", note) if p))
+    notes = [f"rendered with {template}", _added_specials(rm, texts[0], seqs[0])]
+    return RenderedInput(rm.spec, rm.kind, tuple(shown), "; ".join(n for n in notes if n))
 
 
-def _render_embedding(rm: Any, pair: PairInput) -> RenderedInput:
+def _render_apart(rm: EmbeddingRM, pair: PairInput) -> RenderedInput:
+    """An embedding model's texts, each tokenized and cut on its own (no chat, no shared fitting)."""
     shown = []
     with rm.tokenizer_lock, quiet_transformers():
         for label, role, text in zip(rm.input_labels, ROLES, rm.input_texts(pair.prompt, pair), strict=True):
@@ -162,14 +158,6 @@ def _kept_from(tokenizer: Any, text: str, n_kept: int, *, left: bool) -> int:
         return 0 if left else len(text)
     body = max(1, min(len(offsets), n_kept - specials))
     return int(offsets[len(offsets) - body][0]) if left else int(offsets[body - 1][1])
-
-
-def _render_baseline(rm: Any, pair: PairInput) -> RenderedInput:
-    responses = (RenderedText("chosen", pair.chosen), RenderedText("rejected", pair.rejected))
-    if rm.kind == "lexical":
-        return RenderedInput(rm.spec, rm.kind, (RenderedText("the user's words", user_text(pair.prompt)), *responses),
-                             "no model: the share of the user's content words each response uses")
-    return RenderedInput(rm.spec, rm.kind, responses, "no model: each response's length in characters")
 
 
 _COUNTERS: dict[tuple[str, ModelOptions], Any] = {}

@@ -42,7 +42,7 @@ def job_options(job: Mapping[str, Any]) -> ModelOptions | str:
     >>> job_options({"option_judge_mode": "generate", "judge_template": "reference"}).judge_template
     'reference'
     >>> job_options({"judge_template": "file"})
-    "its judge template came from a file or a text the store keeps only a hash of"
+    'its judge template came from a file or a text the store keeps only a hash of'
     """
     template = job.get("judge_template")
     if _given(template) and template not in JUDGE_TEMPLATES:
