@@ -10,7 +10,7 @@ step) and the second pair, checking each picked button is marked and each next s
 guess, that section 5 ("you against the models") follows each answer and "Try again" with no cell run again,
 that a marked button shows its whole label and widget tables pad their headers, and that the page shows no news
 toast (the project's JupyterLab overrides) and logs no console error; in 01 it picks another pair in the pair
-dropdown and waits for the shown pair to change. Screenshots go under the test's tmp folder; with ``PRB_SCREENSHOTS=1`` they are also written to
+dropdown, waits for the shown pair to change and finds what each RM saw on its card, with no console error. Screenshots go under the test's tmp folder; with ``PRB_SCREENSHOTS=1`` they are also written to
 ``docs/00_workshop_live.png`` and ``docs/01_pair_inspection_live.png``. The server, the kernels and the
 browser are started and stopped by their PIDs (see ``live_lab.py``), also when a check fails.
 
@@ -305,6 +305,9 @@ def test_pair_browser_in_live_jupyterlab(live, browser):
                          "the shown pair to change after picking another one")
         assert pair.input_value() == other
         assert len(after.strip()) > 100, f"after the change the browser shows almost nothing: {after!r}"
+        assert "What each RM saw" in after   # the card shows each model's exact input (folded)
+        errors = live["console"]["01"]
+        assert not errors, "console errors in the live pair browser:\n" + "\n".join(errors[:10])
         check_saved(live, page, "01")
         screenshot(live, page, "01", area.locator(".widget-dropdown").first)  # the browser's controls on top
     finally:
