@@ -78,3 +78,11 @@ def test_results_csv_holds_the_rendered_inputs_only_on_request(store, tmp_path):
     assert "rendered_input" not in plain.columns and len(shown) == len(plain) > 0
     judge = shown[shown["kind"] == "judge"]["rendered_input"]
     assert judge.str.contains("### order AB (chosen as A)", regex=False).all()
+
+
+def test_prb_report_asks_for_the_rendered_inputs_by_a_flag():
+    from prb_utils.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["report", "--rendered-inputs"]).rendered_inputs is True
+    assert parser.parse_args(["report"]).rendered_inputs is False
