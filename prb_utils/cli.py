@@ -274,6 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bon-judge", default=DEFAULT_JUDGE, metavar="SPEC",
                    help=f"Best-of-N in the report: the rubric judge (default {DEFAULT_JUDGE}; see `prb bon --help`)")
     p.add_argument("--exact-sampling", action="store_true", help=EXACT_SAMPLING_HELP)
+    p.add_argument("--rendered-inputs", action="store_true",
+                   help="results.csv also gets the column rendered_input: the exact text each row's model saw "
+                        "(chat template applied, a cut marked); each model's tokenizer is loaded, no weights")
 
     p = sub.add_parser("bon", help="Best-of-N: sample answers, score them with every RM, judge them, best-of-k curves",
                        description="The offline Best-of-N pipeline: the policy samples N answers per question, every "
@@ -750,7 +753,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     _check_writable(args.out)
     index = build_report(data=args.data, results=args.results, out=args.out, models=models, profiles=profiles,
                          progress=not args.no_progress, parameters=pages or None, subsets=args.subset or (),
-                         limit=args.limit, stages=stages)
+                         limit=args.limit, stages=stages, rendered_inputs=args.rendered_inputs)
     print(f"Report written to {index}")
     return 0
 

@@ -29,12 +29,12 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-sync", "--no-first-run"]
 
 # User settings for the isolated lab: every cell stays in the page (no windowing, so that checks over all
-# cells see all of them) and no news or update checks (no network here, and no toast over the notebook).
+# cells see all of them). The news toast is not set here: the project's own JupyterLab overrides turn it off
+# (APP_SETTINGS, what `pip install` puts in <environment>/share/jupyter/lab/settings), and the test checks them.
 LAB_SETTINGS = {
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
-    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false",
-                                                                        "checkForUpdates": False},
 }
+APP_SETTINGS = Path(__file__).resolve().parents[1] / "prb_utils" / "notebook" / "lab_settings"
 
 
 def free_port() -> int:
@@ -128,7 +128,7 @@ class LiveLab:
                         f"--ServerApp.token={self.token}", f"--ServerApp.root_dir={self.root}", "--allow-root",
                         "--ServerApp.open_browser=False",
                         f"--LabApp.workspaces_dir={self.home / 'workspaces'}",
-                        f"--LabApp.user_settings_dir={settings}"]
+                        f"--LabApp.user_settings_dir={settings}", f"--LabApp.app_settings_dir={APP_SETTINGS}"]
         self._log_file = open(self.log, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(self.command, cwd=self.root, env=environment, stdout=self._log_file,
                                      stderr=subprocess.STDOUT, start_new_session=True)

@@ -7,8 +7,10 @@ notebook the test runs every cell from the Run menu, waits until every code cell
 and the kernel is idle, checks that the widgets rendered and that no cell failed (in the page and in the
 saved notebook), then uses the widgets: in 00 it answers the first quiz pair, its twin (the unscored second
 step) and the second pair, checking each picked button is marked and each next step appears only after the
-guess; in 01 it picks another pair in the pair dropdown and waits for the shown pair to
-change. Screenshots go under the test's tmp folder; with ``PRB_SCREENSHOTS=1`` they are also written to
+guess, that section 5 ("you against the models") follows each answer and "Try again" with no cell run again,
+that a marked button shows its whole label and widget tables pad their headers, and that the page shows no news
+toast (the project's JupyterLab overrides) and logs no console error; in 01 it picks another pair in the pair
+dropdown, waits for the shown pair to change and finds what each RM saw on its card, with no console error. Screenshots go under the test's tmp folder; with ``PRB_SCREENSHOTS=1`` they are also written to
 ``docs/00_workshop_live.png`` and ``docs/01_pair_inspection_live.png``. The server, the kernels and the
 browser are started and stopped by their PIDs (see ``live_lab.py``), also when a check fails.
 
@@ -134,6 +136,7 @@ def open_and_run(live, browser, key: str):
     context = browser.new_context(viewport={"width": 1400, "height": 1600})
     page = context.new_page()
     page.set_default_timeout(UI_TIMEOUT_MS)
+    live.setdefault("console", {})[key] = watch_console(page)
     page.goto(lab.url(f"lab/tree/{name}.ipynb?reset"), wait_until="domcontentloaded", timeout=120_000)
     page.locator(".jp-Notebook .jp-CodeCell").first.wait_for(timeout=180_000)
     # the kernel of this notebook has started (generous: a cold kernel on a busy 2-core machine)
@@ -163,6 +166,14 @@ def open_and_run(live, browser, key: str):
     errors = page.evaluate(ERROR_OUTPUTS)
     assert not errors, f"{name}: error output in the page:\n" + "\n---\n".join(errors)
     return page
+
+
+def watch_console(page) -> list[str]:
+    """The page's console errors and uncaught exceptions, collected from now on."""
+    errors: list[str] = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(f"uncaught: {error}"))
+    return errors
 
 
 def saved_outputs(live, page, key: str) -> list[dict]:
@@ -222,7 +233,16 @@ def _guess(area, side: str) -> str:
     mark = wait_for(lambda: next((m for m in ("success", "danger") if f"mod-{m}" in (handle.get_attribute("class") or "")),
                                  None), 60, f"the picked 'Response {side}' button to be marked right or wrong")
     assert handle.is_disabled()
+    label = handle.inner_text().strip()
+    assert label.startswith(f"Response {side}: ") and handle.evaluate("b => b.scrollWidth <= b.clientWidth"), \
+        f"the marked button's label is cut: {label!r}"   # "Response A: wr..." before
     return mark
+
+
+def section_5(page):
+    """The output area of section 5's cell (the comparison with the models)."""
+    cell = page.locator(".jp-Notebook .jp-CodeCell").filter(has_text="widgets.comparison_view(session)").first
+    return cell.locator(".jp-OutputArea").first
 
 
 def test_workshop_quiz_in_live_jupyterlab(live, browser):
@@ -237,9 +257,14 @@ def test_workshop_quiz_in_live_jupyterlab(live, browser):
         text = area.inner_text()
         assert "Pair 1:" in text and "Pair 2:" not in text and TWIN_QUESTION not in text  # one pair only
         assert area.locator("button").filter(has_text=re.compile(r"Response [AB]$")).count() == 2
+        versus = section_5(page)
+        assert "No quiz answers were recorded" in versus.inner_text()
         marks = [_guess(area, "A")]
         text = wait_for(_shows(area, TWIN_QUESTION), 60, "the twin step")
         assert "The user wanted Response" in text and "Pair 2:" not in text  # the next pair waits for the twin
+        wait_for(_shows(versus, "on the 1 quiz pairs you answered"), 60, "section 5 to follow the first answer")
+        header = area.locator(".prb-view th").first   # the revealed scores table, inside a widget
+        assert header.evaluate("th => parseFloat(getComputedStyle(th).paddingLeft)") >= 4, "unpadded headers"
         _guess(area, "B")
         text = wait_for(_shows(area, "Pair 2:"), 60, "the second pair")
         assert "Pair 3:" not in text
@@ -247,8 +272,16 @@ def test_workshop_quiz_in_live_jupyterlab(live, browser):
         text = wait_for(_shows(area, "Pair 3:"), 60, "the third pair")
         assert re.search(r"You so far: \d of 2 right", text), text[-400:]  # the twin is not scored
         assert f"You so far: {marks.count('success')} of 2 right" in text
+        shown = wait_for(_shows(versus, "on the 2 quiz pairs you answered"), 60, "section 5 after the second pair")
+        assert re.search(rf"you\s+what the RM sees\s+2\s+{marks.count('success')}\b", shown), shown[:600]
         check_saved(live, page, "00")
         screenshot(live, page, "00", area.locator(".jupyter-widgets").first)
+        area.locator("button").filter(has_text="Try again").first.click()
+        wait_for(_shows(versus, "No quiz answers were recorded"), 60, "section 5 to start over after Try again")
+        assert "on the 2 quiz pairs" not in versus.inner_text()
+        assert page.locator(".Toastify__toast").count() == 0, page.locator(".Toastify__toast").all_inner_texts()
+        errors = live["console"]["00"]
+        assert not errors, "console errors in the live workshop:\n" + "\n".join(errors[:10])
     finally:
         page.context.close()
 
@@ -272,6 +305,9 @@ def test_pair_browser_in_live_jupyterlab(live, browser):
                          "the shown pair to change after picking another one")
         assert pair.input_value() == other
         assert len(after.strip()) > 100, f"after the change the browser shows almost nothing: {after!r}"
+        assert "What each RM saw" in after   # the card shows each model's exact input (folded)
+        errors = live["console"]["01"]
+        assert not errors, "console errors in the live pair browser:\n" + "\n".join(errors[:10])
         check_saved(live, page, "01")
         screenshot(live, page, "01", area.locator(".widget-dropdown").first)  # the browser's controls on top
     finally:

@@ -98,6 +98,8 @@ def test_the_wheel_holds_the_sample_and_the_notebooks(installed):
             assert f"prb_utils/_bundled/{relative.as_posix()}" in names, path
     assert {f"prb_utils/_bundled/notebooks/{name}.ipynb" for name in NAMES} <= names
     assert not any("__pycache__" in n or n.startswith(("data/", "notebooks/", "tests/")) for n in names)
+    # JupyterLab's overrides (the news toast off), installed where the environment's lab reads them
+    assert any(n.endswith(".data/data/share/jupyter/lab/settings/overrides.json") for n in names)
 
 
 def test_the_installed_copy_is_the_one_imported(installed):

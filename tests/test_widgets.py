@@ -301,3 +301,101 @@ def test_browser_widgets_search_and_step_through_the_matching_pairs(monkeypatch,
     assert pair_w.options == () and "<b>0</b> of 6" in count.value
     for child in (*box.children[0].children, *box.children[1].children, search_w):
         assert child.style.description_width == "initial"
+
+
+# ------------------------------------------------------------------------------------------ the live workshop
+
+
+def test_section_5_follows_each_answer_and_try_again(monkeypatch, shown):
+    """With widgets the comparison is drawn in an output widget that the quiz's running score redraws: after an
+    answer it counts that answer, after "Try again" it is back to no answers; no cell is run again."""
+    import ipywidgets
+
+    monkeypatch.setattr(widgets, "use_widgets", lambda interactive: interactive)
+    session = widgets.quiz(_data(), _results(), n=3, interactive=True)
+    box = shown[-1]
+    table = widgets.comparison_view(session)
+    assert isinstance(shown[-1], ipywidgets.Output) and "you" not in set(table["who"])
+    assert "No quiz answers were recorded" in _texts(shown)[-2]
+
+    def drawn() -> str:   # the latest comparison drawn (the figure, when there is one, comes after it)
+        return next(t for t in reversed(_texts(shown)) if "quiz" in t)
+
+    first = session.items[0]
+    _step_buttons(box)[0]["AB".index(first.chosen_side)].click()
+    assert "You and the reward models on the 1 quiz pairs you answered" in drawn()
+    _step_buttons(box)[1][0].click()   # the twin step: not scored, the comparison stays
+    assert "on the 1 quiz pairs you answered" in drawn()
+    _step_buttons(box)[2][0].click()   # the second pair
+    assert "on the 2 quiz pairs you answered" in drawn()
+    again = next(w for w in _walk(box) if getattr(w, "description", "") == "Try again")
+    again.click()
+    assert "No quiz answers were recorded" in drawn()
+    widgets.comparison_view(session)   # the cell run again: only the newest view follows
+    before = len(shown)
+    _step_buttons(box)[0][0].click()
+    assert sum("quiz pairs you answered" in t for t in _texts(shown)[before:]) == 1
+
+
+def test_quiz_buttons_keep_their_whole_label(monkeypatch, shown):
+    monkeypatch.setattr(widgets, "use_widgets", lambda interactive: interactive)
+    widgets.quiz(_data(), _results(), n=2, interactive=True)
+    buttons = _step_buttons(shown[-1])[0]
+    assert [b.layout.width for b in buttons] == ["auto", "auto"]   # "Response A: wrong", not "Response A: wr..."
+
+
+def test_widget_tables_pad_their_headers():
+    from prb_utils.notebook.pair_view import VIEW_STYLE, view
+
+    rule = re.search(r"\.prb-view td, \.prb-view th \{([^}]*)\}", VIEW_STYLE)
+    assert rule and re.search(r"padding:\s*\d+px \d+px", rule.group(1))
+    assert view("<table></table>").startswith(VIEW_STYLE)
+
+
+def test_the_table_bundle_comes_before_the_script_that_awaits_it(monkeypatch):
+    """itables' own order (the dark-class script first) logs a TypeError in JupyterLab on every open."""
+    out: list = []
+    monkeypatch.setattr(widgets, "_display", out.append)
+    widgets.init_tables()
+    texts = [str(getattr(o, "data", "")) for o in out]
+    awaits = [widgets.AWAITS_BUNDLE in t for t in texts]
+    assert awaits.count(True) == 1 and awaits.index(True) > 0
+    bundle = next(i for i, t in enumerate(texts) if "injectModule" in t)
+    assert bundle < awaits.index(True)
+
+
+def test_jupyterlab_news_toast_is_off_in_the_projects_settings():
+    """prb ships JupyterLab overrides: installed into <environment>/share/jupyter/lab/settings, where the lab
+    of the docs (`.venv/bin/jupyter lab notebooks/`) and of the live test reads them."""
+    import json
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    shipped = "prb_utils/notebook/lab_settings/overrides.json"
+    settings = json.loads((root / shipped).read_text(encoding="utf-8"))
+    assert settings["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
+    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    assert project["tool"]["setuptools"]["data-files"]["share/jupyter/lab/settings"] == [shipped]
+
+
+def test_the_live_workshop_shows_the_conditions_its_report_page_showed(tmp_path):
+    """00 declares no conditions of its own, so a live run on a store shows what its report page showed (a
+    default of its own, ["none", "top3", "full"], showed `full` rows live that the static page did not)."""
+    import ast
+    import json as _json
+    from pathlib import Path
+
+    from prb_utils.notebook.params import WorkshopParams, write_report_view
+    from prb_utils.scoring import score_benchmark
+
+    nb = _json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "00_workshop_personalization.ipynb")
+                     .read_text(encoding="utf-8"))
+    cell = next(c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
+    values = {t.target.id: ast.literal_eval(t.value) for t in ast.parse("".join(cell["source"])).body}
+    assert values["profiles"] == [] and values["models"] == []
+    data = _data().assign(subset="S", id=[f"p{i}" for i in range(6)])
+    score_benchmark(data, ["length"], ["none", "top3", "full"], out=tmp_path, progress=False)
+    write_report_view(tmp_path, {"00_workshop_personalization": {"models": ["length"], "profiles": ["none", "top3"]}})
+    live = WorkshopParams(results=str(tmp_path), profiles=values["profiles"], models=values["models"])
+    assert set(live.load_results()["profile"]) == {"none", "top3"}

@@ -29,12 +29,22 @@ class LengthBaseline:
     kind = "length"
     #: What the score measures, versioned: it is the model fingerprint, so a new method rescores old stores.
     method = "length:characters.v1"
+    #: What it reads (:mod:`prb_utils.models.rendered` shows :meth:`input_texts` under these names, with this note).
+    input_labels = ("chosen", "rejected")
+    reads = "no model: each response's length in characters"
+
+    def input_texts(self, user: str, pair: PairInput) -> list[str]:
+        """The texts it measures: the two responses (the user message plays no part)."""
+        return [pair.chosen, pair.rejected]
 
     def score_pairs(self, pairs: Sequence[PairInput]) -> list[PairScore]:
-        return [PairScore(float(len(p.chosen)), float(len(p.rejected)), None,
-                          {"n_words_chosen": len(p.chosen.split()), "n_words_rejected": len(p.rejected.split()),
-                           "truncated": False})
-                for p in pairs]
+        scores = []
+        for p in pairs:
+            chosen, rejected = self.input_texts(p.prompt, p)
+            scores.append(PairScore(float(len(chosen)), float(len(rejected)), None,
+                                    {"n_words_chosen": len(chosen.split()), "n_words_rejected": len(rejected.split()),
+                                     "truncated": False}))
+        return scores
 
     def run_metadata(self) -> dict[str, Any]:
         return {"spec": self.spec, "kind": self.kind, "unit": "characters", "device": "none", "dtype": "none"}
@@ -45,12 +55,21 @@ class LexicalBaseline:
     kind = "lexical"
     #: v2: prb's wrapper words and community tags are no longer counted as the user's words.
     method = "lexical:user-words.v2"
+    #: What it reads (:mod:`prb_utils.models.rendered` shows :meth:`input_texts` under these names, with this note).
+    input_labels = ("the user's words", "chosen", "rejected")
+    reads = "no model: the share of the user's content words each response uses"
+
+    def input_texts(self, user: str, pair: PairInput) -> list[str]:
+        """The texts it compares: the user's words in the RM input (:func:`prb_utils.profile.user_text`) and the
+        two responses."""
+        return [user_text(user), pair.chosen, pair.rejected]
 
     def score_pairs(self, pairs: Sequence[PairInput]) -> list[PairScore]:
         scores = []
         for p in pairs:
-            words = set(tokenize(user_text(p.prompt)))
-            values = [len(words & set(tokenize(r))) / len(words) if words else 0.0 for r in (p.chosen, p.rejected)]
+            users, *responses = self.input_texts(p.prompt, p)
+            words = set(tokenize(users))
+            values = [len(words & set(tokenize(r))) / len(words) if words else 0.0 for r in responses]
             scores.append(PairScore(values[0], values[1], None, {"n_prompt_words": len(words), "truncated": False}))
         return scores
 

@@ -88,13 +88,23 @@ class ClassifierRM(HFAdapter):
                                     calibrate=None if self.decoder_head else False)
         self.tokens_computed = 0
 
+    #: What each of :meth:`input_texts` is (:mod:`prb_utils.models.rendered` shows them under these names).
+    input_labels = ("chosen", "rejected")
+
+    def input_texts(self, user: str, pair: PairInput) -> list[str]:
+        """The texts this RM tokenizes for ``pair`` with the user message ``user``: chosen's and rejected's
+        chats (the one place they are built: scoring and :mod:`prb_utils.models.rendered` both call it)."""
+        return [render_chat(self.tokenizer, user, r) for r in (pair.chosen, pair.rejected)]
+
+    def _fitted(self, pair: PairInput) -> tuple[str, list[list[int]], bool]:
+        """``(user message kept, token ids, truncated)`` of one pair, the user message cut from the left to fit."""
+        return fitted(self.tokenizer, pair.prompt, lambda user: self.encode_many(self.input_texts(user, pair)),
+                      lambda s: max(map(len, s)), self.max_length)
+
     def _sequences(self, pair: PairInput) -> tuple[list[list[int]], bool]:
         """One pair's token ids, fitted to the model's length (the user message cut from the left): the
         reference that :meth:`_sequences_many` gives the same ids as."""
-        def build(user: str) -> list[list[int]]:
-            return self.encode_many([render_chat(self.tokenizer, user, r) for r in (pair.chosen, pair.rejected)])
-
-        _, seqs, truncated = fitted(self.tokenizer, pair.prompt, build, lambda s: max(map(len, s)), self.max_length)
+        _, seqs, truncated = self._fitted(pair)
         return self._cut(seqs, truncated)
 
     def _cut(self, seqs: list[list[int]], truncated: bool) -> tuple[list[list[int]], bool]:
@@ -106,8 +116,7 @@ class ClassifierRM(HFAdapter):
     def _build_many(self, users: Sequence[str], pairs: Sequence[PairInput]) -> list[list[list[int]]]:
         """Chosen's and rejected's token ids after each user message, in one batch call of the tokenizer (the
         prompt they share tokenized once where :meth:`encode_after` allows)."""
-        texts = [[render_chat(self.tokenizer, u, r) for r in (p.chosen, p.rejected)]
-                 for u, p in zip(users, pairs, strict=True)]
+        texts = [self.input_texts(u, p) for u, p in zip(users, pairs, strict=True)]
         shared = self.encode_after([render_chat(self.tokenizer, u) for u in users], texts)
         ids = [s for group in shared for s in group] if shared is not None else \
             self.encode_many([text for group in texts for text in group])

@@ -21,6 +21,11 @@ from prb_utils.models.batching import BudgetBatcher, pad_right
 from prb_utils.models.hf import HFAdapter, nonfinite_reason
 from prb_utils.models.kinds import ENCODER, kinds_of
 
+#: The role of each of :meth:`EmbeddingRM.input_texts`, and the side of a role's text kept when it is too long
+#: (the RM input loses its start: old posts go first, the question stays; a response loses its end).
+ROLES = ("prompt", "response", "response")
+KEEP = {"prompt": "left", "response": "right"}
+
 
 @dataclass
 class _Prepared:
@@ -70,13 +75,20 @@ class EmbeddingRM(HFAdapter):
         cut_at = set(long)
         return [(ids, j in cut_at) for j, ids in enumerate(found)]
 
+    #: What each of :meth:`input_texts` is (:mod:`prb_utils.models.rendered` shows them under these names).
+    input_labels = ("RM input", "chosen", "rejected")
+
+    def input_texts(self, user: str, pair: PairInput) -> list[str]:
+        """The texts this RM embeds for ``pair`` with the user message ``user``: the RM input (plain, no chat
+        template) and each response."""
+        return [user, pair.chosen, pair.rejected]
+
     def _prepare(self, pairs: Sequence[PairInput]) -> _Prepared:
         """Host work of a chunk: each distinct text's token ids (prompts and responses repeat across a pair
         and across pairs), tokenized in the preparing thread while the device embeds the chunk before."""
-        keys = list(dict.fromkeys(k for p in pairs for k in (("prompt", p.prompt), ("response", p.chosen),
-                                                             ("response", p.rejected))))
+        keys = list(dict.fromkeys(key for p in pairs for key in zip(ROLES, self.input_texts(p.prompt, p), strict=True)))
         found = {}
-        for role, keep in (("prompt", "left"), ("response", "right")):
+        for role, keep in KEEP.items():
             mine = [k for k in keys if k[0] == role]
             found.update(zip(mine, self._encode_many([text for _, text in mine], keep=keep), strict=True))
         return _Prepared(list(pairs), {k: found[k] for k in keys})

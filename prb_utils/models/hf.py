@@ -304,6 +304,7 @@ class HFAdapter:
     kind = ""
     unused_weights: tuple[str, ...] = ()  # prefixes of weights the adapter never uses (missing ones are fine)
     reference_specials = "always"   # special tokens under ``--tokenization reference`` (see special_mode)
+    cut_keeps_end = False   # an input too long even with no user message keeps its start (a judge: its end)
 
     def __init__(self, spec: ModelSpec, *, device: str, dtype: str, batch_tokens: int | None, seed: int,
                  tokenization: str = "auto", allow_untrained_head: bool = False) -> None:

@@ -74,12 +74,27 @@ class ImplicitRM(HFAdapter):
         """Tokens after the prompt up to the response's end, and the index of the first response token."""
         return self._response_ids_many([self._response_span(user, prompt_text, response)])[0]
 
+    #: What each of :meth:`input_texts` is (:mod:`prb_utils.models.rendered` shows them under these names).
+    input_labels = ("chosen", "rejected")
+
+    def _parts(self, user: str, pair: PairInput) -> tuple[str, list[tuple[str, int]]]:
+        """The chat prompt for ``user`` and, per response (chosen, rejected), its span after the prompt
+        (:meth:`_response_span`): the one place this RM's inputs are built."""
+        prompt = render_chat(self.tokenizer, user)
+        return prompt, [self._response_span(user, prompt, r) for r in (pair.chosen, pair.rejected)]
+
+    def input_texts(self, user: str, pair: PairInput) -> list[str]:
+        """The texts this RM reads for ``pair`` with the user message ``user``: the chat prompt followed by each
+        response up to its end (the prompt and the span are tokenized apart, as :meth:`_build_many` does)."""
+        prompt, spans = self._parts(user, pair)
+        return [prompt + text for text, _ in spans]
+
     def _build_many(self, users: Sequence[str], pairs: Sequence[PairInput]) -> list[tuple[list[list[int]], list[int]]]:
         """Token ids of chosen and rejected after each user message, and the first response token of each."""
-        prompts = [render_chat(self.tokenizer, user) for user in users]
+        parts = [self._parts(user, p) for user, p in zip(users, pairs, strict=True)]
+        prompts = [prompt for prompt, _ in parts]
         prompt_ids = self.encode_many(prompts, continued=True)
-        spans = [self._response_span(user, text, r) for user, text, p in zip(users, prompts, pairs, strict=True)
-                 for r in (p.chosen, p.rejected)]
+        spans = [span for _, two in parts for span in two]
         responses = self._response_ids_many(spans)
         out = []
         for i, ids in enumerate(prompt_ids):
@@ -90,9 +105,14 @@ class ImplicitRM(HFAdapter):
     def _sequences(self, pair: PairInput) -> tuple[list[list[int]], list[int], bool]:
         """One pair's token ids and first response tokens, fitted to the model's length: the reference that
         :meth:`_sequences_many` gives the same ids as."""
-        _, (seqs, firsts), truncated = fitted(self.tokenizer, pair.prompt, lambda u: self._build_many([u], [pair])[0],
-                                              lambda built: max(map(len, built[0])), self.max_length)
+        _, (seqs, firsts), truncated = self._fitted(pair)
         return self._cut(seqs, firsts, truncated)
+
+    def _fitted(self, pair: PairInput) -> tuple[str, tuple[list[list[int]], list[int]], bool]:
+        """``(user message kept, (token ids, first response tokens), truncated)`` of one pair, the user message
+        cut from the left to fit."""
+        return fitted(self.tokenizer, pair.prompt, lambda u: self._build_many([u], [pair])[0],
+                      lambda built: max(map(len, built[0])), self.max_length)
 
     def _cut(self, seqs: list[list[int]], firsts: list[int], truncated: bool) -> tuple[list[list[int]], list[int], bool]:
         if any(len(s) > self.max_length for s in seqs):  # the responses alone are too long: cut their ends

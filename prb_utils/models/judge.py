@@ -73,6 +73,7 @@ def verdict(p_chosen: float) -> str:
 class JudgeRM(HFAdapter):
     kind = "judge"
     reference_specials = "never"   # the reference judge runs vLLM's LLM.chat, which adds none
+    cut_keeps_end = True   # an input too long keeps its end: the responses' ends and the answer format (_cut)
 
     def __init__(self, spec: ModelSpec, *, device: str = "auto", dtype: str = "auto",
                  batch_tokens: int | None = None, seed: int = 0, judge_mode: str = "logprob",
@@ -108,16 +109,24 @@ class JudgeRM(HFAdapter):
     def _room(self) -> int:
         return self.max_length - (self.max_new_tokens if self.mode == "generate" else 0)
 
-    def _texts(self, question: str, pair: PairInput) -> list[str]:
+    #: What each of :meth:`input_texts` is (:mod:`prb_utils.models.rendered` shows them under these names).
+    input_labels = ("order AB (chosen as A)", "order BA (chosen as B)")
+
+    def input_texts(self, question: str, pair: PairInput) -> list[str]:
+        """The judge's two inputs for ``pair`` with the user message ``question`` (AB, BA): the one place they
+        are built (scoring and :mod:`prb_utils.models.rendered` both call it)."""
         return [self.prompt_text(question, pair.chosen, pair.rejected),
                 self.prompt_text(question, pair.rejected, pair.chosen)]
+
+    def _fitted(self, pair: PairInput) -> tuple[str, list[list[int]], bool]:
+        """``(user message kept, token ids, truncated)`` of one pair, the user message cut from the left to fit."""
+        return fitted(self.tokenizer, pair.prompt, lambda q: self.encode_many(self.input_texts(q, pair), continued=True),
+                      lambda s: max(map(len, s)), self._room())
 
     def _sequences(self, pair: PairInput) -> tuple[list[list[int]], bool]:
         """One pair's two judge inputs (AB, BA) as token ids, fitted to the model's length: the reference that
         :meth:`_sequences_many` gives the same ids as."""
-        _, seqs, truncated = fitted(self.tokenizer, pair.prompt,
-                                    lambda q: self.encode_many(self._texts(q, pair), continued=True),
-                                    lambda s: max(map(len, s)), self._room())
+        _, seqs, truncated = self._fitted(pair)
         return self._cut(seqs, truncated)
 
     def _cut(self, seqs: list[list[int]], truncated: bool) -> tuple[list[list[int]], bool]:
@@ -128,7 +137,7 @@ class JudgeRM(HFAdapter):
 
     def _build_many(self, questions: Sequence[str], pairs: Sequence[PairInput]) -> list[list[list[int]]]:
         """Both orders' token ids of each pair with its question text, in one batch call of the tokenizer."""
-        ids = self.encode_many([t for q, p in zip(questions, pairs, strict=True) for t in self._texts(q, p)],
+        ids = self.encode_many([t for q, p in zip(questions, pairs, strict=True) for t in self.input_texts(q, p)],
                                continued=True)
         return [ids[2 * i : 2 * i + 2] for i in range(len(questions))]
 

@@ -27,6 +27,8 @@ import pandas as pd
 from prb_utils.analysis.breakdowns import position_locked
 from prb_utils.errors import PRBError
 from prb_utils.formatting import format_value
+from prb_utils.models.rendered import CUT_MARK, RenderedInput
+from prb_utils.notebook.rm_seen import seen_inputs
 from prb_utils.profile import rm_user_message, selected_posts
 from prb_utils.schema import FILTERS, NO_PROFILE
 
@@ -38,9 +40,11 @@ _BOX = "border:1px solid #ccc;border-radius:6px;padding:8px 10px;margin:6px 0"
 
 
 #: Notebook frontends right-align table cells; these views read as text, so left-align them. Widget HTML
-#: inherits the widgets' 28 px line height (text reads double-spaced): reset it. The lab CSS breaks ``pre``
-#: text anywhere (``word-break: break-all``): break words only where a long token must be broken.
-VIEW_STYLE = ("<style>.prb-view td, .prb-view th { text-align: left !important; vertical-align: top; }"
+#: inherits the widgets' 28 px line height (text reads double-spaced) and none of the notebook's table padding
+#: (headers touch each other): reset the one, pad the cells. The lab CSS breaks ``pre`` text anywhere
+#: (``word-break: break-all``): break words only where a long token must be broken.
+VIEW_STYLE = ("<style>.prb-view td, .prb-view th { text-align: left !important; vertical-align: top;"
+              " padding: 3px 8px; }"
               " .prb-view table { margin: 0; } .prb-view { line-height: 1.45; }"
               " .prb-view pre { word-break: normal !important; overflow-wrap: anywhere; }</style>")
 #: Inline style of a box that shows an RM input (pre-formatted text that wraps between words).
@@ -213,6 +217,36 @@ def scores_html(table: pd.DataFrame) -> str:
     return f'<table class="prb-scores"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>{note}'
 
 
+def seen_html(items: Sequence[tuple[str, RenderedInput | str]], *, condition: str) -> str:
+    """What each RM saw (:func:`prb_utils.notebook.rm_seen.seen_inputs`) as a folded section of a pair card: per
+    model its note and every text it read, a cut marked in red where it falls; "" when there is none.
+
+    >>> from prb_utils.models.rendered import RenderedText
+    >>> seen = RenderedInput("m", "judge", (RenderedText("order AB", "posts Q?", 9, 6, "the start"),), "n")
+    >>> "posts <b style" in seen_html([("m", seen), ("x", "no reason")], condition="top3")
+    True
+    """
+    if not items:
+        return ""
+    mark = f'<b style="color:#b22">{esc(CUT_MARK)}</b>'
+    blocks = []
+    for model, seen in items:
+        if isinstance(seen, str):
+            blocks.append(f"<p><code>{esc(model)}</code>: <i>n/a: {esc(seen)}</i></p>")
+            continue
+        texts = "".join(
+            f"<p><b>{esc(t.label)}</b>" + (f" ({t.n_tokens:,} tokens)" if t.n_tokens is not None else "")
+            + (f' <span style="color:#b22">cut: {esc(t.cut)}</span>' if t.cut else "") + "</p>"
+            f'<pre style="{PRE_WRAP};font-size:0.8em;background:#f7f7f7;padding:6px">'
+            + (esc(t.text[: t.cut_at]) + mark + esc(t.text[t.cut_at:]) if t.cut_at is not None else esc(t.text))
+            + "</pre>" for t in seen.texts)
+        flag = ' <span class="prb-cut" style="color:#b22">(truncated)</span>' if seen.truncated else ""
+        blocks.append(f'<details class="prb-seen-model"><summary><code>{esc(model)}</code>{flag}</summary>'
+                      f"<p><small>{esc(seen.note)}</small></p>{texts}</details>")
+    return (f'<details class="prb-seen"><summary><b>What each RM saw</b> under <code>{esc(condition)}</code> '
+            "(the exact input its scorer tokenized; open a model)</summary>" + "".join(blocks) + "</details>")
+
+
 def pair_html(
     record: Mapping[str, Any],
     results: pd.DataFrame | None = None,
@@ -221,10 +255,12 @@ def pair_html(
     retriever: Any = None,
     show_key: bool = True,
     back_to: str | None = None,
+    jobs: pd.DataFrame | None = None,
 ) -> str:
     """HTML of one pair: question, profile posts (those ``condition`` selects highlighted), rubric aspects
-    and narrative (when ``show_key``), chosen vs rejected with a word diff, and every model's scores;
-    ``back_to``: the id of the list to link back to (:func:`back_link`)."""
+    and narrative (when ``show_key``), chosen vs rejected with a word diff, every model's scores and, with
+    ``jobs`` (the store's, :func:`prb_utils.notebook.rm_seen.store_jobs`), what each model saw under
+    ``condition`` (:func:`seen_html`); ``back_to``: the id of the list to link back to (:func:`back_link`)."""
     chosen_html, rejected_html = word_diff(str(record["chosen"]), str(record["rejected"]))
     anchor = pair_anchor(record.get("subset", ""), record["id"])
     parts = [
@@ -254,6 +290,8 @@ def pair_html(
         "<b>Scores</b>",
         scores_html(scores_table(results, record.get("subset", ""), record["id"]) if results is not None
                      else pd.DataFrame()),
+        seen_html(seen_inputs(record, results, jobs, condition=condition), condition=condition)
+        if jobs is not None and results is not None else "",
         "</div>",
     ]
     return view("\n".join(parts))

@@ -49,6 +49,7 @@ from prb_utils.notebook.params import (
     resolve_data_source,
     write_report_view,
 )
+from prb_utils.notebook.rm_seen import RENDERED_COLUMN, rendered_column, store_jobs
 from prb_utils.notebook.stages import Stages
 from prb_utils.profile import condition_sort_key, parse_condition
 from prb_utils.resources import resource_dir, source_commit
@@ -490,12 +491,15 @@ def _report_pairs(data: str, *, subsets: Sequence[str] = (), limit: int | None =
 
 
 def write_results_csv(out: Path, results: str, models: Sequence[str], profiles: Sequence[str],
-                      data: pd.DataFrame | None = None) -> Path | None:
+                      data: pd.DataFrame | None = None, *, records: pd.DataFrame | None = None) -> Path | None:
     """``out/results.csv``: every per-item row behind the report (:func:`report_rows`), for a spreadsheet or
-    another tool; ``None`` (and no file) when there is none."""
+    another tool; ``None`` (and no file) when there is none. With ``records`` (the report's benchmark records),
+    a last column ``rendered_input`` holds what each row's model saw (:func:`prb_utils.notebook.rm_seen.rendered_column`)."""
     rows = report_rows(results, models, profiles, data)
     if rows.empty:
         return None
+    if records is not None:
+        rows = rows.assign(**{RENDERED_COLUMN: rendered_column(rows, records, store_jobs(results))})
     return write_report_file(out / RESULTS_CSV, spreadsheet_safe(rows).to_csv(index=False))
 
 
@@ -697,6 +701,7 @@ def build_report(
     subsets: Sequence[str] = (),
     limit: int | None = None,
     stages: Stages | None = None,
+    rendered_inputs: bool = False,
 ) -> Path:
     """Execute the notebooks (all of ``notebooks/``, or the named ones; ``jobs`` at a time) and write
     ``out/index.html``.
@@ -709,6 +714,7 @@ def build_report(
     still run, every page and the index are written, and then :class:`PRBError` names the notebook and
     the failing cell. ``stages`` (:class:`~prb_utils.notebook.stages.Stages`): the run's stages so far; the
     notebooks are one more, each named as it starts, and the index lists the Best-of-N stage and the total.
+    ``rendered_inputs``: ``results.csv`` also holds what each model saw for each pair (:func:`write_results_csv`).
     """
 
     out_dir = check_out_folder(out)
@@ -750,7 +756,10 @@ def build_report(
     pairs = _report_pairs(values["data"], subsets=subsets, limit=limit)
     asked = [chosen[name].get("profiles", list(profiles)) for name in names]
     used = [] if any(not p for p in asked) else list(dict.fromkeys(c for p in asked for c in p))
-    csv = write_results_csv(out_dir, values["results"], models, used, pairs)  # every row any page used
+    records = load_benchmark(values["data"], subsets=list(subsets) or None, limit=limit or None,
+                             drop_invalid=True) if rendered_inputs and pairs is not None else None
+    csv = write_results_csv(out_dir, values["results"], models, used, pairs,  # every row any page used
+                            records=records)
     index = write_index(out_dir, pages, data=data, results=values["results"], models=models, profiles=profiles,
                         csv=csv, pairs=pairs, job_profiles=used,
                         timings={"bon": stages.of_kind("bon"), "total": stages.total()})

@@ -78,16 +78,40 @@ def init_tables(*, all_interactive: bool = True) -> None:
     and, with ``all_interactive``, show every DataFrame displayed afterwards as a sortable, searchable
     table (a click anywhere on a header sorts): the pages then work offline, in a saved page or a report,
     with no kernel. The bundle loads once per page, however many cells embed it. Figures shown afterwards
-    carry their titles as alt text (:func:`figures_with_alt_text`)."""
+    carry their titles as alt text (:func:`figures_with_alt_text`).
+
+    itables displays a script that awaits the bundle (its ``set_or_remove_dark_class``) before the bundle
+    itself; JupyterLab runs each output's script as it arrives, so that script found no bundle and logged a
+    TypeError on every open. The bundle goes first here (:func:`bundle_first`)."""
     import itables
 
     itables.options.maxBytes = 0  # never downsample a table: every row stays in the page
     itables.options.text_in_header_can_be_selected = False  # a click anywhere on a header sorts, not only its icon
-    itables.init_notebook_mode(all_interactive=all_interactive, connected=False)
+    for output in bundle_first(lambda: itables.init_notebook_mode(all_interactive=all_interactive, connected=False)):
+        _display(output)
     shell = _shell()
     if shell is not None and all_interactive:  # one number format per float column (itables alone: 3 decimals)
         shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, table_html)
     figures_with_alt_text()
+
+
+#: What marks itables' script that awaits its bundle (the bundle itself holds the name only base64-encoded).
+AWAITS_BUNDLE = "set_or_remove_dark_class"
+
+
+def bundle_first(init: Any) -> list[Any]:
+    """The outputs ``init()`` displays (itables' ``init_notebook_mode``), caught and ordered so that the one that
+    awaits the bundle (:data:`AWAITS_BUNDLE`) comes after the bundle; the caller displays them."""
+    import IPython.display
+
+    caught: list[Any] = []
+    shown = IPython.display.display
+    IPython.display.display = lambda *objs, **_: caught.extend(objs)
+    try:
+        init()
+    finally:
+        IPython.display.display = shown
+    return sorted(caught, key=lambda o: AWAITS_BUNDLE in str(getattr(o, "data", "")))
 
 
 def _shell() -> Any:
@@ -203,6 +227,7 @@ def pair_browser(
     model: str | None = None,
     pair_id: str | None = None,
     max_pairs: int = 50,
+    jobs: pd.DataFrame | None = None,
 ) -> Any:
     """Browse pairs by subset, category and filter (see :func:`prb_utils.notebook.pair_view.filter_pairs`;
     ``model`` narrows every filter to the pairs that model gets wrong).
@@ -211,14 +236,15 @@ def pair_browser(
     category list narrows to the chosen subset), a search box over the ids, categories and questions, previous
     and next buttons, the pair shown below. Static: the list of the matching
     pairs, each row linked to its card; the first ``max_pairs`` cards (``pair_id`` first; 0 for all) in
-    full, the others as short collapsed cards, so every listed pair is reachable. Returns the widget box,
-    or the frame of matching pairs when static.
+    full, the others as short collapsed cards, so every listed pair is reachable. With ``jobs`` (the store's,
+    :func:`prb_utils.notebook.rm_seen.store_jobs`) each full card shows what every model saw under ``condition``.
+    Returns the widget box, or the frame of matching pairs when static.
     """
     summary = pair_summary(data, results)
     records = {(str(r["subset"]), str(r["id"])): r for r in data.to_dict("records")}
     if not use_widgets(interactive):
         return _static_browser(summary, records, results, condition=condition, subset=subset, category=category,
-                               mode=mode, model=model, pair_id=pair_id, max_pairs=max_pairs)
+                               mode=mode, model=model, pair_id=pair_id, max_pairs=max_pairs, jobs=jobs)
     import ipywidgets as w
 
     def options(values: Sequence[str]) -> list[tuple[str, str]]:
@@ -266,7 +292,7 @@ def pair_browser(
         with out:
             if pair_w.value:
                 key = tuple(pair_w.value.split("\t", 1))
-                _display(_html(pair_html(records[key], results, condition=condition)))
+                _display(_html(pair_html(records[key], results, condition=condition, jobs=jobs)))
             else:
                 _display(_html("<i>No pair matches these filters.</i>"))
 
@@ -304,7 +330,7 @@ def pair_browser(
 
 def _static_browser(summary: pd.DataFrame, records: dict, results: pd.DataFrame, *, condition: str,
                     subset: str | None, category: str | None, mode: str, model: str | None,
-                    pair_id: str | None, max_pairs: int) -> pd.DataFrame:
+                    pair_id: str | None, max_pairs: int, jobs: pd.DataFrame | None = None) -> pd.DataFrame:
     found = filter_pairs(summary, subset=subset, category=category, mode=mode, model=model)
     title = f"Pairs matching filter <code>{esc(mode)}</code>" + \
         (f", wrong model <code>{esc(model)}</code>" if model else "") + \
@@ -320,7 +346,7 @@ def _static_browser(summary: pd.DataFrame, records: dict, results: pd.DataFrame,
                                        f"list; a pair's name jumps to its card below ({note}).</p>")
     for number, row in enumerate(ordered.itertuples()):
         record = records[(row.subset, row.id)]
-        _display(_html(pair_html(record, results, condition=condition, back_to=PAIR_LIST_ID) if number < full
+        _display(_html(pair_html(record, results, condition=condition, back_to=PAIR_LIST_ID, jobs=jobs) if number < full
                        else pair_brief_html(record, results, back_to=PAIR_LIST_ID)))
     return found
 
@@ -437,6 +463,8 @@ class QuizSession:
     answers: list[str | None]
     results: pd.DataFrame
     twin_answers: list[str | None] = field(default_factory=list)  # the unscored second steps, by item
+    progress: Any = None  # with widgets: the running-score widget, whose value changes with every scored answer
+    follower: Any = field(default=None, repr=False)  # the comparison view following ``progress`` (one at a time)
 
     def comparison(self, pairs: str = "answered") -> pd.DataFrame:
         """Your accuracy beside the models' on the pairs you answered (``pairs="all"``: the models on every
@@ -516,7 +544,7 @@ def _progress_html(items: Sequence[QuizItem], answers: Sequence[str | None]) -> 
     if not done:
         return view("<p><i>No guesses yet: pick A or B above.</i></p>")
     return view(f"<p><b>You so far: {right} of {len(done)} right</b> (of {len(items)} pairs). Section 5 "
-                "sets this beside the models on the same pairs: re-run its cell.</p>")
+                "sets this beside the models on the same pairs, and follows each answer.</p>")
 
 
 def locked_judges_html(results: pd.DataFrame | None) -> str:
@@ -534,8 +562,33 @@ def comparison_view(session: QuizSession) -> pd.DataFrame:
 
     With answers: you and every model and condition on exactly the pairs you answered, table and figure.
     Without any answer (a report run with no ``quiz_answers``): one sentence saying so, and the models on
-    every quiz pair (no "you" row)."""
+    every quiz pair (no "you" row). A quiz shown with widgets (its ``progress`` widget set) is followed live:
+    the view sits in an output widget drawn again whenever the running score changes (each scored answer,
+    "Try again"), so no cell has to be run again; the table returned is the one drawn first."""
 
+    if session.progress is None:
+        return _comparison(session)
+    import ipywidgets as w
+
+    out = w.Output()
+    first: list[pd.DataFrame] = []
+
+    def redraw(*_: Any) -> None:
+        out.clear_output(wait=True)
+        with out:
+            first.append(_comparison(session))
+
+    if session.follower is not None:  # the cell run again: only the newest view follows the quiz
+        session.progress.unobserve(session.follower, names="value")
+    session.follower = redraw
+    session.progress.observe(redraw, names="value")
+    redraw()
+    _display(out)
+    return first[0]
+
+
+def _comparison(session: QuizSession) -> pd.DataFrame:
+    """:func:`comparison_view`'s table and figure, displayed once."""
     has_scores = session.results is not None and not session.results.empty
     if session.answered:
         table = session.comparison("answered")
@@ -544,7 +597,7 @@ def comparison_view(session: QuizSession) -> pd.DataFrame:
     else:
         table = session.comparison("all").iloc[1:].reset_index(drop=True)
         head = (f"<p><b>No quiz answers were recorded in this run</b>, so there is no score of yours to compare: "
-                "answer the quiz with the widgets in JupyterLab (then re-run this cell), or pass "
+                "answer the quiz with the widgets in JupyterLab (this section follows each answer), or pass "
                 f"<code>quiz_answers</code> to a headless run. Below: the models on all {len(session.items)} quiz "
                 "pairs.</p>")
     shown = table.drop(columns=["ci_low", "ci_high"])
@@ -611,7 +664,9 @@ def quiz(
         """The box of one step: the RM's input and the responses, buttons A and B, the reveal after a guess."""
         record = records[item.key]
         reveal = w.HTML()
-        buttons = [w.Button(description=f"Response {side}", button_style="info") for side in ("A", "B")]
+        buttons = [w.Button(description=f"Response {side}", button_style="info",
+                            layout=w.Layout(width="auto", min_width="148px"))  # "Response A: wrong" stays whole
+                   for side in ("A", "B")]
 
         def guess(side: str) -> None:
             (twin_given if twin else given)[number - 1] = side
@@ -631,8 +686,8 @@ def quiz(
             return step(number, item.twin, twin=True)
         if number < len(items):
             return step(number + 1, items[number])
-        return w.HTML(view("<p><b>That was the last pair.</b> Section 5 sets your guesses beside the models "
-                           "(re-run its cell), or press <i>Try again</i>.</p>"))
+        return w.HTML(view("<p><b>That was the last pair.</b> Section 5 sets your guesses beside the models, "
+                           "or press <i>Try again</i>.</p>"))
 
     def restart(*_: Any) -> None:
         given[:] = [None] * len(items)
@@ -643,7 +698,7 @@ def quiz(
     again.on_click(restart)
     stage.children = (step(1, items[0]),) if items else ()
     _display(w.VBox([stage, w.HBox([final, again])]))
-    return QuizSession(items, given, results, twin_given)
+    return QuizSession(items, given, results, twin_given, progress=final)
 
 
 def mark_guess(buttons: Sequence[Any], side: str, chosen_side: str) -> None:
