@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from prb_utils.analysis.breakdowns import position_locked
+from prb_utils.analysis.marks import LOCKED_MARK
 from prb_utils.errors import PRBError
 from prb_utils.formatting import format_value
 from prb_utils.profile import rm_user_message, selected_posts
@@ -145,8 +146,6 @@ def aspects_html(aspects: Sequence[Mapping[str, Any]] | None) -> str:
             f"<th>reason</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
-#: The mark a position-locked judge carries in every pair table (its warning is said once per page).
-LOCKED_MARK = "⚠ position-locked"
 
 
 def locked_jobs(results: pd.DataFrame | None) -> set[tuple[str, str]]:
