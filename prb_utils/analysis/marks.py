@@ -23,7 +23,7 @@ from prb_utils.schema import is_oracle
 
 LOCKED_MARK = "⚠ position-locked"  #: beside a judge job that answers by position
 ORACLE_MARK = "(oracle)"  #: beside the oracle condition (``rubric``): a diagnostic, never a benchmark result
-NAME_COLUMNS = ("model", "job_label", "profile", "condition", "left_out")  #: the table columns that hold names
+NAME_COLUMNS = ("model", "job_label", "who", "profile", "condition", "left_out")  #: the table columns that hold names
 _MARKS: dict[str, str] = {}  # name -> its mark, for the figures and tables shown next (set_marks)
 _WRAP = r"\s*"  # where a figure may have wrapped a name
 _NAME_CHAR = r"\w.:/+\-"  # characters that continue a name: "judge:x" is not inside "judge:x2"

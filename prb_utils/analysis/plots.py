@@ -27,7 +27,7 @@ from matplotlib.lines import Line2D
 from matplotlib.text import Text
 from matplotlib.ticker import Formatter
 
-from prb_utils.analysis.marks import current_marks, mark_label
+from prb_utils.analysis.marks import ORACLE_MARK, current_marks, mark_label
 from prb_utils.analysis.marks import set_marks as set_marks  # the page's marks: one home, in analysis.marks
 from prb_utils.analysis.metrics import require_columns
 from prb_utils.profile import condition_sort_key
@@ -82,8 +82,9 @@ class _Marked(Formatter):
 
 
 def mark_figure(fig: Figure, marks: dict[str, str] | None = None) -> Figure:
-    """Append its mark to every tick label, legend entry, title and text of ``fig`` that names a marked model or
-    condition (``marks``, default those of :func:`~prb_utils.analysis.marks.set_marks`), once.
+    """Append its mark to every tick label, legend entry, title and text of ``fig`` that names a marked model, and
+    to every tick label and legend entry that names the oracle condition (``rubric`` is also a word of titles:
+    "rubric quality"), once (``marks``, default those of :func:`~prb_utils.analysis.marks.set_marks`).
 
     >>> fig, ax = plt.subplots(); _ = ax.plot([0, 1], label="judge:x"); _ = ax.legend(); _ = ax.set_title("none")
     >>> _ = ax.set_yticks([0, 1], ["judge:x | none", "length | none"])
@@ -95,12 +96,15 @@ def mark_figure(fig: Figure, marks: dict[str, str] | None = None) -> Figure:
     marks = current_marks() if marks is None else dict(marks)
     if not marks:
         return fig
-    texts = [t for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
-    texts += [t for ax in fig.axes for t in (ax.title, ax._left_title, ax._right_title, *ax.texts)]
-    texts += [t for legend in fig.legends for t in legend.get_texts()]
+    legends = [t for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+    legends += [t for legend in fig.legends for t in legend.get_texts()]
+    texts = legends + [t for ax in fig.axes for t in (ax.title, ax._left_title, ax._right_title, *ax.texts)]
     texts += [fig._suptitle] if getattr(fig, "_suptitle", None) is not None else []
-    for text in texts:
+    prose = {name: mark for name, mark in marks.items() if mark != ORACLE_MARK}  # "rubric" is a word of titles too
+    for text in texts[:len(legends)]:
         text.set_text(mark_label(text.get_text(), marks))
+    for text in texts[len(legends):]:
+        text.set_text(mark_label(text.get_text(), prose))
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
             shown = [t.get_text() for t in axis.get_ticklabels()]
