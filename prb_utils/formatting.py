@@ -121,7 +121,7 @@ def declared_kind(column: Any) -> str | None:
     >>> declared_kind("top3: rank"), declared_kind(("p_perm", "kendall")), declared_kind("whatever")
     ('rank', 'p_value', None)
     >>> declared_kind("top3: accuracy in Society_and_Culture"), declared_kind("bon_gain@4")
-    ('proportion', 'number')
+    ('proportion', 'score')
     """
     parts = [p for p in column if str(p) != ""] if isinstance(column, tuple) else [column]
     for part in parts:
