@@ -203,3 +203,37 @@ def test_the_flip_tables_mark_the_judge_and_wrap_subsets_and_read_margins_by_the
     assert f"{JUDGE} {LOCKED_MARK}" in counts and f"{JUDGE} {LOCKED_MARK}" in listed
     assert "Society_<wbr>and_<wbr>Culture" in listed   # a subset name can wrap, never runs over the id
     assert listed.count("toFixed(3)") >= 2   # margin_none and margin: one rule, 3 decimals (kind score)
+
+
+# ------------------------------------------------------------------------------------------ the pages, executed
+@pytest.mark.slow
+@pytest.mark.notebooks
+def test_pages_01_and_02_mark_a_locked_judge_in_their_tables_and_02_warns_once(tmp_path, tiny_lm_dir):
+    """A store with a real locked judge (the tiny random one answers by position), pages 01 and 02 executed as a
+    report runs them: each table names the judge with its mark, and page 02 says each lock paragraph once."""
+    import nbformat
+    import papermill
+
+    from prb_utils.analysis.breakdowns import position_locked
+    from prb_utils.cli import main
+    from prb_utils.notebook.report import NOTEBOOK_DIR
+    from prb_utils.store import load_results
+
+    store, judge = tmp_path / "results", f"judge:{tiny_lm_dir}"
+    assert main(["score", "--data", "sample", "--limit", "2", "--model", "length", "--model", judge, "--device", "cpu",
+                 "--profile", "none", "--profile", "top3", "--out", str(store), "--no-progress"]) == 0
+    locks = position_locked(load_results(store))
+    assert locks["locked"].all() and len(locks) == 2   # locked under both conditions: marked by its name alone
+    for name in ("01_pair_inspection", "02_accuracy_breakdown"):
+        target = tmp_path / f"{name}.ipynb"
+        papermill.execute_notebook(str(NOTEBOOK_DIR / f"{name}.ipynb"), str(target), kernel_name="python3",
+                                   parameters={"results": str(store), "interactive": False, "limit": 2},
+                                   progress_bar=False, cwd=str(tmp_path))
+        outputs = [o for c in nbformat.read(str(target), as_version=4).cells if c.cell_type == "code"
+                   for o in c.get("outputs", [])]
+        assert not [o for o in outputs if o.get("output_type") == "error"]
+        tables = "".join(o.get("data", {}).get("text/html", "") for o in outputs).replace("\\\\/", "/")
+        assert tables.count(f"{judge} {LOCKED_MARK}") >= 2, name   # its rows under none and top3
+        if name == "02_accuracy_breakdown":
+            said = "".join(o.get("data", {}).get("text/markdown", "") for o in outputs)
+            assert said.count("Position-locked judge") == len(locks)   # once per locked job, not twice
