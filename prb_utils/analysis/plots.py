@@ -98,13 +98,13 @@ def mark_figure(fig: Figure, marks: dict[str, str] | None = None) -> Figure:
         return fig
     legends = [t for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
     legends += [t for legend in fig.legends for t in legend.get_texts()]
-    texts = legends + [t for ax in fig.axes for t in (ax.title, ax._left_title, ax._right_title, *ax.texts)]
-    texts += [fig._suptitle] if getattr(fig, "_suptitle", None) is not None else []
-    prose = {name: mark for name, mark in marks.items() if mark != ORACLE_MARK}  # "rubric" is a word of titles too
-    for text in texts[:len(legends)]:
+    for text in legends:
         text.set_text(mark_label(text.get_text(), marks))
-    for text in texts[len(legends):]:
-        text.set_text(mark_label(text.get_text(), prose))
+    prose = [t for ax in fig.axes for t in (ax.title, *ax.texts)]
+    prose += [fig._suptitle] if getattr(fig, "_suptitle", None) is not None else []
+    models = {name: mark for name, mark in marks.items() if mark != ORACLE_MARK}  # "rubric" is a word of titles too
+    for text in prose:
+        text.set_text(mark_label(text.get_text(), models))
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
             shown = [t.get_text() for t in axis.get_ticklabels()]
