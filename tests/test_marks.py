@@ -90,6 +90,7 @@ def test_a_mark_goes_beside_a_whole_name_once_also_when_a_figure_wrapped_it():
     assert mark_label("judge:x | none", marks) == f"judge:x | none {LOCKED_MARK}"
     assert mark_label(f"judge:x {LOCKED_MARK}", marks) == f"judge:x {LOCKED_MARK}"   # once
     assert mark_label("judge:x2 | none", marks) == "judge:x2 | none"   # another name that starts alike
+    assert mark_label("judge:x: rubric (oracle)", marks) == f"judge:x: rubric (oracle) {LOCKED_MARK}"  # 04's legend
     assert mark_label("judge:org/a b\n| top3", marks).endswith(LOCKED_MARK)   # wrapped, underscore as a space
     table = mark_frame(pd.DataFrame({"model": [JUDGE, "length"], "profile": ["none", "rubric"], "n": [1, 2]}),
                        {**marks, "rubric": ORACLE_MARK})

@@ -26,7 +26,7 @@ ORACLE_MARK = "(oracle)"  #: beside the oracle condition (``rubric``): a diagnos
 NAME_COLUMNS = ("model", "job_label", "who", "profile", "condition", "left_out")  #: the table columns that hold names
 _MARKS: dict[str, str] = {}  # name -> its mark, for the figures and tables shown next (set_marks)
 _WRAP = r"\s*"  # where a figure may have wrapped a name
-_NAME_CHAR = r"\w.:/+\-"  # characters that continue a name: "judge:x" is not inside "judge:x2"
+_NAME_CHAR = r"\w./+\-"  # characters that continue a name ("judge:x" is not in "judge:x2"), and ":" before one
 
 
 def marks_for(locked: Iterable[tuple[str, str]], jobs: Iterable[tuple[str, str]]) -> dict[str, str]:
@@ -82,7 +82,7 @@ def _named(content: str, name: str) -> bool:
     its underscores as spaces."""
     chars = [r"[_\s]" if c == "_" else re.escape(c) for c in name.strip()]
     body = _WRAP.join(chars)
-    pattern = rf"(?<![{_NAME_CHAR}]){body}(?![{_NAME_CHAR}])"
+    pattern = rf"(?<![{_NAME_CHAR}:]){body}(?![{_NAME_CHAR}]|:[{_NAME_CHAR}:])"  # "length: rubric" names length
     return bool(chars) and re.search(pattern, content) is not None
 
 
