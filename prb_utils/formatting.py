@@ -2,8 +2,9 @@
 
 Every column that prb's tables produce is declared once, by its exact name, in :data:`COLUMN_KINDS`: a
 proportion (accuracies, their bounds, lifts, rates, calibration errors, BoN qualities), a coefficient
-(regression and correlation coefficients: style control's ``length_coef``, Spearman, NDCG), a count, a rank, a
-length, a p-value, a temperature, seconds, a label (an id) or another number. :func:`kind_of` reads a header
+(regression and correlation coefficients: style control's ``length_coef``, Spearman, NDCG), a score (a model's
+score or margin, a Best-of-N or downstream quality), a count, a rank, a length, a p-value, a temperature, seconds,
+a label (an id) or another number. :func:`kind_of` reads a header
 as the pages write it: a two-row header by its first declared row (a pivot's ``("p_perm", "kendall")`` is a
 p-value, ``("none", "accuracy")`` an accuracy), a wide leaderboard's ``"top3: rank"`` by the part after the
 condition, and ``"accuracy in Society"``, ``"bon@8"`` or ``"oracle (rubric)"`` by the statistic before the
@@ -14,9 +15,10 @@ Each kind has one rule (:func:`format_value`), and the interactive tables render
 (:func:`render_js`), so a number reads the same in the index, a static table and a sortable one. A non-zero
 number never reads as zero:
 
-- proportions and coefficients: 3 decimals ("0.366", "-0.085"); below that resolution "< 0.001" (or
-  "> -0.001"); float noise (|x| < 1e-9) is 0, never "-1.85e-17"; a coefficient of 10 or more: 4 significant
-  digits;
+- proportions, coefficients and scores: 3 decimals ("0.366", "-0.085"), so one quantity has one precision
+  (margins 0.493, -0.009 and 0.001 in one column, never 0.4927, -0.008928 and 7.325e-4); below that
+  resolution "< 0.001" (or "> -0.001"); float noise (|x| < 1e-9) is 0, never "-1.85e-17"; a coefficient or
+  score of 10 or more: 4 significant digits (a length baseline's score "465");
 - counts and ranks: whole numbers with thousands separators ("9,124", never "9124.000"); a non-integer (a
   half-credit count, a mean) at most 4 significant digits;
 - lengths and seconds: whole numbers from 10 up ("448"), 2 significant digits below ("0.31");
@@ -47,9 +49,9 @@ import pandas as pd
 MISSING = "—"
 NOISE = 1e-9  # a float closer to 0 than this is rounding noise, shown as 0
 P_FLOOR = 1e-3  # p-values below it are shown as "< 0.001"
-KINDS = ("proportion", "coefficient", "count", "rank", "length", "p_value", "temperature", "seconds", "label",
-         "number")
-PROPORTION, COEFFICIENT, COUNT, RANK, LENGTH, P_VALUE, TEMPERATURE, SECONDS, LABEL, NUMBER = KINDS
+KINDS = ("proportion", "coefficient", "score", "count", "rank", "length", "p_value", "temperature", "seconds",
+         "label", "number")
+PROPORTION, COEFFICIENT, SCORE, COUNT, RANK, LENGTH, P_VALUE, TEMPERATURE, SECONDS, LABEL, NUMBER = KINDS
 
 
 def _declare(kind: str, names: str) -> dict[str, str]:
@@ -73,7 +75,10 @@ COLUMN_KINDS: dict[str, str] = {
         length_coef, length_low, length_high, overlap_coef, overlap_low, overlap_high,
         estimate, estimate_a, estimate_b, diff_ci_low, diff_ci_high, zou_ci_low, zou_ci_high, delta,
         spearman, kendall, pearson, ndcg, rbo, rho, rho_low, rho_high, margin_effect,
-        log_loss, log_loss_low, log_loss_high"""),
+        log_loss, log_loss_low, log_loss_high, williams_t"""),
+    **_declare(SCORE, """
+        mean, median, q25, q75, mean_abs_margin, margin, margin_none, margin_own, margin_other, score, score_chosen,
+        score_rejected, rm_score, max_score_change, bon, bon_gain, ppo, rbv2, rewardbench, rm_bench, prb"""),
     **_declare(COUNT, """
         n, n_pairs, n_questions, n_rows, n_boot, n_boot_valid, diff_n_boot_valid, n_perm, n_folds, n_levels,
         n_rms, n_truncated, n_failed, n_posts, correct, ties, near_ties, invalid, a_only, b_only, both_correct,
@@ -87,10 +92,7 @@ COLUMN_KINDS: dict[str, str] = {
     **_declare(TEMPERATURE, "temperature, temperature_min, temperature_max"),
     **_declare(SECONDS, "wall_s, device_s"),
     **_declare(LABEL, "id, index, seed, sample_idx"),
-    **_declare(NUMBER, """
-        mean, median, q25, q75, mean_abs_margin, margin, margin_own, margin_other, score, score_chosen,
-        score_rejected, rm_score, max_score_change, williams_t, lr, bon, bon_gain, ppo, rbv2, rewardbench,
-        rm_bench, prb"""),
+    **_declare(NUMBER, "lr"),
 }
 
 # Only for a column COLUMN_KINDS does not declare (a user's own frame): its kind guessed from its name.
@@ -119,7 +121,7 @@ def declared_kind(column: Any) -> str | None:
     >>> declared_kind("top3: rank"), declared_kind(("p_perm", "kendall")), declared_kind("whatever")
     ('rank', 'p_value', None)
     >>> declared_kind("top3: accuracy in Society_and_Culture"), declared_kind("bon_gain@4")
-    ('proportion', 'number')
+    ('proportion', 'score')
     """
     parts = [p for p in column if str(p) != ""] if isinstance(column, tuple) else [column]
     for part in parts:
@@ -249,7 +251,7 @@ def format_value(value: Any, column: Any = "", *, sense: str | None = None) -> s
         return "∞" if number > 0 else "-∞"
     if abs(number) < NOISE:
         number = 0.0
-    if sense == PROPORTION or (sense == COEFFICIENT and abs(number) < 10):
+    if sense == PROPORTION or (sense in (COEFFICIENT, SCORE) and abs(number) < 10):
         return _decimals(number)
     if sense in (COUNT, RANK):
         return _fixed(number, 0, grouped=True) if number.is_integer() else _significant(number, 4)
@@ -335,7 +337,7 @@ def render_js(sense: str) -> str:
         LABEL: "if (Number.isInteger(v)) return String(v); " + _js_significant(4),
         NUMBER: "if (Number.isInteger(v)) return v.toLocaleString('en-US'); " + _js_significant(4),
     }
-    body[RANK] = body[COUNT]
+    body[RANK], body[SCORE] = body[COUNT], body[COEFFICIENT]
     return ("function (data, type) { if (type !== 'display') return data; "
             f"if (data === null || data === undefined || data === 'NaN' || (typeof data === 'number' && isNaN(data))) "
             f"return '{MISSING}'; "

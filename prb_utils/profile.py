@@ -287,6 +287,7 @@ def random_retriever(seed: int = 0) -> Retriever:
 
 
 RETRIEVERS = ("bm25", "dense:NAME", "random", "least")
+DEFAULT_RETRIEVER = RETRIEVERS[0]  #: what ``top{K}`` means unless a job names another: a label need not say it
 
 
 def condition_sort_key(condition: object) -> tuple[int, float, str]:

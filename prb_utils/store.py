@@ -68,7 +68,7 @@ from filelock import FileLock, Timeout
 
 from prb_utils.data import DATA_ATTR
 from prb_utils.errors import PRBError, set_aside
-from prb_utils.profile import parse_condition
+from prb_utils.profile import DEFAULT_RETRIEVER, parse_condition
 from prb_utils.schema import (  # noqa: F401
     FLOAT_COLUMNS,
     OUTCOMES,
@@ -761,7 +761,9 @@ def job_labels(jobs: pd.DataFrame, metas: Mapping[str, Mapping[str, Any]]) -> di
 
     A fact (option or fingerprint) joins the labels of a model spec when two of its jobs under one
     profile condition differ in it; the same fact is then shown for every job of that spec, so labels match
-    across profile conditions. A label that would still name two jobs under one condition gets the job key.
+    across profile conditions, except the default retriever (``bm25``: what ``top{K}`` means), which no label
+    says (``lexical`` beside ``lexical [random]``). A label that would still name two jobs under one condition
+    gets the job key.
     """
     labels: dict[str, str] = {}
     for model, group in jobs.groupby("model", sort=False, dropna=False):
@@ -774,7 +776,8 @@ def job_labels(jobs: pd.DataFrame, metas: Mapping[str, Mapping[str, Any]]) -> di
                     varying.append(name)
         data = _data_texts({job: facts[job]["data"] for job in group["job"]})
         for job in group["job"]:
-            shown = [data[job] if n == "data" else _fact_text(n, facts[job][n]) for n in varying if n in facts[job]]
+            shown = [data[job] if n == "data" else _fact_text(n, facts[job][n]) for n in varying
+                     if n in facts[job] and (n, facts[job][n]) != ("retriever", DEFAULT_RETRIEVER)]
             labels[job] = f"{model} [{', '.join(shown)}]" if shown else str(model)
     return _unique_labels(jobs, labels)
 

@@ -62,7 +62,8 @@ def test_the_reported_cases_read_as_their_kind():
     ("count", 20.5, "20.5"), ("rank", 3.0, "3"), ("length", 448.4, "448"), ("length", 0.31, "0.31"),
     ("seconds", 0.004, "0.004"), ("seconds", 75.2, "75"), ("p_value", 0.0004, "< 0.001"), ("p_value", 0.0424, "0.042"),
     ("temperature", math.inf, "infinite"), ("temperature", 0.00528, "0.00528"), ("label", 1234.0, "1234"),
-    ("number", 0.000372, "3.720e-4"), ("number", -0.2081588767313895, "-0.2082"), ("number", 448.0, "448"),
+    ("score", 0.49273591, "0.493"), ("score", -0.008928395, "-0.009"), ("score", 0.00073250229, "0.001"), ("score", 0.0004, "< 0.001"),
+    ("score", 465.0, "465"), ("score", 12.345, "12.35"), ("number", 0.000372, "3.720e-4"), ("number", -0.2081588767313895, "-0.2082"), ("number", 448.0, "448"),
 ])
 def test_each_kind_has_one_rule(kind, value, text):
     assert format_value(value, sense=kind) == text
@@ -89,7 +90,7 @@ def test_every_declared_kind_is_a_kind_and_headers_are_read_by_their_statistic()
     assert declared_kind(("p_perm", "kendall")) == "p_value"  # a pivot: statistic over coefficient
     assert declared_kind(("n", "")) == "count"
     assert declared_kind("full: accuracy in Society_and_Culture") == "proportion"
-    assert declared_kind("bon_gain@8") == "number" and declared_kind("oracle (rubric)") == "proportion"
+    assert declared_kind("bon_gain@8") == "score" and declared_kind("oracle (rubric)") == "proportion"
     assert declared_kind("mystery") is None and kind_of("mystery") == "number"
 
 

@@ -77,7 +77,7 @@ def test_a_difference_p_value_at_its_floor_shows_as_below_it():
     table = pd.DataFrame({"predictor": ["a", "b", "mean_accuracy"], "diff_p": [2 / 301, 0.25, np.nan],
                           "diff_n_boot_valid": [300, 300, np.nan]})
     shown = p_display(table)["diff_p"].tolist()
-    assert shown == ["< 0.007", "0.25", "n/a"]
+    assert shown == ["< 0.007", "0.250", "n/a"]   # 3 decimals, as every p-value reads
 
 
 def test_the_predictor_p_values_are_holm_adjusted_within_families_the_caption_names():

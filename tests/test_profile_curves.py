@@ -175,6 +175,9 @@ def test_plot_keeps_the_oracle_off_the_curve(store):
     assert [len(line.get_xdata()) for line in curves.values()] == [4, 4]  # none, top1, top2, full: no rubric point
     assert any("(oracle)" in text.get_text() for text in ax.get_legend().get_texts())
     assert ax.right_ax.get_ylabel() == "mean RM input (characters)"
+    ax.figure.canvas.draw()   # the legend sits off the curves: outside both the accuracy and the input-size axes
+    legend = ax.get_legend().get_window_extent()
+    assert not legend.overlaps(ax.get_window_extent()) and not legend.overlaps(ax.right_ax.get_window_extent())
     plt.close("all")
 
 

@@ -483,6 +483,30 @@ def test_the_pair_table_lists_every_pair_searches_and_links_to_cards(report, sam
     assert target["scrolled"] > 0 and 0 <= target["top"] < target["height"]  # the card is in view
 
 
+FLIP_CELLS = """() => [...document.querySelectorAll('#prb-flip-list tbody tr')].map(tr => {
+  const cells = [...tr.children], text = document.createRange();
+  text.selectNodeContents(cells[2]);
+  return {subset_right: text.getBoundingClientRect().right, id_left: cells[3].getBoundingClientRect().left,
+          id: cells[3].innerText.trim(), margins: [cells[6].innerText.trim(), cells[7].innerText.trim()]}; })"""
+
+
+def test_01s_flip_list_keeps_each_pair_id_readable_and_reads_margins_with_one_precision(report):
+    """At 1366 px every subset name stays inside its cell (it wraps at its underscores), so the pair id beside it
+    reads; margin_none and margin read alike, 3 decimals (before: e-notation beside 0.106)."""
+
+    def probe(p):
+        _show_all_rows(p, "prb-flip-list")
+        return p.evaluate(FLIP_CELLS)
+
+    facts = _open_offline([report / "01_pair_inspection.html"], width=1366, probe=probe)["01_pair_inspection.html"]
+    assert facts["console"] == [] and facts["errors"] == [], facts
+    rows = facts["probe"]
+    assert rows and all(r["id"] for r in rows)
+    assert [r["id"] for r in rows if r["subset_right"] > r["id_left"]] == []   # no subset runs over an id
+    margins = [m for r in rows for m in r["margins"]]
+    assert all(re.fullmatch(r"-?\d+\.\d{3}|-?\d{2,}|[<>] -?0\.001", m) for m in margins), margins
+
+
 def test_the_index_links_a_csv_of_every_per_item_result(report, sample_report):
     from conftest import REPORT_MODELS, REPORT_PROFILES
 

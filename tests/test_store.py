@@ -285,6 +285,18 @@ def test_job_labels_name_what_differs_and_are_unique_per_job(tmp_path):
     assert set(results["model"]) == {"judge:x", "length"}  # the model column is unchanged
 
 
+def test_a_label_never_names_the_default_retriever_only_another_one(tmp_path):
+    """``top3`` means BM25's top 3: beside a random-retriever job the BM25 job is plain ``lexical`` (never
+    ``lexical [bm25]``, which the pages printed for a baseline), the other says its retriever."""
+    lexical = {"model": "lexical", "kind": "lexical", "profile": "top3"}
+    finished_job(tmp_path, {**lexical, "options": {"retriever": "bm25"}}, [1])
+    finished_job(tmp_path, {**lexical, "options": {"retriever": "random"}}, [1])
+    finished_job(tmp_path, {**lexical, "profile": "none", "options": {}}, [1])
+    labels = load_results(tmp_path).groupby(["profile", "job"])["job_label"].first()
+    assert sorted(labels) == ["lexical", "lexical", "lexical [random]"]
+    assert labels.loc["none"].tolist() == ["lexical"]
+
+
 def test_notebook_tables_show_one_row_per_job_never_a_pool(tmp_path):
     from prb_utils.analysis.metrics import accuracy_table
     from prb_utils.notebook.params import NotebookParams

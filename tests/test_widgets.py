@@ -235,7 +235,7 @@ def test_browser_widgets_narrow_categories_and_honour_the_model_in_every_filter(
 def test_frame_html_formats_each_column_by_its_meaning():
     frame = pd.DataFrame({"margin": [12.0, 0.000012, -0.5], "accuracy": [0.5, 1.0, float("nan")]})
     html = frame_html(frame, max_rows=None)
-    assert re.findall(r"<td>([^<]*)</td>", html) == ["12", "0.500", "1.200e-5", "1.000", "-0.5", "—"]
+    assert re.findall(r"<td>([^<]*)</td>", html) == ["12", "0.500", "&lt; 0.001", "1.000", "-0.500", "—"]
     assert "more rows" in frame_html(frame, max_rows=2) and "more rows" not in frame_html(frame, max_rows=None)
 
 
@@ -269,14 +269,15 @@ def test_the_quiz_comparison_flags_a_position_locked_judge():
 
 
 def test_frame_html_says_each_meaning_one_way():
-    """Proportions with 3 decimals (float noise as 0), counts and lengths whole, p-values with their floor,
-    other numbers at most 4 significant digits and never e-notation inside [1e-3, 1e3), missing as a dash."""
+    """Proportions and scores with 3 decimals (float noise as 0; a score from 10 up with 4 significant digits),
+    counts and lengths whole, p-values with their floor, other numbers at most 4 significant digits and never
+    e-notation inside [1e-3, 1e3), missing as a dash."""
     frame = pd.DataFrame({"share": [0.5, 0.0123, -1.85e-17], "margin": [12.5, -0.2081588767313895, 448.0],
                           "p_holm": [0.5, 0.00002, 1.0], "n": [1, 2, 3], "length_chosen": [448.0, 12.0, float("nan")],
                           "temperature": [1.5, float("inf"), 0.25]})
     cells = re.findall(r"<td>([^<]*)</td>", frame_html(frame, max_rows=None))
     assert cells[0::6] == ["0.500", "0.012", "0.000"]
-    assert cells[1::6] == ["12.5", "-0.2082", "448"]
+    assert cells[1::6] == ["12.5", "-0.208", "448"]   # a margin: one precision for the column
     assert cells[2::6] == ["0.500", "&lt; 0.001", "1.000"]
     assert cells[3::6] == ["1", "2", "3"]
     assert cells[4::6] == ["448", "12", "—"]

@@ -38,6 +38,7 @@ from prb_utils.analysis.leaderboard import (
     rank_board,
     unit_name,
 )
+from prb_utils.analysis.marks import marks_for
 from prb_utils.analysis.metrics import TIE_RULES, accuracy_table
 from prb_utils.analysis.probe_effects import CHECK_RULE, READING_RULE, TWIN_RULE
 from prb_utils.analysis.style import style_controlled_accuracy
@@ -150,10 +151,11 @@ class Findings:
         return frame.sort_values(["_best", "model"]).drop(columns="_best").reset_index(drop=True)
 
     def marks(self) -> dict[str, str]:
-        """What every figure says beside a name (:func:`prb_utils.analysis.plots.set_marks`): each
+        """What every figure and table says beside a name (:func:`prb_utils.analysis.marks.marks_for`): each
         position-locked job and each oracle condition of the board."""
-        locked = {str(m): "⚠ position-locked" for m in self.board.loc[self.board["locked"], "model"]}
-        return {**locked, **{str(c): "(oracle)" for c in self.board.loc[self.board["oracle"], "profile"]}}
+        locked = self.board.loc[self.board["locked"].astype(bool), ["model", "profile"]]
+        return marks_for(locked.itertuples(index=False, name=None),
+                         self.board[["model", "profile"]].itertuples(index=False, name=None))
 
     def numbers(self) -> dict[str, Any]:
         """The findings as plain data, for ``record_numbers`` and the index."""

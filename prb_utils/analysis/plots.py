@@ -14,7 +14,6 @@ them unscaled and their text stays at least :data:`MIN_TEXT_PX` high (:func:`sma
 
 from __future__ import annotations
 
-import re
 import textwrap
 from collections.abc import Iterable, Sequence
 
@@ -26,7 +25,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.text import Text
+from matplotlib.ticker import Formatter
 
+from prb_utils.analysis.marks import ORACLE_MARK, current_marks, mark_label
+from prb_utils.analysis.marks import set_marks as set_marks  # the page's marks: one home, in analysis.marks
 from prb_utils.analysis.metrics import require_columns
 from prb_utils.profile import condition_sort_key
 from prb_utils.schema import DEFAULT_ZOO
@@ -57,39 +59,58 @@ def set_theme(*, context: str = "notebook", font_scale: float = 1.0,
     return sns.color_palette(PALETTE)
 
 
-_MARKS: dict[str, str] = {}  # name -> what every figure says beside it (set_marks)
-_TOKEN = re.compile(r"[^\s,|/()\[\]]+")
+class _Marked(Formatter):
+    """A tick formatter that appends the marks (:func:`prb_utils.analysis.marks.mark_label`) to the labels of the
+    formatter it wraps, so they survive every redraw (a tick label's text is made anew from its formatter)."""
 
+    def __init__(self, inner: Formatter, marks: dict[str, str]) -> None:
+        self.inner, self.marks = inner, marks
 
-def set_marks(marks: dict[str, str] | None = None) -> None:
-    """Register what every figure shown afterwards says beside a name (:func:`mark_figure`): e.g. a
-    position-locked judge's label -> "⚠ position-locked", the oracle condition -> "oracle". ``None`` clears."""
-    _MARKS.clear()
-    _MARKS.update({str(k): str(v) for k, v in (marks or {}).items() if v})
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        return mark_label(self.inner(x, pos), self.marks)
+
+    def set_axis(self, axis) -> None:
+        super().set_axis(axis)
+        self.inner.set_axis(axis)
+
+    def set_locs(self, locs) -> None:
+        super().set_locs(locs)
+        self.inner.set_locs(locs)
+
+    def format_ticks(self, values) -> list[str]:
+        return [mark_label(label, self.marks) for label in self.inner.format_ticks(values)]
 
 
 def mark_figure(fig: Figure, marks: dict[str, str] | None = None) -> Figure:
-    """Append its mark to every legend entry, tick label and title of ``fig`` that names a marked model or
-    condition (``marks``, default those of :func:`set_marks`), once.
+    """Append its mark to every tick label, legend entry, title and text of ``fig`` that names a marked model, and
+    to every tick label and legend entry that names the oracle condition (``rubric`` is also a word of titles:
+    "rubric quality"), once (``marks``, default those of :func:`~prb_utils.analysis.marks.set_marks`).
 
     >>> fig, ax = plt.subplots(); _ = ax.plot([0, 1], label="judge:x"); _ = ax.legend(); _ = ax.set_title("none")
-    >>> _ = mark_figure(fig, {"judge:x": "⚠ position-locked"})
-    >>> ax.get_legend().get_texts()[0].get_text()
-    'judge:x ⚠ position-locked'
+    >>> _ = ax.set_yticks([0, 1], ["judge:x | none", "length | none"])
+    >>> _ = mark_figure(fig, {"judge:x": "⚠ position-locked"}); fig.canvas.draw()
+    >>> ax.get_legend().get_texts()[0].get_text(), ax.get_yticklabels()[0].get_text()
+    ('judge:x ⚠ position-locked', 'judge:x | none ⚠ position-locked')
     >>> plt.close(fig)
     """
-    marks = _MARKS if marks is None else marks
+    marks = current_marks() if marks is None else dict(marks)
     if not marks:
         return fig
-    texts = [t for ax in fig.axes for t in (ax.get_xticklabels() + ax.get_yticklabels())]
-    texts += [t for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
-    texts += [ax.title for ax in fig.axes]
-    for text in texts:
-        content = text.get_text()
-        tokens = set(_TOKEN.findall(content))
-        extra = [mark for name, mark in marks.items() if name in tokens and mark not in content]
-        if extra:
-            text.set_text(f"{content} {' '.join(dict.fromkeys(extra))}")
+    legends = [t for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+    legends += [t for legend in fig.legends for t in legend.get_texts()]
+    for text in legends:
+        text.set_text(mark_label(text.get_text(), marks))
+    prose = [t for ax in fig.axes for t in (ax.title, *ax.texts)]
+    prose += [fig._suptitle] if getattr(fig, "_suptitle", None) is not None else []
+    models = {name: mark for name, mark in marks.items() if mark != ORACLE_MARK}  # "rubric" is a word of titles too
+    for text in prose:
+        text.set_text(mark_label(text.get_text(), models))
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            shown = [t.get_text() for t in axis.get_ticklabels()]
+            if isinstance(axis.get_major_formatter(), _Marked) or all(mark_label(t, marks) == t for t in shown):
+                continue
+            axis.set_major_formatter(_Marked(axis.get_major_formatter(), marks))
     return fig
 
 

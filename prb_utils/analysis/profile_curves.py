@@ -36,6 +36,7 @@ import pandas as pd
 
 from prb_utils.analysis.breakdowns import position_locked
 from prb_utils.analysis.leaderboard import RULES
+from prb_utils.analysis.marks import ORACLE_MARK
 from prb_utils.analysis.metrics import compare, interval_over_units, require_columns, unit_columns
 from prb_utils.analysis.plots import model_palette
 from prb_utils.analysis.resampling import LEVEL, SEED
@@ -302,7 +303,8 @@ def curve_points(curve: pd.DataFrame, *, retriever: str = "bm25") -> pd.DataFram
 def profile_size_plot(curve: pd.DataFrame, *, retriever: str = "bm25", ax: Any = None, title: str | None = None):
     """Accuracy against k per model (with its clustered interval), and the mean RM-input size on a twin
     axis (dashed, grey scale). The ``rubric`` oracle is a dotted horizontal line per model, labelled as an
-    oracle, never joined to the curve. Returns the accuracy Axes (``ax.figure`` is the Figure).
+    oracle, never joined to the curve. The legend sits under the axes, never over a curve. Returns the accuracy
+    Axes (``ax.figure`` is the Figure).
 
     >>> import matplotlib
     >>> matplotlib.use("Agg")
@@ -336,7 +338,7 @@ def profile_size_plot(curve: pd.DataFrame, *, retriever: str = "bm25", ax: Any =
         right.plot(group["k"], group["input_size"], linestyle="--", marker=".", color=colour, alpha=0.45)
     for _, row in oracle.iterrows():
         ax.axhline(row["accuracy"], linestyle=":", color=colours[row["model"]],
-                   label=f"{row['model']}: {row['profile']} (oracle)")
+                   label=f"{row['model']}: {row['profile']} {ORACLE_MARK}")
     ax.axhline(0.5, color="grey", linewidth=0.8)
     unit = str(curve["input_unit"].iloc[0]) if len(curve) else "characters"
     ax.plot([], [], linestyle="--", color="grey", alpha=0.6, label=f"mean RM input ({unit}, right axis)")
@@ -349,7 +351,7 @@ def profile_size_plot(curve: pd.DataFrame, *, retriever: str = "bm25", ax: Any =
     right.grid(False)
     ax.set_ylim(0, 1)
     ax.set_title(title or f"Accuracy and RM input size by profile size ({retriever} top-k)")
-    ax.legend(fontsize="small", loc="lower right")
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)  # off the curves
     ax.right_ax = right
     return ax
 

@@ -37,7 +37,7 @@ from prb_utils.analysis.resampling import (
     resample_indices,
 )
 from prb_utils.errors import PRBError
-from prb_utils.formatting import PROPORTION, format_interval, format_value
+from prb_utils.formatting import P_FLOOR, P_VALUE, PROPORTION, format_interval, format_value
 from prb_utils.schema import canonical_spec
 
 RANKING_VERDICTS = ("can rank", "cannot rank")
@@ -505,7 +505,7 @@ def rank_agreement_ci(
     permutation >= estimate); ``n`` (RMs) and ``n_perm`` (permutations used). For n <= 8 RMs both
     ``chance`` and ``p_perm`` are exact (all n! permutations); beyond that they are Monte Carlo over
     ``n_perm`` seeded permutations, with p = (1 + hits) / (1 + n_perm), so it is never below 1 / (1 + n_perm)
-    (:func:`p_text` shows that floor as "< 1e-4"); the chance level of the symmetric coefficients
+    (:func:`p_text` shows it as "< 0.001"); the chance level of the symmetric coefficients
     (:data:`CENTRED`) is 0 exactly for any n. Compare each estimate with its
     ``chance``, not with 0: NDCG and RBO of a random ranking are far above 0. NDCG uses the downstream
     scores as gains, min-shifted to be non-negative (the worst RM has gain 0).
@@ -622,27 +622,27 @@ def ranking_sufficiency(table: pd.DataFrame, *, questions: int | None = None, he
 
 
 def _ceil_power(x: float) -> str:
-    """``x`` rounded up to one significant digit, in short scientific form: 1/10001 -> "1e-4"."""
+    """``x`` rounded up to one significant digit: 0.00167 -> "0.002"."""
     exp = math.floor(math.log10(x))
     mant = math.ceil(x / 10**exp - 1e-9)
     if mant == 10:
         mant, exp = 1, exp + 1
-    return f"{mant}e{exp}" if exp < -3 else f"{mant * 10.0**exp:.{max(0, -exp)}f}"
+    return f"{mant * 10.0**exp:.{max(0, -exp)}f}"
 
 
 def p_text(p: float, floor: float | None = None) -> str:
-    """A p-value as shown on a page: "n/a" when undefined, "< FLOOR" when it sits at the smallest value its
-    method can give (a Monte Carlo permutation p with no hit is 1 / (1 + n_perm): the true p is below
-    that), else three significant digits.
+    """A p-value as every page shows it (:func:`prb_utils.formatting.format_value`: 3 decimals, "< 0.001" below
+    that), "n/a" when undefined, and "< FLOOR" when it sits at the smallest value its method can give above
+    0.001 (a Monte Carlo permutation p with no hit is 1 / (1 + n_perm): the true p is below that).
 
-    >>> p_text(1 / 10001, floor=1 / 10001), p_text(0.0312, floor=1 / 10001), p_text(float("nan"))
-    ('< 1e-4', '0.0312', 'n/a')
+    >>> p_text(1 / 10001, floor=1 / 10001), p_text(1 / 501, floor=1 / 501), p_text(0.0312), p_text(float("nan"))
+    ('< 0.001', '< 0.002', '0.031', 'n/a')
     """
     if p is None or not math.isfinite(p):
         return "n/a"
-    if floor is not None and p <= floor * (1 + 1e-9):
+    if floor is not None and floor > P_FLOOR and p <= floor * (1 + 1e-9):
         return f"< {_ceil_power(floor)}"
-    return f"{p:.3g}"
+    return format_value(p, sense=P_VALUE)
 
 
 def p_display(table: pd.DataFrame) -> pd.DataFrame:
@@ -654,7 +654,7 @@ def p_display(table: pd.DataFrame) -> pd.DataFrame:
 
     >>> t = pd.DataFrame({"metric": ["spearman"], "p_perm": [1 / 10001], "n": [17], "n_perm": [10000]})
     >>> p_display(t)["p_perm"].tolist()
-    ['< 1e-4']
+    ['< 0.001']
     """
     out = table.copy()
     if "p_perm" in out.columns:

@@ -25,8 +25,9 @@ import numpy as np
 import pandas as pd
 
 from prb_utils.analysis.breakdowns import position_locked
+from prb_utils.analysis.marks import LOCKED_MARK, mark_frame
 from prb_utils.errors import PRBError
-from prb_utils.formatting import format_value
+from prb_utils.formatting import format_value, kind_of, render_js
 from prb_utils.models.rendered import CUT_MARK, RenderedInput
 from prb_utils.notebook.rm_seen import seen_inputs
 from prb_utils.profile import rm_user_message, selected_posts
@@ -149,8 +150,6 @@ def aspects_html(aspects: Sequence[Mapping[str, Any]] | None) -> str:
             f"<th>reason</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
-#: The mark a position-locked judge carries in every pair table (its warning is said once per page).
-LOCKED_MARK = "⚠ position-locked"
 
 
 def locked_jobs(results: pd.DataFrame | None) -> set[tuple[str, str]]:
@@ -494,19 +493,23 @@ def flip_list_html(flips: pd.DataFrame, *, cards: Sequence[Any] = (), table_id: 
                    baseline: str = "none") -> str:
     """:func:`flip_table`'s rows as an interactive table (search, sort on a header click, every row in the
     page) whose ids link to the pairs' cards when the page shows them (``cards``: see :func:`pair_keys`);
-    margins stay numbers (they sort as numbers)."""
+    margins stay numbers (they sort as numbers), each shown by its column's kind; a subset name may wrap at its
+    underscores, so it never runs over the id beside it; a locked judge and the oracle are marked."""
     import itables
 
     shown = set(pair_keys(cards))
-    frame = flips.astype({"subset": str, "id": str}).copy()
+    frame = mark_frame(flips.astype({"subset": str, "id": str}))
     frame["id"] = [f'<a href="#{pair_anchor(s, i)}">{esc(i)}</a>' if (s, i) in shown else esc(i)
                    for s, i in zip(frame["subset"], frame["id"], strict=True)]
-    for column in ("model", "profile", "subset", f"outcome_{baseline}", "outcome"):
+    for column in ("model", "profile", f"outcome_{baseline}", "outcome"):
         frame[column] = frame[column].map(esc)
+    frame["subset"] = [esc(s).replace("_", "_<wbr>") for s in frame["subset"]]
+    renders = [{"targets": i, "render": itables.JavascriptFunction(render_js(kind_of(c)))}
+               for i, c in enumerate(frame.columns) if pd.api.types.is_numeric_dtype(frame[c])]
     table = itables.to_html_datatable(
         frame, connected=False, allow_html=True, table_id=table_id, showIndex=False, maxBytes=0,
         classes="display compact", style="width:100%", pageLength=25, lengthMenu=[10, 25, 50, 100, -1],
-        order=[], autoWidth=False, text_in_header_can_be_selected=False)
+        order=[], autoWidth=False, text_in_header_can_be_selected=False, columnDefs=renders)
     return view(table)
 
 

@@ -17,6 +17,7 @@ import pandas as pd
 
 from prb_utils.analysis import plots
 from prb_utils.analysis.breakdowns import locked_warnings, position_locked
+from prb_utils.analysis.marks import mark_frame
 from prb_utils.analysis.metrics import wilson_ci
 from prb_utils.errors import PRBError
 from prb_utils.formatting import MISSING, format_frame, format_value, kind_of, render_js
@@ -65,9 +66,9 @@ def use_widgets(interactive: bool) -> bool:
 
 def frame_html(frame: pd.DataFrame, *, max_rows: int | None = 60) -> str:
     """A frame as a compact HTML table, every cell by its column's declared kind
-    (:func:`prb_utils.formatting.format_frame`); index dropped; the first ``max_rows`` rows (all when
-    None), and a line saying how many more."""
-    shown = frame if max_rows is None else frame.head(max_rows)
+    (:func:`prb_utils.formatting.format_frame`), names marked (:func:`prb_utils.analysis.marks.mark_frame`);
+    index dropped; the first ``max_rows`` rows (all when None), and a line saying how many more."""
+    shown = mark_frame(frame if max_rows is None else frame.head(max_rows))  # the locked judges, the oracle
     table = format_frame(shown).to_html(index=False, border=0, classes="prb-table", na_rep=MISSING)
     more = len(frame) - len(shown)
     return table + (f"<p><i>… and {more} more rows.</i></p>" if more > 0 else "")
@@ -126,14 +127,15 @@ def _shell() -> Any:
 def table_html(frame: pd.DataFrame, *, caption: str = "") -> str:
     """``frame`` as an interactive table (itables, offline) whose numeric and boolean columns each show one
     format by the column's declared kind (:func:`prb_utils.formatting.render_js`, the same text as the static
-    tables) and sort as numbers; a named index becomes columns; missing values show "—". A frame with two header
+    tables) and sort as numbers; a named index becomes columns; names are marked
+    (:func:`prb_utils.analysis.marks.mark_frame`); missing values show "—". A frame with two header
     rows (MultiIndex columns) or repeated column names is formatted cell by cell
     (:func:`prb_utils.formatting.format_frame`). The caption is plain text (:func:`~prb_utils.notebook.markup.md_text`):
     a name in it is shown, never read as markup."""
     import itables
 
     plain = isinstance(frame.index, pd.RangeIndex) and frame.index.name is None
-    shown = frame if plain else frame.reset_index(allow_duplicates=True)
+    shown = mark_frame(frame if plain else frame.reset_index(allow_duplicates=True))  # the locked judges, the oracle
     options: dict[str, Any] = {"caption": md_text(caption)} if caption else {}  # names in it: plain text
     if isinstance(shown.columns, pd.MultiIndex) or not shown.columns.is_unique:
         return itables.to_html_datatable(format_frame(frame), connected=False, maxBytes=0, **options)
