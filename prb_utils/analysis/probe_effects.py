@@ -521,10 +521,15 @@ def unprobed_models(jobs: pd.DataFrame, base: str) -> list[str]:
 
 
 def probe_notes(effects: pd.DataFrame) -> list[str]:
-    """The sentences under the probe tables: the reading rule, the twin split, the checks and every family.
+    """The sentences under the probe tables: the rules of the probes in ``effects`` (the reading rule and the twin
+    split with ``swap``, the checks with any other probe; all three when ``effects`` is empty) and every family.
 
     >>> len(probe_notes(pd.DataFrame(columns=EFFECT_COLUMNS)))
     3
+    >>> probe_notes(pd.DataFrame({"probe": ["label-swap"], "base": "top3", "model": "m", "no_verdict": ""}))[0][:26]
+    'Checks: shuffle passes whe'
     """
-    notes = [f"Rule: {READING_RULE}.", f"Twins: {TWIN_RULE}.", f"Checks: {CHECK_RULE}."]
+    names = set(effects["probe"]) if "probe" in effects.columns and len(effects) else set(PROBES)
+    notes = [f"Rule: {READING_RULE}.", f"Twins: {TWIN_RULE}."] if "swap" in names else []
+    notes += [f"Checks: {CHECK_RULE}."] if names - {"swap"} else []
     return notes + [f"Family {fam.say()}." for fam in probe_families(effects)]
