@@ -198,6 +198,17 @@ def test_hub_ids_and_sample_stay_as_given(tmp_path, monkeypatch):
 # ------------------------------------------------------------------------------------ recorded numbers
 
 
+def test_record_numbers_adds_a_later_call_to_what_the_page_recorded_before(tmp_path, monkeypatch):
+    """A page records its opening conclusions first and its tables last: the file holds both; a key given again
+    takes its newer value."""
+    monkeypatch.setenv(report_module.NUMBERS_ENV, str(tmp_path))
+    params = AccuracyParams(n_boot=100)
+    record_numbers(params, conclusions=[{"sentence": "first"}], n=1)
+    target = record_numbers(params, n=2, pairs=42)
+    content = json.loads(target.read_text(encoding="utf-8"))
+    assert content["numbers"] == {"conclusions": [{"sentence": "first"}], "n": 2, "pairs": 42}
+
+
 def test_record_numbers_writes_plain_json_only_in_a_report_run(tmp_path, monkeypatch):
     params = AccuracyParams(n_boot=100)
     monkeypatch.delenv(report_module.NUMBERS_ENV, raising=False)
