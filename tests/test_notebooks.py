@@ -630,7 +630,10 @@ def test_reading_the_user_numbers_match_the_store(sample_report, executed, bench
     lexical = said["lexical"]
     assert lexical["verdict"] == verdicts.loc["lexical", "verdict"] and lexical["diff"] == pytest.approx(
         effects.loc[("lexical", "swap"), "diff"])
-    assert f"Holm over {verdicts.loc['lexical', 'family'].split('over ')[1].split(' ')[0]} models" in lexical["sentence"]
+    members = int(verdicts.loc["lexical", "family"].split("over ")[1].split(" ")[0])
+    assert f"Holm over {members} model{'s' if members != 1 else ''} (p = " in lexical["sentence"]
+    assert lexical["sentence"].endswith(f"{lexical['verdict']}. Checks: shuffle {lexical['checks']['shuffle']}, "
+                                        f"label-swap {lexical['checks']['label-swap']}.")
     shuffle = effects.loc[("lexical", "shuffle")]   # the shuffle check: the changed share against the tolerance
     assert shuffle["check"] == ("pass" if shuffle["check_high"] <= shuffle["tolerance"] else "fail")
     assert shuffle["check_value"] == pytest.approx(1 - shuffle["verdicts_kept"])

@@ -255,6 +255,7 @@ def test_prb_probe_scores_each_probe_as_a_job_and_says_what_it_found(tmp_path, c
     printed = capsys.readouterr().out
     assert "n/a: profile-blind" in printed and "Rule: reads the user" in printed
     assert "p (Holm)" in printed and "Family top3+swap: Holm over 1 test of lexical; not members: length (n/a: profile-blind" in printed
+    assert "verdicts changed" in printed and "≤ 0.100" in printed and "Checks: shuffle passes when" in printed
     rows = load_results(out)
     assert sorted(set(rows["profile"])) == sorted(["top3", *(f"top3+{p}" for p in PROBES)])
     effects = probe_effects(rows, load_benchmark("sample")).set_index(["model", "probe"])

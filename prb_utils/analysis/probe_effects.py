@@ -449,9 +449,10 @@ def _measured(r: dict) -> tuple[str, str]:
 
 
 def probe_table(effects: pd.DataFrame) -> pd.DataFrame:
-    """:func:`probe_effects` as ``prb probe`` and page 05 show it, narrow enough for a page: per model and probe the
-    accuracies, the change with its interval and its Holm p (the families are named in :func:`probe_notes`), what
-    the check measured against what it allows, and the check (pass, fail, or n/a with the reason).
+    """:func:`probe_effects` as ``prb probe`` and page 05 show it, its check first (so that it prints on a narrow
+    page): per model and probe the check (pass, fail, or n/a with the reason), what it measured against what it
+    allows, the accuracies, the change with its interval and its Holm p (the families are named in
+    :func:`probe_notes`) and the pairs.
 
     >>> eff = pd.DataFrame([{"model": "m", "probe": "label-swap", "base": "top3", "n_pairs": 4,
     ...     "inputs_changed": float("nan"), "accuracy_base": 0.75, "accuracy_probe": 0.25, "diff": float("nan"),
@@ -475,8 +476,8 @@ def probe_table(effects: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=PROBE_TABLE_COLUMNS)
 
 
-PROBE_TABLE_COLUMNS = ["model", "probe", "pairs", "accuracy: base → probe", "change [95% CI]", "p (Holm)",
-                       "measured [95% CI]", "allowed", "check"]
+PROBE_TABLE_COLUMNS = ["model", "probe", "check", "measured [95% CI]", "allowed", "accuracy: base → probe",
+                       "change [95% CI]", "p (Holm)", "pairs"]   # the check first: it prints on a narrow page
 VERDICT_TABLE_COLUMNS = ["model", "verdict", "sensitivity [95% CI]", "p (Holm)", "verdicts changed",
                          "wrong made right: swap / invariance", "reaction p (Holm)",
                          "twins: both right / both wrong / one right"]
