@@ -45,12 +45,12 @@ def tiny_bert_dir(tmp_path_factory):
 
 REPORT_MODELS = ["length", "lexical"]
 REPORT_PROFILES = ["none", "top3"]
-REPORT_PROBES = ["swap", "label-swap"]   # the probes of top3 the session's report shows on page 05
+REPORT_PROBES = ["swap", "shuffle", "label-swap"]   # the probes of top3 the session's report shows on page 05
 REPORT_PARAMETERS = {  # per-notebook parameters that keep the run short and reach every section
     "00_workshop_personalization": {"quiz_answers": ["A", "B", "A"]},
     "01_pair_inspection": {"max_pairs": 2},
     "03_downstream_correlation": {"n_boot": 200},
-    "05_reading_the_user": {"profiles": ["top3", "top3+swap", "top3+label-swap"]},
+    "05_reading_the_user": {"profiles": ["top3", *(f"top3+{p}" for p in REPORT_PROBES)]},
 }
 #: The store's resampling plan of the session's report: 200 resamples keep it short, and every page, the index,
 #: prb summarize and the export read it from the store (no page pins its own count).

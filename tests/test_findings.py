@@ -133,3 +133,47 @@ def test_the_wide_leaderboard_has_a_column_per_subset_when_there_are_several():
         mine = rows[(rows["model"] == "classifier:rm") & (rows["profile"] == "none") & (rows["subset"] == subset)]
         assert wide.loc["classifier:rm", f"none: accuracy in {subset}"] == pytest.approx(
             (mine["outcome"] == "correct").mean())
+
+
+def test_each_page_opens_with_sentences_that_state_the_findings_numbers():
+    """page_sentences: the index and 02 say the tied groups, the lifts (their numbers as the board has them), the
+    oracle and the locked judge; 01 the disagreements and the verdicts a condition changes, counted here by hand;
+    03 only its benchmark condition; an unknown page is refused."""
+    from prb_utils.analysis.findings import PAGES, page_sentences
+    from prb_utils.errors import PRBError
+    from prb_utils.formatting import format_signed
+
+    rows, data = mixed_store()
+    oracle = _scored("classifier:rm", "classifier", "rubric", np.full(N, 1.0))
+    blind = pd.concat([_scored("length", "length", p, np.ones(N)) for p in ("none", "top3")], ignore_index=True)
+    found = compute_findings(pd.concat([rows, oracle, blind], ignore_index=True), data, calibrate=False,
+                             plan=ResamplingPlan(n_boot=200))
+    said = {page: page_sentences(found, page, condition="top3" if page == "03" else None) for page in PAGES
+            if page != "05"}
+    assert said["index"] == said["02"]   # the same verdicts in the same words
+    topics = [s["topic"] for s in said["index"]]
+    assert topics == ["rank"] * 2 + ["lift", "oracle", "lock"]
+    assert [s["sentence"] for s in said["index"][:2]] == [h["sentence"] for h in found.headline()]
+    lift = said["index"][2]
+    board = found.board.set_index(["model", "profile"])
+    for verdict in RULES["lift"].verdicts:
+        for model in lift[verdict]:
+            assert board.loc[(model, "top3"), "lift_verdict"] == verdict
+            assert format_signed(board.loc[(model, "top3"), "lift"]) in lift["sentence"]
+    assert sorted(lift["helps"] + lift["hurts"] + lift["inconclusive"]) == ["classifier:rm", "embedding:e"]
+    assert "length never reads the profile" in lift["sentence"]
+    assert said["index"][3]["upper_bound"] == ["classifier:rm"]
+    assert said["index"][4]["model"] == "judge:lock" and "position-locked under none" in said["index"][4]["sentence"]
+    assert [s["profile"] for s in said["03"] if s["topic"] == "rank"] == ["top3"]
+    assert {s["topic"] for s in said["04"]} == {"lift", "oracle", "lock"}
+    outcome = rows.pivot_table(index="id", columns=["model", "profile"], values="outcome", aggfunc="first")
+    change = next(s for s in said["01"] if s["topic"] == "change")
+    right = outcome == "correct"
+    for model in ("classifier:rm", "embedding:e"):
+        assert change["changed"][model] == int((right[(model, "none")] != right[(model, "top3")]).sum())
+    disagree = {s["profile"]: s for s in said["01"] if s["topic"] == "disagreement"}
+    top3 = right.loc[:, [("classifier:rm", "top3"), ("embedding:e", "top3")]].assign(length=True)
+    assert disagree["top3"]["disagree"] == int((top3.any(axis=1) & ~top3.all(axis=1)).sum())
+    assert page_sentences(None, "03")[0]["sentence"].startswith("No scored pairs")
+    with pytest.raises(PRBError, match="Unknown page"):
+        page_sentences(found, "06")

@@ -8,6 +8,7 @@ with plain pandas, scipy and statsmodels, and check that the pages hold static t
 
 from __future__ import annotations
 
+import html
 import itertools
 import json
 from pathlib import Path
@@ -16,7 +17,7 @@ import nbformat
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import REPORT_MODELS, REPORT_PARAMETERS, REPORT_PROFILES, SampleReport
+from conftest import REPORT_MODELS, REPORT_PARAMETERS, REPORT_PROBES, REPORT_PROFILES, SampleReport
 from scipy import stats
 from scipy.optimize import minimize_scalar
 from statsmodels.stats.proportion import proportion_confint
@@ -599,6 +600,7 @@ def test_reading_the_user_numbers_match_the_store(sample_report, executed, bench
     family; swapping users moves nothing), the lexical one's verdicts move and get a verdict of the rule; label-swap
     gives 1 - accuracy - tie rate for both (the harness check, pass)."""
     from prb_utils.analysis.probe_effects import READING_VERDICTS, probe_effects
+    from prb_utils.notebook.markup import md_text
     from prb_utils.store import load_results
 
     recorded = numbers(sample_report, "05_reading_the_user")
@@ -617,3 +619,50 @@ def test_reading_the_user_numbers_match_the_store(sample_report, executed, bench
     expected = probe_effects(rows[rows["model"].isin(REPORT_MODELS)], bench)
     assert len(expected) == len(effects)
     assert n_images(executed["05_reading_the_user"]) >= 1
+    # the page opens with one sentence per probed model and a pass or fail for every probe but swap
+    said = {s["model"]: s for s in recorded["conclusions"]}
+    assert sorted(said) == sorted(REPORT_MODELS)
+    for model in REPORT_MODELS:
+        assert said[model]["checks"] == {p: effects.loc[(model, p), "check"] for p in REPORT_PROBES if p != "swap"}
+        assert set(said[model]["checks"].values()) <= {"pass", "fail"}
+        assert said[model]["sentence"].startswith(f"{model}: with another user's posts its accuracy")
+        assert md_text(said[model]["sentence"]) in html_text(executed["05_reading_the_user"])
+    lexical = said["lexical"]
+    assert lexical["verdict"] == verdicts.loc["lexical", "verdict"] and lexical["diff"] == pytest.approx(
+        effects.loc[("lexical", "swap"), "diff"])
+    members = int(verdicts.loc["lexical", "family"].split("over ")[1].split(" ")[0])
+    assert f"Holm over {members} model{'s' if members != 1 else ''} (p = " in lexical["sentence"]
+    assert lexical["sentence"].endswith(f"{lexical['verdict']}. Checks: shuffle {lexical['checks']['shuffle']}, "
+                                        f"label-swap {lexical['checks']['label-swap']}.")
+    shuffle = effects.loc[("lexical", "shuffle")]   # the shuffle check: the changed share against the tolerance
+    assert shuffle["check"] == ("pass" if shuffle["check_high"] <= shuffle["tolerance"] else "fail")
+    assert shuffle["check_value"] == pytest.approx(1 - shuffle["verdicts_kept"])
+
+
+def test_every_page_opens_with_the_findings_sentences(sample_report, executed, bench):
+    """Pages 01-04 record the sentences they open with (findings.page_sentences), shown right after the setup:
+    02 says what the index says, word for word; 03 the tied group of its benchmark condition; 04 the lifts as 02
+    words them; 01 the verdicts top3 changes against none, counted here by hand."""
+    from prb_utils.analysis.findings import page_sentences
+    from prb_utils.notebook.markup import md_text
+    from prb_utils.notebook.report import report_findings
+
+    said = {name: numbers(sample_report, name)["conclusions"] for name in NAMES if name[:2] in ("01", "02", "03", "04")}
+    for name, sentences in said.items():
+        assert sentences, name
+        opening = next(c for c in executed[name].cells if c.get("id") == f"conclusions-{name[:2]}")
+        shown = html_text(nbformat.from_dict({"cells": [opening]}))
+        assert all(md_text(s["sentence"]) in shown for s in sentences), name
+    found = report_findings(str(sample_report.results), REPORT_MODELS, REPORT_PROFILES, bench)
+    index = [s["sentence"] for s in page_sentences(found, "index")]
+    assert [s["sentence"] for s in said["02_accuracy_breakdown"]] == index
+    index_html = (sample_report.out / "index.html").read_text(encoding="utf-8")
+    assert all(html.escape(sentence) in index_html for sentence in index)
+    assert [s["profile"] for s in said["03_downstream_correlation"] if s["topic"] == "rank"] == ["top3"]
+    lifts = [s for s in said["02_accuracy_breakdown"] if s["topic"] == "lift"]
+    assert lifts and [s for s in said["04_personalization_diagnostics"] if s["topic"] == "lift"] == lifts
+    rows = store_rows(sample_report)
+    right = rows.assign(ok=rows["outcome"] == "correct").pivot_table(index=["subset", "id"], columns=["model", "profile"],
+                                                                      values="ok", aggfunc="first")
+    change = next(s for s in said["01_pair_inspection"] if s["topic"] == "change")
+    assert change["changed"] == {"lexical": int((right[("lexical", "none")] != right[("lexical", "top3")]).sum())}

@@ -226,3 +226,16 @@ def test_plots_draw_on_a_given_axes():
     table = acc_frame({"model": ["a", "b"], "subset": ["x", "x"]})
     assert plots.forest(table, label="model", ax=axes[0]) is axes[0]
     assert plots.heatmap(table, ax=axes[1]).figure is fig
+
+
+def test_the_sensitivity_figure_draws_the_difference_its_title_names():
+    """Page 05's figure: one bar per model, its length the sensitivity (own minus swapped accuracy), its interval a
+    line; the title and axis name that difference, not the two accuracies."""
+    verdicts = pd.DataFrame({"model": ["lexical", "embedding:minilm"], "sensitivity": [0.238, -0.05],
+                             "sensitivity_low": [0.05, -0.2], "sensitivity_high": [0.42, 0.1],
+                             "verdict": ["reads the user", "inconclusive"]})
+    ax = plots.sensitivity_dumbbell(verdicts)
+    widths = sorted(round(p.get_width(), 3) for p in ax.patches)
+    assert widths == sorted(verdicts["sensitivity"])
+    assert "minus" in ax.get_title() and "minus" in ax.get_xlabel()
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["lexical", "embedding:minilm"]   # the first on top

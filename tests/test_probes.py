@@ -12,6 +12,7 @@ import pytest
 from prb_utils.analysis.probe_effects import (
     probe_effects,
     probe_families,
+    probe_notes,
     probe_table,
     reading_verdicts,
     split_probe,
@@ -150,7 +151,9 @@ def test_profile_blind_and_locked_models_are_no_members_of_the_family():
     assert families["top3+swap"].members == ("steady", "weak")
     assert {m for m, _ in families["top3+swap"].left_out} == {"length", "judge:x"}
     shown = probe_table(after.reset_index())
-    assert set(shown.loc[shown["p (Holm)"] != "—", "family"]) == {"top3+swap: Holm over 2 tests"}
+    assert set(shown.loc[shown["p (Holm)"] != "—", "model"]) == {"steady", "weak"}   # a p only for members ...
+    assert "Family top3+swap: Holm over 2 tests of steady, weak; not members: " in " ".join(
+        probe_notes(after.reset_index()))                                             # ... named under the table
 
 
 def test_an_anti_reader_is_told_apart_from_a_reader_and_twin_flips_are_not_evidence():
@@ -179,7 +182,8 @@ def test_label_swap_is_a_harness_check_with_no_test():
         assert np.isnan(row[["p_value", "p_holm", "ci_low", "ci_high"]].astype(float)).all()
     shown = probe_table(effects.reset_index()).set_index(["model", "probe"])
     assert shown.loc[("reader", "label-swap"), "p (Holm)"] == "—"
-    assert shown.loc[("reader", "label-swap"), "expected"] == "accuracy 0.000"
+    assert shown.loc[("reader", "label-swap"), "measured [95% CI]"] == "accuracy 0.000"
+    assert shown.loc[("reader", "label-swap"), "allowed"] == "= 0.000"
     broken = rows.copy()
     broken.loc[(broken["model"] == "length") & (broken["profile"] == "top3+label-swap"), "outcome"] = "correct"
     assert probe_effects(broken, data).set_index(["model", "probe"]).loc[("length", "label-swap"), "check"] == "fail"
@@ -214,7 +218,7 @@ def test_a_check_without_an_expected_value_shows_a_dash_never_nan():
     assert set(checks["probe"]) == {"label-swap", "retest"}
     checks["expected"], checks["threshold"] = np.nan, np.nan
     shown = probe_table(checks)
-    assert (shown["expected"] == MISSING).all()
+    assert (shown["allowed"] == MISSING).all()
     assert not shown.astype(str).apply(lambda c: c.str.contains("nan", case=False)).any().any()
 
 def test_a_swap_that_changed_no_input_is_not_applicable():
@@ -251,6 +255,7 @@ def test_prb_probe_scores_each_probe_as_a_job_and_says_what_it_found(tmp_path, c
     printed = capsys.readouterr().out
     assert "n/a: profile-blind" in printed and "Rule: reads the user" in printed
     assert "p (Holm)" in printed and "Family top3+swap: Holm over 1 test of lexical; not members: length (n/a: profile-blind" in printed
+    assert "verdicts changed" in printed and "≤ 0.100" in printed and "Checks: shuffle passes when" in printed
     rows = load_results(out)
     assert sorted(set(rows["profile"])) == sorted(["top3", *(f"top3+{p}" for p in PROBES)])
     effects = probe_effects(rows, load_benchmark("sample")).set_index(["model", "probe"])
@@ -305,3 +310,69 @@ def test_swap_partners_depend_on_the_records_loaded_and_page_05_says_so():
     text = " ".join("".join(c["source"]) for c in page["cells"] if c["cell_type"] == "markdown").replace("\n", " ")
     assert "A swap partner is drawn among the records loaded when the probe was scored" in text
     assert "can give other verdicts" in text
+
+
+def test_shuffle_and_distract_pass_or_fail_against_the_tolerance_on_clustered_intervals():
+    """An RM whose verdicts do not move under shuffle passes (interval [0, 0]); one whose shuffle changes both pairs
+    of 6 of 12 questions fails (the whole interval is past 0.10, by the clustered bootstrap drawn here by hand); a
+    distract that costs half the accuracy fails, one that costs nothing passes; a probe of `none` is n/a."""
+    from prb_utils.analysis.probe_effects import INVARIANCE_TOLERANCE
+    from prb_utils.analysis.resampling import bootstrap_ci
+
+    data = twin_data()
+    data = data.assign(profile=[[{"text": f"{i} post {k}"} for k in range(4)] for i in data["id"]])   # to shuffle
+    ones = np.ones(len(data))
+    question = data["id"].str.split("-").str[0]
+    half = np.where(question.str[1:].astype(int) < 6, -1.0, 1.0)
+    rows = pd.concat([_rows("steady", "top3", data, ones), _rows("steady", "top3+shuffle", data, ones),
+                      _rows("steady", "top3+distract", data, ones),
+                      _rows("moved", "top3", data, ones), _rows("moved", "top3+shuffle", data, half),
+                      _rows("moved", "top3+distract", data, half),
+                      _rows("steady", "none", data, ones), _rows("steady", "none+shuffle", data, ones)],
+                     ignore_index=True)
+    effects = probe_effects(rows, data, n_boot=500).set_index(["model", "base", "probe"])
+    steady, moved = effects.loc[("steady", "top3", "shuffle")], effects.loc[("moved", "top3", "shuffle")]
+    assert (steady["check_value"], steady["check_low"], steady["check_high"], steady["check"]) == (0, 0, 0, "pass")
+    assert moved["check_value"] == 0.5 and moved["tolerance"] == INVARIANCE_TOLERANCE
+    changed = (half != 1).astype(float)
+    assert (moved["check_low"], moved["check_high"]) == pytest.approx(
+        bootstrap_ci(changed, units=question.to_numpy(), n_boot=500, seed=0))
+    assert moved["check_low"] > INVARIANCE_TOLERANCE and moved["check"] == "fail"
+    assert effects.loc[("moved", "top3", "distract"), "check_value"] == 0.5
+    assert effects.loc[("moved", "top3", "distract"), "check"] == "fail"
+    assert effects.loc[("steady", "top3", "distract"), "check"] == "pass"
+    assert effects.loc[("steady", "none", "shuffle"), "check"].startswith("n/a: the probe changed no RM input")
+    lenient = probe_effects(rows, data, n_boot=500, tolerance=1.0).set_index(["model", "base", "probe"])
+    assert lenient.loc[("moved", "top3", "shuffle"), "check"] == "pass"   # the tolerance is the rule's one number
+    shown = probe_table(effects.reset_index()).set_index(["model", "probe"])
+    assert shown.loc[("moved", "shuffle"), "measured [95% CI]"].startswith("verdicts changed 0.500 [")
+    assert shown.loc[("moved", "shuffle"), "allowed"] == "≤ 0.100"
+    assert set(shown.columns) >= {"check", "allowed"} and len(shown.columns) <= 9   # narrow enough for A4
+    pairs = probe_effects(rows, data, units=None).set_index(["model", "base", "probe"])   # pairs as units: Wilson
+    from prb_utils.analysis.metrics import wilson_ci
+    assert (pairs.loc[("moved", "top3", "shuffle"), "check_low"],
+            pairs.loc[("moved", "top3", "shuffle"), "check_high"]) == pytest.approx(wilson_ci(12, 24))
+
+
+def test_page_05_says_one_sentence_per_probed_model_with_a_check_per_probe():
+    """The findings layer's sentences for page 05: one per model, its swap change with the interval, the units and
+    the Holm family behind its verdict, and the check of every other probe."""
+    from prb_utils.analysis.findings import compute_findings, page_sentences
+
+    rows, data = drop_store(6)
+    rows = pd.concat([rows, _rows("weak", "none", data, -np.ones(len(data)))], ignore_index=True)
+    effects = probe_effects(rows[rows["profile"] != "none"], data)
+    found = compute_findings(rows[rows["profile"].isin(["none", "top3"])], data, calibrate=False)
+    said = {s["model"]: s for s in page_sentences(found, "05", effects=effects)}
+    assert set(said) == set(effects["model"]) == {"steady", "weak"}
+    weak = said["weak"]
+    swap = effects.set_index(["model", "probe"]).loc[("weak", "swap")]
+    assert weak["diff"] == swap["diff"] and weak["p_holm"] == swap["p_holm"] and weak["n_units"] == N_QUESTIONS
+    assert weak["verdict"] == reading_verdicts(effects).set_index("model").loc["weak", "verdict"]
+    assert weak["sentence"].startswith("weak: with another user's posts its accuracy falls from 1.000 to 0.500 "
+                                       "(with no profile: 0.000): -0.500 [")
+    assert f"with {N_QUESTIONS} questions and Holm over 2 models (p = 0.063), inconclusive." in weak["sentence"]
+    check = effects.set_index(["model", "probe"]).loc[("weak", "shuffle"), "check"]   # one post each: nothing moved
+    assert weak["checks"] == {"shuffle": check} and weak["sentence"].endswith(f"Checks: shuffle {check}.")
+    assert said["steady"]["checks"] == {} and said["steady"]["verdict"] == "ignores the profile"
+    assert page_sentences(found, "05", effects=effects.iloc[:0])[0]["sentence"].startswith("No model is probed")

@@ -199,6 +199,17 @@ def test_hub_ids_and_sample_stay_as_given(tmp_path, monkeypatch):
 # ------------------------------------------------------------------------------------ recorded numbers
 
 
+def test_record_numbers_adds_a_later_call_to_what_the_page_recorded_before(tmp_path, monkeypatch):
+    """A page records its opening conclusions first and its tables last: the file holds both; a key given again
+    takes its newer value."""
+    monkeypatch.setenv(report_module.NUMBERS_ENV, str(tmp_path))
+    params = AccuracyParams(n_boot=100)
+    record_numbers(params, conclusions=[{"sentence": "first"}], n=1)
+    target = record_numbers(params, n=2, pairs=42)
+    content = json.loads(target.read_text(encoding="utf-8"))
+    assert content["numbers"] == {"conclusions": [{"sentence": "first"}], "n": 2, "pairs": 42}
+
+
 def test_record_numbers_writes_plain_json_only_in_a_report_run(tmp_path, monkeypatch):
     params = AccuracyParams(n_boot=100)
     monkeypatch.delenv(report_module.NUMBERS_ENV, raising=False)
@@ -1087,6 +1098,37 @@ def test_every_page_prints_every_row_and_says_each_number_one_way(report):
         assert not inside, f"{name}: e-notation inside [1e-3, 1e3]: {inside[:5]}"
         long = [c for c in numbers if "." in c and "e" not in c.lower() and _significant_digits(c) > 4]
         assert not long, f"{name}: more than 4 significant digits: {long[:5]}"
+
+
+A4_PORTRAIT = {"width": 794, "height": 1123}  # A4 portrait at 96 px per inch, a browser's default print
+PRINTED_ROWS = """() => [...document.querySelectorAll('tbody tr')].map(tr => [...tr.querySelectorAll('td')]
+  .filter(td => td.offsetParent !== null && td.getBoundingClientRect().right <= document.documentElement.clientWidth)
+  .map(td => td.innerText.trim()))"""
+
+
+def _printed_rows(page) -> list[list[str]]:
+    """Each table row of the page in print emulation: the text of its cells that lie inside the paper's width."""
+    page.emulate_media(media="print")
+    rows = page.evaluate(PRINTED_ROWS)
+    page.emulate_media(media="screen")
+    return rows
+
+
+def test_page_05_prints_every_verdict_and_every_check_on_a4_portrait(report):
+    """Page 05 printed on A4 portrait: every model's reading verdict and every probe's check lie on the paper, in
+    the row of their model (the tables are narrow enough; nothing is cut at the right edge)."""
+    numbers = json.loads((report / "05_reading_the_user.numbers.json").read_text(encoding="utf-8"))["numbers"]
+    seen = _open_offline([report / "05_reading_the_user.html"], width=A4_PORTRAIT["width"], probe=_printed_rows)
+    facts = seen["05_reading_the_user.html"]
+    assert facts["errors"] == [] and facts["width"] <= A4_PORTRAIT["width"]
+    rows = facts["probe"]
+    checks = [e for e in numbers["effects"] if e["probe"] != "swap"]
+    assert numbers["verdicts"] and checks
+    for v in numbers["verdicts"]:
+        assert any(v["model"] in row and v["verdict"] in row for row in rows), v["model"]
+    for e in checks:
+        assert e["check"] in ("pass", "fail")
+        assert any({e["model"], e["probe"], e["check"]} <= set(row) for row in rows), (e["model"], e["probe"])
 
 
 def test_the_leader_and_tied_group_are_the_same_on_the_index_and_page_02(report):

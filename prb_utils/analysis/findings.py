@@ -40,12 +40,16 @@ from prb_utils.analysis.leaderboard import (
 )
 from prb_utils.analysis.marks import marks_for
 from prb_utils.analysis.metrics import TIE_RULES, accuracy_table
-from prb_utils.analysis.probe_effects import CHECK_RULE, READING_RULE, TWIN_RULE
+from prb_utils.analysis.probe_effects import CHECK_RULE, READING_RULE, TWIN_RULE, reading_verdicts
+from prb_utils.analysis.resampling import TWO_WAY_UNIT
 from prb_utils.analysis.style import style_controlled_accuracy
 from prb_utils.analysis.uncertainty import PLAN_UNITS, ResamplingPlan
+from prb_utils.errors import PRBError
+from prb_utils.formatting import P_VALUE, PROPORTION, format_signed, format_value
 from prb_utils.models.kinds import MODEL_KINDS
+from prb_utils.probes import PROBES
 from prb_utils.profile import condition_sort_key
-from prb_utils.schema import is_oracle
+from prb_utils.schema import NO_PROFILE, is_oracle
 
 UNIT = ResamplingPlan().unit  # the unit of the default plan (a store's plan may name another)
 LOCKED_REASON = "n/a: position-locked (its probabilities measure the answer order)"
@@ -70,6 +74,9 @@ class Findings:
     unit: str = UNIT
     profile_blind: tuple[str, ...] = ()  #: models whose kind never reads the profile
     rules: dict[str, str] = field(default_factory=dict)
+    baseline: str = "none"  #: the condition every lift is measured against
+    changes: pd.DataFrame = field(default_factory=pd.DataFrame)  #: per model and condition: verdicts it changed
+    disagreement: pd.DataFrame = field(default_factory=pd.DataFrame)  #: per condition: pairs the models split on
 
     # ------------------------------------------------------------------------------------------ views
     def notes(self) -> list[str]:
@@ -293,7 +300,70 @@ def compute_findings(results: pd.DataFrame, data: pd.DataFrame | None = None, *,
     return Findings(board=board, lifts=lifts, style=style, subsets=subsets, calibration=calibration,
                     oracle=oracle_gaps(board, profile_blind=blind), comparisons=ranked.comparisons,
                     families=ranked.families, plan=plan, unit=unit, profile_blind=blind,
-                    rules={name: rule.say(unit) for name, rule in RULES.items()})
+                    rules={name: rule.say(unit) for name, rule in RULES.items()}, baseline=baseline,
+                    changes=verdict_changes(rows, baseline=baseline, locked=locked),
+                    disagreement=disagreements(rows, locked=locked))
+
+
+def _outcomes(rows: pd.DataFrame, locked: set[tuple[str, str]]) -> pd.DataFrame:
+    """The outcomes of every job that is no position-locked judge's and no oracle's, one column per (model,
+    condition), one row per pair."""
+    keep = [(m, p) not in locked and not is_oracle(p) for m, p in zip(rows["model"], rows["profile"], strict=True)]
+    part = rows[np.asarray(keep, dtype=bool)] if len(rows) else rows
+    if part.empty:
+        return pd.DataFrame()
+    return part.pivot_table(index=["subset", "id"], columns=["model", "profile"], values="outcome", aggfunc="first")
+
+
+def verdict_changes(rows: pd.DataFrame, *, baseline: str = "none",
+                    locked: set[tuple[str, str]] | frozenset = frozenset()) -> pd.DataFrame:
+    """Per model and condition other than ``baseline`` (no oracle, no ``locked`` job): the pairs scored under both,
+    and how many of them the condition made right (not correct under ``baseline``, correct under it) and made
+    wrong (the other way): the pairs page 01's ``profile_flips`` filter keeps.
+
+    >>> rows = pd.DataFrame({"model": "m", "profile": ["none"] * 3 + ["top3"] * 3, "subset": "s",
+    ...                      "id": ["1", "2", "3"] * 2, "outcome": ["wrong", "correct", "wrong", "correct", "wrong", "wrong"]})
+    >>> verdict_changes(rows)[["model", "profile", "pairs", "made_right", "made_wrong"]].values.tolist()
+    [['m', 'top3', 3, 1, 1]]
+    """
+    columns = ["model", "profile", "pairs", "made_right", "made_wrong"]
+    wide = _outcomes(rows, set(locked))
+    out = []
+    for model, profile in wide.columns:
+        if profile == baseline or (model, baseline) not in wide.columns:
+            continue
+        both = wide[[(model, baseline), (model, profile)]].dropna()
+        before, after = both.iloc[:, 0] == "correct", both.iloc[:, 1] == "correct"
+        out.append({"model": model, "profile": profile, "pairs": len(both), "made_right": int((~before & after).sum()),
+                    "made_wrong": int((before & ~after).sum())})
+    frame = pd.DataFrame(out, columns=columns)
+    order = sorted(range(len(frame)), key=lambda i: (condition_sort_key(frame["profile"].iloc[i]),
+                                                     str(frame["model"].iloc[i])))
+    return frame.iloc[order].reset_index(drop=True)
+
+
+def disagreements(rows: pd.DataFrame, *, locked: set[tuple[str, str]] | frozenset = frozenset()) -> pd.DataFrame:
+    """Per condition with two or more models (no oracle, no ``locked`` job): the pairs every one of them scored
+    (``pairs``) and those on which one is correct and another is not (``disagree``), with the models' count.
+
+    >>> rows = pd.DataFrame({"model": ["a", "a", "b", "b"], "profile": "none", "subset": "s", "id": ["1", "2"] * 2,
+    ...                      "outcome": ["correct", "wrong", "correct", "correct"]})
+    >>> disagreements(rows).values.tolist()
+    [['none', 2, 2, 1]]
+    """
+    columns = ["profile", "models", "pairs", "disagree"]
+    wide = _outcomes(rows, set(locked))
+    out = []
+    for profile in dict.fromkeys(p for _, p in wide.columns):
+        part = wide.loc[:, [c for c in wide.columns if c[1] == profile]].dropna()
+        if part.shape[1] < 2:
+            continue
+        right = part == "correct"
+        out.append({"profile": profile, "models": part.shape[1], "pairs": len(part),
+                    "disagree": int((right.any(axis=1) & ~right.all(axis=1)).sum())})
+    frame = pd.DataFrame(out, columns=columns)
+    return frame.iloc[sorted(range(len(frame)), key=lambda i: condition_sort_key(frame["profile"].iloc[i]))
+                      ].reset_index(drop=True)
 
 
 RULES_START, RULES_END = "<!-- rules: generated by prb_utils.analysis.findings.rules_markdown -->", "<!-- rules: end -->"
@@ -312,3 +382,190 @@ def rules_markdown() -> str:
     ties = [(f"ties{', half credit' if half else ''}", text) for half, text in TIE_RULES.items()]
     probes = [("reading the user", READING_RULE), ("twins", TWIN_RULE), ("checks", CHECK_RULE)]
     return "\n".join(f"- **{name}**: {text}." for name, text in [*plans, *verdicts, *ties, *probes])
+
+
+# --------------------------------------------------------------------------------- the pages' conclusions
+#: The pages that open with their conclusions (:func:`page_sentences`), and what each concludes.
+PAGES = {
+    "index": ("rank", "lift", "oracle", "lock"),
+    "01": ("change", "lock"),
+    "02": ("rank", "lift", "oracle", "lock"),
+    "03": ("rank", "lock"),
+    "04": ("lift", "oracle", "lock"),
+    "05": ("probe",),
+}
+
+
+def _p(value: float) -> str:
+    return format_value(value, sense=P_VALUE)
+
+
+def _names(models: Sequence[str]) -> str:
+    return ", ".join(str(m) for m in models)
+
+
+def _units(n: int, unit: str) -> str:
+    """``n`` resampled units in words ("21 questions"; the two-way unit counts its questions)."""
+    if unit == TWO_WAY_UNIT:
+        return f"{n:,} question{'s' if n != 1 else ''} (crossed with users)"
+    return f"{n:,} {unit}{'s' if n != 1 else ''}"
+
+
+def _lift_sentences(found: Findings) -> list[dict[str, Any]]:
+    """Per condition with lift verdicts: which models the profile helps, hurts, or leaves inconclusive."""
+    helps, hurts, inconclusive = RULES["lift"].verdicts
+    out = []
+    board = found.board
+    for condition in found.conditions():
+        part = board[(board["profile"] == condition) & board["lift_verdict"].astype(bool)]
+        if part.empty:
+            continue
+        said, numbers = [], {}
+        for verdict in (helps, hurts, inconclusive):
+            mine = part[part["lift_verdict"] == verdict]
+            numbers[verdict] = mine["model"].astype(str).tolist()
+            if mine.empty:
+                continue
+            shown = _names(f"{r.model} ({format_signed(r.lift)} [{format_signed(r.lift_low)}, "
+                           f"{format_signed(r.lift_high)}])" for r in mine.itertuples())
+            said.append(f"{verdict} {shown}" if verdict != inconclusive else f"is inconclusive for {shown}")
+        blind = [m for m in dict.fromkeys(board.loc[board["profile"] == condition, "model"].astype(str))
+                 if m in found.profile_blind]
+        tail = f"; {_names(blind)} never read{'s' if len(blind) == 1 else ''} the profile" if blind else ""
+        sentence = (f"Against {found.baseline}, {condition} {'; '.join(said)} (Holm over {len(part)} "
+                    f"model{'s' if len(part) != 1 else ''}){tail}.")
+        out.append({"topic": "lift", "profile": condition, **numbers, "sentence": sentence})
+    return out
+
+
+def _oracle_sentences(found: Findings) -> list[dict[str, Any]]:
+    """One sentence on the oracle: for which models it is an upper bound."""
+    if found.oracle.empty:
+        return []
+    bound, not_bound, blind = RULES["oracle"].verdicts
+    said = []
+    for verdict in (bound, not_bound, blind):
+        mine = found.oracle[found.oracle["verdict"] == verdict]
+        if not mine.empty:
+            said.append(f"{verdict} for {_names(f'{r.model} ({format_signed(r.gap)})' for r in mine.itertuples())}")
+    condition = found.oracle["oracle_condition"].iloc[0]
+    return [{"topic": "oracle", "profile": condition,
+             "upper_bound": found.oracle.loc[found.oracle["verdict"] == bound, "model"].astype(str).tolist(),
+             "sentence": f"The oracle ({condition}: the RM saw the answer key; its gap over the model's best benchmark "
+                         f"condition in brackets) is {'; '.join(said)}."}]
+
+
+def _lock_sentences(found: Findings, conditions: Sequence[str]) -> list[dict[str, Any]]:
+    """One sentence per position-locked judge: the conditions under which it gets no rank and no verdict."""
+    board = found.board[found.board["locked"] & found.board["profile"].isin(conditions)]
+    return [{"topic": "lock", "model": str(model), "profiles": part["profile"].astype(str).tolist(),
+             "sentence": f"{model} is {RULES['lock'].verdicts[0]} under {_names(part['profile'].astype(str))}: its "
+                         "accuracy measures the answer order, so it gets no rank and no verdict."}
+            for model, part in board.groupby("model", sort=True)]
+
+
+def _change_sentences(found: Findings) -> list[dict[str, Any]]:
+    """Per condition: the pairs the models split on, and per model the verdicts the condition changed."""
+    out = []
+    for r in found.disagreement.itertuples():
+        out.append({"topic": "disagreement", "profile": r.profile, "pairs": r.pairs, "disagree": r.disagree,
+                    "sentence": f"Under {r.profile}, the {r.models} models disagree on {r.disagree} of {r.pairs} "
+                                "pairs: the pairs worth reading (the disagreement filter)."})
+    changes = found.changes[~found.changes["model"].isin(found.profile_blind)] if len(found.changes) else found.changes
+    for condition, part in changes.groupby("profile", sort=False):
+        shown = _names(f"{r.model} {r.made_right + r.made_wrong} of {r.pairs} ({r.made_right} made right, "
+                       f"{r.made_wrong} made wrong)" for r in part.itertuples())
+        out.append({"topic": "change", "profile": condition,
+                    "changed": {r.model: int(r.made_right + r.made_wrong) for r in part.itertuples()},
+                    "sentence": f"Against {found.baseline}, {condition} changes the verdicts of {shown} (the "
+                                "profile_flips filter)."})
+    return out
+
+
+def _probe_sentences(found: Findings | None, effects: pd.DataFrame) -> list[dict[str, Any]]:
+    """One sentence per probed model: what another user's profile does to its accuracy, with its interval, the
+    units and the Holm family behind the reading verdict, then the pass or fail of each of its other probes."""
+    verdicts = reading_verdicts(effects).set_index("model") if not effects.empty else pd.DataFrame()
+    unit = found.unit if found is not None else "unit"
+    none = ({} if found is None else found.board[(found.board["profile"] == NO_PROFILE) & ~found.board["oracle"]]
+            .set_index("model")["accuracy"].to_dict())
+    out = []
+    for model, mine in effects.groupby("model", sort=True):
+        swap = mine[mine["probe"] == "swap"]
+        item: dict[str, Any] = {"topic": "probe", "model": str(model)}
+        if swap.empty:
+            head = f"{model}: no swap probe scored, so no reading verdict"
+            item["verdict"] = ""
+        else:
+            r = swap.iloc[0]
+            verdict = str(verdicts.loc[model, "verdict"])
+            item.update(verdict=verdict, diff=r["diff"], ci_low=r["ci_low"], ci_high=r["ci_high"],
+                        p_holm=r["p_holm"], n_units=r["n_units"], accuracy_base=r["accuracy_base"],
+                        accuracy_probe=r["accuracy_probe"])
+            base, probe = format_value(r["accuracy_base"], sense=PROPORTION), format_value(r["accuracy_probe"],
+                                                                                           sense=PROPORTION)
+            move = (f"stays at {base}" if probe == base else
+                    f"{'falls' if r['diff'] < 0 else 'rises'} from {base} to {probe}")
+            level = none.get(model)
+            if level is not None and np.isfinite(level) and probe != base:
+                shown = format_value(level, sense=PROPORTION)
+                move += ", its no-profile level" if shown == probe else f" (with no profile: {shown})"
+            change = (f"{format_signed(r['diff'])} [{format_value(r['ci_low'], sense=PROPORTION)}, "
+                      f"{format_value(r['ci_high'], sense=PROPORTION)}]")
+            head = f"{model}: with another user's posts its accuracy {move}: {change}"
+            if r["no_verdict"]:
+                head += f"; no reading verdict ({r['no_verdict']})"
+            else:
+                members = int((effects["family"] == r["family"]).sum()) if r["family"] else 1
+                head += (f"; with {_units(int(r['n_units']), unit)} and Holm over {members} "
+                         f"model{'s' if members != 1 else ''} (p = {_p(r['p_holm'])}), {verdict}")
+        order = {name: i for i, name in enumerate(PROBES)}
+        mine = mine.sort_values("probe", key=lambda c: c.map(order).fillna(len(order)))
+        checks = {str(c.probe): str(c.check) for c in mine.itertuples() if c.probe != "swap" and c.check}
+        item["checks"] = checks
+        tail = (". Checks: " + ", ".join(f"{name} {check}" for name, check in checks.items())) if checks else ""
+        item["sentence"] = f"{head}{tail}."
+        out.append(item)
+    return out
+
+
+def page_sentences(found: Findings | None, page: str, *, effects: pd.DataFrame | None = None,
+                   condition: str | None = None) -> list[dict[str, Any]]:
+    """The conclusions ``page`` opens with (a key of :data:`PAGES`: ``index``, ``01`` ... ``05``), in plain
+    sentences from ``found``: each a dict with its ``topic``, its ``sentence`` and the numbers the sentence states
+    (for ``record_numbers``). The index and 02 say each condition's tied group against chance, what the profile
+    does (the lift verdicts), the oracle and any locked judge; 01 the pairs worth reading (where the models
+    disagree, the verdicts a condition changes); 03 the ranking of its benchmark ``condition``; 04 the
+    lifts and the oracle; 05 one sentence per model probed in ``effects``
+    (:func:`prb_utils.analysis.probe_effects.probe_effects` of one base) with a pass or fail per probe.
+
+    >>> rows = pd.DataFrame({"model": ["a"] * 4 + ["b"] * 4, "kind": "length", "profile": "none",
+    ...                      "subset": "s", "id": ["1", "2", "3", "4"] * 2,
+    ...                      "outcome": ["correct"] * 4 + ["wrong"] * 4})
+    >>> [s["topic"] for s in page_sentences(compute_findings(rows, calibrate=False), "01")]
+    ['disagreement']
+    >>> page_sentences(None, "02")[0]["sentence"]
+    'No scored pairs for these models and conditions: run prb score first.'
+    """
+    if page not in PAGES:
+        raise PRBError(f"Unknown page {page!r} for the findings' sentences; use one of {', '.join(PAGES)}.")
+    if page == "05":
+        if effects is None or effects.empty:
+            return [{"topic": "probe", "sentence": "No model is probed here: no reading verdict and no check."}]
+        return _probe_sentences(found, effects)
+    if found is None:
+        return [{"topic": "none", "sentence": "No scored pairs for these models and conditions: run prb score first."}]
+    conditions = [condition] if condition else found.conditions()
+    out: list[dict[str, Any]] = []
+    for topic in PAGES[page]:
+        if topic == "rank":
+            out += [{"topic": "rank", **h} for h in found.headline() if h["profile"] in conditions]
+        elif topic == "lift":
+            out += [s for s in _lift_sentences(found) if s["profile"] in conditions]
+        elif topic == "oracle":
+            out += _oracle_sentences(found)
+        elif topic == "lock":
+            out += _lock_sentences(found, conditions)
+        elif topic == "change":
+            out += [s for s in _change_sentences(found) if s["profile"] in conditions]
+    return out

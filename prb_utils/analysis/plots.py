@@ -343,7 +343,7 @@ def lift_dumbbell(lift: pd.DataFrame, *, label: str | Sequence[str] = ("model", 
 
 
 def sensitivity_dumbbell(verdicts: pd.DataFrame, *, palette: dict | None = None, ax: Axes | None = None,
-                         title: str | None = "Accuracy with the user's own profile and with another user's") -> Axes:
+                         title: str | None = "Accuracy lost with another user's profile (own minus swapped)") -> Axes:
     """Per model of :func:`prb_utils.analysis.probe_effects.reading_verdicts` (rows with a sensitivity): the
     sensitivity (accuracy with the own profile minus with the swapped one) as a bar from 0 with its 95% interval
     as a line, the verdict and the twin split (both right / both wrong / one right) written beside it."""

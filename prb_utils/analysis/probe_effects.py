@@ -45,6 +45,7 @@ from prb_utils.analysis.metrics import (
     two_way_labels,
     unit_columns,
     unit_labels,
+    wilson_ci,
 )
 from prb_utils.analysis.resampling import (
     LEVEL,
@@ -56,7 +57,7 @@ from prb_utils.analysis.resampling import (
 from prb_utils.formatting import MISSING, format_interval, format_value
 from prb_utils.models.kinds import MODEL_KINDS
 from prb_utils.probes import PROBES, changed_records, twin_pairs
-from prb_utils.schema import NO_PROFILE
+from prb_utils.schema import NO_PROFILE, is_oracle
 
 READS, REACTS, IGNORES, INCONCLUSIVE = READING_VERDICTS = (
     "reads the user", "reacts to any profile", "ignores the profile", "inconclusive")
@@ -68,6 +69,10 @@ NULL_PROBES = ("shuffle", "retest")
 CHECKS = ("label-swap", "retest")
 PASS, FAIL = "pass", "fail"
 NO_CHANGE = "n/a: the probe changed no RM input"
+#: The invariance probes' checks: the statistic each is held to (an RM should keep its verdicts under them) ...
+INVARIANCES = {"shuffle": "verdicts changed", "distract": "accuracy drop"}
+#: ... and the most of it a pass allows, for the whole 95% interval over the plan's units (a rule as data).
+INVARIANCE_TOLERANCE = 0.10
 READING_RULE = (
     f"reads the user: with another user's profile (swap) the accuracy drops, its 95% interval over whole questions "
     f"below 0 and the clustered paired test, Holm-adjusted within the swap family, p < {ALPHA}; reacts to any "
@@ -81,15 +86,21 @@ TWIN_RULE = ("twin sets (one question, its two answers, two users who want oppos
              "outcome is its twin's base outcome negated, so a twin flips exactly when both twins were right or both "
              "wrong: a reader gets both right, an anti-reader both wrong, an RM that ignores the profile one right, "
              "and a coin 1/4, 1/4 and 1/2; the swap's accuracy change on twins is (both wrong - both right) / sets")
-CHECK_RULE = ("label-swap is a harness check: with the answers exchanged the accuracy must equal the base's share "
+CHECK_RULE = (f"shuffle passes when the share of verdicts it changes has its whole 95% interval over the plan's units "
+              f"(whole questions by default; Wilson over pairs) at or below {INVARIANCE_TOLERANCE:.2f}, distract when its "
+              f"accuracy drop (base minus probe, the interval of its paired comparison) does; otherwise it fails "
+              f"(the interval reaches past the tolerance: keeping the verdicts is not shown), and it is n/a where the "
+              f"probe changed no RM input; "
+              "label-swap is a harness check: with the answers exchanged the accuracy must equal the base's share "
               "of wrong pairs (1 - accuracy - tie rate - invalid rate); it holds by construction for every kind, so "
               "it does not catch a position-locked judge (the leaderboard's lock check does); retest passes when no "
               "score changed by more than the dtype's resolution (its machine epsilon times the largest |score|)")
-EFFECT_COLUMNS = ["model", "probe", "base", "n_pairs", "inputs_changed", "accuracy_base", "accuracy_probe", "diff",
-                  "ci_low", "ci_high", "p_value", "p_holm", "family", "no_verdict", "verdicts_kept",
-                  "max_score_change", "threshold", "expected", "check", "change_rate", "null_probe", "gain_rate",
-                  "null_gain_rate", "reaction", "reaction_low", "reaction_high", "reaction_p", "reaction_p_holm",
-                  "reaction_family", "twin_sets", "both_right", "both_wrong", "one_right"]
+EFFECT_COLUMNS = ["model", "probe", "base", "n_pairs", "n_units", "inputs_changed", "accuracy_base",
+                  "accuracy_probe", "diff", "ci_low", "ci_high", "p_value", "p_holm", "family", "no_verdict",
+                  "verdicts_kept", "max_score_change", "threshold", "expected", "tolerance", "check_value",
+                  "check_low", "check_high", "check", "change_rate", "null_probe", "gain_rate", "null_gain_rate",
+                  "reaction", "reaction_low", "reaction_high", "reaction_p", "reaction_p_holm", "reaction_family",
+                  "twin_sets", "both_right", "both_wrong", "one_right"]
 VERDICT_COLUMNS = ["model", "base", "sensitivity", "sensitivity_low", "sensitivity_high", "p_holm", "family",
                    "change_rate", "null_probe", "gain_rate", "null_gain_rate", "reaction_p_holm", "reaction_family",
                    "twin_sets", "both_right", "both_wrong", "one_right", "verdict"]
@@ -157,7 +168,8 @@ def _twin_split(outcomes: pd.Series, twins: dict) -> dict[str, int]:
 
 
 def probe_effects(results: pd.DataFrame, data: pd.DataFrame | None = None, *, units: str | None = "question",
-                  n_boot: int | None = None, seed: int = SEED, level: float = LEVEL) -> pd.DataFrame:
+                  n_boot: int | None = None, seed: int = SEED, level: float = LEVEL,
+                  tolerance: float = INVARIANCE_TOLERANCE) -> pd.DataFrame:
     """One row per model and probe job in ``results`` (columns :data:`EFFECT_COLUMNS`), against its base condition
     on the pairs both scored, clustered by ``units`` (from ``data``, the benchmark records; None: pairs):
 
@@ -167,6 +179,10 @@ def probe_effects(results: pd.DataFrame, data: pd.DataFrame | None = None, *, un
       whose RM input the probe changed (NaN where it cannot be known or does not apply);
     - ``verdicts_kept`` (share of outcomes unchanged), ``max_score_change`` (the largest |change| of a score) and
       ``threshold`` (the dtype's resolution at the largest |score|);
+    - ``n_units``: the resampled units (questions by default) of the pairs both scored;
+    - the invariance checks of :data:`INVARIANCES` (``shuffle``: the share of verdicts changed; ``distract``: the
+      accuracy drop), ``check_value`` with its interval over ``units`` (``check_low``, ``check_high``), ``pass``
+      where the whole interval lies at or below ``tolerance``, else ``fail`` (n/a where no RM input changed);
     - the harness checks (no test): ``label-swap``'s ``expected`` accuracy (the base's share of wrong pairs) and
       ``retest``'s ``threshold``, each with ``check`` ``pass``/``fail``;
     - ``swap`` only: ``change_rate`` (share of verdicts changed), the reaction test (``gain_rate``, the share of
@@ -216,12 +232,15 @@ def probe_effects(results: pd.DataFrame, data: pd.DataFrame | None = None, *, un
                     changed = 0.0
                 elif changed_sets[name] is not None:
                     changed = float(sum((str(s), str(i)) in changed_sets[name] for s, i in both.index))
+            cells = unit_of.reindex(both.index).reset_index(drop=True)
             row = {"model": model, "probe": name, "base": base, "n_pairs": int(test["n_pairs"]),
+                   "n_units": int(cells[unit_columns(tested)[0]].nunique()) if len(cells) else 0,
                    "inputs_changed": changed, "accuracy_base": test["accuracy_a"],
                    "accuracy_probe": test["accuracy_b"], "diff": test["diff"], "ci_low": test["ci_low"],
                    "ci_high": test["ci_high"], "p_value": test["p_value"], "p_holm": np.nan, "family": "",
                    "no_verdict": "", "verdicts_kept": kept, "max_score_change": change,
                    "threshold": _resolution(pair) if name != "label-swap" else np.nan, "expected": np.nan,
+                   "tolerance": np.nan, "check_value": np.nan, "check_low": np.nan, "check_high": np.nan,
                    "check": ""}
             if name in CHECKS:
                 row.update(diff=np.nan, ci_low=np.nan, ci_high=np.nan, p_value=np.nan)
@@ -233,6 +252,10 @@ def probe_effects(results: pd.DataFrame, data: pd.DataFrame | None = None, *, un
                 row["check"] = PASS if ok else FAIL
             elif name in PROFILE_PROBES:
                 row["no_verdict"] = no_verdict_reason(group, base, name, changed)
+            if name in INVARIANCES:
+                changes = (both[base] != both[cond]).to_numpy(dtype=float)
+                row.update(_invariance(name, row, changes, cells, None if units is None else tested, changed,
+                                       tolerance=tolerance, n_boot=n_boot, seed=seed, level=level))
             if name == "swap":
                 row.update(_twin_split(both[base], twins))
                 row.update(_reaction(wide, base, both.index, unit_of, tested, n_boot=n_boot, seed=seed,
@@ -251,6 +274,28 @@ def probe_effects(results: pd.DataFrame, data: pd.DataFrame | None = None, *, un
     for column in ("twin_sets", "both_right", "both_wrong", "one_right"):
         out[column] = out[column].astype("Int64")
     return out[EFFECT_COLUMNS].reset_index(drop=True)
+
+
+def _invariance(name: str, row: dict, changes: np.ndarray, cells: pd.DataFrame, units: str | None, changed: float,
+                *, tolerance: float, n_boot: int | None, seed: int, level: float) -> dict:
+    """The check of the invariance probe ``name`` (:data:`INVARIANCES`): its statistic with the interval over
+    ``units`` (Wilson over pairs when None), ``pass`` where the whole interval lies at or below ``tolerance``."""
+    if name == "shuffle":
+        value = float(changes.mean()) if len(changes) else np.nan
+        if units is None:
+            low, high = wilson_ci(int(changes.sum()), len(changes), level=level)
+        else:
+            low, high = interval_over_units(changes, cells, units, n_boot=n_boot, seed=seed, level=level)
+    else:   # distract: the accuracy drop, base minus probe, with the interval of the paired comparison
+        value, low, high = -row["diff"], -row["ci_high"], -row["ci_low"]
+    if changed == 0:
+        check = row["no_verdict"] or NO_CHANGE
+    elif not np.isfinite(high):
+        check = "n/a: no pair scored under both"
+    else:
+        check = PASS if high <= tolerance + 1e-12 else FAIL
+    return {"tolerance": tolerance, "check_value": value, "check_low": float(low), "check_high": float(high),
+            "check": check}
 
 
 def _reaction(wide: pd.DataFrame, base: str, keys: pd.Index, unit_of: pd.DataFrame, units: str, *,
@@ -380,72 +425,112 @@ def _score_cell(value: float) -> str:
     return MISSING if pd.isna(value) else "0" if value == 0 else f"{value:.3g}"
 
 
+#: What each check measures, in the words of the invariance table (:func:`probe_table`).
+MEASURED = {**INVARIANCES, "label-swap": "accuracy", "retest": "largest score change"}
+
+
+def _measured(r: dict) -> tuple[str, str]:
+    """The ``measured [95% CI]`` and ``allowed`` cells of one row of :func:`probe_effects` (a dash where the probe
+    has no check or its value is undefined)."""
+    name = r["probe"]
+    if name in INVARIANCES:
+        shown = (format_interval(r["check_value"], r["check_low"], r["check_high"])
+                 if pd.notna(r["check_value"]) else MISSING)
+        allowed = f"≤ {_cell(r['tolerance'], 'proportion')}" if pd.notna(r["tolerance"]) else MISSING
+    elif name == "label-swap":
+        shown = _cell(r["accuracy_probe"], "proportion")
+        allowed = f"= {_cell(r['expected'], 'proportion')}" if pd.notna(r["expected"]) else MISSING
+    elif name == "retest":
+        shown = _score_cell(r["max_score_change"])
+        allowed = f"≤ {_score_cell(r['threshold'])}" if pd.notna(r["threshold"]) else MISSING
+    else:
+        return MISSING, MISSING
+    return (f"{MEASURED[name]} {shown}" if shown != MISSING else MISSING), allowed
+
+
 def probe_table(effects: pd.DataFrame) -> pd.DataFrame:
-    """:func:`probe_effects` as ``prb probe`` and page 05 show it: readable headers, every cell as text by its
-    declared meaning (a p only where a test was run, beside its family; a check's expected value and pass/fail).
+    """:func:`probe_effects` as ``prb probe`` and page 05 show it, its check first (so that it prints on a narrow
+    page): per model and probe the check (pass, fail, or n/a with the reason), what it measured against what it
+    allows, the accuracies, the change with its interval and its Holm p (the families are named in
+    :func:`probe_notes`) and the pairs.
 
     >>> eff = pd.DataFrame([{"model": "m", "probe": "label-swap", "base": "top3", "n_pairs": 4,
     ...     "inputs_changed": float("nan"), "accuracy_base": 0.75, "accuracy_probe": 0.25, "diff": float("nan"),
     ...     "ci_low": float("nan"), "ci_high": float("nan"), "p_holm": float("nan"), "family": "",
     ...     "no_verdict": "", "verdicts_kept": 0.0, "max_score_change": float("nan"), "threshold": float("nan"),
     ...     "expected": 0.25, "check": "pass"}])
-    >>> probe_table(eff).iloc[0][["expected", "check", "p (Holm)"]].tolist()
-    ['accuracy 0.250', 'pass', '—']
+    >>> probe_table(eff).iloc[0][["measured [95% CI]", "allowed", "check", "p (Holm)"]].tolist()
+    ['accuracy 0.250', '= 0.250', 'pass', '—']
     """
     rows = []
     for r in effects.to_dict("records"):
-        if r["probe"] == "label-swap" and pd.notna(r["expected"]):   # undefined (no pair in common): "—"
-            expected = f"accuracy {_cell(r['expected'], 'proportion')}"
-        elif r["probe"] == "retest" and pd.notna(r["threshold"]):
-            expected = f"change ≤ {_score_cell(r['threshold'])}"
-        else:
-            expected = ""
+        measured, allowed = _measured(r)
         rows.append({
-            "model": r["model"], "probe": r["probe"], "base": r["base"], "pairs": _cell(r["n_pairs"], "count"),
-            "inputs changed": _cell(r["inputs_changed"], "count"),
-            "accuracy (base)": _cell(r["accuracy_base"], "proportion"),
-            "accuracy (probe)": _cell(r["accuracy_probe"], "proportion"),
+            "model": r["model"], "probe": r["probe"], "pairs": _cell(r["n_pairs"], "count"),
+            "accuracy: base → probe": (f"{_cell(r['accuracy_base'], 'proportion')} → "
+                                       f"{_cell(r['accuracy_probe'], 'proportion')}"),
             "change [95% CI]": (format_interval(r["diff"], r["ci_low"], r["ci_high"])
                                 if np.isfinite(r["diff"]) else MISSING),
-            "p (Holm)": _cell(r["p_holm"], "p_value"), "family": r["family"] or r["no_verdict"] or MISSING,
-            "verdicts kept": _cell(r["verdicts_kept"], "proportion"),
-            "largest score change": _score_cell(r["max_score_change"]),
-            "expected": expected or MISSING, "check": r["check"] or MISSING})
-    return pd.DataFrame(rows, columns=["model", "probe", "base", "pairs", "inputs changed", "accuracy (base)",
-                                       "accuracy (probe)", "change [95% CI]", "p (Holm)", "family", "verdicts kept",
-                                       "largest score change", "expected", "check"])
+            "p (Holm)": _cell(r["p_holm"], "p_value"), "measured [95% CI]": measured, "allowed": allowed,
+            "check": r["check"] or MISSING})
+    return pd.DataFrame(rows, columns=PROBE_TABLE_COLUMNS)
+
+
+PROBE_TABLE_COLUMNS = ["model", "probe", "check", "measured [95% CI]", "allowed", "accuracy: base → probe",
+                       "change [95% CI]", "p (Holm)", "pairs"]   # the check first: it prints on a narrow page
+VERDICT_TABLE_COLUMNS = ["model", "verdict", "sensitivity [95% CI]", "p (Holm)", "verdicts changed",
+                         "wrong made right: swap / invariance", "reaction p (Holm)",
+                         "twins: both right / both wrong / one right"]
 
 
 def verdict_table(verdicts: pd.DataFrame) -> pd.DataFrame:
-    """:func:`reading_verdicts` as ``prb probe`` and page 05 show it (readable headers, text cells)."""
+    """:func:`reading_verdicts` as ``prb probe`` and page 05 show it: the verdict beside the model, then the
+    numbers behind it (readable headers, text cells; the families are named in :func:`probe_notes`)."""
     rows = []
     for r in verdicts.to_dict("records"):
         null = r.get("null_probe") or ""
         twins = (f"{r['both_right']} / {r['both_wrong']} / {r['one_right']} of {r['twin_sets']}"
                  if pd.notna(r.get("twin_sets")) and r.get("twin_sets") else MISSING)
+        gains = (f"{_cell(r.get('gain_rate'), 'proportion')} / {_cell(r['null_gain_rate'], 'proportion')} ({null})"
+                 if null else MISSING)
         rows.append({
-            "model": r["model"], "base": r.get("base") if isinstance(r.get("base"), str) else MISSING,
+            "model": r["model"], "verdict": r["verdict"],
             "sensitivity [95% CI]": (format_interval(r["sensitivity"], r["sensitivity_low"], r["sensitivity_high"])
                                      if pd.notna(r.get("sensitivity")) else MISSING),
-            "p (Holm)": _cell(r.get("p_holm"), "p_value"), "family": r.get("family") or MISSING,
+            "p (Holm)": _cell(r.get("p_holm"), "p_value"),
             "verdicts changed": _cell(r.get("change_rate"), "proportion"),
-            "wrong made right: swap": _cell(r.get("gain_rate"), "proportion"),
-            "wrong made right: invariance": (f"{_cell(r['null_gain_rate'], 'proportion')} ({null})" if null
-                                             else MISSING),
+            "wrong made right: swap / invariance": gains,
             "reaction p (Holm)": _cell(r.get("reaction_p_holm"), "p_value"),
-            "reaction family": r.get("reaction_family") or MISSING,
-            "twins: both right / both wrong / one right": twins, "verdict": r["verdict"]})
-    return pd.DataFrame(rows, columns=["model", "base", "sensitivity [95% CI]", "p (Holm)", "family",
-                                       "verdicts changed", "wrong made right: swap", "wrong made right: invariance",
-                                       "reaction p (Holm)", "reaction family",
-                                       "twins: both right / both wrong / one right", "verdict"])
+            "twins: both right / both wrong / one right": twins})
+    return pd.DataFrame(rows, columns=VERDICT_TABLE_COLUMNS)
+
+
+def unprobed_models(jobs: pd.DataFrame, base: str) -> list[str]:
+    """The model specs of the store's ``jobs`` (:func:`prb_utils.store.load_run_metadata`: ``model``, ``profile``)
+    with no probe job of ``base`` (the oracle's jobs aside): those ``prb probe --profile BASE`` would add.
+
+    >>> jobs = pd.DataFrame({"model": ["a", "a", "b", "c"], "profile": ["top3", "top3+swap", "top3", "none"]})
+    >>> unprobed_models(jobs, "top3")
+    ['b', 'c']
+    """
+    if jobs.empty or not {"model", "profile"} <= set(jobs.columns):
+        return []
+    profiles = jobs["profile"].astype(str)
+    probed = set(jobs.loc[profiles.str.startswith(f"{base}+"), "model"].astype(str))
+    plain = jobs.loc[~profiles.map(is_oracle) & ~profiles.str.contains("+", regex=False), "model"].astype(str)
+    return sorted(set(plain) - probed)
 
 
 def probe_notes(effects: pd.DataFrame) -> list[str]:
-    """The sentences under the probe tables: the reading rule, the twin split, the checks and every family.
+    """The sentences under the probe tables: the rules of the probes in ``effects`` (the reading rule and the twin
+    split with ``swap``, the checks with any other probe; all three when ``effects`` is empty) and every family.
 
     >>> len(probe_notes(pd.DataFrame(columns=EFFECT_COLUMNS)))
     3
+    >>> probe_notes(pd.DataFrame({"probe": ["label-swap"], "base": "top3", "model": "m", "no_verdict": ""}))[0][:26]
+    'Checks: shuffle passes whe'
     """
-    notes = [f"Rule: {READING_RULE}.", f"Twins: {TWIN_RULE}.", f"Checks: {CHECK_RULE}."]
+    names = set(effects["probe"]) if "probe" in effects.columns and len(effects) else set(PROBES)
+    notes = [f"Rule: {READING_RULE}.", f"Twins: {TWIN_RULE}."] if "swap" in names else []
+    notes += [f"Checks: {CHECK_RULE}."] if names - {"swap"} else []
     return notes + [f"Family {fam.say()}." for fam in probe_families(effects)]

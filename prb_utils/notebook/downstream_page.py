@@ -25,8 +25,8 @@ from prb_utils.notebook.markup import display_path, md_code, md_text
 
 #: How an answer's quality is read from a proxy judge (MiniLM similarity), in the pages' words.
 PROXY_QUALITY = RUBRIC_JUDGES["proxy"].quality
-#: Where each command writes: ``prb score`` a store (``--out``), the downstream commands into one (``--results``).
-STORE_OPTION = {"score": "--out", "bon": "--results", "ppo": "--results"}
+#: Where each command writes: ``prb score`` and ``prb probe`` a store (``--out``), the downstream commands into one (``--results``).
+STORE_OPTION = {"score": "--out", "probe": "--out", "bon": "--results", "ppo": "--results"}
 #: Why an RM the benchmark scored is no member of the rankings page 03 compares (:func:`unranked_rms`).
 UNRANKED_WHY = {"position-locked judge": "position-locked judge: its accuracy measures the answer order, so it gets "
                                          "no rank"}

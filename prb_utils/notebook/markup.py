@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import PurePath
 
 _TICKS = re.compile(r"`+")
@@ -55,3 +56,13 @@ def md_text(value: object) -> str:
     'a &#42;b&#42; &#35; c'
     """
     return " ".join(str(value).splitlines()).translate(str.maketrans(_MARKUP))
+
+
+def md_sentences(items: Iterable[Mapping[str, object]]) -> str:
+    r"""A page's opening conclusions (:func:`prb_utils.analysis.findings.page_sentences`) as a Markdown list, each
+    ``sentence`` escaped (:func:`md_text`).
+
+    >>> md_sentences([{"sentence": "Under top3, a*b leads."}, {"sentence": "No lift."}])
+    '- Under top3, a&#42;b leads.\n- No lift.'
+    """
+    return "\n".join(f"- {md_text(item['sentence'])}" for item in items)

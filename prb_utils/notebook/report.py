@@ -35,7 +35,7 @@ from tqdm.auto import tqdm
 
 import prb_utils
 from prb_utils import __version__
-from prb_utils.analysis.findings import Findings, compute_findings, rank_span
+from prb_utils.analysis.findings import Findings, compute_findings, page_sentences, rank_span
 from prb_utils.analysis.uncertainty import ResamplingPlan
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
@@ -149,18 +149,25 @@ def _plain(value: Any) -> Any:
     return value
 
 
+#: The numbers each page recorded in this kernel, by file: a page records its conclusions first, the rest last.
+_RECORDED: dict[Path, dict[str, Any]] = {}
+
+
 def record_numbers(params: NotebookParams, **numbers: Any) -> Path | None:
     """Write a notebook's key numbers to ``<notebook>.numbers.json`` in the report folder, so that checks
     and readers use them without parsing HTML. Outside a report run (``PRB_NUMBERS_DIR`` unset) nothing
     is written and None is returned. The file holds the parameters, where ``prb_utils`` was imported from,
-    and ``numbers`` (frames as lists of records, NaN as null)."""
+    and ``numbers`` (frames as lists of records, NaN as null); a later call of the same kernel adds its numbers
+    to those recorded before (a page records its opening conclusions, then its tables)."""
     folder = os.environ.get(NUMBERS_ENV)
     if not folder:
         return None
 
-    content = {"notebook": params.notebook, "prb_utils": str(Path(prb_utils.__file__).resolve().parent),
-               "params": _plain(asdict(params)), "numbers": _plain(numbers)}
     target = Path(folder) / f"{params.notebook}.numbers.json"
+    recorded = _RECORDED.setdefault(target, {})
+    recorded.update(_plain(numbers))
+    content = {"notebook": params.notebook, "prb_utils": str(Path(prb_utils.__file__).resolve().parent),
+               "params": _plain(asdict(params)), "numbers": recorded}
     write_report_file(target, json.dumps(content, indent=1, ensure_ascii=False, allow_nan=False) + "\n")
     return target
 
@@ -541,15 +548,15 @@ def _cell(value: Any, column: str, css: str = "") -> str:
 
 
 def _findings_html(found: Findings | None) -> str:
-    """The index's headline: each condition's tied group and its standing against chance in one sentence
-    (:meth:`Findings.headline`), the leaderboard (shared ranks, accuracy [CI] and its verdict against chance,
+    """The index's headline: its conclusions in plain sentences (:func:`prb_utils.analysis.findings.page_sentences`
+    of the index: each condition's tied group against chance, the lift verdicts, the oracle, locks), the leaderboard (shared ranks, accuracy [CI] and its verdict against chance,
     the lift and its verdict; a locked judge greyed, unranked, with its reason), the oracle apart with its
     verdict, and the rules under them; every number through :mod:`prb_utils.formatting`."""
     esc = html.escape
     if found is None:
         return ('<p class="headline"><i>No scored pairs in the store for these models and conditions: '
                 "run <code>prb score</code> first.</i></p>")
-    sentences = "".join(f'<p class="headline">{esc(h["sentence"])}</p>' for h in found.headline())
+    sentences = "".join(f'<p class="headline">{esc(h["sentence"])}</p>' for h in page_sentences(found, "index"))
     board = found.board
     rows = []
     for r in board[~board["oracle"]].itertuples():
