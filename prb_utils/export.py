@@ -59,6 +59,7 @@ from prb_utils.data import HUB_ID
 from prb_utils.errors import PRBError
 from prb_utils.models.kinds import MODEL_KINDS, baseline_names
 from prb_utils.profile import parse_condition, rm_user_message
+from prb_utils.resources import source_commit
 from prb_utils.schema import is_oracle, stable_hash
 from prb_utils.scoring import retriever_from_label, retriever_label
 from prb_utils.store import JOB_FILE, JOBS_DIR, StoreShortfallWarning, load_results, pair_hash, pair_units
@@ -367,7 +368,7 @@ def _samples(group: pd.DataFrame, inputs: list[dict[str, Any]], *, evaluation_id
         metadata = {"subset": row.subset, "category": row.category, "profile": condition,
                     "oracle": str(is_oracle(condition)).lower(), "outcome": row.outcome, "rm_kind": row.kind,
                     "job": row.job, **{k: repr(v) for k, v in scores.items() if v is not None}}
-        for column in ("p_chosen_ab", "p_chosen_ba", "verdict_ab", "verdict_ba"):
+        for column in ("p_chosen_ab", "p_chosen_ba", "verdict_ab", "verdict_ba", "score_dtype", *UNIT_KEYS):
             value = getattr(row, column, None)
             if _text(value):
                 metadata[column] = _text(value)
@@ -391,6 +392,40 @@ def _samples(group: pd.DataFrame, inputs: list[dict[str, Any]], *, evaluation_id
     return lines
 
 
+#: The per-sample metadata that carries each pair's resampling unit keys (the hashes the store recorded), so that a
+#: reader of the export (``prb board``) clusters exactly as the store's pages do.
+UNIT_KEYS = ("unit_question", "unit_user")
+
+
+def provenance(meta: Mapping[str, Any], plan: ResamplingPlan, *, commit: str | None = None) -> dict[str, str]:
+    """What a submission says of where its rows come from (Every Eval Ever ``additional_details``: strings):
+    the data (digest, source, limit, pairs), prb (version, commit), the job (key, engine, device, dtype, chat
+    template, truncated and failed pairs) and the resampling plan of its intervals; ``commit``: prb's source
+    commit (:func:`prb_utils.resources.source_commit`).
+
+    >>> sorted(provenance({"key": "k", "data": {"digest": "d", "pairs": 3}}, ResamplingPlan()))[:3]
+    ['data_digest', 'data_pairs', 'job_key']
+    """
+    data, run, options = meta.get("data") or {}, meta.get("run") or {}, meta.get("options") or {}
+    template = next((run[k] for k in sorted(run) if "template" in k and _text(run[k])), None)
+    return _strings({
+        "data_digest": data.get("digest"), "data_source": data.get("source"), "data_limit": data.get("limit"),
+        "data_subsets": ",".join(data["subsets"]) if isinstance(data.get("subsets"), list) else data.get("subsets"),
+        "data_pairs": meta.get("n_pairs"), "job_key": meta.get("key"), "prb_version": run.get("prb") or __version__,
+        "prb_commit": commit, "engine": options.get("engine") or run.get("engine"),
+        "device": options.get("device") or run.get("device"), "dtype": options.get("dtype") or run.get("dtype"),
+        "chat_template": template, "n_truncated": run.get("n_truncated"), "n_failed": run.get("n_failed"),
+        "resampling_plan": json.dumps(plan.to_dict(), sort_keys=True),
+    })
+
+
+def _unit_keys(group: pd.DataFrame, meta: Mapping[str, Any]) -> pd.DataFrame:
+    """``group`` with :data:`UNIT_KEYS`: the question and user keys the job recorded for each pair."""
+    pairs = group["subset"].astype(str) + "/" + group["id"].astype(str)
+    return group.assign(unit_question=pairs.map(meta.get("questions") or {}).to_numpy(),
+                        unit_user=pairs.map(meta.get("users") or {}).to_numpy())
+
+
 def export_every_eval_ever(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, Any]], out: Path, *,
                            data: pd.DataFrame | None = None, data_source: str | None = None,
                            notes: list[str] | None = None, plan: ResamplingPlan | None = None) -> list[Path]:
@@ -399,6 +434,7 @@ def export_every_eval_ever(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, 
     plan = plan or ResamplingPlan()
 
     retrieved = str(int(time.time()))
+    commit = source_commit()
     written: list[Path] = []
     stale: list[str] = []
     attached = 0
@@ -428,7 +464,7 @@ def export_every_eval_ever(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, 
                                    source=source, timestamp=timestamp, method=plan.interval_method))
         inputs = _job_inputs(group, data, meta, stale)
         attached += sum(bool(i) for i in inputs)
-        lines = _samples(group, inputs, evaluation_id=evaluation_id, model_id=model_id,
+        lines = _samples(_unit_keys(group, meta), inputs, evaluation_id=evaluation_id, model_id=model_id,
                          name=name, result_id=f"{job}/overall", condition=condition)
         samples_text = "\n".join(lines) + "\n"
         options = {f"option_{k}": v for k, v in (meta.get("options") or {}).items()}
@@ -440,7 +476,8 @@ def export_every_eval_ever(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, 
                 "source_organization_name": "prb", "evaluator_relationship": "third_party",
                 "additional_details": _strings({**condition_details(condition), "oracle": str(oracle).lower(),
                                                 "oracle_note": ORACLE_NOTE if oracle else "", "job": job,
-                                                "data_fingerprint": meta.get("data_fingerprint")}),
+                                                "data_fingerprint": meta.get("data_fingerprint"),
+                                                **provenance(meta, plan, commit=commit)}),
             },
             "model_info": {
                 "name": label, "id": model_id, "developer": developer,
