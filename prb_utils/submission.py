@@ -171,7 +171,7 @@ def read_submission(path: str | os.PathLike, *, data: pd.DataFrame | None = None
     rows, texts = _rows(text, os.fspath(samples), log)
     declared = details.get("data_pairs")
     if data is not None:
-        _check_data(rows, data, where, str(details["data_fingerprint"]))
+        check_data(rows, data, where, str(details["data_fingerprint"]))
     elif declared and str(declared).isdigit() and int(declared) != len(rows):
         raise PRBError(f"{where}: its per-item rows cover {len(rows)} pairs but source_metadata.additional_details."
                        f"data_pairs says the job scored {declared}: a pair is missing.")
@@ -191,7 +191,9 @@ def read_submission(path: str | os.PathLike, *, data: pd.DataFrame | None = None
                       submitted=_submitted(log))
 
 
-def _check_data(rows: pd.DataFrame, data: pd.DataFrame, where: str, digest: str) -> None:
+def check_data(rows: pd.DataFrame, data: pd.DataFrame, where: str, digest: str) -> None:
+    """PRBError naming ``where`` unless ``rows`` cover exactly the pairs of ``data`` (the benchmark loaded with
+    the job's filters) and ``digest`` is its :func:`prb_utils.data.data_fingerprint`."""
     wanted = {pair_key(str(s), str(i)) for s, i in zip(data["subset"], data["id"], strict=True)}
     held = {pair_key(str(s), str(i)) for s, i in zip(rows["subset"], rows["id"], strict=True)}
     if missing := sorted(wanted - held):

@@ -9,6 +9,7 @@ misses pairs, recomputes the numbers (:mod:`prb_utils.board.numbers`) and writes
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -19,9 +20,10 @@ import pandas as pd
 from prb_utils.analysis.uncertainty import ResamplingPlan
 from prb_utils.board.numbers import board_numbers
 from prb_utils.board.site import write_site
+from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
 from prb_utils.schema import pair_key
-from prb_utils.submission import Submission, find_submissions, read_submission
+from prb_utils.submission import Submission, check_data, find_submissions, read_submission
 
 __all__ = ["BoardBuild", "build_board", "check_submissions"]
 
@@ -35,13 +37,15 @@ class BoardBuild:
     notes: list[str] = field(default_factory=list)
 
 
-def check_submissions(paths: Sequence[str | os.PathLike], *, data: pd.DataFrame | None = None,
+def check_submissions(paths: Sequence[str | os.PathLike], *, data_source: str | None = None,
                       duplicates: list[str] | None = None) -> list[Submission]:
     """Read and check every submission of ``paths`` (files or export folders) as one board: each on its own
-    (:func:`prb_utils.submission.read_submission`), then together: one data set (the same data digest) and the
+    (:func:`prb_utils.submission.read_submission`; against ``data_source``, the benchmark loaded with each job's
+    filters, when given), then together: one data set (the same data digest) and the
     same pairs. PRBError, one sentence naming the file and the field, for the first problem. A file named twice is
     read once (a sentence in ``duplicates``); the same job in two sources is two runs of the board, one per source."""
     submissions, seen, notes = [], {}, []
+    loaded: dict[tuple[str, str], pd.DataFrame] = {}
     for number, given in enumerate(paths, 1):
         source = source_name(given, number, paths)
         for path in find_submissions([given]):
@@ -49,7 +53,10 @@ def check_submissions(paths: Sequence[str | os.PathLike], *, data: pd.DataFrame 
                 notes.append(f"{path} is named twice (also in {seen[path.resolve()]}); it is read once.")
                 continue
             seen[path.resolve()] = source
-            submissions.append(replace(read_submission(path, data=data), source=source))
+            found = replace(read_submission(path), source=source)
+            if data_source is not None:
+                check_data(found.rows, _benchmark(data_source, found, loaded), os.fspath(path), found.data)
+            submissions.append(found)
     if not submissions:
         raise PRBError("Name at least one submission (a file or folder that `prb export --format every_eval_ever` "
                        "wrote).")
@@ -70,6 +77,16 @@ def check_submissions(paths: Sequence[str | os.PathLike], *, data: pd.DataFrame 
     return submissions
 
 
+def _benchmark(source: str, submission: Submission, loaded: dict[tuple[str, str], pd.DataFrame]) -> pd.DataFrame:
+    """The benchmark ``source`` loaded with the filters the submission's job scored (``data_limit``,
+    ``data_subsets``), once per filter."""
+    limit, subsets = submission.provenance.get("data_limit", ""), submission.provenance.get("data_subsets", "")
+    if (limit, subsets) not in loaded:
+        loaded[(limit, subsets)] = load_benchmark(source, limit=int(limit) if limit.isdigit() else None,
+                                                  subsets=subsets.split(",") if subsets else None, drop_invalid=True)
+    return loaded[(limit, subsets)]
+
+
 def source_name(given: str | os.PathLike, number: int, paths: Sequence[str | os.PathLike]) -> str:
     """How the board names the source ``given`` (the ``number``-th of ``paths``): its folder or file name, or
     ``submission N`` where two sources share a name.
@@ -82,13 +99,29 @@ def source_name(given: str | os.PathLike, number: int, paths: Sequence[str | os.
     return name if names.count(name) == 1 and name else f"submission {number}"
 
 
-def build_board(paths: Sequence[str | os.PathLike], out: str | os.PathLike, *, data: pd.DataFrame | None = None,
+def board_plan(submissions: Sequence[Submission], notes: list[str]) -> ResamplingPlan:
+    """The resampling plan the submissions' intervals were computed under (their provenance's
+    ``resampling_plan``) when they all name one, else the default plan (and a note)."""
+    named = {s.provenance.get("resampling_plan", "") for s in submissions}
+    if len(named) == 1 and (text := named.pop()):
+        try:
+            return ResamplingPlan.from_dict(json.loads(text))
+        except (ValueError, TypeError):
+            raise PRBError(f"{submissions[0].path}: source_metadata.additional_details.resampling_plan cannot be "
+                           "read.") from None
+    plan = ResamplingPlan()
+    notes.append(f"The submissions name different resampling plans (or none); the board uses the default: {plan.rule()}.")
+    return plan
+
+
+def build_board(paths: Sequence[str | os.PathLike], out: str | os.PathLike, *, data_source: str | None = None,
                 plan: ResamplingPlan | None = None) -> BoardBuild:
-    """Check the submissions of ``paths``, recompute every number, and write ``out/index.html`` (and
+    """Check the submissions of ``paths`` (against ``data_source`` when given), recompute every number under
+    ``plan`` (default: the plan the submissions name, :func:`board_plan`), and write ``out/index.html`` (and
     ``out/board.json``, the same numbers as data)."""
     notes: list[str] = []
-    submissions = check_submissions(paths, data=data, duplicates=notes)
-    numbers = board_numbers(submissions, plan=plan)
+    submissions = check_submissions(paths, data_source=data_source, duplicates=notes)
+    numbers = board_numbers(submissions, plan=plan or board_plan(submissions, notes))
     numbers["notes"] = [*notes, *numbers["notes"]]
     page = write_site(numbers, out)
     return BoardBuild(page=page, numbers=numbers, notes=list(numbers["notes"]))

@@ -124,14 +124,13 @@ def _outcomes(rows: pd.DataFrame) -> pd.DataFrame:
     return keyed.pivot_table(index=["profile", "pair"], columns="model", values="right", aggfunc="first")
 
 
-def _cards(rows: pd.DataFrame, found: Findings, plan: ResamplingPlan, ids: dict[str, str],
-           submissions: dict[str, Submission]) -> dict[str, Any]:
+def _cards(rows: pd.DataFrame, found: Findings, plan: ResamplingPlan, ids: dict[str, str]) -> dict[str, Any]:
     wide = _outcomes(rows)
     outcome = rows.assign(pair=[pair_key(str(s), str(i)) for s, i in zip(rows["subset"], rows["id"], strict=True)]) \
         .set_index(["model", "profile", "pair"])["outcome"]
     categories = plan.accuracy(rows, ["model", "profile", "category"]) if rows["category"].notna().any() else None
     cards = {}
-    for label, sub in submissions.items():
+    for label in ids:
         conditions: dict[str, Any] = {}
         for condition in dict.fromkeys(rows.loc[rows["model"] == label, "profile"]):
             part = wide.loc[condition]
@@ -225,6 +224,6 @@ def board_numbers(submissions: Sequence[Submission], *, plan: ResamplingPlan | N
         "board": _board_table(found, ids), "headline": [h["sentence"] for h in found.headline()],
         "rules": [*found.notes(), f"{HARDEST_RULE[0].upper()}{HARDEST_RULE[1:]}.",
                   f"{SENSITIVE_RULE[0].upper()}{SENSITIVE_RULE[1:]}.", f"{FLIP_RULE[0].upper()}{FLIP_RULE[1:]}."],
-        "notes": notes, "cards": _cards(rows, found, plan, ids, by_label), "compare": comparisons, "pairs": pairs,
+        "notes": notes, "cards": _cards(rows, found, plan, ids), "compare": comparisons, "pairs": pairs,
         "plan": plan.to_dict(),
     }
