@@ -221,7 +221,7 @@ def board_numbers(submissions: Sequence[Submission], *, plan: ResamplingPlan | N
     return {
         "models": models, "conditions": [*found.conditions(), *[c for c in dict.fromkeys(found.board["profile"])
                                                                   if c not in found.conditions()]],
-        "board": _board_table(found, ids), "headline": [h["sentence"] for h in found.headline()],
+        "board": _board_table(found, ids), "headline": {h["profile"]: h["sentence"] for h in found.headline()},
         "rules": [*found.notes(), f"{HARDEST_RULE[0].upper()}{HARDEST_RULE[1:]}.",
                   f"{SENSITIVE_RULE[0].upper()}{SENSITIVE_RULE[1:]}.", f"{FLIP_RULE[0].upper()}{FLIP_RULE[1:]}."],
         "notes": notes, "cards": _cards(rows, found, plan, ids), "compare": comparisons, "pairs": pairs,

@@ -62,7 +62,6 @@ def _static(name: str) -> str:
 def page_html(numbers: dict[str, Any]) -> str:
     """The board's page for ``numbers`` (:func:`prb_utils.board.numbers.board_numbers`)."""
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in numbers["notes"])
-    headline = "".join(f"<p>{html.escape(s)}</p>" for s in numbers["headline"])
     rules = "".join(f"<li>{html.escape(r)}</li>" for r in numbers["rules"])
     count = len(numbers["models"])
     return f"""<!DOCTYPE html>
@@ -79,7 +78,7 @@ def page_html(numbers: dict[str, Any]) -> str:
 <p class="muted">{count} submitted run(s). Every number is recomputed from the submissions' per-item rows by prb
 {html.escape(__version__)}'s findings layer; a submitted aggregate is never shown.
 <a id="view-link" href="#">Link to this view</a>.</p>
-{headline}
+<p id="headline"></p>
 {f'<div class="notes" role="note"><p>Notes on the submissions:</p><ul id="notes">{notes}</ul></div>' if notes else ''}
 <div class="controls">
 <label>Condition <select id="condition"></select></label>

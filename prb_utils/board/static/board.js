@@ -186,6 +186,7 @@
   function render() {
     document.getElementById("condition").value = state.c;
     document.getElementById("filter").value = state.q;
+    document.getElementById("headline").textContent = DATA.headline[state.c] || "";
     renderBoard();
     renderCompare();
     renderCards();
