@@ -403,8 +403,9 @@ def provenance(meta: Mapping[str, Any], plan: ResamplingPlan, *, commit: str | N
     template, truncated and failed pairs) and the resampling plan of its intervals; ``commit``: prb's source
     commit (:func:`prb_utils.resources.source_commit`).
 
-    >>> sorted(provenance({"key": "k", "data": {"digest": "d", "pairs": 3}}, ResamplingPlan()))[:3]
-    ['data_digest', 'data_pairs', 'job_key']
+    >>> facts = provenance({"key": "k", "n_pairs": 3, "data": {"digest": "d", "limit": None}}, ResamplingPlan())
+    >>> facts["data_pairs"], facts["job_key"], "data_limit" in facts
+    ('3', 'k', False)
     """
     data, run, options = meta.get("data") or {}, meta.get("run") or {}, meta.get("options") or {}
     template = next((run[k] for k in sorted(run) if "template" in k and _text(run[k])), None)

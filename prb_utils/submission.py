@@ -9,13 +9,12 @@ checksum differs from the one the aggregate records, or the data digest differs 
 aggregate is only *read*: :attr:`Submission.submitted` keeps it so that the board can say where it disagrees
 with the rows it recomputes.
 
->>> sorted(SAMPLE_FIELDS)[:2]
-['metadata.job', 'metadata.outcome']
+>>> "metadata.outcome" in SAMPLE_FIELDS, "detailed_evaluation_results.checksum" in AGGREGATE_FIELDS
+(True, True)
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Iterable, Mapping
@@ -28,7 +27,7 @@ import pandas as pd
 from prb_utils.data import data_fingerprint
 from prb_utils.errors import PRBError
 from prb_utils.export import EEE_SCHEMA_VERSION, UNIT_KEYS
-from prb_utils.schema import OUTCOMES, pair_key
+from prb_utils.schema import OUTCOMES, pair_key, stable_hash
 
 #: The fields of the aggregate JSON the board reads (dotted paths), each required.
 AGGREGATE_FIELDS = ("schema_version", "evaluation_id", "model_info.name", "model_info.additional_details.prb_spec",
@@ -176,7 +175,7 @@ def read_submission(path: str | os.PathLike, *, data: pd.DataFrame | None = None
         raise PRBError(f"{where}: its per-item rows cover {len(rows)} pairs but source_metadata.additional_details."
                        f"data_pairs says the job scored {declared}: a pair is missing.")
     expected = log["detailed_evaluation_results"]
-    if hashlib.sha256(text.encode("utf-8")).hexdigest() != str(expected["checksum"]):
+    if stable_hash(text, length=64) != str(expected["checksum"]):   # the export's sha256 of the file
         raise PRBError(f"{where}: detailed_evaluation_results.checksum does not match {samples.name} (the per-item "
                        "rows were changed after export).")
     model = log["model_info"]
