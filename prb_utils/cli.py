@@ -315,9 +315,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_ppo_parser(sub)
 
-    p = sub.add_parser("export", help="write the store in another tool's format (every_eval_ever, rewardbench)",
+    p = sub.add_parser("export", help="write the store in another tool's format (every_eval_ever, rewardbench, "
+                                      "hub-eval-results)",
                        description="One export per scoring job; the oracle condition rubric is marked in every file.")
-    p.add_argument("--format", required=True, metavar="FORMAT", help="every_eval_ever or rewardbench")
+    p.add_argument("--format", required=True, metavar="FORMAT", help="every_eval_ever, rewardbench or hub-eval-results")
     p.add_argument("--results", type=_folder_name, default="results", help="store folder (default: results)")
     p.add_argument("--out", type=_folder_name, required=True, help="folder to write the export into")
     p.add_argument("--data", default=None, help="the benchmark the store was scored on ('sample', a hub id or a "

@@ -266,3 +266,26 @@ def test_a_deep_link_restores_sort_filter_and_comparison_after_a_reload(board):
     compared = board.numbers["compare"].get(f"top2|{a}|{b}") or board.numbers["compare"][f"top2|{b}|{a}"]
     assert seen["after"] == seen["before"] and f"p = {compared['p_text']}" in seen["after"]
     assert seen["flips"] == len(compared["flips"])
+
+
+# ------------------------------------------------------------------------------------------------ hub files
+
+
+def test_hub_eval_results_files_hold_the_stores_accuracy(teams, tmp_path, capsys):
+    import yaml
+
+    root, _ = teams
+    store = root / "stores" / "team-a"
+    assert main(["export", "--format", "hub-eval-results", "--results", str(store), "--out", str(tmp_path)]) == 0
+    assert "not on the hub benchmark" in capsys.readouterr().err
+    rows = load_results(store)
+    files = sorted(tmp_path.rglob("*.yaml"))
+    assert len(files) == rows["job"].nunique() == 4
+    for path in files:
+        (entry,) = yaml.safe_load(path.read_text())
+        job = entry["notes"].rsplit("job ", 1)[1]
+        group = rows[rows["job"] == job]
+        assert path.parent.name == ".eval_results" and path.stem.endswith(group["profile"].iloc[0])
+        assert entry["dataset"]["id"] == "QiyaoMa/Personalized-RewardBench"
+        assert entry["value"] == round(100 * (group["outcome"] == "correct").mean(), 2)
+        assert f"{len(group)} pairs of" in entry["notes"]
