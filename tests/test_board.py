@@ -11,6 +11,7 @@ import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from test_report import _open_offline
@@ -222,13 +223,16 @@ def test_the_board_opens_offline_and_a_name_with_html_stays_text(teams, tmp_path
         return {"cells": page.eval_on_selector_all("#leaderboard tbody tr", "rows => rows.map(r => "
                                                    "[r.dataset.model, r.cells[4].textContent])"),
                 "names": page.eval_on_selector_all(f'[data-model="{evil_id}"] a', "a => a.map(x => x.textContent)"),
-                "injected": page.evaluate("document.querySelectorAll('img, b').length")}
+                "injected": page.evaluate("document.querySelectorAll('img, b').length"),
+                "items": page.inner_text('[data-items="tracking"]')}
 
     facts = _open_offline([built.page], probe=probe)["index.html"]
     assert facts["blocked"] == [] and facts["requests"] == [] and facts["console"] == [] and facts["errors"] == []
     assert facts["title"] == "Personalized RewardBench board"
     probe_facts = facts["probe"]
     assert probe_facts["injected"] == 0 and probe_facts["names"] == [evil]
+    assert probe_facts["items"] == f"Pairs that do not track accuracy: {built.numbers['items']['none']['tracking']}."
+    assert probe_facts["items"].startswith("Pairs that do not track accuracy: n/a: 4 RMs")
     shown = {(r["id"], r["accuracy_text"]) for r in built.numbers["board"] if r["condition"] == "none"}
     assert set(map(tuple, probe_facts["cells"])) == shown and len(shown) == 4
 
@@ -289,3 +293,36 @@ def test_hub_eval_results_files_hold_the_stores_accuracy(teams, tmp_path, capsys
         assert entry["dataset"]["id"] == "QiyaoMa/Personalized-RewardBench"
         assert entry["value"] == round(100 * (group["outcome"] == "correct").mean(), 2)
         assert f"{len(group)} pairs of" in entry["notes"]
+
+
+# ------------------------------------------------------------------------------------------------ item analysis
+
+
+def test_item_analysis_lists_what_its_rules_say_and_is_na_below_its_counts():
+    from prb_utils.board.items import MAX_CORRELATION, MIN_RMS, item_analysis
+
+    rng = np.random.default_rng(3)
+    skill = {f"rm{k}": 0.3 + 0.1 * k for k in range(6)}   # six RMs of rising accuracy
+    pairs = [f"p{i:02d}" for i in range(40)]
+    right = {(m, p): int(rng.random() < s) for m, s in skill.items() for p in pairs}
+    for m in skill:   # p00: the better half gets it wrong, the worse half right (an item that does not track)
+        right[(m, "p00")] = int(skill[m] < 0.6)
+    rows = pd.DataFrame([{"model": m, "profile": "none", "subset": "s", "id": p,
+                          "outcome": "correct" if right[(m, p)] else "wrong"} for m, p in right])
+    strong = ["rm4", "rm5"]
+    board_frame = pd.DataFrame({"model": list(skill), "profile": "none", "locked": False,
+                                "chance": ["above chance" if m in strong else "" for m in skill]})
+    found = item_analysis(rows, board_frame)["none"]
+    assert {f["pair"] for f in found["mislabel"]} == {f"s/{p}" for p in pairs
+                                                      if all(right[(m, p)] == 0 for m in strong)}
+    accuracy = {m: np.mean([right[(m, p)] for p in pairs]) for m in skill}
+    expected = set()
+    for p in pairs:
+        outcome = np.array([right[(m, p)] for m in skill], dtype=float)
+        rest = np.array([(accuracy[m] * len(pairs) - right[(m, p)]) / (len(pairs) - 1) for m in skill])
+        if outcome.std() and rest.std() and np.corrcoef(outcome, rest)[0, 1] <= MAX_CORRELATION:
+            expected.add(f"s/{p}")
+    assert {f["pair"] for f in found["tracking"]} == expected and "s/p00" in expected
+
+    few = item_analysis(rows[rows["model"].isin(list(skill)[:MIN_RMS - 1])], board_frame.iloc[:MIN_RMS - 1])["none"]
+    assert few["tracking"].startswith("n/a: 4 RMs") and few["mislabel"].startswith("n/a: 0 RM(s) above chance")

@@ -24,7 +24,8 @@ import pandas as pd
 from prb_utils.analysis.findings import Findings, compute_findings, rank_span
 from prb_utils.analysis.metrics import summarize
 from prb_utils.analysis.uncertainty import ResamplingPlan
-from prb_utils.formatting import PROPORTION, format_interval, format_signed, format_value
+from prb_utils.board.items import ITEM_RULES, item_analysis
+from prb_utils.formatting import COEFFICIENT, PROPORTION, format_interval, format_signed, format_value
 from prb_utils.schema import NO_PROFILE, pair_key, stable_hash
 from prb_utils.submission import Submission
 
@@ -165,6 +166,15 @@ def _cards(rows: pd.DataFrame, found: Findings, plan: ResamplingPlan, ids: dict[
     return cards
 
 
+def _items(rows: pd.DataFrame, found: Findings) -> dict[str, Any]:
+    """:func:`prb_utils.board.items.item_analysis` with each correlation as the pages print it."""
+    items = item_analysis(rows, found.board)
+    for entry in items.values():
+        for flagged in entry["tracking"] if isinstance(entry["tracking"], list) else []:
+            flagged["correlation_text"] = format_value(flagged["correlation"], sense=COEFFICIENT)
+    return items
+
+
 def compare_runs(rows: pd.DataFrame, a: str, b: str, condition: str, plan: ResamplingPlan) -> dict[str, Any]:
     """Run ``b`` against run ``a`` (board labels) under ``condition`` (``*_swapped``: ``a`` against ``b``): the
     paired verdict change through
@@ -223,7 +233,8 @@ def board_numbers(submissions: Sequence[Submission], *, plan: ResamplingPlan | N
                                                                   if c not in found.conditions()]],
         "board": _board_table(found, ids), "headline": {h["profile"]: h["sentence"] for h in found.headline()},
         "rules": [*found.notes(), f"{HARDEST_RULE[0].upper()}{HARDEST_RULE[1:]}.",
-                  f"{SENSITIVE_RULE[0].upper()}{SENSITIVE_RULE[1:]}.", f"{FLIP_RULE[0].upper()}{FLIP_RULE[1:]}."],
-        "notes": notes, "cards": _cards(rows, found, plan, ids), "compare": comparisons, "pairs": pairs,
+                  f"{SENSITIVE_RULE[0].upper()}{SENSITIVE_RULE[1:]}.", f"{FLIP_RULE[0].upper()}{FLIP_RULE[1:]}.",
+                  *[f"{r[0].upper()}{r[1:]}." for r in ITEM_RULES.values()]],
+        "items": _items(rows, found), "notes": notes, "cards": _cards(rows, found, plan, ids), "compare": comparisons, "pairs": pairs,
         "plan": plan.to_dict(),
     }

@@ -93,6 +93,8 @@ def page_html(numbers: dict[str, Any]) -> str:
 <label>Run B <select id="run-b"></select></label>
 </div>
 <div id="compare-result"></div>
+<h2>Item analysis</h2>
+<div id="items"></div>
 <h2>Model cards</h2>
 <div id="cards"></div>
 <h2>Rules</h2>

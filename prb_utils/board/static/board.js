@@ -153,6 +153,22 @@
     out.appendChild(list);
   }
 
+  // ------------------------------------------------------------------------------------------- item analysis
+  function renderItems() {
+    const host = document.getElementById("items");
+    host.replaceChildren();
+    const entry = DATA.items[state.c];
+    if (!entry) { host.appendChild(el("p", `No item analysis under ${state.c} (the oracle condition, or no run).`)); return; }
+    const parts = [["mislabel", "Suspected mislabels", (f) => `every one of the ${f.strong} strong RMs gets it wrong`],
+      ["tracking", "Pairs that do not track accuracy", (f) => `correlation with the RMs' accuracy ${f.correlation_text}`]];
+    for (const [key, title, say] of parts) {
+      const list = entry[key];
+      if (typeof list === "string") { host.appendChild(el("p", `${title}: ${list}.`, { "data-items": key })); continue; }
+      host.appendChild(el("p", `${title}: ${list.length}.`, { "data-items": key }));
+      for (const f of list) host.appendChild(pairBlock(f.pair, say(f)));
+    }
+  }
+
   // ------------------------------------------------------------------------------------------- model cards
   function renderCards() {
     const host = document.getElementById("cards");
@@ -189,6 +205,7 @@
     document.getElementById("headline").textContent = DATA.headline[state.c] || "";
     renderBoard();
     renderCompare();
+    renderItems();
     renderCards();
     document.getElementById("view-link").setAttribute("href", link());
   }
