@@ -145,7 +145,8 @@ def _cards(rows: pd.DataFrame, found: Findings, plan: ResamplingPlan, ids: dict[
                 "subsets": [{"subset": r.subset, "n": int(r.n), "accuracy": float(r.accuracy),
                              "accuracy_text": format_value(r.accuracy, "accuracy")} for r in subsets.itertuples()],
                 "hardest": [{"pair": p, "outcome": str(outcome[(label, condition, p)]),
-                             "others_right": format_value(float(share[p]), "accuracy")} for p in hardest],
+                             "others_right": format_value(float(share[p]), "accuracy") if others.shape[1] else
+                             "n/a (no other RM scored this condition)"} for p in hardest],
                 "categories": [],
                 "sensitive": [],
             }
