@@ -216,26 +216,49 @@ def board_numbers(submissions: Sequence[Submission], *, plan: ResamplingPlan | N
         present = [label for label in dict.fromkeys(labels) if ((rows["model"] == label) & (rows["profile"] == condition)).any()]
         for a, b in combinations(present, 2):
             comparisons[f"{condition}|{ids[a]}|{ids[b]}"] = compare_runs(rows, a, b, condition, plan)
+    models = {ids[label]: {"label": label, "kind": s.kind, "spec": s.spec, "file": s.path.name,
+                           "provenance": s.provenance} for label, s in by_label.items()}
+    conditions = list(dict.fromkeys([*found.conditions(), *found.board["profile"]]))   # the oracle last
+    numbers = {
+        "models": models, "conditions": conditions, "board": _board_table(found, ids),
+        "headline": {h["profile"]: h["sentence"] for h in found.headline()},
+        "rules": [*found.notes(), *[f"{r[0].upper()}{r[1:]}." for r in (HARDEST_RULE, SENSITIVE_RULE, FLIP_RULE,
+                                                                          *ITEM_RULES.values())]],
+        "items": _items(rows, found), "notes": notes, "cards": _cards(rows, found, plan, ids),
+        "compare": comparisons, "plan": plan.to_dict(),
+    }
+    numbers["pairs"] = pair_texts(rows, submissions, referenced(numbers))
+    return numbers
+
+
+def referenced(numbers: dict[str, Any]) -> set[str]:
+    """The pairs the board's lists name (flips, hardest, profile-sensitive, item analysis): the pairs whose text
+    it carries."""
+    found: set[str] = set()
+    for value in (numbers["compare"], numbers["cards"], numbers["items"]):
+        stack = [value]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, dict):
+                if isinstance(item.get("pair"), str):
+                    found.add(item["pair"])
+                stack += list(item.values())
+            elif isinstance(item, list):
+                stack += item
+    return found
+
+
+def pair_texts(rows: pd.DataFrame, submissions: Sequence[Submission], keys: set[str]) -> dict[str, dict[str, str]]:
+    """``subset/id`` -> subset, category and (where a submission carries them) question, chosen and rejected, for
+    the pairs ``keys``."""
     texts: dict[str, dict[str, str]] = {}
     for s in submissions:
         for key, text in s.texts.items():
             texts.setdefault(key, text)
     first = rows.drop_duplicates(["subset", "id"])
-    pairs = {}
+    out = {}
     for subset, item, category in zip(first["subset"].astype(str), first["id"].astype(str), first["category"],
                                       strict=True):
-        key = pair_key(subset, item)
-        pairs[key] = {"subset": subset, "category": category if isinstance(category, str) else "",
-                      **texts.get(key, {})}
-    models = {ids[label]: {"label": label, "kind": s.kind, "spec": s.spec, "condition": s.condition,
-                           "file": s.path.name, "provenance": s.provenance} for label, s in by_label.items()}
-    return {
-        "models": models, "conditions": [*found.conditions(), *[c for c in dict.fromkeys(found.board["profile"])
-                                                                  if c not in found.conditions()]],
-        "board": _board_table(found, ids), "headline": {h["profile"]: h["sentence"] for h in found.headline()},
-        "rules": [*found.notes(), f"{HARDEST_RULE[0].upper()}{HARDEST_RULE[1:]}.",
-                  f"{SENSITIVE_RULE[0].upper()}{SENSITIVE_RULE[1:]}.", f"{FLIP_RULE[0].upper()}{FLIP_RULE[1:]}.",
-                  *[f"{r[0].upper()}{r[1:]}." for r in ITEM_RULES.values()]],
-        "items": _items(rows, found), "notes": notes, "cards": _cards(rows, found, plan, ids), "compare": comparisons, "pairs": pairs,
-        "plan": plan.to_dict(),
-    }
+        if (key := pair_key(subset, item)) in keys:
+            out[key] = {"subset": subset, "category": category if isinstance(category, str) else "", **texts.get(key, {})}
+    return out
