@@ -19,7 +19,7 @@ from test_report import _open_offline
 from prb_utils.analysis.findings import compute_findings
 from prb_utils.analysis.uncertainty import ResamplingPlan
 from prb_utils.board import build_board, check_submissions
-from prb_utils.board.numbers import model_id
+from prb_utils.board.recompute import model_id
 from prb_utils.cli import main
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
@@ -299,7 +299,7 @@ def test_hub_eval_results_files_hold_the_stores_accuracy(teams, tmp_path, capsys
 
 
 def test_item_analysis_lists_what_its_rules_say_and_is_na_below_its_counts():
-    from prb_utils.board.items import MAX_CORRELATION, MIN_RMS, item_analysis
+    from prb_utils.board.items import ITEM_MIN_RMS, MAX_CORRELATION, item_analysis
 
     rng = np.random.default_rng(3)
     skill = {f"rm{k}": 0.3 + 0.1 * k for k in range(6)}   # six RMs of rising accuracy
@@ -324,5 +324,5 @@ def test_item_analysis_lists_what_its_rules_say_and_is_na_below_its_counts():
             expected.add(f"s/{p}")
     assert {f["pair"] for f in found["tracking"]} == expected and "s/p00" in expected
 
-    few = item_analysis(rows[rows["model"].isin(list(skill)[:MIN_RMS - 1])], board_frame.iloc[:MIN_RMS - 1])["none"]
+    few = item_analysis(rows[rows["model"].isin(list(skill)[:ITEM_MIN_RMS - 1])], board_frame.iloc[:ITEM_MIN_RMS - 1])["none"]
     assert few["tracking"].startswith("n/a: 4 RMs") and few["mislabel"].startswith("n/a: 0 RM(s) above chance")

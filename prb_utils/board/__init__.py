@@ -3,7 +3,7 @@ site that opens from disk with no network, recomputes every number from the per-
 compares any two runs, and keeps its view in the link.
 
 :func:`build_board` checks every submission (:mod:`prb_utils.submission`), refuses a set that mixes data sets or
-misses pairs, recomputes the numbers (:mod:`prb_utils.board.numbers`) and writes the site
+misses pairs, recomputes the numbers (:mod:`prb_utils.board.recompute`) and writes the site
 (:mod:`prb_utils.board.site`).
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from prb_utils.analysis.uncertainty import ResamplingPlan
-from prb_utils.board.numbers import board_numbers
+from prb_utils.board.recompute import board_numbers
 from prb_utils.board.site import write_site
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError

@@ -7,7 +7,7 @@ the findings layer ranks them: every non-locked run), two lists, each under a st
   chance (its 95% interval above 0.5, the findings layer's verdict), with at least :data:`MIN_STRONG` of them;
 - *does not track accuracy*: a pair whose outcome across RMs correlates negatively with the RMs' accuracy on the
   other pairs (the corrected item-total correlation of classical test theory, at most :data:`MAX_CORRELATION`),
-  with at least :data:`MIN_RMS` RMs: better RMs get it wrong more often, as an ambiguous or mislabelled pair makes
+  with at least :data:`ITEM_MIN_RMS` RMs: better RMs get it wrong more often, as an ambiguous or mislabelled pair makes
   them.
 
 Below those counts the analysis is "n/a" with the reason, never an empty list that reads as "no suspect".
@@ -28,13 +28,13 @@ import pandas as pd
 from prb_utils.analysis.leaderboard import RULES
 from prb_utils.schema import pair_key
 
-MIN_RMS = 5  #: RMs a correlation across RMs needs
+ITEM_MIN_RMS = 5  #: RMs a correlation across RMs needs
 MIN_STRONG = 2  #: strong RMs "every strong RM" needs
 MAX_CORRELATION = -0.5  #: a corrected item-total correlation at most this: the pair does not track accuracy
 ITEM_RULES = {
     "mislabel": f"suspected mislabel: every strong RM (accuracy {RULES['chance'].verdicts[0]}: its 95% interval above "
                 f"0.5) gets the pair wrong, with at least {MIN_STRONG} strong RMs under the condition",
-    "tracking": f"does not track accuracy: across the RMs of the condition (at least {MIN_RMS}), the pair's outcome "
+    "tracking": f"does not track accuracy: across the RMs of the condition (at least {ITEM_MIN_RMS}), the pair's outcome "
                 f"(1 right, 0 not) has a correlation of at most {MAX_CORRELATION} with the RMs' accuracy on the other "
                 "pairs (the corrected item-total correlation)",
 }
@@ -81,9 +81,9 @@ def item_analysis(rows: pd.DataFrame, board: pd.DataFrame) -> dict[str, dict[str
         else:
             wrong = wide.index[(wide[strong] == 0).all(axis=1)]
             entry["mislabel"] = [{"pair": p, "strong": len(strong)} for p in sorted(wrong)]
-        if len(models) < MIN_RMS:
+        if len(models) < ITEM_MIN_RMS:
             entry["tracking"] = (f"n/a: {len(models)} RMs scored this condition; the correlation needs at least "
-                                 f"{MIN_RMS}")
+                                 f"{ITEM_MIN_RMS}")
         else:
             correlation = corrected_item_total(wide)
             flagged = correlation[correlation <= MAX_CORRELATION].sort_values()

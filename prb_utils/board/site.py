@@ -60,7 +60,7 @@ def _static(name: str) -> str:
 
 
 def page_html(numbers: dict[str, Any]) -> str:
-    """The board's page for ``numbers`` (:func:`prb_utils.board.numbers.board_numbers`)."""
+    """The board's page for ``numbers`` (:func:`prb_utils.board.recompute.board_numbers`)."""
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in numbers["notes"])
     rules = "".join(f"<li>{html.escape(r)}</li>" for r in numbers["rules"])
     count = len(numbers["models"])
