@@ -9,7 +9,7 @@ VLLM_STAMP := $(VLLM_VENV)/.prb-installed
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS ?= 1
 
-.PHONY: report test test-fast test-vllm chromium bon ppo lint install clean vllm docs
+.PHONY: report test test-fast test-vllm chromium bon ppo lint install clean vllm docs board
 
 report: $(STAMP)
 	$(BIN)/prb report --data sample --out reports
@@ -36,6 +36,21 @@ bon: $(STAMP)
 # default zoo, judged on held-out sample questions; writes results/ppo/ppo.csv (README "PPO" for the time)
 ppo: $(STAMP)
 	$(BIN)/prb ppo --data sample --results results
+
+# the board (docs/how-to/board.md) of the sample's report store and two more runs, MiniLM in float32 and bfloat16,
+# all offline: reports/board/index.html
+BOARD := results/board
+board: $(STAMP)
+	test -d results/jobs || $(BIN)/prb report --data sample --out reports
+	$(BIN)/prb export --format every_eval_ever --results results --out $(BOARD)/submissions/sample-report --data sample
+	for dtype in float32 bfloat16; do \
+	  $(BIN)/prb score --data sample --model embedding:minilm --dtype $$dtype --profile none --profile top3 \
+	    --out $(BOARD)/$$dtype --no-progress >/dev/null && \
+	  $(BIN)/prb export --format every_eval_ever --results $(BOARD)/$$dtype --out $(BOARD)/submissions/$$dtype \
+	    --data sample || exit 1; \
+	done
+	$(BIN)/prb board $(BOARD)/submissions/sample-report $(BOARD)/submissions/float32 $(BOARD)/submissions/bfloat16 \
+	  --data sample --out reports/board
 
 lint: $(STAMP)
 	$(BIN)/ruff check prb_utils tests bench notebooks

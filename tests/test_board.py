@@ -1,0 +1,328 @@
+"""``prb board``: submissions (``prb export --format every_eval_ever`` with provenance) from three tiny stores, checked
+one by one and together, built into a static board whose every number is the findings layer's for the same rows,
+that opens from disk in headless Chromium with no request and no console error, refuses or defuses tampered
+submissions in one sentence, and keeps its view (sort, filter, condition, the two compared runs) in the link."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_report import _open_offline
+
+from prb_utils.analysis.findings import compute_findings
+from prb_utils.analysis.uncertainty import ResamplingPlan
+from prb_utils.board import build_board, check_submissions
+from prb_utils.board.recompute import model_id
+from prb_utils.cli import main
+from prb_utils.data import load_benchmark
+from prb_utils.errors import PRBError
+from prb_utils.export import export_results
+from prb_utils.formatting import format_interval
+from prb_utils.scoring import score_benchmark
+from prb_utils.store import load_results
+
+TEAMS = {"team-a": (["length", "lexical"], ["none", "top2"], None),
+         "team-b": (["lexical"], ["none", "top2"], "random"),
+         "team-c": (["length"], ["none"], None)}
+
+
+@pytest.fixture(scope="module")
+def teams(tmp_path_factory):
+    """Three stores scored on four records per subset of the shipped sample, each exported as a submission."""
+    root = tmp_path_factory.mktemp("board")
+    data = load_benchmark("sample", limit=4)
+    for name, (models, profiles, retriever) in TEAMS.items():
+        score_benchmark(data, models, profiles, out=root / "stores" / name, retriever=retriever, progress=False)
+        export_results(root / "stores" / name, root / name, format="every_eval_ever", data=data, data_source="sample")
+    return root, data
+
+
+@pytest.fixture(scope="module")
+def board(teams):
+    root, _ = teams
+    return build_board([root / name for name in TEAMS], root / "site")
+
+
+def _labelled_rows(root: Path) -> pd.DataFrame:
+    """The three stores' rows, each job labelled as the board labels it: its store's label, and the store's name
+    where another store holds the same label."""
+    frames = {name: load_results(root / "stores" / name) for name in TEAMS}
+    owners = pd.concat([f[["job_label"]].drop_duplicates().assign(team=n) for n, f in frames.items()])
+    shared = set(owners["job_label"][owners["job_label"].duplicated()])
+    return pd.concat([f.assign(model=[f"{lab} ({n})" if lab in shared else lab for lab in f["job_label"]])
+                      for n, f in frames.items()], ignore_index=True)
+
+
+def _copy(root: Path, name: str, tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A copy of one team's export, and its first aggregate and samples file."""
+    target = tmp_path / name
+    shutil.copytree(root / name, target)
+    aggregate = sorted(target.rglob("*.json"))[0]
+    return target, aggregate, aggregate.with_name(aggregate.stem + "_samples.jsonl")
+
+
+def _reseal(aggregate: Path, samples: Path, lines: list[str]) -> None:
+    """Write ``lines`` as the samples and make the aggregate agree (checksum, rows, pairs): a careful tamperer."""
+    text = "\n".join(lines) + "\n"
+    samples.write_text(text)
+    log = json.loads(aggregate.read_text())
+    log["detailed_evaluation_results"].update(checksum=hashlib.sha256(text.encode()).hexdigest(), total_rows=len(lines))
+    log["source_metadata"]["additional_details"]["data_pairs"] = str(len(lines))
+    aggregate.write_text(json.dumps(log))
+
+
+# ------------------------------------------------------------------------------------------------ submissions
+
+
+def test_a_submission_carries_its_provenance_and_unit_keys(teams):
+    root, data = teams
+    aggregate = sorted((root / "team-a").rglob("*.json"))[0]
+    details = json.loads(aggregate.read_text())["source_metadata"]["additional_details"]
+    job = details["job"]
+    recorded = json.loads((root / "stores" / "team-a" / "jobs" / job / "job.json").read_text())
+    assert details["data_digest"] == recorded["data"]["digest"] and details["data_fingerprint"] == recorded["data_fingerprint"]
+    assert details["job_key"] == job and details["data_pairs"] == str(len(data)) == str(recorded["n_pairs"])
+    assert details["prb_version"] == recorded["run"]["prb"] and details["engine"] == "hf"
+    assert details["n_truncated"] == "0" and json.loads(details["resampling_plan"])["unit"] == "question"
+    samples = [json.loads(line) for line in aggregate.with_name(aggregate.stem + "_samples.jsonl").read_text().splitlines()]
+    for sample in samples:
+        assert sample["metadata"]["unit_question"] == recorded["questions"][sample["sample_id"]]
+        assert sample["metadata"]["unit_user"] == recorded["users"][sample["sample_id"]]
+
+
+def test_the_submissions_pass_the_check_against_their_data(teams, capsys):
+    root, _ = teams
+    checked = check_submissions([root / name for name in TEAMS], data_source="sample")
+    assert len(checked) == 7   # 4 + 2 + 1 jobs
+    assert main(["board", *(str(root / n) for n in TEAMS), "--check", "--data", "sample"]) == 0
+    assert "7 submission(s) checked" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------------------------ the numbers
+
+
+def test_every_board_number_is_the_findings_layers_for_the_same_rows(teams, board):
+    """The report's way: compute_findings on the stores' rows with the benchmark records as units."""
+    root, data = teams
+    found = compute_findings(_labelled_rows(root), data, plan=ResamplingPlan(), calibrate=False)
+    expected = found.board.assign(id=found.board["model"].map(model_id))
+    shown = pd.DataFrame(board.numbers["board"])
+    assert len(shown) == len(expected) == 7
+    merged = expected.merge(shown, left_on=["id", "profile"], right_on=["id", "condition"], suffixes=("", "_b"))
+    assert len(merged) == 7
+    for r in merged.itertuples():
+        assert (r.accuracy_b, r.ci_low_b, r.ci_high_b) == (r.accuracy, r.ci_low, r.ci_high)
+        assert r.accuracy_text == format_interval(r.accuracy, r.ci_low, r.ci_high)
+        assert r.rank_b == r.rank and r.chance_b == r.chance and r.lift_verdict_b == r.lift_verdict
+    lifted = merged[merged["lift_verdict"] != ""]
+    assert len(lifted) == 2 and (lifted["lift_b"] == lifted["lift"]).all()
+    subsets = {(m["label"], c, s["subset"]): s["accuracy"] for i, m in board.numbers["models"].items()
+               for c, entry in board.numbers["cards"][i]["conditions"].items() for s in entry["subsets"]}
+    assert subsets == {(r.model, r.profile, r.subset): r.accuracy for r in found.subsets.itertuples()}
+    assert board.notes == []   # nothing disagrees in honest submissions
+
+
+def test_the_compare_p_value_is_prb_summarize_compares(teams, board, capsys):
+    root, _ = teams
+    assert main(["summarize", "--results", str(root / "stores" / "team-a"), "--compare", "model",
+                 "--format", "json"]) == 0
+    rows = [r for r in json.loads(capsys.readouterr().out)["comparisons"] if r["profile"] == "none"]
+    (summarized,) = rows
+    a, b = model_id(f"{summarized['level_a']} (team-a)"), model_id(f"{summarized['level_b']} (team-a)")
+    compared = board.numbers["compare"].get(f"none|{a}|{b}") or board.numbers["compare"][f"none|{b}|{a}"]
+    assert compared["p_value"] == summarized["p_value"] and compared["n_pairs"] == summarized["n_pairs"]
+    assert abs(compared["diff"]) == pytest.approx(abs(summarized["diff"]))
+    wide = _labelled_rows(root).query("profile == 'none' and model in ['length (team-a)', 'lexical (team-a)']") \
+        .assign(right=lambda f: f["outcome"] == "correct").pivot_table(index=["subset", "id"], columns="model",
+                                                                        values="right")
+    flipped = {f"{s}/{i}" for (s, i), r in wide.iterrows() if r.iloc[0] != r.iloc[1]}
+    assert {f["pair"] for f in compared["flips"]} == flipped and flipped
+    assert all(board.numbers["pairs"][p]["question"] for p in flipped)   # each flipped pair with its text
+
+
+# ------------------------------------------------------------------------------------------------ tampering
+
+
+def test_an_aggregate_that_disagrees_with_its_rows_is_recomputed_and_noted(teams, board, tmp_path):
+    root, _ = teams
+    target, aggregate, _ = _copy(root, "team-c", tmp_path)
+    log = json.loads(aggregate.read_text())
+    log["evaluation_results"][0]["score_details"]["score"] = 0.99
+    aggregate.write_text(json.dumps(log))
+    built = build_board([root / "team-a", root / "team-b", target], tmp_path / "site")
+    assert len(built.notes) == 1 and aggregate.name in built.notes[0] and "0.990" in built.notes[0]
+    honest = {(r["id"], r["condition"]): r["accuracy"] for r in board.numbers["board"]}
+    assert {(r["id"], r["condition"]): r["accuracy"] for r in built.numbers["board"]} == honest
+    assert "0.990" not in json.dumps(built.numbers["board"])
+
+
+@pytest.mark.parametrize("tamper", ["missing pair", "resealed missing pair", "other data digest", "duplicate pair",
+                                    "edited row"])
+def test_a_tampered_submission_is_refused_in_one_sentence(teams, tmp_path, capsys, tamper):
+    root, _ = teams
+    target, aggregate, samples = _copy(root, "team-c", tmp_path)
+    lines = samples.read_text().splitlines()
+    expected = {"missing pair": "data_pairs", "resealed missing pair": "lack 1 pair(s)",
+                "other data digest": "data_fingerprint", "duplicate pair": "appears twice",
+                "edited row": "evaluation.is_correct contradicts"}[tamper]
+    if tamper == "missing pair":
+        samples.write_text("\n".join(lines[1:]) + "\n")
+    elif tamper == "resealed missing pair":
+        _reseal(aggregate, samples, lines[1:])
+    elif tamper == "other data digest":
+        log = json.loads(aggregate.read_text())
+        log["source_metadata"]["additional_details"]["data_fingerprint"] = "0" * 16
+        aggregate.write_text(json.dumps(log))
+    elif tamper == "duplicate pair":
+        _reseal(aggregate, samples, [*lines, lines[0]])
+    else:
+        first = json.loads(lines[0])
+        first["evaluation"]["is_correct"] = not first["evaluation"]["is_correct"]
+        _reseal(aggregate, samples, [json.dumps(first), *lines[1:]])
+    with pytest.raises(PRBError, match=re.escape(expected)):
+        build_board([root / "team-a", target], tmp_path / "site")
+    capsys.readouterr()
+    assert main(["board", str(root / "team-a"), str(target), "--out", str(tmp_path / "site")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and expected in err and "Traceback" not in err
+    assert str(target) in err   # the sentence names the file
+    assert not (tmp_path / "site" / "index.html").exists()
+
+
+def test_the_check_against_data_names_the_missing_pair(teams, tmp_path, capsys):
+    root, _ = teams
+    target, aggregate, samples = _copy(root, "team-c", tmp_path)
+    lines = samples.read_text().splitlines()
+    _reseal(aggregate, samples, lines[1:])
+    assert main(["board", str(target), "--check", "--data", "sample"]) == 2
+    err = capsys.readouterr().err
+    assert f"sample_id {json.loads(lines[0])['sample_id']}" in err and len(err.strip().splitlines()) == 1
+
+
+# ------------------------------------------------------------------------------------------------ in a browser
+
+
+def test_the_board_opens_offline_and_a_name_with_html_stays_text(teams, tmp_path):
+    root, _ = teams
+    target, aggregate, _ = _copy(root, "team-c", tmp_path)
+    log = json.loads(aggregate.read_text())
+    evil = 'length<img src=x onerror="document.title=1"></script><b>'
+    log["model_info"]["name"] = evil
+    aggregate.write_text(json.dumps(log))
+    built = build_board([root / "team-a", root / "team-b", target], tmp_path / "site")
+    evil_id = model_id(evil)
+
+    def probe(page):
+        return {"cells": page.eval_on_selector_all("#leaderboard tbody tr", "rows => rows.map(r => "
+                                                   "[r.dataset.model, r.cells[4].textContent])"),
+                "names": page.eval_on_selector_all(f'[data-model="{evil_id}"] a', "a => a.map(x => x.textContent)"),
+                "injected": page.evaluate("document.querySelectorAll('img, b').length"),
+                "items": page.inner_text('[data-items="tracking"]')}
+
+    facts = _open_offline([built.page], probe=probe)["index.html"]
+    assert facts["blocked"] == [] and facts["requests"] == [] and facts["console"] == [] and facts["errors"] == []
+    assert facts["title"] == "Personalized RewardBench board"
+    probe_facts = facts["probe"]
+    assert probe_facts["injected"] == 0 and probe_facts["names"] == [evil]
+    assert probe_facts["items"] == f"Pairs that do not track accuracy: {built.numbers['items']['none']['tracking']}."
+    assert probe_facts["items"].startswith("Pairs that do not track accuracy: n/a: 4 RMs")
+    shown = {(r["id"], r["accuracy_text"]) for r in built.numbers["board"] if r["condition"] == "none"}
+    assert set(map(tuple, probe_facts["cells"])) == shown and len(shown) == 4
+
+
+def test_a_deep_link_restores_sort_filter_and_comparison_after_a_reload(board):
+    a, b = model_id("length (team-a)"), model_id("lexical (team-a)")
+
+    def probe(page):
+        page.select_option("#condition", "top2")
+        page.fill("#filter", "team-a")
+        page.click('a[data-sort="accuracy"]')
+        page.click('a[data-sort="accuracy"]')   # twice: descending
+        page.select_option("#run-a", a)
+        page.select_option("#run-b", b)
+        link = page.evaluate("location.hash")
+        before = page.inner_text("#compare-sentence")
+        page.goto(board.page.as_uri() + link)
+        page.reload()
+        return {"link": link, "before": before,
+                "after": page.inner_text("#compare-sentence"), "filter": page.input_value("#filter"),
+                "condition": page.input_value("#condition"),
+                "runs": [page.input_value("#run-a"), page.input_value("#run-b")],
+                "order": page.eval_on_selector_all("#leaderboard tbody tr", "r => r.map(x => x.dataset.model)"),
+                "flips": page.eval_on_selector_all("#flips details", "d => d.length")}
+
+    facts = _open_offline([board.page], probe=probe)["index.html"]
+    assert facts["console"] == [] and facts["errors"] == [] and facts["blocked"] == []
+    seen = facts["probe"]
+    assert "sort=accuracy" in seen["link"] and "dir=desc" in seen["link"] and "q=team-a" in seen["link"]
+    assert (seen["filter"], seen["condition"], seen["runs"]) == ("team-a", "top2", [a, b])
+    rows = [r for r in board.numbers["board"] if r["condition"] == "top2"
+            and "team-a" in board.numbers["models"][r["id"]]["label"]]
+    assert seen["order"] == [r["id"] for r in sorted(rows, key=lambda r: (-r["accuracy"],
+                                                                         board.numbers["models"][r["id"]]["label"]))]
+    compared = board.numbers["compare"].get(f"top2|{a}|{b}") or board.numbers["compare"][f"top2|{b}|{a}"]
+    assert seen["after"] == seen["before"] and f"p = {compared['p_text']}" in seen["after"]
+    assert seen["flips"] == len(compared["flips"])
+
+
+# ------------------------------------------------------------------------------------------------ hub files
+
+
+def test_hub_eval_results_files_hold_the_stores_accuracy(teams, tmp_path, capsys):
+    import yaml
+
+    root, _ = teams
+    store = root / "stores" / "team-a"
+    assert main(["export", "--format", "hub-eval-results", "--results", str(store), "--out", str(tmp_path)]) == 0
+    assert "not on the hub benchmark" in capsys.readouterr().err
+    rows = load_results(store)
+    files = sorted(tmp_path.rglob("*.yaml"))
+    assert len(files) == rows["job"].nunique() == 4
+    for path in files:
+        (entry,) = yaml.safe_load(path.read_text())
+        job = entry["notes"].rsplit("job ", 1)[1]
+        group = rows[rows["job"] == job]
+        assert path.parent.name == ".eval_results" and path.stem.endswith(group["profile"].iloc[0])
+        assert entry["dataset"]["id"] == "QiyaoMa/Personalized-RewardBench"
+        assert entry["value"] == round(100 * (group["outcome"] == "correct").mean(), 2)
+        assert f"{len(group)} pairs of" in entry["notes"]
+
+
+# ------------------------------------------------------------------------------------------------ item analysis
+
+
+def test_item_analysis_lists_what_its_rules_say_and_is_na_below_its_counts():
+    from prb_utils.board.items import ITEM_MIN_RMS, MAX_CORRELATION, item_analysis
+
+    rng = np.random.default_rng(3)
+    skill = {f"rm{k}": 0.3 + 0.1 * k for k in range(6)}   # six RMs of rising accuracy
+    pairs = [f"p{i:02d}" for i in range(40)]
+    right = {(m, p): int(rng.random() < s) for m, s in skill.items() for p in pairs}
+    for m in skill:   # p00: the better half gets it wrong, the worse half right (an item that does not track)
+        right[(m, "p00")] = int(skill[m] < 0.6)
+    rows = pd.DataFrame([{"model": m, "profile": "none", "subset": "s", "id": p,
+                          "outcome": "correct" if right[(m, p)] else "wrong"} for m, p in right])
+    strong = ["rm4", "rm5"]
+    board_frame = pd.DataFrame({"model": list(skill), "profile": "none", "locked": False,
+                                "chance": ["above chance" if m in strong else "" for m in skill]})
+    found = item_analysis(rows, board_frame)["none"]
+    assert {f["pair"] for f in found["mislabel"]} == {f"s/{p}" for p in pairs
+                                                      if all(right[(m, p)] == 0 for m in strong)}
+    accuracy = {m: np.mean([right[(m, p)] for p in pairs]) for m in skill}
+    expected = set()
+    for p in pairs:
+        outcome = np.array([right[(m, p)] for m in skill], dtype=float)
+        rest = np.array([(accuracy[m] * len(pairs) - right[(m, p)]) / (len(pairs) - 1) for m in skill])
+        if outcome.std() and rest.std() and np.corrcoef(outcome, rest)[0, 1] <= MAX_CORRELATION:
+            expected.add(f"s/{p}")
+    assert {f["pair"] for f in found["tracking"]} == expected and "s/p00" in expected
+
+    few = item_analysis(rows[rows["model"].isin(list(skill)[:ITEM_MIN_RMS - 1])], board_frame.iloc[:ITEM_MIN_RMS - 1])["none"]
+    assert few["tracking"].startswith("n/a: 4 RMs") and few["mislabel"].startswith("n/a: 0 RM(s) above chance")
