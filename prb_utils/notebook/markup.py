@@ -55,3 +55,16 @@ def md_text(value: object) -> str:
     'a &#42;b&#42; &#35; c'
     """
     return " ".join(str(value).splitlines()).translate(str.maketrans(_MARKUP))
+
+
+_ID_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def model_anchor(model: object) -> str:
+    """The stable HTML id of a model's section on a page (its pairs on 01, its probes on 05), which each
+    leaderboard row links to: ``model-`` and the name with every run of other characters as ``-``.
+
+    >>> model_anchor("embedding:minilm"), model_anchor("lexical [random]")
+    ('model-embedding-minilm', 'model-lexical-random')
+    """
+    return "model-" + (_ID_UNSAFE.sub("-", str(model)).strip("-") or "x")

@@ -371,7 +371,7 @@ def pair_list_html(summary: pd.DataFrame, *, links: bool = True, table_id: str =
                     {"width": "40%", "targets": [frame.columns.get_loc("question")]},
                     {"render": itables.JavascriptFunction(SORT_AS_SHARE), "targets": [frame.columns.get_loc("correct")]}],
     )
-    style = f"<style>#{table_id} td {{ overflow-wrap: anywhere; word-break: normal; }}</style>"
+    style = f"<style>#{table_id} td {{ overflow-wrap: break-word; word-break: normal; }}</style>"
     return view(style + table)
 
 

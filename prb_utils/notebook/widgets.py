@@ -8,6 +8,7 @@ HTML tables instead, so the HTML reports are complete.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,21 +74,43 @@ def frame_html(frame: pd.DataFrame, *, max_rows: int | None = 60) -> str:
     return table + (f"<p><i>… and {more} more rows.</i></p>" if more > 0 else "")
 
 
-def init_tables(*, all_interactive: bool = True) -> None:
+#: Each interactive table's download button: its rows as CSV, built in the browser (DataTables Buttons, bundled
+#: with itables: nothing fetched), the numbers as stored (``orthogonal: "export"``: not as rounded for display).
+CSV_BUTTON: dict[str, Any] = {"extend": "csvHtml5", "text": "CSV", "titleAttr": "Download this table as CSV",
+                              "filename": "table", "exportOptions": {"orthogonal": "export"}}
+_EMBEDDED: dict[str, bool] = {"bundle": False}  # whether this kernel's page holds the DataTables bundle yet
+
+
+def init_tables(*, all_interactive: bool = True, embed: bool = True) -> None:
     """Embed the DataTables bundle in the cell's output (``itables.init_notebook_mode(connected=False)``)
     and, with ``all_interactive``, show every DataFrame displayed afterwards as a sortable, searchable
-    table (a click anywhere on a header sorts): the pages then work offline, in a saved page or a report,
-    with no kernel. The bundle loads once per page, however many cells embed it. Figures shown afterwards
-    carry their titles as alt text (:func:`figures_with_alt_text`)."""
+    table (a click anywhere on a header sorts) with a CSV download button (:data:`CSV_BUTTON`): the pages then
+    work offline, in a saved page or a report, with no kernel. A page calls it once, in its setup cell;
+    ``embed=False`` (the library's own tables) embeds the bundle only when this kernel has not yet, so a page
+    holds one copy of it however many tables it shows. Figures shown afterwards carry their titles as alt text
+    (:func:`figures_with_alt_text`)."""
     import itables
 
     itables.options.maxBytes = 0  # never downsample a table: every row stays in the page
     itables.options.text_in_header_can_be_selected = False  # a click anywhere on a header sorts, not only its icon
-    itables.init_notebook_mode(all_interactive=all_interactive, connected=False)
+    itables.options.buttons = [CSV_BUTTON]
+    if embed or not _EMBEDDED["bundle"]:
+        itables.init_notebook_mode(all_interactive=all_interactive, connected=False)
+        _EMBEDDED["bundle"] = True
     shell = _shell()
     if shell is not None and all_interactive:  # one number format per float column (itables alone: 3 decimals)
         shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, table_html)
     figures_with_alt_text()
+
+
+def csv_button(caption: str = "") -> dict[str, Any]:
+    """:data:`CSV_BUTTON` with a file name from ``caption`` (its words joined by ``_``, at most 60 characters).
+
+    >>> csv_button("Accuracy per model and condition")["filename"]
+    'Accuracy_per_model_and_condition'
+    """
+    name = "_".join(re.findall(r"[A-Za-z0-9]+", caption))[:60].strip("_")
+    return {**CSV_BUTTON, "filename": name or CSV_BUTTON["filename"]}
 
 
 def _shell() -> Any:
@@ -108,11 +131,13 @@ def table_html(frame: pd.DataFrame, *, caption: str = "") -> str:
     a name in it is shown, never read as markup."""
     import itables
 
-    plain = isinstance(frame.index, pd.RangeIndex) and frame.index.name is None
-    shown = frame if plain else frame.reset_index(allow_duplicates=True)
+    unnamed = all(name is None for name in frame.index.names)  # a filtered frame's row numbers: no column
+    shown = frame.reset_index(drop=unnamed, allow_duplicates=not unnamed)
     options: dict[str, Any] = {"caption": md_text(caption)} if caption else {}  # names in it: plain text
+    options["buttons"] = [csv_button(caption)]
     if isinstance(shown.columns, pd.MultiIndex) or not shown.columns.is_unique:
-        return itables.to_html_datatable(format_frame(frame), connected=False, maxBytes=0, **options)
+        return itables.to_html_datatable(format_frame(shown), connected=False, maxBytes=0, showIndex=False,
+                                         **options)
     shown = shown.rename_axis(columns=None)  # a named column axis (a pivot's) would become a column of its own
     for column in shown.columns:
         if pd.api.types.is_bool_dtype(shown[column]):
@@ -184,7 +209,7 @@ def figures_with_alt_text() -> None:
 def pair_list(summary: pd.DataFrame, *, links: bool = True, title: str = "") -> None:
     """Display the pairs of ``summary`` as a searchable, sortable table (see
     :func:`prb_utils.notebook.pair_view.pair_list_html`), rows linked to the cards when ``links``."""
-    init_tables()
+    init_tables(embed=False)
     _display(_html(view(title) + pair_list_html(summary, links=links)))
 
 
@@ -338,7 +363,7 @@ def flip_view(flips: pd.DataFrame, *, cards: Any = None, baseline: str = "none")
         return counts
     up, down = (int(counts[c].sum()) for c in FLIP_COLUMNS)
     shown = cards if isinstance(cards, pd.DataFrame) else pd.DataFrame(columns=["subset", "id"])
-    init_tables()
+    init_tables(embed=False)
     _display(_html(view(f"<p><b>{up + down} verdicts flip</b> between <code>{esc(baseline)}</code> and a profile "
                         f"condition: {up} from wrong to correct, {down} from correct to wrong (a tie counts as "
                         "wrong).</p>")))
