@@ -4,6 +4,7 @@ every pair with links to cards, the category list follows the subset and the mod
 
 from __future__ import annotations
 
+import json
 import re
 
 import matplotlib
@@ -301,3 +302,17 @@ def test_browser_widgets_search_and_step_through_the_matching_pairs(monkeypatch,
     assert pair_w.options == () and "<b>0</b> of 6" in count.value
     for child in (*box.children[0].children, *box.children[1].children, search_w):
         assert child.style.description_width == "initial"
+
+
+def test_a_tables_row_numbers_are_no_column_and_it_carries_a_csv_button():
+    """A filtered frame (row numbers 1, 3) shows its columns only, never an ``index`` column; a named index stays a
+    column; each table carries its CSV button, named after its caption."""
+    from prb_utils.notebook.widgets import table_html
+
+    frame = pd.DataFrame({"model": ["a", "b", "c", "d"], "accuracy": [0.5, 0.6, 0.7, 0.8]})
+    page = table_html(frame[frame["accuracy"] > 0.55].iloc[::2], caption="Accuracy: per model")
+    assert re.findall(r"<th>([^<]*)</th>", page.replace('\\"', '"')) == ["model", "accuracy"]
+    buttons = json.loads(re.search(r'"buttons": (\[.*?\]),\n', page).group(1))
+    assert buttons[0]["extend"] == "csvHtml5" and buttons[0]["filename"] == "Accuracy_per_model"
+    named = table_html(frame.set_index("model"))
+    assert re.findall(r"<th>([^<]*)</th>", named.replace('\\"', '"')) == ["model", "accuracy"]

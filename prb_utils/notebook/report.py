@@ -235,8 +235,8 @@ class="
 {% endblock data_png %}
 """
 #: Table cells break between words, never inside one ("inconclusiv e"): a long word widens its column instead.
-#: Print: no code, no inputs, no navigation, pagination, download buttons or sort arrows (every row is printed:
-#: :data:`PAGE_SCRIPT`). Dark palette on screens that prefer it: JupyterLab's dark theme variables (added by
+#: Print (A4 landscape, cells wrapping between words so wide tables fit the paper): no code, no inputs, no
+#: navigation, pagination, download buttons or sort arrows (every row is printed: :data:`PAGE_SCRIPT`). Dark palette on screens that prefer it: JupyterLab's dark theme variables (added by
 #: :func:`export_html`), and the light boxes of the pair views keep dark text.
 PAGE_CSS = """
 .jp-OutputArea-output td, .jp-OutputArea-output th { word-break: normal; overflow-wrap: break-word; hyphens: none; }
@@ -244,7 +244,11 @@ PAGE_CSS = """
   nav.prb-nav, #prb-show-code, label.prb-code-toggle, .jp-CodeCell .jp-Cell-inputWrapper, .dt-length,
   .dt-search, .dt-paging, .dt-info, .dt-buttons, .dt-column-order, input, select,
   button { display: none !important; }
+  table.dataTable.nowrap th, table.dataTable.nowrap td { white-space: normal !important; }
+  table.dataTable th, table.dataTable td, .jp-OutputArea-output table td, .jp-OutputArea-output table th {
+    padding: 2px 4px !important; font-size: 0.8em; }
 }
+@page { size: A4 landscape; margin: 10mm; }
 @media screen and (prefers-color-scheme: dark) {
   body { background: var(--jp-layout-color0); color: var(--jp-content-font-color1); }
   nav.prb-nav { border-bottom-color: #444; }
