@@ -6,10 +6,10 @@ reader."""
 from __future__ import annotations
 
 import re
+import unicodedata
 import zlib
 
-_OBJECT = re.compile(rb"(\d+) 0 obj\s*(.*?)endobj", re.DOTALL)
-_STREAM = re.compile(rb"^(.*?)stream\r?\n(.*?)\r?\nendstream", re.DOTALL)
+_START = re.compile(rb"(\d+) 0 obj\b")
 _BFCHAR = re.compile(rb"beginbfchar(.*?)endbfchar", re.DOTALL)
 _BFRANGE = re.compile(rb"beginbfrange(.*?)endbfrange", re.DOTALL)
 _HEX = re.compile(rb"<([0-9A-Fa-f]*)>")
@@ -19,17 +19,25 @@ _TOKEN = re.compile(rb"/([A-Za-z0-9_.+-]+)\s+[\d.]+\s+Tf|\[(.*?)\]\s*TJ|<([0-9A-
 
 
 def _objects(data: bytes) -> dict[int, tuple[bytes, bytes | None]]:
-    """Each object: its dictionary text and its (inflated) stream, if any."""
+    """Each object: its dictionary text and its (inflated) stream, if any (a stream is read by its ``/Length``:
+    its bytes may hold anything, "endobj" too)."""
     out: dict[int, tuple[bytes, bytes | None]] = {}
-    for number, body in _OBJECT.findall(data):
-        match = _STREAM.match(body)
-        if not match:
-            out[int(number)] = (body, None)
+    at = 0
+    while (match := _START.search(data, at)) is not None:
+        body_start = match.end()
+        end = data.find(b"endobj", body_start)
+        stream = data.find(b"stream", body_start)
+        if stream == -1 or stream > end:
+            out[int(match.group(1))] = (data[body_start:end], None)
+            at = end
             continue
-        head, stream = match.groups()
-        if b"/FlateDecode" in head:
-            stream = zlib.decompress(stream)
-        out[int(number)] = (head, stream)
+        head = data[body_start:stream]
+        begin = stream + len(b"stream") + (2 if data[stream + 6:stream + 8] == b"\r\n" else 1)
+        length = re.search(rb"/Length\s+(\d+)(\s+0\s+R)?", head)
+        stop = begin + int(length.group(1)) if length and not length.group(2) else data.find(b"endstream", begin)
+        raw = data[begin:stop]
+        out[int(match.group(1))] = (head, zlib.decompress(raw) if b"/FlateDecode" in head else raw)
+        at = data.find(b"endobj", stop)
     return out
 
 
@@ -84,4 +92,4 @@ def pdf_text(data: bytes) -> str:
                     text += "".join(font.get(int(h[i:i + 4], 16), "") for h in hexes for i in range(0, len(h), 4))
             runs.append(text.strip())
         pages.append(" ".join(runs))
-    return "\n".join(pages)
+    return unicodedata.normalize("NFKC", "\n".join(pages))  # a ligature ("ﬁ") as its letters

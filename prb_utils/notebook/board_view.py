@@ -39,13 +39,14 @@ BOARD_CSS = """
   vertical-align: top; word-break: normal; overflow-wrap: normal; hyphens: none; }
 .prb-board td.num { white-space: nowrap; }
 .prb-board .verdict { font-weight: bold; }
-.prb-board .why { color: #555; font-size: 0.85em; display: block; }
+.prb-board .why { color: #555; font-size: 0.85em; }
 .prb-board .links { font-size: 0.8em; white-space: nowrap; }
 .prb-board .links a { margin-right: 0.5em; }
 .prb-board h4 { margin: 0.8em 0 0.2em; }
-.prb-board tr.locked td { color: #777; }
 .prb-board input.prb-board-more:not(:checked) ~ section .secondary { display: none; }
 .prb-board label { font-size: 0.85em; color: #555; cursor: pointer; }
+.prb-board > input.prb-board-more, .prb-board > label { float: right; margin-top: 0.9em; }
+.prb-board tr.locked td { color: #666; }
 @media screen and (max-width: 600px) {
   .prb-board table.prb-board-table, .prb-board tbody, .prb-board tr, .prb-board td { display: block; width: auto; }
   .prb-board thead { display: none; }
@@ -60,7 +61,7 @@ BOARD_CSS = """
 }
 @media screen and (prefers-color-scheme: dark) {
   .prb-board th, .prb-board td { border-bottom-color: #444; }
-  .prb-board .why, .prb-board label { color: #b0b0b0; }
+  .prb-board .why, .prb-board label, .prb-board tr.locked td { color: #b0b0b0; }
 }
 """
 
@@ -120,7 +121,7 @@ def _condition_block(part: pd.DataFrame, condition: str, baseline: str, *, links
     for r in part.itertuples():
         rank = ("—" if r.locked else format_value(r.rank, "rank"))
         words = "" if r.locked else rank_words(r.rank, r.rank_low, r.rank_high, int(shared.get(r.rank, 0)))
-        rank_cell = f"<b>{_esc(rank)}</b>" + (f'<span class="why">{_esc(words)}</span>' if words else "")
+        rank_cell = f"<b>{_esc(rank)}</b>" + (f' <span class="why">({_esc(words)})</span>' if words else "")
         name = f"{_esc(r.model)}" + (f" {model_links(str(r.model), suffix=links)}" if links else "")
         chance = LOCKED_TEXT if r.locked else r.chance
         ties = f"{format_value(r.ties, sense=COUNT)} ({format_value(r.tie_rate, sense=PROPORTION)})"

@@ -27,6 +27,7 @@ import pandas as pd
 from prb_utils.analysis.breakdowns import position_locked
 from prb_utils.errors import PRBError
 from prb_utils.formatting import format_value
+from prb_utils.notebook.tables import table_options
 from prb_utils.profile import rm_user_message, selected_posts
 from prb_utils.schema import FILTERS, NO_PROFILE
 
@@ -367,6 +368,7 @@ def pair_list_html(summary: pd.DataFrame, *, links: bool = True, table_id: str =
         frame, connected=False, allow_html=True, table_id=table_id, showIndex=False, maxBytes=0,
         classes="display compact", style="width:100%", pageLength=page_length,
         lengthMenu=[10, 25, 50, 100, -1], order=[], autoWidth=False, text_in_header_can_be_selected=False,
+        **table_options(len(frame), caption="pairs"),
         columnDefs=[{"className": "dt-left", "targets": "_all"},
                     {"width": "40%", "targets": [frame.columns.get_loc("question")]},
                     {"render": itables.JavascriptFunction(SORT_AS_SHARE), "targets": [frame.columns.get_loc("correct")]}],
@@ -468,7 +470,7 @@ def flip_list_html(flips: pd.DataFrame, *, cards: Sequence[Any] = (), table_id: 
     table = itables.to_html_datatable(
         frame, connected=False, allow_html=True, table_id=table_id, showIndex=False, maxBytes=0,
         classes="display compact", style="width:100%", pageLength=25, lengthMenu=[10, 25, 50, 100, -1],
-        order=[], autoWidth=False, text_in_header_can_be_selected=False)
+        order=[], autoWidth=False, text_in_header_can_be_selected=False, **table_options(len(frame), caption="flips"))
     return view(table)
 
 

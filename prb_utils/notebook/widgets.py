@@ -8,7 +8,6 @@ HTML tables instead, so the HTML reports are complete.
 from __future__ import annotations
 
 import html
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +41,7 @@ from prb_utils.notebook.pair_view import (
     view,
 )
 from prb_utils.notebook.params import headless
+from prb_utils.notebook.tables import table_options
 from prb_utils.probes import twin_pairs
 from prb_utils.profile import rm_user_message
 from prb_utils.schema import FILTERS
@@ -74,17 +74,14 @@ def frame_html(frame: pd.DataFrame, *, max_rows: int | None = 60) -> str:
     return table + (f"<p><i>… and {more} more rows.</i></p>" if more > 0 else "")
 
 
-#: Each interactive table's download button: its rows as CSV, built in the browser (DataTables Buttons, bundled
-#: with itables: nothing fetched), the numbers as stored (``orthogonal: "export"``: not as rounded for display).
-CSV_BUTTON: dict[str, Any] = {"extend": "csvHtml5", "text": "CSV", "titleAttr": "Download this table as CSV",
-                              "filename": "table", "exportOptions": {"orthogonal": "export"}}
 _EMBEDDED: dict[str, bool] = {"bundle": False}  # whether this kernel's page holds the DataTables bundle yet
 
 
 def init_tables(*, all_interactive: bool = True, embed: bool = True) -> None:
     """Embed the DataTables bundle in the cell's output (``itables.init_notebook_mode(connected=False)``)
     and, with ``all_interactive``, show every DataFrame displayed afterwards as a sortable, searchable
-    table (a click anywhere on a header sorts) with a CSV download button (:data:`CSV_BUTTON`): the pages then
+    table (a click anywhere on a header sorts) with a CSV download button
+    (:func:`prb_utils.notebook.tables.table_options`): the pages then
     work offline, in a saved page or a report, with no kernel. A page calls it once, in its setup cell;
     ``embed=False`` (the library's own tables) embeds the bundle only when this kernel has not yet, so a page
     holds one copy of it however many tables it shows. Figures shown afterwards carry their titles as alt text
@@ -93,7 +90,6 @@ def init_tables(*, all_interactive: bool = True, embed: bool = True) -> None:
 
     itables.options.maxBytes = 0  # never downsample a table: every row stays in the page
     itables.options.text_in_header_can_be_selected = False  # a click anywhere on a header sorts, not only its icon
-    itables.options.buttons = [CSV_BUTTON]
     if embed or not _EMBEDDED["bundle"]:
         itables.init_notebook_mode(all_interactive=all_interactive, connected=False)
         _EMBEDDED["bundle"] = True
@@ -101,16 +97,6 @@ def init_tables(*, all_interactive: bool = True, embed: bool = True) -> None:
     if shell is not None and all_interactive:  # one number format per float column (itables alone: 3 decimals)
         shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, table_html)
     figures_with_alt_text()
-
-
-def csv_button(caption: str = "") -> dict[str, Any]:
-    """:data:`CSV_BUTTON` with a file name from ``caption`` (its words joined by ``_``, at most 60 characters).
-
-    >>> csv_button("Accuracy per model and condition")["filename"]
-    'Accuracy_per_model_and_condition'
-    """
-    name = "_".join(re.findall(r"[A-Za-z0-9]+", caption))[:60].strip("_")
-    return {**CSV_BUTTON, "filename": name or CSV_BUTTON["filename"]}
 
 
 def _shell() -> Any:
@@ -125,8 +111,10 @@ def _shell() -> Any:
 def table_html(frame: pd.DataFrame, *, caption: str = "") -> str:
     """``frame`` as an interactive table (itables, offline) whose numeric and boolean columns each show one
     format by the column's declared kind (:func:`prb_utils.formatting.render_js`, the same text as the static
-    tables) and sort as numbers; a named index becomes columns; missing values show "—". A frame with two header
-    rows (MultiIndex columns) or repeated column names is formatted cell by cell
+    tables) and sort as numbers; a named index becomes columns, an unnamed one (a filtered frame's row numbers) is
+    left out; missing values show "—"; a CSV button downloads its rows
+    (:func:`prb_utils.notebook.tables.table_options`). A frame with two header rows (MultiIndex columns, shown
+    beside their index) or repeated column names is formatted cell by cell
     (:func:`prb_utils.formatting.format_frame`). The caption is plain text (:func:`~prb_utils.notebook.markup.md_text`):
     a name in it is shown, never read as markup."""
     import itables
@@ -134,8 +122,10 @@ def table_html(frame: pd.DataFrame, *, caption: str = "") -> str:
     unnamed = all(name is None for name in frame.index.names)  # a filtered frame's row numbers: no column
     shown = frame.reset_index(drop=unnamed, allow_duplicates=not unnamed)
     options: dict[str, Any] = {"caption": md_text(caption)} if caption else {}  # names in it: plain text
-    options["buttons"] = [csv_button(caption)]
-    if isinstance(shown.columns, pd.MultiIndex) or not shown.columns.is_unique:
+    options.update(table_options(len(shown), caption=caption))
+    if isinstance(frame.columns, pd.MultiIndex):  # itables lays out two header rows only beside an index
+        return itables.to_html_datatable(format_frame(frame), connected=False, maxBytes=0, **options)
+    if not shown.columns.is_unique:
         return itables.to_html_datatable(format_frame(shown), connected=False, maxBytes=0, showIndex=False,
                                          **options)
     shown = shown.rename_axis(columns=None)  # a named column axis (a pivot's) would become a column of its own
