@@ -1281,15 +1281,35 @@ def test_the_a4_print_of_02_and_05_holds_every_rank_and_every_verdict(report):
         assert "inconclusiv e" not in text
 
 
+#: The visible table cells (of a selector) with a word (between spaces, hyphens, underscores or slashes) wider than
+#: the cell's text box: a word the layout breaks inside ("inconclusiv e").
+BROKEN_WORDS = """(cells) => { const ctx = document.createElement('canvas').getContext('2d');
+  return [...document.querySelectorAll(cells)].filter(td => td.offsetParent !== null && td.innerText.trim())
+    .filter(td => { const s = getComputedStyle(td); ctx.font = s.font;
+      const room = td.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);
+      return Math.max(...td.innerText.split(/[\\s\\-_/]+/).map(w => ctx.measureText(w).width)) > room + 1; })
+    .map(td => td.innerText.trim()).slice(0, 5); }"""
+
+
 def _phone_probe(page) -> dict:
-    return page.evaluate(BOARD_PROBE)
+    # the index's other tables hold hashes and file names, which may break anywhere
+    cells = ".prb-board td" if page.url.endswith("index.html") else "td"
+    return {**page.evaluate(BOARD_PROBE), "broken": page.evaluate(BROKEN_WORDS, cells)}
 
 
 def test_on_a_390_px_phone_the_index_leaderboard_stacks_and_nothing_is_cut(report):
-    facts = _open_offline([report / "index.html"], width=390, probe=_phone_probe)["index.html"]["probe"]
+    """At 390 px the index's leaderboard rows stack (every accuracy inside the screen), and no cell of its
+    leaderboard, nor any table cell of 01 (the pair list) and 02, breaks a word inside (a wide table scrolls in its
+    own box instead)."""
+    seen = _open_offline([report / "index.html", report / "01_pair_inspection.html",
+                          report / "02_accuracy_breakdown.html"], width=390, probe=_phone_probe)
+    facts = seen["index.html"]["probe"]
     assert facts["width"] <= 390, facts["width"]
     accuracy = [right for b in facts["blocks"] for label, right in b["cells"] if label == "accuracy"]
     assert len(accuracy) == len(_board_rows(report)) and max(accuracy) <= 390, accuracy
+    for name, page in seen.items():
+        assert page["probe"]["width"] <= 390, f"{name} is {page['probe']['width']} px wide on a phone"
+        assert page["probe"]["broken"] == [], f"{name} breaks words inside: {page['probe']['broken']}"
 
 
 BUNDLE = re.compile(r"window\._itables_\w+ = injectModule\(")  # the DataTables bundle, embedded once per copy

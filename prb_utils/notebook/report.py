@@ -234,12 +234,15 @@ class="
 </div>
 {% endblock data_png %}
 """
-#: Table cells break between words, never inside one ("inconclusiv e"): a long word widens its column instead.
+#: Table cells break between words, never inside one ("inconclusiv e"): tables are laid out by their content (the
+#: lab's fixed layout squeezes a column below its longest word), and a table wider than a screen scrolls in its box.
 #: Print (A4 landscape, cells wrapping between words so wide tables fit the paper): no code, no inputs, no
 #: navigation, pagination, download buttons or sort arrows (every row is printed: :data:`PAGE_SCRIPT`). Dark palette on screens that prefer it: JupyterLab's dark theme variables (added by
 #: :func:`export_html`), and the light boxes of the pair views keep dark text.
 PAGE_CSS = """
+.jp-RenderedHTMLCommon table { table-layout: auto; }
 .jp-OutputArea-output td, .jp-OutputArea-output th { word-break: normal; overflow-wrap: break-word; hyphens: none; }
+@media screen { .jp-RenderedHTMLCommon.jp-OutputArea-output { overflow-x: auto; } }
 @media print {
   nav.prb-nav, #prb-show-code, label.prb-code-toggle, .jp-CodeCell .jp-Cell-inputWrapper, .dt-length,
   .dt-search, .dt-paging, .dt-info, .dt-buttons, .dt-column-order, input, select,
