@@ -55,7 +55,7 @@ def shown(monkeypatch) -> list:
     """What the widgets display (instead of a frontend), with the itables bundle left out."""
     out: list = []
     monkeypatch.setattr(widgets, "_display", out.append)
-    monkeypatch.setattr(widgets, "init_tables", lambda: None)
+    monkeypatch.setattr(widgets, "init_tables", lambda **_: None)
     yield out
     plt.close("all")
 
