@@ -32,7 +32,9 @@ from prb_utils.cli import main as prb
 BREAKDOWNS = ("category", "aspects_bin", "theme", "inferability_bin", "rubric_inferable", "length_bin", "margin_bin",
               "statistic", "order", "probe", "retriever_b", "baseline", "reference", "level_a")
 ROW = re.compile(r"<tr[^>]*>(.*?)</tr>", re.S)
-CELL = re.compile(r"<td[^>]*>(.*?)</td>", re.S)
+#: a leaderboard block of the index (one per condition) and its cells, named by their data-label
+BLOCK = re.compile(r'<section class="prb-board-condition" data-condition="([^"]*)">(.*?)</section>', re.S)
+LABELLED = re.compile(r'<td data-label="([^"]*)"[^>]*>(.*?)</td>', re.S)
 INTERVAL = re.compile(r"^([-+]?\d\.\d{3}) \[([-+]?\d\.\d{3}), ([-+]?\d\.\d{3})\]$")
 
 
@@ -115,20 +117,28 @@ def from_pages(report: Path) -> list[dict[str, Any]]:
 
 
 def from_index(report: Path) -> list[dict[str, Any]]:
-    """The index's leaderboard: condition, model, accuracy [CI] and lift [CI] per row."""
+    """The index's leaderboard (one block per condition, ``data-condition``): model, accuracy [CI] and lift [CI] per
+    row, read by each cell's ``data-label``."""
     text = (report / "index.html").read_text(encoding="utf-8")
-    table = text.split('<table class="leaderboard">', 1)[-1].split("</table>", 1)[0]
     rows = []
-    for row in ROW.findall(table):
-        cells = [html.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in CELL.findall(row)]
-        if len(cells) < 10:
-            continue
-        key = {"model": cells[3], "profile": cells[0], "subset": "", "surface": "index"}
-        for statistic, cell in (("accuracy", cells[5]), ("lift", cells[9])):
-            found = INTERVAL.match(cell)
-            if found:
-                rows.append({**key, "statistic": statistic, "interval": printed(found[2], found[3])})
+    for condition, block in BLOCK.findall(text):
+        for row in ROW.findall(block):
+            cells = {label: html.unescape(re.sub(r"<[^>]+>", "", body)).strip() for label, body in LABELLED.findall(row)}
+            if "model" not in cells:
+                continue
+            key = {"model": _row_model(row), "profile": html.unescape(condition), "subset": "", "surface": "index"}
+            lift = next((v for k, v in cells.items() if k.startswith("lift over")), "")
+            for statistic, cell in (("accuracy", cells.get("accuracy", "")), ("lift", lift)):
+                found = INTERVAL.match(cell)
+                if found:
+                    rows.append({**key, "statistic": statistic, "interval": printed(found[2], found[3])})
     return rows
+
+
+def _row_model(row: str) -> str:
+    """The model's name of a leaderboard row: its model cell's text before the links to its sections."""
+    cell = next(body for label, body in LABELLED.findall(row) if label == "model")
+    return html.unescape(re.sub(r"<[^>]+>", "", cell.split('<span class="links">', 1)[0])).strip()
 
 
 def _quiet(argv: list[str]) -> str:
