@@ -178,7 +178,7 @@ def test_label_swap_is_a_harness_check_with_no_test():
     effects = probe_effects(rows, data).set_index(["model", "probe"])
     for model in ("length", "reader"):   # expected: the base's share of wrong pairs
         row = effects.loc[(model, "label-swap")]
-        assert row["check"] == "pass" and row["expected"] == row["accuracy_probe"]
+        assert row["check"] == "pass" and row["bound"] == row["accuracy_probe"] == row["check_value"]
         assert np.isnan(row[["p_value", "p_holm", "ci_low", "ci_high"]].astype(float)).all()
     shown = probe_table(effects.reset_index()).set_index(["model", "probe"])
     assert shown.loc[("reader", "label-swap"), "p (Holm)"] == "—"
@@ -216,7 +216,7 @@ def test_a_check_without_an_expected_value_shows_a_dash_never_nan():
     effects = probe_effects(rows, data)
     checks = effects[effects["probe"].isin(["label-swap", "retest"])].copy()
     assert set(checks["probe"]) == {"label-swap", "retest"}
-    checks["expected"], checks["threshold"] = np.nan, np.nan
+    checks["bound"], checks["threshold"] = np.nan, np.nan
     shown = probe_table(checks)
     assert (shown["allowed"] == MISSING).all()
     assert not shown.astype(str).apply(lambda c: c.str.contains("nan", case=False)).any().any()
