@@ -183,21 +183,22 @@ def probe_effects(results: pd.DataFrame, data: pd.DataFrame | None = None, *, un
     on the pairs both scored, clustered by ``units`` (from ``data``, the benchmark records; None: pairs):
 
     - ``diff`` = probe - base accuracy with its interval, ``p_value`` and ``p_holm`` within the probe's
-      :class:`Family` (named in ``family``) for ``swap``, ``shuffle`` and ``distract``; a model that can get no
-      verdict has ``no_verdict`` (the reason), no ``p_holm`` and no family; ``inputs_changed`` counts the pairs
-      whose RM input the probe changed (NaN where it cannot be known or does not apply);
+      :class:`Family` (named in ``family``) for a tested probe (:attr:`prb_utils.probes.Probe.tested`: ``swap``,
+      ``shuffle``, ``distract``); a model that can get no verdict has ``no_verdict`` (the reason), no ``p_holm``
+      and no family; ``inputs_changed`` counts the pairs whose RM input a probe that changes the profile changed
+      (NaN where it cannot be known or does not apply);
     - ``verdicts_kept`` (share of outcomes unchanged), ``max_score_change`` (the largest |change| of a score) and
-      ``threshold`` (the dtype's resolution at the largest |score|);
+      ``threshold`` (the dtype's resolution at the largest |score|), both NaN for a probe that negates margins;
     - ``n_units``: the resampled units (questions by default) of the pairs both scored;
-    - the invariance checks of :data:`INVARIANCES` (``shuffle``: the share of verdicts changed; ``distract``: the
-      accuracy drop), ``check_value`` with its interval over ``units`` (``check_low``, ``check_high``), ``pass``
-      where the whole interval lies at or below ``tolerance``, else ``fail`` (n/a where no RM input changed);
-    - the harness checks (no test): ``label-swap``'s ``expected`` accuracy (the base's share of wrong pairs) and
-      ``retest``'s ``threshold``, each with ``check`` ``pass``/``fail``;
-    - ``swap`` only: ``change_rate`` (share of verdicts changed), the reaction test (``gain_rate``, the share of
-      pairs wrong under the base and right under swap, against the invariance probe's ``null_gain_rate`` on the same
-      pairs: ``reaction`` = their difference with its interval and ``reaction_p_holm`` within ``reaction_family``) and the twin split (``twin_sets``, ``both_right``, ``both_wrong``, ``one_right``
-      of the base outcomes).
+    - the probe's own check (:attr:`prb_utils.probes.Probe.check`, on :class:`prb_utils.probes.Measurement`):
+      ``check_value`` with its interval where it has one (``check_low``, ``check_high``; over ``units``), the
+      ``bound`` a pass allows, the run's ``tolerance``, and ``check`` ``pass``/``fail`` (n/a with the reason where
+      no RM input changed or the statistic is undefined); a harness check (not tested) has no ``diff`` nor p;
+    - the reading probe only (``swap``): ``change_rate`` (share of verdicts changed), the reaction test
+      (``gain_rate``, the share of pairs wrong under the base and right under swap, against the null probe's
+      ``null_gain_rate`` on the same pairs: ``reaction`` = their difference with its interval and
+      ``reaction_p_holm`` within ``reaction_family``) and, as it uses twins, the twin split (``twin_sets``,
+      ``both_right``, ``both_wrong``, ``one_right`` of the base outcomes).
     """
     require_columns(results, ["model", "profile", "subset", "id", "outcome"])
     frame = _scores(results.assign(profile=results["profile"].astype(str)))
