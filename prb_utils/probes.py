@@ -1,8 +1,8 @@
 """Personalization probes: transforms of the benchmark records that ask whether a reward model reads *this* user.
 
 A probe is a transform of the records an RM is shown, scored and stored like any job under the condition
-``<condition>+<probe>`` (e.g. ``top3+swap``). Each probe is a record (:data:`PROBES`) with what it changes and what
-a reward model should do under it:
+``<condition>+<probe>`` (e.g. ``top3+swap``). Each probe is a record (:data:`PROBES`) with what it changes, what
+a reward model should do under it, the traits the analysis reads and its own :class:`Check`:
 
 - ``swap``: the RM sees another user's profile for the same pair: for a twin pair (the same question and answers,
   the other user, roles swapped: :func:`twin_pairs`) its twin user's, otherwise a seeded other user of the same
@@ -128,8 +128,8 @@ class Probe:
     #: its job sends requests of its own to a server engine: never a response another job's requests cached (the
     #: same pairs as the base condition's would otherwise be read back, and the probe would hold by construction)
     own_requests: bool = False
-    #: it changes the profile an RM sees: the pairs it changed are counted, and a model that cannot react (a
-    #: profile-blind kind, a position-locked judge, no profile changed) gets no verdict and no check
+    #: it changes the profile an RM sees: the pairs it changed are counted, a model that cannot react (a
+    #: profile-blind kind, a position-locked judge) gets no verdict, and where no profile changed no check either
     changes_profile: bool = False
     #: its accuracy change is tested (the clustered paired test, Holm within its family); False: a harness check
     tested: bool = True
