@@ -30,7 +30,8 @@ from scipy.stats import spearmanr
 from prb_utils.data import load_benchmark
 from prb_utils.models import EngineConfig, ModelOptions, load_model
 from prb_utils.models.base import PairInput
-from prb_utils.scoring import _build_pairs, _retriever, score_benchmark
+from prb_utils.retrieval import retriever_from_label
+from prb_utils.scoring import _build_pairs, score_benchmark
 
 
 def prompt_tokens(model, pairs) -> int:
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     profiles = args.profile or ["none", "top3", "full"]
     kinds = args.kind or ["judge", "implicit"]
     data = load_benchmark(args.data, limit=args.limit)
-    find = _retriever("bm25") if any(c.startswith("top") for c in profiles) else None
+    find = retriever_from_label("bm25") if any(c.startswith("top") for c in profiles) else None
     pairs = [p for c in profiles for p in _build_pairs(data.to_dict("records"), c, find)]
 
     servers: dict[str, object] = {}

@@ -129,13 +129,14 @@ def stages(rm: Any, frame: Any, profile: str, out: Path) -> dict[str, float]:
 
     from prb_utils import profile as profiles
     from prb_utils import scoring
+    from prb_utils.retrieval import retriever_from_label
     from prb_utils.store import JobStore
 
     records = frame.to_dict("records")
     found: dict[str, float] = {}
     profiles._bm25_cached.cache_clear()
     start = time.perf_counter()
-    pairs = scoring._build_pairs(records, profile, scoring._retriever("bm25"))
+    pairs = scoring._build_pairs(records, profile, retriever_from_label("bm25"))
     for pair in pairs:
         _ = pair.hash   # built lazily in a run: here at once, to be timed
     found["retrieval, RM input, hash"] = time.perf_counter() - start

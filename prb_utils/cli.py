@@ -90,6 +90,16 @@ def _positive_float(text: str) -> float:
     return _finite_float(text, "above 0", lambda value: value > 0)
 
 
+def _rate(text: str) -> tuple[str | None, float]:
+    """``TOKENS_PER_S`` (every model) or ``SPEC=TOKENS_PER_S`` (one model) of ``prb plan --rate``.
+
+    >>> _rate("34000"), _rate("classifier:x=1e4")
+    ((None, 34000.0), ('classifier:x', 10000.0))
+    """
+    spec, _, number = text.rpartition("=")
+    return (spec.strip() or None), _positive_float(number)
+
+
 def _count(text: str) -> int:
     return _int_at_least(text, 0, "0 or a positive integer")
 
@@ -235,9 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "(--rate); only tokenizers and config.json files are read.")
     _add_data_options(p, required=True)
     _add_scoring_options(p, default_models=None)
-    p.add_argument("--rate", type=_positive_float, default=None, metavar="TOKENS_PER_S",
+    p.add_argument("--rate", type=_rate, action="append", default=None, metavar="[SPEC=]TOKENS_PER_S",
                    help="tokens a forward pass computes per second on your device (bench/gpu_throughput.py prints "
-                        "it as 'plain forward pass ... k tok/s'); without it the device time is n/a")
+                        "it as 'plain forward pass ... k tok/s'): for every model, or SPEC=RATE for one model "
+                        "(repeatable; a model's own rate wins); without one the device time is n/a")
 
     p = sub.add_parser("summarize", help="accuracy with 95%% CIs from the store",
                        description="One row per group: n, correct, ties, invalid, accuracy, ci_low, ci_high "
@@ -562,7 +573,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
         parse_condition(condition)
     options = _model_options(args)
     _warn_options_without_effect(args, options, args.model, profiles)
-    table = plan_frame(_load(args), args.model, profiles, options=options, retriever=args.retriever, rate=args.rate)
+    rates = dict(args.rate or ())
+    named = {parse_spec(m).canonical for m in args.model}
+    unknown = [spec for spec in rates if spec is not None and parse_spec(spec).canonical not in named]
+    if unknown:
+        raise PRBError(f"--rate {unknown[0]}=...: {unknown[0]} is not one of the --model specs planned "
+                       f"({', '.join(sorted(named))}).")
+    rates = {(parse_spec(k).canonical if k else None): v for k, v in rates.items()}
+    table = plan_frame(_load(args), args.model, profiles, options=options, retriever=args.retriever, rate=rates)
     for line in table.attrs["warnings"]:
         print(f"prb: warning: {line}", file=sys.stderr)
     print(plan_text(table))

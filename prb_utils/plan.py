@@ -19,7 +19,7 @@ estimate leaves out model loading and host work.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -46,13 +46,14 @@ def plan_frame(
     *,
     options: ModelOptions | None = None,
     retriever: str | None = None,
-    rate: float | None = None,
+    rate: float | Mapping[str | None, float] | None = None,
 ) -> pd.DataFrame:
     """One row per model x profile condition: ``pairs``; ``input_tokens`` (every sequence whole, after
     truncation) and ``tokens`` (what the forward passes compute, after prefix sharing: ``sharing`` says
     whether the prompt cache applies); ``truncated`` pairs; ``longest`` sequence before truncation and the
     model's ``context``; ``device_s`` = the tokens weighed by the keys they attend / ``rate`` (NaN without a
-    rate). ``options``: the scoring run's
+    rate): one rate for every model, or ``{spec: rate}`` per model with ``None`` as the key of every other model's
+    rate. ``options``: the scoring run's
     (its ``judge_mode``, ``judge_template`` and ``tokenization`` shape the inputs, its ``seed`` a random
     retriever's draw). Token columns are NA for the
     baselines. ``frame.attrs["warnings"]`` holds one sentence per job whose inputs exceed the model's context
@@ -85,7 +86,7 @@ def plan_frame(
             if counter is not None:
                 counts = [c for start in range(0, len(pairs), COUNT_CHUNK)
                           for c in counter.count(pairs[start:start + COUNT_CHUNK])]
-                row.update(_token_columns(counter, counts, rate))
+                row.update(_token_columns(counter, counts, _model_rate(rate, spec)))
                 warnings.extend((order[spec], line) for line in _warnings(spec, condition, counter, counts))
             rows.append(row)
     rows.sort(key=lambda row: order[row["model"]])   # model by model, conditions in the order given (stable)
@@ -95,6 +96,17 @@ def plan_frame(
     frame["device_s"] = frame["device_s"].astype(float)
     frame.attrs["warnings"] = [line for _, line in sorted(warnings, key=lambda w: w[0])]
     return frame
+
+
+def _model_rate(rate: float | Mapping[str | None, float] | None, spec: str) -> float | None:
+    """The rate of ``spec``: its own in a mapping (else the mapping's ``None`` entry), or the one rate given.
+
+    >>> _model_rate({"judge:x": 5.0, None: 9.0}, "judge:x"), _model_rate({"judge:x": 5.0}, "judge:y"), _model_rate(7.0, "a")
+    (5.0, None, 7.0)
+    """
+    if isinstance(rate, Mapping):
+        return rate.get(spec, rate.get(None))
+    return rate
 
 
 def _token_columns(counter: TokenCounting, counts: Sequence[PairTokens], rate: float | None) -> dict[str, Any]:

@@ -234,7 +234,7 @@ def test_the_findings_never_rank_a_position_locked_judge_and_say_why_once():
     assert [h["leaders"] for h in found.headline()] == [["judge:fair"]]
     page = _findings_html(found)
     assert page.count("Position-locked judge judge:a") == 1  # its reason, once, under the table
-    assert "<td>judge:fair</td>" in page
+    assert '<td data-label="model">judge:fair <span class="links">' in page
 
 
 def test_by_category_orders_by_pairs_and_marks_the_small_ones():

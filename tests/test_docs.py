@@ -183,8 +183,12 @@ def test_the_reports_link_to_a_statistic_opens_its_rule_in_the_manual(site, tmp_
 
 def test_every_tutorial_and_how_to_page_is_in_the_nav():
     config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    hook = _hook()
+    hook.on_config(config)   # the hook fills the notebooks' section, as mkdocs does when it builds
     nav = _nav_files(config["nav"])
-    assert all((DOCS / page).is_file() for page in nav), [p for p in nav if not (DOCS / p).is_file()]
+    written = [page for page in nav if page not in hook.notebook_pages()]
+    assert all((DOCS / page).is_file() for page in written), [p for p in written if not (DOCS / p).is_file()]
+    assert set(hook.notebook_pages()) <= set(nav)
     pages = {str(p.relative_to(DOCS)) for folder in GUIDES for p in (DOCS / folder).glob("*.md")}
     assert len(pages) >= 12
     assert pages <= set(nav), sorted(pages - set(nav))
@@ -373,3 +377,24 @@ def test_every_notebook_is_a_page_of_the_site_as_committed(site):
         first_name = parameters.split(":", 1)[0].strip()
         text = page.read_text(encoding="utf-8")
         assert html.escape(title, quote=False) in text and f">{first_name}<" in text, notebook.name
+
+
+def test_a_new_notebook_gets_its_page_and_nav_entry_from_the_hook(tmp_path, monkeypatch):
+    """A new page is its notebook and its class: the hook lists every notebook of `notebooks/` in the nav (titled by
+    its parameters class, else by its file name) and generates its docs page; mkdocs.yml and docs/ type none."""
+    import shutil
+
+    hook = _hook()
+    for path in (ROOT / "notebooks").glob("*.ipynb"):
+        shutil.copy(path, tmp_path / path.name)
+    shutil.copy(ROOT / "notebooks" / "02_accuracy_breakdown.ipynb", tmp_path / "06_a_new_page.ipynb")
+    monkeypatch.setattr(hook, "NOTEBOOKS", tmp_path)
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    hook.on_config(config)
+    nav = _nav_files(config["nav"])
+    assert "notebooks/06_a_new_page.md" in nav and "notebooks/05_reading_the_user.md" in nav
+    titles = hook.notebook_pages()
+    assert titles["notebooks/05_reading_the_user.md"] == "05 Is it reading the user?"
+    assert titles["notebooks/06_a_new_page.md"] == "06 06_a_new_page"
+    assert "<!-- prb:notebook 06_a_new_page -->" in hook.NOTEBOOK_PAGE.format(name="06_a_new_page")
+    assert not (DOCS / "notebooks").exists() or not list((DOCS / "notebooks").glob("*.md"))

@@ -112,11 +112,12 @@ def test_the_index_shows_the_findings_with_their_rules_and_greys_a_locked_judge(
 
     found = compute_findings(planted(), calibrate=False, plan=ResamplingPlan(n_boot=200))
     page = _findings_html(found)
-    assert 'class="leaderboard"' in page and page.count('<tr class="locked">') == 1
+    assert 'class="prb-board"' in page and page.count('<tr class="locked">') == 1
     locked_row = page[page.index('<tr class="locked">'):].split("</tr>")[0]
-    assert "<td>—</td><td class=\"secondary\"></td><td>J</td>" in locked_row and "position-locked: not ranked" in locked_row
+    assert '<td data-label="rank"><b>—</b></td><td data-label="model">J ' in locked_row
+    assert "position-locked: not ranked" in locked_row
     assert "Shared rank: 1 + the number of models clearly more accurate" in page
-    assert "Helps: the lift over none" in page and "<b>helps</b>" in page
+    assert "Helps: the lift over none" in page and "<span class=\"verdict\">helps</span>" in page
     for sentence in found.headline():
         assert sentence["sentence"] in page
 

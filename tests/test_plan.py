@@ -220,6 +220,26 @@ def test_rate_gives_device_time_and_baselines_show_pairs_only(tiny_lm_dir, capsy
     assert f"device time, all jobs: {format_duration(judge['device_s'].sum())} (tokens weighed by the keys" in out
 
 
+def test_a_rate_per_model_times_each_model_at_its_own_rate(tiny_lm_dir, tiny_classifier_dir, capsys):
+    """`--rate SPEC=N` gives that model its own rate (a judge and a classifier run at different speeds); a plain
+    `--rate N` is every other model's; a rate for a model not planned is refused in one sentence."""
+    judge, classifier = f"judge:{tiny_lm_dir}", f"classifier:{tiny_classifier_dir}"
+    base = ["plan", "--data", "sample", "--limit", "2", "--model", judge, "--model", classifier]
+    one = plan_frame(load_benchmark("sample", limit=2), [judge, classifier], ["none"], rate=1000.0)
+    mixed = plan_frame(load_benchmark("sample", limit=2), [judge, classifier], ["none"],
+                       rate={judge: 250.0, None: 1000.0})
+    seconds = dict(zip(one["model"], one["device_s"], strict=True))
+    assert dict(zip(mixed["model"], mixed["device_s"], strict=True)) == pytest.approx(
+        {judge: seconds[judge] * 4, classifier: seconds[classifier]})
+    assert main([*base, "--rate", f"{judge}=250", "--rate", "1000"]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()
+            if line.split() and line.split()[0] in (judge, classifier)}
+    assert rows[judge].endswith(" " + format_duration(seconds[judge] * 4))
+    assert rows[classifier].endswith(" " + format_duration(seconds[classifier]))
+    assert main([*base, "--rate", "lexical=10"]) == 2
+    assert "--rate lexical=...: lexical is not one of the --model specs planned" in capsys.readouterr().err
+
+
 def test_device_time_grows_with_length_as_attention_does():
     """A flat count at the rate's own length; about 1.5x per token at 35k tokens for the Llama-3.1-8B shape;
     a model whose config does not give its shape is costed linearly."""

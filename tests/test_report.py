@@ -24,10 +24,12 @@ import numpy as np
 import pandas as pd
 import pytest
 from offline_browser import fresh, offline_page
+from pdf_text import pdf_text
 
 from prb_utils.cli import main
 from prb_utils.errors import PRBError
 from prb_utils.notebook import report as report_module
+from prb_utils.notebook.markup import model_anchor
 from prb_utils.notebook.params import PARAMS_BY_NOTEBOOK, AccuracyParams
 from prb_utils.notebook.report import (
     NOTEBOOK_DIR,
@@ -62,7 +64,8 @@ def test_index_links_every_page_with_run_metadata(report, sample_report):
     from prb_utils.store import load_run_metadata
 
     index = (report / "index.html").read_text(encoding="utf-8")
-    links = [link for link in re.findall(r'<a href="([^"]+)"', index) if not link.startswith("jobs/")]
+    listed = index[index.index("<h2>Notebooks</h2>"):]   # above it: the leaderboard's links to each model's sections
+    links = [link for link in re.findall(r'<a href="([^"]+)"', listed) if not link.startswith("jobs/")]
     assert links == [*(f"{name}{ending}" for name in NAMES for ending in (".html", ".ipynb", ".numbers.json")),
                      "results.csv"]  # each page, its executed notebook and its key numbers; every result
     for name in NAMES:
@@ -491,7 +494,8 @@ def test_the_pair_table_lists_every_pair_searches_and_links_to_cards(report, sam
     assert probe["hash"] == "#pair-Society_and_Culture-soc-013"
     target = probe["target"]
     assert target is not None, "no element has the id the row links to"
-    assert target["scrolled"] > 0 and 0 <= target["top"] < target["height"]  # the card is in view
+    # the card is in view (its top within a pixel of the window's: layout heights are fractional, scrolling is not)
+    assert target["scrolled"] > 0 and -1 < target["top"] < target["height"]
 
 
 FLIP_CELLS = """() => [...document.querySelectorAll('#prb-flip-list tbody tr')].map(tr => {
@@ -1237,3 +1241,175 @@ def test_prb_report_with_profile_still_shows_the_probes_and_curves_the_store_hol
         assert notebook_calls[page]["profiles"] == []
     shown = ReadingParams(data="sample", results="store", models=["lexical"], limit=2).load_results()
     assert "top3+swap" in set(shown["profile"])
+# ------------------------------------------------------------------ the leaderboard on a screen, a page, a phone
+BOARD_PROBE = """() => ({width: document.documentElement.scrollWidth, view: window.innerWidth,
+  blocks: [...document.querySelectorAll('.prb-board section.prb-board-condition:not(.prb-board-oracle)')].map(s => ({
+    condition: s.dataset.condition,
+    heads: [...s.querySelectorAll('thead th')].filter(th => getComputedStyle(th).display !== 'none')
+      .map(th => [th.innerText.trim(), th.getBoundingClientRect().right]),
+    secondary: [...s.querySelectorAll('th.secondary')].filter(th => getComputedStyle(th).display !== 'none').length,
+    cells: [...s.querySelectorAll('td')].filter(td => getComputedStyle(td).display !== 'none')
+      .map(td => [td.dataset.label, td.getBoundingClientRect().right]),
+    links: [...s.querySelectorAll('td[data-label="model"] a')].map(a => a.getAttribute('href'))}))})"""
+
+
+def _board_probe(page) -> dict:
+    """The leaderboard's blocks as laid out, then again after a click on its "more columns" toggle."""
+    before = page.evaluate(BOARD_PROBE)
+    page.click(".prb-board label")
+    return {"before": before, "after": page.evaluate(BOARD_PROBE)}
+
+
+def _board_rows(report: Path) -> pd.DataFrame:
+    numbers = json.loads((report / "02_accuracy_breakdown.numbers.json").read_text(encoding="utf-8"))["numbers"]
+    board = pd.DataFrame(numbers["findings"]["leaderboard"])
+    return board[~board["oracle"]]
+
+
+def test_the_leaderboard_fits_a_1366_px_screen_with_every_column_and_its_toggle(report):
+    """On the index and page 02 at 1366x900: a block per benchmark condition whose rank, model, accuracy, chance,
+    lift and lift verdict headers (and every cell) lie inside the window without any toggle; the secondary
+    columns appear only after a click on "more columns"; each model links to its section on 01 and 05, and those
+    sections exist."""
+    board = _board_rows(report)
+    conditions = list(dict.fromkeys(board["profile"]))
+    seen = _open_offline([report / "index.html", report / "02_accuracy_breakdown.html"], width=1366,
+                         probe=_board_probe)
+    for name, facts in seen.items():
+        before, after = facts["probe"]["before"], facts["probe"]["after"]
+        assert before["width"] <= 1366, f"{name}: {before['width']} px wide"
+        assert [b["condition"] for b in before["blocks"]] == conditions, name
+        for block in before["blocks"]:
+            heads = [h for h, _ in block["heads"]]
+            wanted = ["rank", "model", "accuracy [95% CI]", "against chance"]
+            if block["condition"] != "none":
+                wanted += ["lift over none [95% CI]", "lift verdict"]
+            assert heads == wanted, (name, block["condition"], heads)
+            outside = [x for x in block["heads"] + block["cells"] if x[1] > before["view"]]
+            assert not outside, f"{name} {block['condition']}: outside the window: {outside}"
+            assert block["secondary"] == 0, name
+        assert all(b["secondary"] == 3 for b in after["blocks"]), (name, after["blocks"])
+        links = {href for b in before["blocks"] for href in b["links"]}
+        assert links == {f"{page}.html#{model_anchor(m)}" for m in board["model"]
+                         for page in ("01_pair_inspection", "05_reading_the_user")}, name
+    effects = json.loads((report / "05_reading_the_user.numbers.json").read_text(encoding="utf-8"))["numbers"]["effects"]
+    sections = {"01_pair_inspection": set(board["model"]), "05_reading_the_user": {r["model"] for r in effects}}
+    assert sections["05_reading_the_user"], "page 05 probed no model"
+    for page, models in sections.items():
+        text = (report / f"{page}.html").read_text(encoding="utf-8")
+        for model in models:
+            assert f'id="{model_anchor(model)}"' in text, (page, model)
+
+
+def _pdf_probe(page) -> str:
+    return pdf_text(page.pdf(format="A4", prefer_css_page_size=True, print_background=True))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_the_a4_print_of_02_and_05_holds_every_rank_and_every_verdict(report):
+    """Printed to PDF at A4 (page.pdf, as a reader prints): page 02 holds each leaderboard row, its rank, model,
+    accuracy [CI], its verdict against chance and its lift verdict in that order, and page 05 every verdict and
+    check it recorded; no sort arrow, download button or word broken in two is printed."""
+    from prb_utils.formatting import format_interval, format_value
+
+    seen = _open_offline([report / "02_accuracy_breakdown.html", report / "05_reading_the_user.html"],
+                         probe=_pdf_probe)
+    page02 = _one_line(seen["02_accuracy_breakdown.html"]["probe"])
+    for r in _board_rows(report).itertuples():
+        rank = "—" if r.locked else format_value(r.rank, "rank")
+        pattern = (rf"{re.escape(rank)} [^\[]*?{re.escape(r.model)} pairs probes "
+                   rf"{re.escape(format_interval(r.accuracy, r.ci_low, r.ci_high))} "
+                   rf"{re.escape('position-locked: not ranked' if r.locked else r.chance)}")
+        if r.lift_verdict:
+            pattern += rf" [^\]]*\] {re.escape(r.lift_verdict)}"
+        assert re.search(pattern, page02), f"02 prints no row {pattern!r}"
+    for condition in dict.fromkeys(_board_rows(report)["profile"]):
+        assert f"Under {condition}" in page02
+    numbers = json.loads((report / "05_reading_the_user.numbers.json").read_text(encoding="utf-8"))["numbers"]
+    page05 = _one_line(seen["05_reading_the_user.html"]["probe"])
+    said = [r["verdict"] for r in numbers["verdicts"] if r.get("verdict")]
+    said += [r["check"] for r in numbers["effects"] if r.get("check")]
+    assert said, "page 05 recorded no verdict"
+    for verdict in said:
+        assert _one_line(verdict) in page05, f"05 prints no {verdict!r}"
+    for text in (page02, page05):
+        assert "▲" not in text and "▼" not in text and " CSV " not in f" {text} "
+        assert "inconclusiv e" not in text
+
+
+#: The visible table cells (of a selector) with a word (between spaces, hyphens, underscores or slashes) wider than
+#: the cell's text box: a word the layout breaks inside ("inconclusiv e").
+BROKEN_WORDS = """(cells) => { const ctx = document.createElement('canvas').getContext('2d');
+  return [...document.querySelectorAll(cells)].filter(td => td.offsetParent !== null && td.innerText.trim())
+    .filter(td => { const s = getComputedStyle(td); ctx.font = s.font;
+      const room = td.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);
+      return Math.max(...td.innerText.split(/[\\s\\-_/]+/).map(w => ctx.measureText(w).width)) > room + 1; })
+    .map(td => td.innerText.trim()).slice(0, 5); }"""
+
+
+def _phone_probe(page) -> dict:
+    # the index's other tables hold hashes and file names, which may break anywhere
+    cells = ".prb-board td" if page.url.endswith("index.html") else "td"
+    return {**page.evaluate(BOARD_PROBE), "broken": page.evaluate(BROKEN_WORDS, cells)}
+
+
+def test_on_a_390_px_phone_the_index_leaderboard_stacks_and_nothing_is_cut(report):
+    """At 390 px the index's leaderboard rows stack (every accuracy inside the screen), and no cell of its
+    leaderboard, nor any table cell of 01 (the pair list) and 02, breaks a word inside (a wide table scrolls in its
+    own box instead)."""
+    seen = _open_offline([report / "index.html", report / "01_pair_inspection.html",
+                          report / "02_accuracy_breakdown.html"], width=390, probe=_phone_probe)
+    facts = seen["index.html"]["probe"]
+    assert facts["width"] <= 390, facts["width"]
+    accuracy = [right for b in facts["blocks"] for label, right in b["cells"] if label == "accuracy"]
+    assert len(accuracy) == len(_board_rows(report)) and max(accuracy) <= 390, accuracy
+    for name, page in seen.items():
+        assert page["probe"]["width"] <= 390, f"{name} is {page['probe']['width']} px wide on a phone"
+        assert page["probe"]["broken"] == [], f"{name} breaks words inside: {page['probe']['broken']}"
+
+
+BUNDLE = re.compile(r"window\._itables_\w+ = injectModule\(")  # the DataTables bundle, embedded once per copy
+
+
+def test_each_page_embeds_the_table_library_once_and_shows_no_index_column(report):
+    for name in NAMES:
+        text = (report / f"{name}.html").read_text(encoding="utf-8")
+        copies = len(BUNDLE.findall(text))
+        assert copies <= 1, f"{name} embeds the table library {copies} times"
+        assert "<th>index</th>" not in text, f"{name} shows a table with an index column"
+    assert len(BUNDLE.findall((report / "01_pair_inspection.html").read_text(encoding="utf-8"))) == 1
+
+
+def test_a_table_downloads_its_rows_as_csv_offline_without_an_index_column(tmp_path):
+    """widgets.table_html of a filtered frame (its row numbers are no column): its CSV button, clicked with the
+    network blocked, downloads the table's header and every row, the numbers as stored."""
+    import itables
+    from itables.javascript import generate_init_offline_itables_html
+
+    from prb_utils.notebook.widgets import table_html
+
+    frame = pd.DataFrame({"model": ["a", "b", "c", "d"], "accuracy": [0.5, 0.61234, 0.25, 0.9]})
+    shown = frame[frame["model"] != "a"]
+    page = tmp_path / "table.html"
+    page.write_text("<!DOCTYPE html><html><head><title>t</title><link rel='icon' href='data:,'></head><body>"
+                    + generate_init_offline_itables_html(itables.options.dt_bundle)
+                    + table_html(shown, caption="Accuracy per model") + "</body></html>", encoding="utf-8")
+
+    def probe(p):
+        p.wait_for_selector("table.dataTable")
+        heads = p.evaluate("[...document.querySelectorAll('table.dataTable thead th')].map(th => th.innerText.trim())")
+        with p.expect_download() as download:
+            p.click(".dt-buttons button")
+        return heads, download.value.suggested_filename, Path(download.value.path()).read_text(encoding="utf-8")
+
+    facts = _open_offline([page], probe=probe)["table.html"]
+    assert facts["blocked"] == [] and facts["requests"] == [] and facts["errors"] == [], facts
+    heads, filename, csv = facts["probe"]
+    assert heads == ["model", "accuracy"]
+    assert filename == "Accuracy_per_model.csv"
+    lines = csv.lstrip("\ufeff").strip().splitlines()
+    assert lines[0].replace('"', "") == "model,accuracy"
+    assert [line.replace('"', "") for line in lines[1:]] == ["b,0.61234", "c,0.25", "d,0.9"]

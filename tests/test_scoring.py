@@ -638,8 +638,13 @@ def test_random_retrieval_follows_the_seed_and_only_top_k_carries_a_retriever():
     for condition in ("none", "full", "rubric"):
         assert "retriever" not in scoring.job_options("length", condition, retriever="random")
     posts = [f"post number {i}" for i in range(12)]
-    picks = {seed: scoring._retriever("random", seed)("question", posts, 3) for seed in (1, 2, 1)}
-    assert picks[1] == scoring._retriever("random", 1)("question", posts, 3) and picks[1] != picks[2]
+    from prb_utils.retrieval import retriever_from_label, retriever_label
+
+    def picker(seed):
+        return retriever_from_label(retriever_label("random", seed))
+
+    picks = {seed: picker(seed)("question", posts, 3) for seed in (1, 2, 1)}
+    assert picks[1] == picker(1)("question", posts, 3) and picks[1] != picks[2]
 
 
 # ------------------------------------------------------------------------------------------ host work ahead

@@ -4,6 +4,7 @@ every pair with links to cards, the category list follows the subset and the mod
 
 from __future__ import annotations
 
+import json
 import re
 
 import matplotlib
@@ -54,7 +55,7 @@ def shown(monkeypatch) -> list:
     """What the widgets display (instead of a frontend), with the itables bundle left out."""
     out: list = []
     monkeypatch.setattr(widgets, "_display", out.append)
-    monkeypatch.setattr(widgets, "init_tables", lambda: None)
+    monkeypatch.setattr(widgets, "init_tables", lambda **_: None)
     yield out
     plt.close("all")
 
@@ -400,3 +401,15 @@ def test_the_live_workshop_shows_the_conditions_its_report_page_showed(tmp_path)
     write_report_view(tmp_path, {"00_workshop_personalization": {"models": ["length"], "profiles": ["none", "top3"]}})
     live = WorkshopParams(results=str(tmp_path), profiles=values["profiles"], models=values["models"])
     assert set(live.load_results()["profile"]) == {"none", "top3"}
+def test_a_tables_row_numbers_are_no_column_and_it_carries_a_csv_button():
+    """A filtered frame (row numbers 1, 3) shows its columns only, never an ``index`` column; a named index stays a
+    column; each table carries its CSV button, named after its caption."""
+    from prb_utils.notebook.widgets import table_html
+
+    frame = pd.DataFrame({"model": ["a", "b", "c", "d"], "accuracy": [0.5, 0.6, 0.7, 0.8]})
+    page = table_html(frame[frame["accuracy"] > 0.55].iloc[::2], caption="Accuracy: per model")
+    assert re.findall(r"<th>([^<]*)</th>", page.replace('\\"', '"')) == ["model", "accuracy"]
+    buttons = json.loads(re.search(r'"buttons": (\[.*?\]),\n', page).group(1))
+    assert buttons[0]["extend"] == "csvHtml5" and buttons[0]["filename"] == "Accuracy_per_model"
+    named = table_html(frame.set_index("model"))
+    assert re.findall(r"<th>([^<]*)</th>", named.replace('\\"', '"')) == ["model", "accuracy"]

@@ -5,6 +5,8 @@
   (``prb_utils._PUBLIC``), grouped by the module that defines it.
 - ``<!-- prb:notebook NAME -->`` becomes the notebook ``notebooks/NAME.ipynb`` as committed (its Markdown and code
   cells, no outputs), converted by nbconvert's Markdown exporter, so the site shows the notebook the report runs.
+- Every notebook under ``notebooks/`` gets its page (``notebooks/NAME.md``, generated) and its entry in the nav's
+  "The notebooks" section, titled by its parameters class: a new page is its notebook and its class.
 """
 
 from __future__ import annotations
@@ -14,16 +16,27 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+from mkdocs.structure.files import File
+
 import prb_utils
 from prb_utils.analysis.findings import RULES_END, RULES_START
 from prb_utils.cli import build_parser
 from prb_utils.notebook.manual import rule_anchor
+from prb_utils.notebook.params import PARAMS_BY_NOTEBOOK
 
 CLI_MARKER = "<!-- prb:cli -->"
 API_MARKER = "<!-- prb:api -->"
 NOTEBOOK_MARKER = re.compile(r"<!-- prb:notebook (?P<name>[\w-]+) -->")
 RULE_ITEM = re.compile(r"^- \*\*(?P<name>[^*]+)\*\*:.*$", flags=re.MULTILINE)
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+NOTEBOOK_SECTION = "The notebooks"   # the nav section the hook fills, one entry per notebook
+NOTEBOOK_PAGE = """<!-- prb:notebook {name} -->
+
+---
+
+*The notebook `notebooks/{name}.ipynb` as committed, without outputs. `prb report` (and `make report`) executes it
+with papermill and writes the executed page to the report; open it live with `.venv/bin/jupyter lab notebooks/`.*
+"""
 
 
 def _cell(text: str) -> str:
@@ -128,3 +141,38 @@ def on_page_markdown(markdown: str, page, config, files) -> str:  # MkDocs passe
         markdown = markdown.replace(API_MARKER, render_api())
     markdown = anchor_rules(markdown)
     return NOTEBOOK_MARKER.sub(lambda found: render_notebook(found["name"]), markdown)
+
+
+def notebook_pages() -> dict[str, str]:
+    """``{docs path: nav title}`` of every notebook under ``notebooks/``: its number and its page's title (its
+    parameters class's ``title``; the file name for a notebook without one)."""
+    pages = {}
+    for path in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
+        page = PARAMS_BY_NOTEBOOK.get(path.stem)
+        pages[f"notebooks/{path.stem}.md"] = f"{path.stem[:2]} {page.title if page and page.title else path.stem}"
+    return pages
+
+
+def _fill_notebooks(nav: list) -> None:
+    for entry in nav:
+        if not isinstance(entry, dict):
+            continue
+        for key, value in entry.items():
+            if key == NOTEBOOK_SECTION:
+                entry[key] = [{title: path} for path, title in notebook_pages().items()]
+            elif isinstance(value, list):
+                _fill_notebooks(value)
+
+
+def on_config(config):  # MkDocs passes the validated config
+    """The nav's notebook section lists every notebook (mkdocs.yml types none of them)."""
+    _fill_notebooks(config["nav"] or [])
+    return config
+
+
+def on_files(files, config):  # MkDocs passes the site's files and config
+    """One generated page per notebook (:data:`NOTEBOOK_PAGE`), unless ``docs/`` holds a page of that name."""
+    for path in notebook_pages():
+        if files.get_file_from_path(path) is None:
+            files.append(File.generated(config, path, content=NOTEBOOK_PAGE.format(name=Path(path).stem)))
+    return files

@@ -66,3 +66,16 @@ def md_sentences(items: Iterable[Mapping[str, object]]) -> str:
     '- Under top3, a&#42;b leads.\n- No lift.'
     """
     return "\n".join(f"- {md_text(item['sentence'])}" for item in items)
+
+
+_ID_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def model_anchor(model: object) -> str:
+    """The stable HTML id of a model's section on a page (its pairs on 01, its probes on 05), which each
+    leaderboard row links to: ``model-`` and the name with every run of other characters as ``-``.
+
+    >>> model_anchor("embedding:minilm"), model_anchor("lexical [random]")
+    ('model-embedding-minilm', 'model-lexical-random')
+    """
+    return "model-" + (_ID_UNSAFE.sub("-", str(model)).strip("-") or "x")

@@ -30,6 +30,7 @@ from prb_utils.errors import PRBError
 from prb_utils.formatting import format_value, kind_of, render_js
 from prb_utils.models.rendered import CUT_MARK, RenderedInput
 from prb_utils.notebook.rm_seen import seen_inputs
+from prb_utils.notebook.tables import table_options
 from prb_utils.profile import rm_user_message, selected_posts
 from prb_utils.schema import FILTERS, NO_PROFILE
 
@@ -404,11 +405,12 @@ def pair_list_html(summary: pd.DataFrame, *, links: bool = True, table_id: str =
         frame, connected=False, allow_html=True, table_id=table_id, showIndex=False, maxBytes=0,
         classes="display compact", style="width:100%", pageLength=page_length,
         lengthMenu=[10, 25, 50, 100, -1], order=[], autoWidth=False, text_in_header_can_be_selected=False,
+        **table_options(len(frame), caption="pairs"),
         columnDefs=[{"className": "dt-left", "targets": "_all"},
                     {"width": "40%", "targets": [frame.columns.get_loc("question")]},
                     {"render": itables.JavascriptFunction(SORT_AS_SHARE), "targets": [frame.columns.get_loc("correct")]}],
     )
-    style = f"<style>#{table_id} td {{ overflow-wrap: anywhere; word-break: normal; }}</style>"
+    style = f"<style>#{table_id} td {{ overflow-wrap: break-word; word-break: normal; }}</style>"
     return view(style + table)
 
 
@@ -509,7 +511,8 @@ def flip_list_html(flips: pd.DataFrame, *, cards: Sequence[Any] = (), table_id: 
     table = itables.to_html_datatable(
         frame, connected=False, allow_html=True, table_id=table_id, showIndex=False, maxBytes=0,
         classes="display compact", style="width:100%", pageLength=25, lengthMenu=[10, 25, 50, 100, -1],
-        order=[], autoWidth=False, text_in_header_can_be_selected=False, columnDefs=renders)
+        order=[], autoWidth=False, text_in_header_can_be_selected=False, columnDefs=renders,
+        **table_options(len(frame), caption="flips"))
     return view(table)
 
 

@@ -35,11 +35,12 @@ from tqdm.auto import tqdm
 
 import prb_utils
 from prb_utils import __version__
-from prb_utils.analysis.findings import Findings, compute_findings, page_sentences, rank_span
+from prb_utils.analysis.findings import Findings, compute_findings, page_sentences
 from prb_utils.analysis.uncertainty import ResamplingPlan
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
-from prb_utils.formatting import COUNT, PROPORTION, format_frame, format_interval, format_signed, format_value
+from prb_utils.formatting import format_frame
+from prb_utils.notebook.board_view import board_html
 from prb_utils.notebook.manual import manual_html
 from prb_utils.notebook.markup import display_path
 from prb_utils.notebook.params import (
@@ -242,14 +243,24 @@ class="
 </div>
 {% endblock data_png %}
 """
-#: Print: no code, no inputs, no navigation or pagination (every row is printed: :data:`PAGE_SCRIPT`). Dark
-#: palette on screens that prefer it: JupyterLab's dark theme variables (added by :func:`export_html`), and
-#: the light boxes of the pair views keep dark text.
+#: Table cells break between words, never inside one ("inconclusiv e"): tables are laid out by their content (the
+#: lab's fixed layout squeezes a column below its longest word), and a table wider than a screen scrolls in its box.
+#: Print (A4 landscape, cells wrapping between words so wide tables fit the paper): no code, no inputs, no
+#: navigation, pagination, download buttons or sort arrows (every row is printed: :data:`PAGE_SCRIPT`). Dark palette on screens that prefer it: JupyterLab's dark theme variables (added by
+#: :func:`export_html`), and the light boxes of the pair views keep dark text.
 PAGE_CSS = """
+.jp-RenderedHTMLCommon table { table-layout: auto; }
+.jp-OutputArea-output td, .jp-OutputArea-output th { word-break: normal; overflow-wrap: break-word; hyphens: none; }
+@media screen { .jp-RenderedHTMLCommon.jp-OutputArea-output { overflow-x: auto; } }
 @media print {
   nav.prb-nav, #prb-show-code, label.prb-code-toggle, .jp-CodeCell .jp-Cell-inputWrapper, .dt-length,
-  .dt-search, .dt-paging, .dt-info, input, select, button { display: none !important; }
+  .dt-search, .dt-paging, .dt-info, .dt-buttons, .dt-column-order, input, select,
+  button { display: none !important; }
+  table.dataTable.nowrap th, table.dataTable.nowrap td { white-space: normal !important; }
+  table.dataTable th, table.dataTable td, .jp-OutputArea-output table td, .jp-OutputArea-output table th {
+    padding: 2px 4px !important; font-size: 0.8em; }
 }
+@page { size: A4 landscape; margin: 10mm; }
 @media screen and (prefers-color-scheme: dark) {
   body { background: var(--jp-layout-color0); color: var(--jp-content-font-color1); }
   nav.prb-nav { border-bottom-color: #444; }
@@ -540,59 +551,19 @@ def report_findings(results: str, models: Sequence[str], profiles: Sequence[str]
                             plan=ResamplingPlan.of_store(results))  # the store's plan, as every page and command
 
 
-def _cell(value: Any, column: str, css: str = "") -> str:
-    """One table cell: ``value`` by the meaning of ``column`` (text as it is), escaped, with the class ``css``."""
-    shown = value if isinstance(value, str) else format_value(value, column)
-    attribute = f' class="{css}"' if css else ""
-    return f"<td{attribute}>{html.escape(shown)}</td>"
-
-
 def _findings_html(found: Findings | None) -> str:
     """The index's headline: its conclusions in plain sentences (:func:`prb_utils.analysis.findings.page_sentences`
-    of the index: each condition's tied group against chance, the lift verdicts, the oracle, locks), the leaderboard (shared ranks, accuracy [CI] and its verdict against chance,
-    the lift and its verdict; a locked judge greyed, unranked, with its reason), the oracle apart with its
-    verdict, and the rules under them; every number through :mod:`prb_utils.formatting`."""
+    of the index: each condition's tied group against chance, the lift verdicts, the oracle, locks), the
+    leaderboard as page 02 shows it (:func:`prb_utils.notebook.board_view.board_html`: a block per condition,
+    verdicts in words beside the numbers, a locked judge greyed and unranked, the oracle apart with its verdict),
+    and the rules under it."""
     esc = html.escape
     if found is None:
         return ('<p class="headline"><i>No scored pairs in the store for these models and conditions: '
                 "run <code>prb score</code> first.</i></p>")
     sentences = "".join(f'<p class="headline">{esc(h["sentence"])}</p>' for h in page_sentences(found, "index"))
-    board = found.board
-    rows = []
-    for r in board[~board["oracle"]].itertuples():
-        lift = (f"{format_signed(r.lift)} [{format_signed(r.lift_low)}, {format_signed(r.lift_high)}]"
-                if r.lift_verdict else "")
-        ties = f"{format_value(r.ties, sense=COUNT)} ({format_value(r.tie_rate, sense=PROPORTION)})"
-        ties += f"; {format_value(r.near_ties, sense=COUNT)} near" if r.near_ties else ""
-        rows.append(f"<tr{LOCKED_ROW if r.locked else ''}>{_cell(r.profile, 'profile')}"
-                    f"{_cell('—' if r.locked else r.rank, 'rank')}"
-                    f"{_cell(rank_span(r.rank_low, r.rank_high), 'rank', 'secondary')}{_cell(r.model, 'model')}"
-                    f"{_cell(r.kind, 'kind', 'secondary')}"
-                    f"{_cell(format_interval(r.accuracy, r.ci_low, r.ci_high), 'accuracy')}"
-                    f"{_cell('position-locked: not ranked' if r.locked else r.chance, 'chance')}"
-                    f"{_cell(r.n, 'n', 'secondary')}"
-                    f"{_cell(ties, 'ties', 'secondary')}"
-                    f"{_cell(lift, 'lift', 'secondary')}<td><b>{esc(r.lift_verdict)}</b></td></tr>")
-    table = ('<div class="scroll"><table class="leaderboard"><thead><tr><th>profile condition</th><th>rank</th>'
-             '<th class="secondary">rank interval</th><th>model</th><th class="secondary">kind</th><th>accuracy [95% CI]</th><th>against chance</th>'
-             '<th class="secondary">pairs</th><th class="secondary">ties (rate)</th>'
-             '<th class="secondary">lift over none [95% CI]</th><th>lift verdict</th></tr></thead>'
-             f'<tbody>{"".join(rows)}</tbody></table></div>')
-    oracle = ""
-    if not found.oracle.empty:
-        cells = "".join(
-            f"<tr>{_cell(r.model, 'model')}{_cell(r.oracle_accuracy, 'accuracy')}{_cell(r.best_condition, 'profile')}"
-            f"{_cell(r.best_accuracy, 'accuracy')}{_cell(format_signed(r.gap), 'gap')}{_cell(r.verdict, 'verdict')}</tr>"
-            for r in found.oracle.itertuples())
-        oracle = ('<h3>Oracle: the RM saw the answer key (a diagnostic, never a benchmark result)</h3>'
-                  '<div class="scroll"><table class="oracle"><thead><tr><th>model</th><th>oracle accuracy</th>'
-                  '<th>best benchmark condition</th><th>its accuracy</th><th>gap</th><th>verdict</th></tr></thead>'
-                  f"<tbody>{cells}</tbody></table></div>")
     notes = "".join(f'<p class="note">{esc(note)}</p>' for note in found.notes())
-    return f"{sentences}{table}{notes}{oracle}"
-
-
-LOCKED_ROW = ' class="locked"'
+    return f"{sentences}{board_html(found)}{notes}"
 
 
 def write_index(out: Path, pages: Sequence[PageResult], *, data: str, results: str, models: Sequence[str],

@@ -42,6 +42,7 @@ from prb_utils.notebook.pair_view import (
     view,
 )
 from prb_utils.notebook.params import headless
+from prb_utils.notebook.tables import table_options
 from prb_utils.probes import twin_pairs
 from prb_utils.profile import rm_user_message
 from prb_utils.schema import FILTERS
@@ -74,12 +75,17 @@ def frame_html(frame: pd.DataFrame, *, max_rows: int | None = 60) -> str:
     return table + (f"<p><i>… and {more} more rows.</i></p>" if more > 0 else "")
 
 
-def init_tables(*, all_interactive: bool = True) -> None:
+_EMBEDDED: dict[str, bool] = {"bundle": False}  # whether this kernel's page holds the DataTables bundle yet
+
+
+def init_tables(*, all_interactive: bool = True, embed: bool = True) -> None:
     """Embed the DataTables bundle in the cell's output (``itables.init_notebook_mode(connected=False)``)
     and, with ``all_interactive``, show every DataFrame displayed afterwards as a sortable, searchable
-    table (a click anywhere on a header sorts): the pages then work offline, in a saved page or a report,
-    with no kernel. The bundle loads once per page, however many cells embed it. Figures shown afterwards
-    carry their titles as alt text (:func:`figures_with_alt_text`).
+    table (a click anywhere on a header sorts) with a CSV download button
+    (:func:`prb_utils.notebook.tables.table_options`): the pages then work offline, in a saved page or a report,
+    with no kernel. A page calls it once, in its setup cell; ``embed=False`` (the library's own tables) embeds the
+    bundle only when this kernel has not yet, so a page holds one copy of it however many tables it shows. Figures
+    shown afterwards carry their titles as alt text (:func:`figures_with_alt_text`).
 
     itables displays a script that awaits the bundle (its ``set_or_remove_dark_class``) before the bundle
     itself; JupyterLab runs each output's script as it arrives, so that script found no bundle and logged a
@@ -88,8 +94,11 @@ def init_tables(*, all_interactive: bool = True) -> None:
 
     itables.options.maxBytes = 0  # never downsample a table: every row stays in the page
     itables.options.text_in_header_can_be_selected = False  # a click anywhere on a header sorts, not only its icon
-    for output in bundle_first(lambda: itables.init_notebook_mode(all_interactive=all_interactive, connected=False)):
-        _display(output)
+    if embed or not _EMBEDDED["bundle"]:
+        for output in bundle_first(lambda: itables.init_notebook_mode(all_interactive=all_interactive,
+                                                                      connected=False)):
+            _display(output)
+        _EMBEDDED["bundle"] = True
     shell = _shell()
     if shell is not None and all_interactive:  # one number format per float column (itables alone: 3 decimals)
         shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, table_html)
@@ -127,18 +136,23 @@ def _shell() -> Any:
 def table_html(frame: pd.DataFrame, *, caption: str = "") -> str:
     """``frame`` as an interactive table (itables, offline) whose numeric and boolean columns each show one
     format by the column's declared kind (:func:`prb_utils.formatting.render_js`, the same text as the static
-    tables) and sort as numbers; a named index becomes columns; names are marked
-    (:func:`prb_utils.analysis.marks.mark_frame`); missing values show "—". A frame with two header
-    rows (MultiIndex columns) or repeated column names is formatted cell by cell
+    tables) and sort as numbers; a named index becomes columns, an unnamed one (a filtered frame's row numbers) is
+    left out; names are marked (:func:`prb_utils.analysis.marks.mark_frame`); missing values show "—"; a CSV
+    button downloads its rows (:func:`prb_utils.notebook.tables.table_options`). A frame with two header rows
+    (MultiIndex columns, shown beside their index) or repeated column names is formatted cell by cell
     (:func:`prb_utils.formatting.format_frame`). The caption is plain text (:func:`~prb_utils.notebook.markup.md_text`):
     a name in it is shown, never read as markup."""
     import itables
 
-    plain = isinstance(frame.index, pd.RangeIndex) and frame.index.name is None
-    shown = mark_frame(frame if plain else frame.reset_index(allow_duplicates=True))  # the locked judges, the oracle
+    unnamed = all(name is None for name in frame.index.names)  # a filtered frame's row numbers: no column
+    shown = mark_frame(frame.reset_index(drop=unnamed, allow_duplicates=not unnamed))  # the locked judges, the oracle
     options: dict[str, Any] = {"caption": md_text(caption)} if caption else {}  # names in it: plain text
-    if isinstance(shown.columns, pd.MultiIndex) or not shown.columns.is_unique:
+    options.update(table_options(len(shown), caption=caption))
+    if isinstance(frame.columns, pd.MultiIndex):  # itables lays out two header rows only beside an index
         return itables.to_html_datatable(format_frame(frame), connected=False, maxBytes=0, **options)
+    if not shown.columns.is_unique:
+        return itables.to_html_datatable(format_frame(shown), connected=False, maxBytes=0, showIndex=False,
+                                         **options)
     shown = shown.rename_axis(columns=None)  # a named column axis (a pivot's) would become a column of its own
     for column in shown.columns:
         if pd.api.types.is_bool_dtype(shown[column]):
@@ -210,7 +224,7 @@ def figures_with_alt_text() -> None:
 def pair_list(summary: pd.DataFrame, *, links: bool = True, title: str = "") -> None:
     """Display the pairs of ``summary`` as a searchable, sortable table (see
     :func:`prb_utils.notebook.pair_view.pair_list_html`), rows linked to the cards when ``links``."""
-    init_tables()
+    init_tables(embed=False)
     _display(_html(view(title) + pair_list_html(summary, links=links)))
 
 
@@ -366,7 +380,7 @@ def flip_view(flips: pd.DataFrame, *, cards: Any = None, baseline: str = "none")
         return counts
     up, down = (int(counts[c].sum()) for c in FLIP_COLUMNS)
     shown = cards if isinstance(cards, pd.DataFrame) else pd.DataFrame(columns=["subset", "id"])
-    init_tables()
+    init_tables(embed=False)
     _display(_html(view(f"<p><b>{up + down} verdicts flip</b> between <code>{esc(baseline)}</code> and a profile "
                         f"condition: {up} from wrong to correct, {down} from correct to wrong (a tie counts as "
                         "wrong).</p>")))
