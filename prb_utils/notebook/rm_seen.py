@@ -2,7 +2,7 @@
 
 A job's input is rebuilt as its scorer built it: the user message from the record under the job's condition
 and retriever (:func:`prb_utils.profile.rm_user_message`, the posts picked by
-:func:`prb_utils.scoring.retriever_from_label`), checked against the row's ``pair_hash`` (a record edited since
+:func:`prb_utils.retrieval.retriever_from_label`), checked against the row's ``pair_hash`` (a record edited since
 it was scored is said, not shown), then rendered by the model's own ``input_texts`` with the options the job
 ran with (:func:`prb_utils.models.rendered.rendered_input`: chat template, judge template and mode,
 tokenization, truncation to the model's context). Where that cannot be done the reason is given instead: a judge
@@ -24,7 +24,7 @@ from prb_utils.models.prompts import JUDGE_TEMPLATES
 from prb_utils.models.registry import ModelOptions
 from prb_utils.models.rendered import RenderedInput, rendered_input
 from prb_utils.profile import parse_condition, rm_user_message
-from prb_utils.scoring import retriever_from_label, retriever_label
+from prb_utils.retrieval import retriever_from_label, retriever_label
 from prb_utils.store import load_run_metadata, pair_hash
 
 #: The column :func:`rendered_column` adds to a per-item table.
