@@ -11,7 +11,7 @@ from prb_utils.downstream import correlation
 from prb_utils.downstream import plots as downstream_plots
 from prb_utils.notebook.sections import missing_section
 
-#: The columns of a downstream table that hold a benchmark's scores, the first present ranks the RMs.
+#: The columns of a downstream table that hold a benchmark's scores (the table's first of them ranks the RMs).
 BENCHMARK_COLUMNS = ("prb", "rewardbench", "rm_bench", "rbv2")
 #: The columns that hold a downstream outcome.
 DOWNSTREAM_COLUMNS = ("ppo", "bon")
@@ -37,10 +37,10 @@ def show_example(path: Path | None) -> pd.DataFrame | None:
 
 
 def benchmark_column(example: pd.DataFrame) -> str:
-    """The benchmark column that ranks the RMs: the first of :data:`BENCHMARK_COLUMNS` in ``example``.
+    """The benchmark column that ranks the RMs: the first column of ``example`` named in :data:`BENCHMARK_COLUMNS`.
 
     >>> benchmark_column(pd.DataFrame(columns=["ppo", "rbv2", "prb"]))
-    'prb'
+    'rbv2'
     """
     return [c for c in example.columns if c in BENCHMARK_COLUMNS][0]
 
