@@ -264,7 +264,13 @@ def probe_effects(results: pd.DataFrame, data: pd.DataFrame | None = None, *, un
                 row.update(_reaction(wide, base, cond, both.index, unit_of, tested, n_boot=n_boot, seed=seed,
                                      level=level))
             rows.append(row)
-    out = pd.DataFrame(rows, columns=EFFECT_COLUMNS)
+    return _in_families(pd.DataFrame(rows, columns=EFFECT_COLUMNS))
+
+
+def _in_families(out: pd.DataFrame) -> pd.DataFrame:
+    """The effects ``out`` with ``p_holm`` and ``reaction_p_holm`` filled: each p-value adjusted within its
+    :class:`Family` (:func:`_families`), whose label goes to ``family`` or ``reaction_family``; text columns hold
+    "" where empty, counts are integers."""
     for column in ("family", "reaction_family", "null_probe", "no_verdict", "check"):
         out[column] = out[column].fillna("").astype(object)
     for fam, (base, name), column, p_column in _families(out):
