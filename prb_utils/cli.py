@@ -271,6 +271,35 @@ def build_parser() -> argparse.ArgumentParser:
                    help="count ties as half correct (not with --compare: the tests count strict correctness)")
     _add_units_option(p, saves=False)
 
+    _add_report_parser(sub)
+    _add_bon_parser(sub)
+
+    _add_ppo_parser(sub)
+
+    p = sub.add_parser("export", help="write the store in another tool's format (every_eval_ever, rewardbench, "
+                                      "hub-eval-results)",
+                       description="One export per scoring job; the oracle condition rubric is marked in every file.")
+    p.add_argument("--format", required=True, metavar="FORMAT", help="every_eval_ever, rewardbench or hub-eval-results")
+    p.add_argument("--results", type=_folder_name, default="results", help="store folder (default: results)")
+    p.add_argument("--out", type=_folder_name, required=True, help="folder to write the export into")
+    p.add_argument("--data", default=None, help="the benchmark the store was scored on ('sample', a hub id or a "
+                                                "path): adds the texts to the per-item records")
+
+    p = sub.add_parser("board", help="many submissions (prb export --format every_eval_ever) in one static, offline "
+                                     "board that recomputes every number from their per-item rows",
+                       description="Checks every submission (a bad one is refused in one sentence naming the file "
+                                   "and the field), then writes DIR/index.html and DIR/board.json.")
+    p.add_argument("submissions", nargs="+", metavar="SUBMISSION",
+                   help="an Every Eval Ever .json that prb export wrote, or a folder holding such files")
+    p.add_argument("--out", type=_folder_name, default=None, help="folder to write the board into")
+    p.add_argument("--data", default=None, help="the benchmark the submissions name ('sample', a hub id or a path): "
+                                                "check their data digest and pairs against it")
+    p.add_argument("--check", action="store_true", help="check the submissions only; write nothing")
+    return parser
+
+
+def _add_report_parser(sub: argparse._SubParsersAction) -> None:
+    """``prb report``: score what is missing, run every notebook, write the HTML pages."""
     p = sub.add_parser("report", help="score what is missing, run every notebook, write HTML reports")
     _add_data_options(p, required=False)
     _add_scoring_options(p, default_models=DEFAULT_ZOO)
@@ -289,6 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="results.csv also gets the column rendered_input: the exact text each row's model saw "
                         "(chat template applied, a cut marked); each model's tokenizer is loaded, no weights")
 
+
+def _add_bon_parser(sub: argparse._SubParsersAction) -> None:
+    """``prb bon``: the offline Best-of-N pipeline."""
     p = sub.add_parser("bon", help="Best-of-N: sample answers, score them with every RM, judge them, best-of-k curves",
                        description="The offline Best-of-N pipeline: the policy samples N answers per question, every "
                                    "RM scores them, a rubric judge rates them, and the exact best-of-k curves with "
@@ -319,29 +351,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_seed, default=0)
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     _add_engine_options(p)
-
-    _add_ppo_parser(sub)
-
-    p = sub.add_parser("export", help="write the store in another tool's format (every_eval_ever, rewardbench, "
-                                      "hub-eval-results)",
-                       description="One export per scoring job; the oracle condition rubric is marked in every file.")
-    p.add_argument("--format", required=True, metavar="FORMAT", help="every_eval_ever, rewardbench or hub-eval-results")
-    p.add_argument("--results", type=_folder_name, default="results", help="store folder (default: results)")
-    p.add_argument("--out", type=_folder_name, required=True, help="folder to write the export into")
-    p.add_argument("--data", default=None, help="the benchmark the store was scored on ('sample', a hub id or a "
-                                                "path): adds the texts to the per-item records")
-
-    p = sub.add_parser("board", help="many submissions (prb export --format every_eval_ever) in one static, offline "
-                                     "board that recomputes every number from their per-item rows",
-                       description="Checks every submission (a bad one is refused in one sentence naming the file "
-                                   "and the field), then writes DIR/index.html and DIR/board.json.")
-    p.add_argument("submissions", nargs="+", metavar="SUBMISSION",
-                   help="an Every Eval Ever .json that prb export wrote, or a folder holding such files")
-    p.add_argument("--out", type=_folder_name, default=None, help="folder to write the board into")
-    p.add_argument("--data", default=None, help="the benchmark the submissions name ('sample', a hub id or a path): "
-                                                "check their data digest and pairs against it")
-    p.add_argument("--check", action="store_true", help="check the submissions only; write nothing")
-    return parser
 
 
 def _add_ppo_parser(sub: argparse._SubParsersAction) -> None:

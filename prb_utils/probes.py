@@ -1,8 +1,8 @@
 """Personalization probes: transforms of the benchmark records that ask whether a reward model reads *this* user.
 
 A probe is a transform of the records an RM is shown, scored and stored like any job under the condition
-``<condition>+<probe>`` (e.g. ``top3+swap``). Each probe is a record (:data:`PROBES`) with what it changes and what
-a reward model should do under it:
+``<condition>+<probe>`` (e.g. ``top3+swap``). Each probe is a record (:data:`PROBES`) with what it changes, what
+a reward model should do under it, the traits the analysis reads and its own :class:`Check`:
 
 - ``swap``: the RM sees another user's profile for the same pair: for a twin pair (the same question and answers,
   the other user, roles swapped: :func:`twin_pairs`) its twin user's, otherwise a seeded other user of the same
@@ -35,6 +35,7 @@ moved into a profile. This module imports no model code.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,14 +43,80 @@ from dataclasses import dataclass
 import pandas as pd
 
 from prb_utils.errors import PRBError
+from prb_utils.formatting import PROPORTION, SCORE
 
 DISTRACTORS = 3  # other users' posts the distract probe adds
 PROBE_SEED = 0
 
 
 @dataclass(frozen=True)
+class Measurement:
+    """What the analysis measured of one probe job against its base, on the pairs both scored: what a
+    :class:`Check` reads (:func:`prb_utils.analysis.probe_effects.probe_effects` fills it). An interval is
+    ``(value, low, high)`` at the run's level over the plan's units; NaN where undefined."""
+
+    accuracy_base: float
+    accuracy_probe: float
+    #: base minus probe accuracy, with the interval of the paired comparison
+    drop: tuple[float, float, float]
+    #: the share of pairs whose outcome differs, with its interval (Wilson where pairs are the units)
+    verdicts_changed: tuple[float, float, float]
+    #: the base's share of wrong pairs
+    wrong_share: float
+    #: the largest |change| of a score (NaN without scores, or for a probe that negates margins)
+    max_score_change: float
+    #: the dtype's resolution at the largest |score| (its machine epsilon times that score)
+    resolution: float
+    #: the run's invariance tolerance
+    tolerance: float
+
+
+#: How a check's statistic must stand to its bound: the whole interval at or below it, equal to it (a harness
+#: check, to float noise), or the whole interval at or above it.
+AT_MOST, EQUAL, AT_LEAST = "≤", "=", "≥"
+
+
+@dataclass(frozen=True)
+class Check:
+    """A probe's check, as data: the statistic it reads from a :class:`Measurement` (``statistic``: value, low,
+    high, the bounds NaN where it has no interval), the bound a pass allows (``bound``), how they must stand
+    (``relation``, one of :data:`AT_MOST`, :data:`EQUAL`, :data:`AT_LEAST`), what it measures in the words of the
+    tables (``measures``), the formatter's kind of its numbers (``sense``) and its rule, the sentence under the
+    tables (``{tolerance}`` is filled in).
+
+    >>> m = Measurement(0.7, 0.3, (0.4, 0.3, 0.5), (0.05, 0.0, 0.08), 0.3, 0.0, 1e-16, 0.1)
+    >>> PROBES["shuffle"].check.judge(m), PROBES["label-swap"].check.judge(m)
+    ((0.05, 0.0, 0.08, 0.1, True), (0.3, nan, nan, 0.3, True))
+    """
+
+    measures: str
+    statistic: Callable[[Measurement], tuple[float, float, float]]
+    bound: Callable[[Measurement], float]
+    rule: str
+    relation: str = AT_MOST
+    sense: str = PROPORTION
+
+    def judge(self, measured: Measurement) -> tuple[float, float, float, float, bool | None]:
+        """``(value, low, high, bound, passed)``; ``passed`` None where the statistic or its bound is undefined."""
+        value, low, high = (float(v) for v in self.statistic(measured))
+        bound = float(self.bound(measured))
+        if not (math.isfinite(value) and math.isfinite(bound)):
+            return value, low, high, bound, None
+        if self.relation == EQUAL:
+            return value, low, high, bound, abs(value - bound) < 1e-12
+        if self.relation == AT_LEAST:
+            return value, low, high, bound, (low if math.isfinite(low) else value) >= bound - 1e-12
+        return value, low, high, bound, (high if math.isfinite(high) else value) <= bound + 1e-12
+
+
+def _point(value: float) -> tuple[float, float, float]:
+    return value, math.nan, math.nan
+
+
+@dataclass(frozen=True)
 class Probe:
-    """One probe: its name, what it changes, what a reward model should do, and its transform of the records."""
+    """One probe: its name, what it changes, what a reward model should do, its transform of the records, and the
+    traits the analysis reads (:mod:`prb_utils.analysis.probe_effects` names no probe)."""
 
     name: str
     changes: str
@@ -61,6 +128,25 @@ class Probe:
     #: its job sends requests of its own to a server engine: never a response another job's requests cached (the
     #: same pairs as the base condition's would otherwise be read back, and the probe would hold by construction)
     own_requests: bool = False
+    #: it changes the profile an RM sees: the pairs it changed are counted, a model that cannot react (a
+    #: profile-blind kind, a position-locked judge) gets no verdict, and where no profile changed no check either
+    changes_profile: bool = False
+    #: its accuracy change is tested (the clustered paired test, Holm within its family); False: a harness check
+    tested: bool = True
+    #: its scores are the base's with chosen and rejected exchanged, by construction: no score change to measure
+    negates_margins: bool = False
+    #: it pairs twin users: the twin split of the base outcomes is shown beside it
+    uses_twins: bool = False
+    #: the probe of the reading verdict (reads the user, reacts to any profile, ignores the profile)
+    reading: bool = False
+    #: an invariance probe: its wrong-made-right pairs are the null of "reacts to any profile"
+    null: bool = False
+    #: its check (None: its verdict is the reading verdict, or none)
+    check: Check | None = None
+    #: why no record changed, where none did
+    unchanged: str = "no record's profile changed"
+    #: the ``(subset, id)`` of the records it changes, where comparing its transform's output would be slow
+    changed: Callable[[pd.DataFrame, int], set[tuple[str, str]]] | None = None
 
 
 def twin_pairs(data: pd.DataFrame) -> dict[tuple[str, str], tuple[str, str]]:
@@ -153,33 +239,44 @@ def swap_labels(data: pd.DataFrame, seed: int = PROBE_SEED) -> pd.DataFrame:
     return out
 
 
+def _swap_changed(data: pd.DataFrame, seed: int = PROBE_SEED) -> set[tuple[str, str]]:
+    """The records :func:`swap_profiles` gives another profile, without its search for another user."""
+    keys, profiles = _keys(data), [repr(p) for p in _profiles(data)]
+    own = dict(zip(keys, profiles, strict=True))
+    twins = twin_pairs(data)
+    kinds: dict[str, set[str]] = {}
+    for key, posts in zip(keys, profiles, strict=True):
+        kinds.setdefault(key[0], set()).add(posts)
+    return {key for key, posts in zip(keys, profiles, strict=True)
+            if (own[twins[key]] != posts if twins.get(key) in own else bool(kinds[key[0]] - {posts}))}
+
+
+SHOWN = ("question", "chosen", "rejected")   # what an RM may see of a record, its profile aside
+
+
+def _shown(data: pd.DataFrame) -> dict[tuple[str, str], tuple]:
+    """Per record, what an RM may see of it (:data:`SHOWN` and its profile), by ``(subset, id)``."""
+    fields = [data[c].astype(str).tolist() if c in data.columns else [""] * len(data) for c in SHOWN]
+    return {key: (*values, repr(posts)) for key, *values, posts in zip(_keys(data), *fields, _profiles(data),
+                                                                         strict=True)}
+
+
 def changed_records(data: pd.DataFrame, name: str, seed: int = PROBE_SEED) -> set[tuple[str, str]]:
-    """The ``(subset, id)`` of the records whose RM input the probe ``name`` changes: another profile (``swap``,
+    """The ``(subset, id)`` of the records whose RM input the probe ``name`` changes (its :attr:`Probe.changed`,
+    else the records whose question, answers or profile its transform changes): another profile (``swap``,
     ``shuffle``, ``distract``), other answers (``label-swap``: chosen differs from rejected); none for ``retest``
     (the same records, batched otherwise).
 
     >>> one = pd.DataFrame({"subset": ["S", "T"], "id": ["a", "b"], "question": "Q", "chosen": "x",
     ...                     "rejected": "y", "profile": [[{"text": "u1"}], [{"text": "u2"}]]})
-    >>> changed_records(one, "swap"), sorted(changed_records(one, "label-swap"))
-    (set(), [('S', 'a'), ('T', 'b')])
+    >>> changed_records(one, "swap"), sorted(changed_records(one, "label-swap")), changed_records(one, "retest")
+    (set(), [('S', 'a'), ('T', 'b')], set())
     """
-    if name == "swap":  # what swap_profiles does, without its search for another user
-        keys, profiles = _keys(data), [repr(p) for p in _profiles(data)]
-        own = dict(zip(keys, profiles, strict=True))
-        twins = twin_pairs(data)
-        kinds: dict[str, set[str]] = {}
-        for key, posts in zip(keys, profiles, strict=True):
-            kinds.setdefault(key[0], set()).add(posts)
-        return {key for key, posts in zip(keys, profiles, strict=True)
-                if (own[twins[key]] != posts if twins.get(key) in own else bool(kinds[key[0]] - {posts}))}
-    shown = apply_probe(data, name, seed)
-    keys = _keys(shown)
-    if name == "label-swap":
-        return {key for key, c, r in zip(keys, shown["chosen"], shown["rejected"], strict=True) if c != r}
-    if name == "retest":
-        return set()
-    own = dict(zip(_keys(data), _profiles(data), strict=True))
-    return {key for key, posts in zip(keys, _profiles(shown), strict=True) if posts != own[key]}
+    found = probe(name)
+    if found.changed is not None:
+        return found.changed(data, seed)
+    before = _shown(data)
+    return {key for key, seen in _shown(found.transform(data, seed)).items() if before.get(key) != seen}
 
 
 def reorder_records(data: pd.DataFrame, seed: int = PROBE_SEED) -> pd.DataFrame:
@@ -191,15 +288,32 @@ def reorder_records(data: pd.DataFrame, seed: int = PROBE_SEED) -> pd.DataFrame:
 PROBES: dict[str, Probe] = {probe.name: probe for probe in (
     Probe("swap", "another user's profile (the twin user's for a twin pair)",
           "an RM that reads the user loses accuracy; one that ignores the profile does not move",
-          swap_profiles),
-    Probe("shuffle", "the same posts in another order", "invariant: the same verdicts", shuffle_posts),
-    Probe("distract", f"{DISTRACTORS} posts of other users added", "a small accuracy drop", add_distractors),
+          swap_profiles, changes_profile=True, uses_twins=True, reading=True,
+          unchanged="every record kept its own profile: one user per subset", changed=_swap_changed),
+    Probe("shuffle", "the same posts in another order", "invariant: the same verdicts", shuffle_posts,
+          changes_profile=True, null=True,
+          check=Check("verdicts changed", lambda m: m.verdicts_changed, lambda m: m.tolerance,
+                      "shuffle passes when the share of verdicts it changes has its whole 95% interval over the "
+                      "plan's units (whole questions by default; Wilson over pairs) at or below {tolerance:.2f}")),
+    Probe("distract", f"{DISTRACTORS} posts of other users added", "a small accuracy drop", add_distractors,
+          changes_profile=True,
+          check=Check("accuracy drop", lambda m: m.drop, lambda m: m.tolerance,
+                      "distract passes when its accuracy drop (base minus probe, the interval of its paired "
+                      "comparison) has its whole interval at or below {tolerance:.2f}")),
     Probe("label-swap", "chosen and rejected exchanged",
           "accuracy = the base's share of wrong pairs (a harness check: expected = observed, no test)",
-          swap_labels),
+          swap_labels, tested=False, negates_margins=True,
+          check=Check("accuracy", lambda m: _point(m.accuracy_probe), lambda m: m.wrong_share,
+                      "label-swap is a harness check: with the answers exchanged the accuracy must equal the base's "
+                      "share of wrong pairs (1 - accuracy - tie rate - invalid rate); it holds by construction for "
+                      "every kind, so it does not catch a position-locked judge (the leaderboard's lock check does)",
+                      relation=EQUAL)),
     Probe("retest", "the same pairs in another order and in batches of half the token budget",
           "no score change beyond the dtype's resolution (a check: pass or fail)", reorder_records,
-          batch_share=0.5, own_requests=True),
+          batch_share=0.5, own_requests=True, tested=False, null=True,
+          check=Check("largest score change", lambda m: _point(m.max_score_change), lambda m: m.resolution,
+                      "retest passes when no score changed by more than the dtype's resolution (its machine "
+                      "epsilon times the largest |score|)", sense=SCORE)),
 )}
 
 

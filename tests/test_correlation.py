@@ -10,9 +10,11 @@ import pandas as pd
 import pytest
 
 from prb_utils.downstream.correlation import (
-    METRICS,
+    COEFFICIENTS,
+    Coefficient,
     _agreement_rows,
     agreement_of,
+    coefficient_names,
     compare_benchmarks,
     correlation_difference,
     downstream_table,
@@ -20,6 +22,8 @@ from prb_utils.downstream.correlation import (
     ndcg,
     rank_agreement,
     rank_agreement_ci,
+    rank_coefficients,
+    ranking_sufficiency,
     rbo,
 )
 from prb_utils.errors import PRBError
@@ -89,7 +93,7 @@ def test_weighted_tau_hand_worked():
 
 def test_rank_agreement_keys_and_values():
     r = rank_agreement([0.7, 0.6, 0.5, 0.4], [0.1, 0.2, 0.3, 0.4])
-    assert tuple(r) == METRICS
+    assert tuple(r) == coefficient_names()
     assert r["spearman"] == pytest.approx(-1.0)
     assert r["kendall"] == pytest.approx(-1.0)
     assert r["pearson"] == pytest.approx(-1.0)
@@ -110,7 +114,7 @@ def test_bootstrap_ci_is_seeded_and_brackets():
     ci = rank_agreement_ci(x, y, n_boot=300, seed=3)
     again = rank_agreement_ci(x, y, n_boot=300, seed=3)
     pd.testing.assert_frame_equal(ci, again)
-    assert list(ci["metric"]) == list(METRICS)
+    assert list(ci["metric"]) == list(coefficient_names())
     assert (ci["ci_low"] <= ci["ci_high"]).all()
     assert (ci["n_boot_valid"] > 250).all()
     other = rank_agreement_ci(x, y, n_boot=300, seed=4)
@@ -124,7 +128,7 @@ def test_leave_one_out():
     assert sp.loc["a", "value"] == pytest.approx(0.5)
     assert sp.loc["a", "full"] == pytest.approx(0.8)
     assert sp.loc["a", "delta"] == pytest.approx(-0.3)
-    assert len(loo) == 4 * len(METRICS)
+    assert len(loo) == 4 * len(coefficient_names())
 
 
 def test_compare_benchmarks_with_aliases():
@@ -165,7 +169,7 @@ def test_vectorized_coefficients_match_scipy_with_ties_and_resamples(seed):
     top = 3 if seed % 4 == 0 else None
     ref = rank_agreement(x, y, top=top)
     got = _agreement_rows(x[None], y[None], top)
-    for m in METRICS:
+    for m in coefficient_names():
         if math.isnan(ref[m]):
             assert math.isnan(got[m][0]), m
         else:
@@ -182,7 +186,7 @@ def test_chance_and_permutation_p_are_exact_for_small_n():
     x, y = [1.0, 2, 3, 4], [1.0, 2, 4, 3]
     ci = rank_agreement_ci(x, y, n_boot=50).set_index("metric")
     perms = list(itertools.permutations(y))
-    for m in METRICS:
+    for m in coefficient_names():
         null = np.array([rank_agreement(x, list(p))[m] for p in perms])
         assert ci.loc[m, "chance"] == pytest.approx(null.mean())
         assert ci.loc[m, "p_perm"] == pytest.approx(np.mean(null >= ci.loc[m, "estimate"] - 1e-9))
@@ -338,10 +342,10 @@ def test_undefined_coefficients_are_written_na_not_drawn_as_bars():
 
 
 def test_the_chance_level_of_the_centred_coefficients_is_exactly_zero():
-    from prb_utils.downstream.correlation import CENTRED, rank_agreement_ci
+    from prb_utils.downstream.correlation import centred_coefficients, rank_agreement_ci
 
     ci = rank_agreement_ci([0.61, 0.7, 0.55, 0.4, 0.66], [0.4, 0.52, 0.31, 0.2, 0.5], n_boot=100).set_index("metric")
-    assert [ci.loc[m, "chance"] for m in CENTRED] == [0.0, 0.0, 0.0]
+    assert [ci.loc[m, "chance"] for m in centred_coefficients()] == [0.0, 0.0, 0.0]
     assert ci.loc["rbo", "chance"] > 0   # the others keep their (positive) chance levels
 
 
@@ -394,11 +398,11 @@ def test_correlation_difference_shows_williams_and_zou_beside_the_bootstrap():
 
 
 def test_chance_of_symmetric_coefficients_is_exactly_zero_beyond_enumeration():
-    from prb_utils.downstream.correlation import CENTRED, EXACT_PERMUTATIONS_MAX_N
+    from prb_utils.downstream.correlation import EXACT_PERMUTATIONS_MAX_N, centred_coefficients
 
     n = EXACT_PERMUTATIONS_MAX_N + 2  # Monte Carlo permutations: their mean is only near 0
     ci = rank_agreement_ci(np.arange(n), np.arange(n)[::-1] ** 2, n_boot=200, n_perm=300).set_index("metric")
-    assert (ci.loc[list(CENTRED), "chance"] == 0.0).all()
+    assert (ci.loc[list(centred_coefficients()), "chance"] == 0.0).all()
     assert ci.loc["ndcg", "chance"] > 0.3  # the others keep their permutation mean
 
 
@@ -572,3 +576,22 @@ def test_page_03_leaves_out_the_locked_judge_by_page_04s_rule_and_keeps_the_base
     left_out = unranked_rms(pd.DataFrame(rows))
     assert list(left_out) == ["judge:locked"] and left_out["judge:locked"].startswith("position-locked judge")
     assert unranked_rms(pd.DataFrame(rows).iloc[0:0]) == {}
+
+
+def test_a_coefficient_registered_later_is_read_by_every_table(monkeypatch):
+    """The registry is read when called, never snapshotted at import: a coefficient added to COEFFICIENTS after
+    import (here: does the benchmark's best RM win downstream?) is computed, bootstrapped, given its exact chance
+    level (1/n under a random permutation) and judged by ranking_sufficiency, with no other edit."""
+    top1 = Coefficient("top1", lambda x, y, top: float(np.argmax(x) == np.argmax(y)),
+                       lambda x, y, top: (x.argmax(axis=1) == y.argmax(axis=1)).astype(float))
+    monkeypatch.setitem(COEFFICIENTS, "top1", top1)
+    assert coefficient_names()[-1] == "top1" and "top1" in rank_coefficients()
+    bench, down = [1, 2, 3, 4, 5], [1, 3, 2, 4, 5]
+    assert rank_agreement(bench, down)["top1"] == 1.0
+    assert rank_agreement(bench, [1, 3, 2, 5, 4])["top1"] == 0.0
+    ci = rank_agreement_ci(bench, down, n_boot=200).set_index("metric")
+    assert list(ci.index) == list(coefficient_names())
+    assert ci.loc["top1", "estimate"] == 1.0
+    assert ci.loc["top1", "chance"] == pytest.approx(1 / 5) and ci.loc["top1", "p_perm"] == pytest.approx(1 / 5)
+    said = ranking_sufficiency(ci.reset_index())["sentence"]   # its default: the rank coefficients, read now
+    assert len(rank_coefficients()) == 6 and "of the 6 rank coefficients" in said and "top1" not in said

@@ -174,3 +174,32 @@ def test_the_checks_catch_a_planted_copy_a_stray_module_and_a_private_import(tmp
     assert repeated_constants(package) == {"OUTCOMES": ["prb_utils.analysis.copy", "prb_utils.schema"]}
     assert private_imports(package) == ["prb_utils.analysis.copy imports prb_utils.schema._helper"]
     assert modules_in_no_layer(package) == ["prb_utils.stray"]
+
+
+# ------------------------------------------------------------------------------------ function length
+
+#: The longest a function of the library may be, in lines (decorators excluded, docstring included).
+MAX_FUNCTION_LINES = 100
+
+
+def long_functions(root: Path, package: str = "prb_utils", limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """``module.function (N lines)`` for every function or method under ``root`` longer than ``limit`` lines."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > limit:
+                    found.append(f"{_name_under(root, path, package)}.{node.name} ({lines} lines)")
+    return found
+
+
+def test_long_functions_are_found(tmp_path):
+    body = "\n".join(f"        x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    (tmp_path / "long.py").write_text(f"def short():\n    return 1\n\n\nclass C:\n    def long(self):\n{body}\n")
+    assert long_functions(tmp_path) == [f"prb_utils.long.long ({MAX_FUNCTION_LINES + 1} lines)"]
+
+
+def test_no_function_over_100_lines():
+    """A function longer than a screenful is split into named steps."""
+    assert long_functions(PACKAGE) == []

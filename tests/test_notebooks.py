@@ -180,8 +180,27 @@ def test_notebook_file_is_clean_and_parameterized(name):
         assert ":" in line.split("=")[0] and "  # " in line, line
     declared = [line.split(":")[0] for line in lines]
     assert declared == PARAMS_BY_NOTEBOOK[name].names()
-    following = nb.cells[tagged[0] + 1].source
-    assert f"{PARAMS_BY_NOTEBOOK[name].__name__}(" in following
+    following = nb.cells[tagged[0] + 1].source   # the page's parameters object, built from what papermill injected
+    assert f"{PARAMS_BY_NOTEBOOK[name].__name__}.from_namespace(globals())" in following
+
+
+def code_lines(nb: nbformat.NotebookNode) -> int:
+    """The lines of code of a notebook: non-blank, non-comment lines of its code cells (the parameters cell too)."""
+    return sum(1 for cell in nb.cells if cell.cell_type == "code" for line in cell.source.splitlines()
+               if line.strip() and not line.strip().startswith("#"))
+
+
+def test_code_lines_count_code_only():
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# words\nmore words"),
+                                         nbformat.v4.new_code_cell("# a comment\n\nx = 1  # help\nprint(x)\n")])
+    assert code_lines(nb) == 2
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_notebook_stays_thin(name):
+    """A page is a setup cell, a parameters cell and one idea per cell, each calling the library: at most 120 lines
+    of code, the logic (and the words of a missing input) in ``prb_utils``."""
+    assert code_lines(nbformat.read(str(NOTEBOOKS / f"{name}.ipynb"), as_version=4)) <= 120
 
 
 # ------------------------------------------------------------------------------------------ execution
@@ -456,6 +475,16 @@ def test_params_reject_ill_typed_and_unknown_values():
         DownstreamParams(ks=[0])
     assert AccuracyParams.from_dict({"half_credit": True}).half_credit is True
     assert NotebookParams(limit=3).limit == 3
+
+
+def test_params_from_a_notebook_namespace_take_the_declared_names_only():
+    namespace = {"half_credit": True, "limit": 5, "plt": object(), "results": "store", "__name__": "__main__"}
+    params = AccuracyParams.from_namespace(namespace)
+    assert (params.half_credit, params.limit, params.results) == (True, 5, "store")
+    assert params.n_boot == AccuracyParams().n_boot and params.baseline_profile == "none"   # absent: the default
+    assert isinstance(params, AccuracyParams)
+    with pytest.raises(PRBError, match="'half_credit' must be true or false"):   # checked as the constructor checks
+        AccuracyParams.from_namespace({"half_credit": "yes"})
 
 
 def test_params_resolve_paths_and_example(tmp_path, monkeypatch):

@@ -178,7 +178,7 @@ def test_label_swap_is_a_harness_check_with_no_test():
     effects = probe_effects(rows, data).set_index(["model", "probe"])
     for model in ("length", "reader"):   # expected: the base's share of wrong pairs
         row = effects.loc[(model, "label-swap")]
-        assert row["check"] == "pass" and row["expected"] == row["accuracy_probe"]
+        assert row["check"] == "pass" and row["bound"] == row["accuracy_probe"] == row["check_value"]
         assert np.isnan(row[["p_value", "p_holm", "ci_low", "ci_high"]].astype(float)).all()
     shown = probe_table(effects.reset_index()).set_index(["model", "probe"])
     assert shown.loc[("reader", "label-swap"), "p (Holm)"] == "—"
@@ -216,7 +216,7 @@ def test_a_check_without_an_expected_value_shows_a_dash_never_nan():
     effects = probe_effects(rows, data)
     checks = effects[effects["probe"].isin(["label-swap", "retest"])].copy()
     assert set(checks["probe"]) == {"label-swap", "retest"}
-    checks["expected"], checks["threshold"] = np.nan, np.nan
+    checks["bound"], checks["threshold"] = np.nan, np.nan
     shown = probe_table(checks)
     assert (shown["allowed"] == MISSING).all()
     assert not shown.astype(str).apply(lambda c: c.str.contains("nan", case=False)).any().any()
@@ -376,3 +376,68 @@ def test_page_05_says_one_sentence_per_probed_model_with_a_check_per_probe():
     assert weak["checks"] == {"shuffle": check} and weak["sentence"].endswith(f"Checks: shuffle {check}.")
     assert said["steady"]["checks"] == {} and said["steady"]["verdict"] == "ignores the profile"
     assert page_sentences(found, "05", effects=effects.iloc[:0])[0]["sentence"].startswith("No model is probed")
+
+
+def _first_post(data: pd.DataFrame, seed: int) -> pd.DataFrame:
+    """Each record with its profile's first post only (``seed`` unused)."""
+    return data.assign(profile=[list(posts)[:1] for posts in data["profile"]])
+
+
+def test_a_new_probe_with_its_own_check_touches_no_analysis_file(tmp_path, capsys, monkeypatch):
+    """The contributor guide's claim: a new probe is one record in PROBES, with its transform, its traits and a
+    check of its own (here "first-post": each profile cut to its first post, held to keeping at least half of the
+    verdicts, the whole interval at or above 1/2, a relation no built-in probe uses). Registered for this test
+    only, it is scored with the baselines by prb probe on sample records and judged by the findings layer and
+    page 05's helpers, none of which names a probe."""
+    import ast
+    from pathlib import Path
+
+    import prb_utils.analysis
+    from prb_utils.analysis.findings import page_sentences
+    from prb_utils.analysis.probe_effects import probe_expectations
+    from prb_utils.probes import AT_LEAST, Check, Measurement, Probe
+
+    def verdicts_kept(measured: Measurement) -> tuple[float, float, float]:   # its own statistic
+        value, low, high = measured.verdicts_changed
+        return 1.0 - value, 1.0 - high, 1.0 - low
+
+    kept = Check("verdicts kept", verdicts_kept, lambda m: 0.5, "first-post passes when the share of verdicts it "
+                 "keeps has its whole interval at or above one half", relation=AT_LEAST)
+    monkeypatch.setitem(PROBES, "first-post", Probe("first-post", "the profile's first post only",
+                                                    "most verdicts kept", _first_post, changes_profile=True,
+                                                    check=kept))
+    out = tmp_path / "results"
+    assert main(["probe", "--data", "sample", "--limit", "8", "--model", "length", "--model", "lexical",
+                 "--probe", "first-post", "--out", str(out), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "verdicts kept" in printed and "Checks: first-post passes when" in printed
+    rows = load_results(out)
+    assert set(rows["profile"]) == {"top3", "top3+first-post"}
+    effects = probe_effects(rows, load_benchmark("sample", limit=8))
+    mine = effects.set_index("model")
+    for model in ("length", "lexical"):   # the check, recomputed here from the stored outcomes
+        wide = rows[rows["model"] == model].pivot_table(index=["subset", "id"], columns="profile", values="outcome",
+                                                        aggfunc="first")
+        share = float((wide["top3"] == wide["top3+first-post"]).mean())
+        row = mine.loc[model]
+        assert row["check_value"] == pytest.approx(share) and row["bound"] == 0.5
+        assert row["check_low"] <= share <= row["check_high"]
+        assert row["check"] == ("pass" if row["check_low"] >= 0.5 else "fail")
+        assert row["inputs_changed"] > 0
+    assert mine.loc["length", "check_value"] == 1.0 and mine.loc["length", "no_verdict"].startswith("n/a: profile-blind")
+    assert mine.loc["lexical", "family"].startswith("top3+first-post: Holm over 1 test")   # tested: its own family
+    said = {s["model"]: s for s in page_sentences(None, "05", effects=effects)}
+    assert {m: s["checks"] for m, s in said.items()} == {m: {"first-post": mine.loc[m, "check"]} for m in mine.index}
+    shown = probe_table(effects).set_index("model")
+    assert shown.loc["length", "measured [95% CI]"].startswith("verdicts kept 1.000")
+    assert shown.loc["lexical", "allowed"] == "≥ 0.500"
+    assert "first-post" in set(probe_expectations()["probe"])
+    notes = probe_notes(effects)
+    assert notes[0].startswith("Checks: first-post passes when") and not any(n.startswith("Rule:") for n in notes)
+    names = set(PROBES)   # and no module of the analysis names a probe in its code (docstrings aside)
+    for path in Path(prb_utils.analysis.__file__).parent.glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docs = {id(n.body[0].value) for n in ast.walk(tree) if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef))
+                and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        named = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and id(n) not in docs} & names
+        assert not named, f"{path.name} names the probes {sorted(named)}"

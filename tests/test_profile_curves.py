@@ -313,7 +313,7 @@ def test_notebook_04_file_is_clean_and_parameterized():
     assert all(":" in line.split("=")[0] and "  # " in line for line in lines)
     assert [line.split(":")[0] for line in lines] == DiagnosticsParams.names()
     assert PARAMS_BY_NOTEBOOK[NOTEBOOK] is DiagnosticsParams
-    assert "DiagnosticsParams(" in nb.cells[tagged[0] + 1].source
+    assert "DiagnosticsParams.from_namespace(globals())" in nb.cells[tagged[0] + 1].source
     with pytest.raises(PRBError, match="'retriever' must be one of"):
         DiagnosticsParams(retriever="bm26")
     with pytest.raises(PRBError, match="'n_boot' must be at least 100"):

@@ -97,8 +97,8 @@ def test_pages_have_no_error_and_hold_figures(report):
 
 
 def test_a_failing_notebook_names_the_cell_and_still_writes_pages(sample_report, tmp_path):
-    with pytest.raises(PRBError, match=r"01_pair_inspection: cell \[\d+\] `params = PairInspectionParams\(` raised "
-                                       r"PRBError: Parameter 'max_pairs' must be an integer"):
+    with pytest.raises(PRBError, match=r"01_pair_inspection: cell \[\d+\] `params = PairInspectionParams\.from_namespace"
+                                       r"\(globals\(\)\) .*` raised PRBError: Parameter 'max_pairs' must be an integer"):
         build_report(data="sample", results=str(sample_report.results), out=str(tmp_path), models=["length"],
                      profiles=["none"], progress=False, notebooks=["01_pair_inspection"],
                      parameters={"01_pair_inspection": {"max_pairs": "3"}})

@@ -40,7 +40,14 @@ from prb_utils.analysis.leaderboard import (
 )
 from prb_utils.analysis.marks import marks_for
 from prb_utils.analysis.metrics import TIE_RULES, accuracy_table
-from prb_utils.analysis.probe_effects import CHECK_RULE, READING_RULE, TWIN_RULE, reading_verdicts
+from prb_utils.analysis.probe_effects import (
+    READING_RULE,
+    TWIN_RULE,
+    check_rule,
+    is_reading,
+    reading_probes,
+    reading_verdicts,
+)
 from prb_utils.analysis.resampling import TWO_WAY_UNIT
 from prb_utils.analysis.style import style_controlled_accuracy
 from prb_utils.analysis.uncertainty import PLAN_UNITS, ResamplingPlan
@@ -381,7 +388,7 @@ def rules_markdown() -> str:
     plans = [(f"plan, {unit}", ResamplingPlan(unit=unit).rule()) for unit in PLAN_UNITS]
     verdicts = [(name, rule.say("question")) for name, rule in RULES.items()]
     ties = [(f"ties{', half credit' if half else ''}", text) for half, text in TIE_RULES.items()]
-    probes = [("reading the user", READING_RULE), ("twins", TWIN_RULE), ("checks", CHECK_RULE)]
+    probes = [("reading the user", READING_RULE), ("twins", TWIN_RULE), ("checks", check_rule())]
     return "\n".join(f"- **{name}**: {text}." for name, text in [*plans, *verdicts, *ties, *probes])
 
 
@@ -492,7 +499,7 @@ def _probe_sentences(found: Findings | None, effects: pd.DataFrame) -> list[dict
             .set_index("model")["accuracy"].to_dict())
     out = []
     for model, mine in effects.groupby("model", sort=True):
-        swap = mine[mine["probe"] == "swap"]
+        swap = mine[is_reading(mine)]
         item: dict[str, Any] = {"topic": "probe", "model": str(model)}
         if swap.empty:
             head = f"{model}: no swap probe scored, so no reading verdict"
@@ -522,7 +529,7 @@ def _probe_sentences(found: Findings | None, effects: pd.DataFrame) -> list[dict
                          f"model{'s' if members != 1 else ''} (p = {_p(r['p_holm'])}), {verdict}")
         order = {name: i for i, name in enumerate(PROBES)}
         mine = mine.sort_values("probe", key=lambda c: c.map(order).fillna(len(order)))
-        checks = {str(c.probe): str(c.check) for c in mine.itertuples() if c.probe != "swap" and c.check}
+        checks = {str(c.probe): str(c.check) for c in mine.itertuples() if c.probe not in reading_probes() and c.check}
         item["checks"] = checks
         tail = (". Checks: " + ", ".join(f"{name} {check}" for name, check in checks.items())) if checks else ""
         item["sentence"] = f"{head}{tail}."

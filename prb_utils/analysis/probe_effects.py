@@ -10,7 +10,8 @@ row per model and probe; :func:`reading_verdicts` says, per model, one verdict u
   clustered test, Holm-adjusted within the swap :class:`Family`, p < 0.05);
 - *reacts to any profile*: a claim about mechanism, so it needs a test of its own: the swap moves the accuracy
   clearly the wrong way (up), or, against the invariance probe (``shuffle`` or
-  ``retest``, whichever did more) on the same pairs it turns clearly more wrong verdicts right (the same
+  ``retest``, whichever did more: the probes marked :attr:`prb_utils.probes.Probe.null`) on the same pairs it turns
+  clearly more wrong verdicts right (the same
   interval and Holm rule): another user's profile making it right is what reading this user cannot explain;
 - *ignores the profile*: the swap changed the RM's input and moved no verdict and no score beyond the dtype's
   resolution;
@@ -22,10 +23,13 @@ twin pair the swapped job sees the twin's question, answers and profile with the
 that scores answers given a profile its outcome is the twin's base outcome negated: a twin "flip" only restates
 the base outcomes (a perfect reader and a perfect anti-reader both flip every twin). The page splits twin sets
 into both right, both wrong and one right instead (on twins the swap's accuracy change is (both wrong - both
-right) / twin sets, the test above). ``label-swap`` is a harness check (expected = observed, no test; both
-answer orders of a judge are the same prompts exchanged, so it cannot catch a position-locked judge:
-:func:`prb_utils.analysis.breakdowns.position_locked` does); ``retest`` checks its largest score change against
-the dtype's resolution.
+right) / twin sets, the test above).
+
+Every other probe carries its own check (:class:`prb_utils.probes.Check`): the statistic it reads of what this
+module measured (:class:`prb_utils.probes.Measurement`), the bound a pass allows and its rule. This module reads
+each probe's traits (:class:`prb_utils.probes.Probe`: ``changes_profile``, ``tested``, ``negates_margins``,
+``uses_twins``, ``reading``, ``null``, ``check``) and never its name, so a new probe with its own check is one
+record in :data:`prb_utils.probes.PROBES`.
 """
 
 from __future__ import annotations
@@ -54,24 +58,17 @@ from prb_utils.analysis.resampling import (
     clustered_paired_test,
     two_way_paired_test,
 )
-from prb_utils.formatting import MISSING, format_interval, format_value
+from prb_utils.formatting import MISSING, SCORE, format_interval, format_value
 from prb_utils.models.kinds import MODEL_KINDS
-from prb_utils.probes import PROBES, changed_records, twin_pairs
+from prb_utils.probes import PROBES, Measurement, Probe, changed_records, probe, twin_pairs
 from prb_utils.schema import NO_PROFILE, is_oracle
 
 READS, REACTS, IGNORES, INCONCLUSIVE = READING_VERDICTS = (
     "reads the user", "reacts to any profile", "ignores the profile", "inconclusive")
-#: The probes that change the profile an RM sees (the others change the answers or the batching).
-PROFILE_PROBES = ("swap", "shuffle", "distract")
-#: The invariance probes whose verdict changes are the null of "reacts to any profile".
-NULL_PROBES = ("shuffle", "retest")
-#: The harness checks: an expected value, a pass/fail ``check``, no test.
-CHECKS = ("label-swap", "retest")
 PASS, FAIL = "pass", "fail"
 NO_CHANGE = "n/a: the probe changed no RM input"
-#: The invariance probes' checks: the statistic each is held to (an RM should keep its verdicts under them) ...
-INVARIANCES = {"shuffle": "verdicts changed", "distract": "accuracy drop"}
-#: ... and the most of it a pass allows, for the whole 95% interval over the plan's units (a rule as data).
+#: The most of an invariance statistic a pass allows, for the whole 95% interval over the plan's units (a rule as
+#: data: the checks of ``shuffle`` and ``distract`` read it as their bound).
 INVARIANCE_TOLERANCE = 0.10
 READING_RULE = (
     f"reads the user: with another user's profile (swap) the accuracy drops, its 95% interval over whole questions "
@@ -86,24 +83,38 @@ TWIN_RULE = ("twin sets (one question, its two answers, two users who want oppos
              "outcome is its twin's base outcome negated, so a twin flips exactly when both twins were right or both "
              "wrong: a reader gets both right, an anti-reader both wrong, an RM that ignores the profile one right, "
              "and a coin 1/4, 1/4 and 1/2; the swap's accuracy change on twins is (both wrong - both right) / sets")
-CHECK_RULE = (f"shuffle passes when the share of verdicts it changes has its whole 95% interval over the plan's units "
-              f"(whole questions by default; Wilson over pairs) at or below {INVARIANCE_TOLERANCE:.2f}, distract when its "
-              f"accuracy drop (base minus probe, the interval of its paired comparison) does; otherwise it fails "
-              f"(the interval reaches past the tolerance: keeping the verdicts is not shown), and it is n/a where the "
-              f"probe changed no RM input; "
-              "label-swap is a harness check: with the answers exchanged the accuracy must equal the base's share "
-              "of wrong pairs (1 - accuracy - tie rate - invalid rate); it holds by construction for every kind, so "
-              "it does not catch a position-locked judge (the leaderboard's lock check does); retest passes when no "
-              "score changed by more than the dtype's resolution (its machine epsilon times the largest |score|)")
+CHECKS_FAIL = ("a check fails where its statistic's interval reaches past its bound (keeping the verdicts is not "
+               "shown), and it is n/a where the probe changed no RM input or its statistic is undefined")
 EFFECT_COLUMNS = ["model", "probe", "base", "n_pairs", "n_units", "inputs_changed", "accuracy_base",
                   "accuracy_probe", "diff", "ci_low", "ci_high", "p_value", "p_holm", "family", "no_verdict",
-                  "verdicts_kept", "max_score_change", "threshold", "expected", "tolerance", "check_value",
+                  "verdicts_kept", "max_score_change", "threshold", "bound", "tolerance", "check_value",
                   "check_low", "check_high", "check", "change_rate", "null_probe", "gain_rate", "null_gain_rate",
                   "reaction", "reaction_low", "reaction_high", "reaction_p", "reaction_p_holm", "reaction_family",
                   "twin_sets", "both_right", "both_wrong", "one_right"]
 VERDICT_COLUMNS = ["model", "base", "sensitivity", "sensitivity_low", "sensitivity_high", "p_holm", "family",
                    "change_rate", "null_probe", "gain_rate", "null_gain_rate", "reaction_p_holm", "reaction_family",
                    "twin_sets", "both_right", "both_wrong", "one_right", "verdict"]
+
+
+def check_rule(names: Sequence[str] | None = None, *, tolerance: float = INVARIANCE_TOLERANCE) -> str:
+    """The rule of the checks of the probes ``names`` (every probe with a check when None, in the registry's
+    order), each in its own words (:attr:`prb_utils.probes.Check.rule`), then when a check fails or is n/a.
+
+    >>> check_rule(["label-swap"]).startswith("label-swap is a harness check")
+    True
+    """
+    shown = [p for p in PROBES.values() if p.check is not None and (names is None or p.name in names)]
+    return "; ".join([*(p.check.rule.format(tolerance=tolerance) for p in shown), CHECKS_FAIL])
+
+
+def reading_probes() -> tuple[str, ...]:
+    """The probes of the reading verdict (:attr:`prb_utils.probes.Probe.reading`: ``swap``)."""
+    return tuple(name for name, p in PROBES.items() if p.reading)
+
+
+def is_reading(effects: pd.DataFrame) -> pd.Series:
+    """Per row of :func:`probe_effects`: True for a probe of the reading verdict (the others carry checks)."""
+    return effects["probe"].isin(reading_probes())
 
 
 def split_probe(condition: str) -> tuple[str, str | None]:
@@ -126,9 +137,7 @@ def no_verdict_reason(rows: pd.DataFrame, base: str, name: str, changed: float) 
     'n/a: profile-blind (length never reads the profile)'
     """
     if changed == 0:
-        why = ("the base condition none shows no profile" if base == NO_PROFILE
-               else "every record kept its own profile: one user per subset" if name == "swap"
-               else "no record's profile changed")
+        why = "the base condition none shows no profile" if base == NO_PROFILE else probe(name).unchanged
         return f"{NO_CHANGE} ({why})"
     kind = str(rows["kind"].iloc[0]) if "kind" in rows.columns and len(rows) else ""
     if kind in MODEL_KINDS and not MODEL_KINDS[kind].reads_profile:
@@ -174,21 +183,22 @@ def probe_effects(results: pd.DataFrame, data: pd.DataFrame | None = None, *, un
     on the pairs both scored, clustered by ``units`` (from ``data``, the benchmark records; None: pairs):
 
     - ``diff`` = probe - base accuracy with its interval, ``p_value`` and ``p_holm`` within the probe's
-      :class:`Family` (named in ``family``) for ``swap``, ``shuffle`` and ``distract``; a model that can get no
-      verdict has ``no_verdict`` (the reason), no ``p_holm`` and no family; ``inputs_changed`` counts the pairs
-      whose RM input the probe changed (NaN where it cannot be known or does not apply);
+      :class:`Family` (named in ``family``) for a tested probe (:attr:`prb_utils.probes.Probe.tested`: ``swap``,
+      ``shuffle``, ``distract``); a model that can get no verdict has ``no_verdict`` (the reason), no ``p_holm``
+      and no family; ``inputs_changed`` counts the pairs whose RM input a probe that changes the profile changed
+      (NaN where it cannot be known or does not apply);
     - ``verdicts_kept`` (share of outcomes unchanged), ``max_score_change`` (the largest |change| of a score) and
-      ``threshold`` (the dtype's resolution at the largest |score|);
+      ``threshold`` (the dtype's resolution at the largest |score|), both NaN for a probe that negates margins;
     - ``n_units``: the resampled units (questions by default) of the pairs both scored;
-    - the invariance checks of :data:`INVARIANCES` (``shuffle``: the share of verdicts changed; ``distract``: the
-      accuracy drop), ``check_value`` with its interval over ``units`` (``check_low``, ``check_high``), ``pass``
-      where the whole interval lies at or below ``tolerance``, else ``fail`` (n/a where no RM input changed);
-    - the harness checks (no test): ``label-swap``'s ``expected`` accuracy (the base's share of wrong pairs) and
-      ``retest``'s ``threshold``, each with ``check`` ``pass``/``fail``;
-    - ``swap`` only: ``change_rate`` (share of verdicts changed), the reaction test (``gain_rate``, the share of
-      pairs wrong under the base and right under swap, against the invariance probe's ``null_gain_rate`` on the same
-      pairs: ``reaction`` = their difference with its interval and ``reaction_p_holm`` within ``reaction_family``) and the twin split (``twin_sets``, ``both_right``, ``both_wrong``, ``one_right``
-      of the base outcomes).
+    - the probe's own check (:attr:`prb_utils.probes.Probe.check`, on :class:`prb_utils.probes.Measurement`):
+      ``check_value`` with its interval where it has one (``check_low``, ``check_high``; over ``units``), the
+      ``bound`` a pass allows, the run's ``tolerance``, and ``check`` ``pass``/``fail`` (n/a with the reason where
+      no RM input changed or the statistic is undefined); a harness check (not tested) has no ``diff`` nor p;
+    - the reading probe only (``swap``): ``change_rate`` (share of verdicts changed), the reaction test
+      (``gain_rate``, the share of pairs wrong under the base and right under swap, against the null probe's
+      ``null_gain_rate`` on the same pairs: ``reaction`` = their difference with its interval and
+      ``reaction_p_holm`` within ``reaction_family``) and, as it uses twins, the twin split (``twin_sets``,
+      ``both_right``, ``both_wrong``, ``one_right`` of the base outcomes).
     """
     require_columns(results, ["model", "profile", "subset", "id", "outcome"])
     frame = _scores(results.assign(profile=results["profile"].astype(str)))
@@ -196,8 +206,8 @@ def probe_effects(results: pd.DataFrame, data: pd.DataFrame | None = None, *, un
     frame = frame.assign(_base=labels.map(lambda bp: bp[0]), _probe=labels.map(lambda bp: bp[1]))
     has_records = data is not None and {"subset", "id"} <= set(data.columns)
     twins = twin_pairs(data) if has_records and {"question", "chosen", "rejected"} <= set(data.columns) else {}
-    changed_sets = {name: (changed_records(data, name) if has_records and "profile" in data.columns else None)
-                    for name in PROFILE_PROBES}
+    has_profiles = has_records and "profile" in data.columns
+    changed_sets: dict[str, set[tuple[str, str]]] = {}
     rows = []
     for (model, base), group in frame.groupby(["model", "_base"], sort=True):
         if base not in set(group["profile"]):
@@ -213,24 +223,20 @@ def probe_effects(results: pd.DataFrame, data: pd.DataFrame | None = None, *, un
         wide = group.pivot_table(index=["subset", "id"], columns="profile", values="outcome", aggfunc="first")
         unit_of = group.drop_duplicates(["subset", "id"]).set_index(["subset", "id"])[unit_columns(tested)]
         for name in sorted(n for n in group["_probe"].dropna().unique()):
+            spec = probe(name)
             cond = f"{base}+{name}"
             pair = group[group["profile"].isin([base, cond])]
             test = compare(pair, "profile", baseline=base, by=["model"], units=tested, n_boot=n_boot, seed=seed,
                            level=level).iloc[0]
             both = wide[[base, cond]].dropna()
             kept = float((both[base] == both[cond]).mean()) if len(both) else np.nan
-            change = np.nan
-            if name != "label-swap":  # its scores are the base's exchanged by construction
-                diffs = [(pair[pair["profile"] == cond].set_index(["subset", "id"])[c]
-                          - pair[pair["profile"] == base].set_index(["subset", "id"])[c]).abs()
-                         for c in ("score_chosen", "score_rejected")]
-                finite = pd.concat(diffs).dropna()
-                change = float(finite.max()) if len(finite) else np.nan
             changed = np.nan
-            if name in PROFILE_PROBES:
+            if spec.changes_profile:
                 if base == NO_PROFILE:
                     changed = 0.0
-                elif changed_sets[name] is not None:
+                elif has_profiles:
+                    if name not in changed_sets:
+                        changed_sets[name] = changed_records(data, name)
                     changed = float(sum((str(s), str(i)) in changed_sets[name] for s, i in both.index))
             cells = unit_of.reindex(both.index).reset_index(drop=True)
             row = {"model": model, "probe": name, "base": base, "n_pairs": int(test["n_pairs"]),
@@ -238,30 +244,33 @@ def probe_effects(results: pd.DataFrame, data: pd.DataFrame | None = None, *, un
                    "inputs_changed": changed, "accuracy_base": test["accuracy_a"],
                    "accuracy_probe": test["accuracy_b"], "diff": test["diff"], "ci_low": test["ci_low"],
                    "ci_high": test["ci_high"], "p_value": test["p_value"], "p_holm": np.nan, "family": "",
-                   "no_verdict": "", "verdicts_kept": kept, "max_score_change": change,
-                   "threshold": _resolution(pair) if name != "label-swap" else np.nan, "expected": np.nan,
+                   "no_verdict": "", "verdicts_kept": kept,
+                   # a probe that negates margins has the base's scores exchanged by construction: nothing to measure
+                   "max_score_change": np.nan if spec.negates_margins else _max_change(pair, base, cond),
+                   "threshold": np.nan if spec.negates_margins else _resolution(pair), "bound": np.nan,
                    "tolerance": np.nan, "check_value": np.nan, "check_low": np.nan, "check_high": np.nan,
                    "check": ""}
-            if name in CHECKS:
-                row.update(diff=np.nan, ci_low=np.nan, ci_high=np.nan, p_value=np.nan)
-                if name == "label-swap":
-                    row["expected"] = float((both[base] == "wrong").mean()) if len(both) else np.nan
-                    ok = abs(row["accuracy_probe"] - row["expected"]) < 1e-12
-                else:
-                    ok = bool(change <= row["threshold"]) if np.isfinite(change) else kept == 1.0
-                row["check"] = PASS if ok else FAIL
-            elif name in PROFILE_PROBES:
+            if spec.changes_profile:
                 row["no_verdict"] = no_verdict_reason(group, base, name, changed)
-            if name in INVARIANCES:
-                changes = (both[base] != both[cond]).to_numpy(dtype=float)
-                row.update(_invariance(name, row, changes, cells, None if units is None else tested, changed,
-                                       tolerance=tolerance, n_boot=n_boot, seed=seed, level=level))
-            if name == "swap":
+            if spec.check is not None:
+                measured = _measurement(row, both, base, cond, cells, None if units is None else tested,
+                                        tolerance=tolerance, n_boot=n_boot, seed=seed, level=level)
+                row.update(_check(spec, measured, changed, row["no_verdict"]))
+            if not spec.tested:   # a harness check: no test
+                row.update(diff=np.nan, ci_low=np.nan, ci_high=np.nan, p_value=np.nan)
+            if spec.uses_twins:
                 row.update(_twin_split(both[base], twins))
-                row.update(_reaction(wide, base, both.index, unit_of, tested, n_boot=n_boot, seed=seed,
+            if spec.reading:
+                row.update(_reaction(wide, base, cond, both.index, unit_of, tested, n_boot=n_boot, seed=seed,
                                      level=level))
             rows.append(row)
-    out = pd.DataFrame(rows, columns=EFFECT_COLUMNS)
+    return _in_families(pd.DataFrame(rows, columns=EFFECT_COLUMNS))
+
+
+def _in_families(out: pd.DataFrame) -> pd.DataFrame:
+    """The effects ``out`` with ``p_holm`` and ``reaction_p_holm`` filled: each p-value adjusted within its
+    :class:`Family` (:func:`_families`), whose label goes to ``family`` or ``reaction_family``; text columns hold
+    "" where empty, counts are integers."""
     for column in ("family", "reaction_family", "null_probe", "no_verdict", "check"):
         out[column] = out[column].fillna("").astype(object)
     for fam, (base, name), column, p_column in _families(out):
@@ -276,37 +285,57 @@ def probe_effects(results: pd.DataFrame, data: pd.DataFrame | None = None, *, un
     return out[EFFECT_COLUMNS].reset_index(drop=True)
 
 
-def _invariance(name: str, row: dict, changes: np.ndarray, cells: pd.DataFrame, units: str | None, changed: float,
-                *, tolerance: float, n_boot: int | None, seed: int, level: float) -> dict:
-    """The check of the invariance probe ``name`` (:data:`INVARIANCES`): its statistic with the interval over
-    ``units`` (Wilson over pairs when None), ``pass`` where the whole interval lies at or below ``tolerance``."""
-    if name == "shuffle":
-        value = float(changes.mean()) if len(changes) else np.nan
-        if units is None:
-            low, high = wilson_ci(int(changes.sum()), len(changes), level=level)
-        else:
-            low, high = interval_over_units(changes, cells, units, n_boot=n_boot, seed=seed, level=level)
-    else:   # distract: the accuracy drop, base minus probe, with the interval of the paired comparison
-        value, low, high = -row["diff"], -row["ci_high"], -row["ci_low"]
+def _max_change(pair: pd.DataFrame, base: str, cond: str) -> float:
+    """The largest |change| of a score between the ``base`` and ``cond`` rows of ``pair`` (NaN without scores)."""
+    diffs = [(pair[pair["profile"] == cond].set_index(["subset", "id"])[c]
+              - pair[pair["profile"] == base].set_index(["subset", "id"])[c]).abs()
+             for c in ("score_chosen", "score_rejected")]
+    finite = pd.concat(diffs).dropna()
+    return float(finite.max()) if len(finite) else np.nan
+
+
+def _measurement(row: dict, both: pd.DataFrame, base: str, cond: str, cells: pd.DataFrame, units: str | None, *,
+                 tolerance: float, n_boot: int | None, seed: int, level: float) -> Measurement:
+    """What a probe's check reads (:class:`prb_utils.probes.Measurement`) of one row of :func:`probe_effects` and
+    the outcomes ``both`` of its pairs: the share of verdicts changed with its interval over ``units`` (Wilson
+    over pairs when None), the accuracy drop with the interval of the paired comparison, the base's wrong share."""
+    changes = (both[base] != both[cond]).to_numpy(dtype=float)
+    low = high = np.nan
+    if len(changes) and units is None:
+        low, high = wilson_ci(int(changes.sum()), len(changes), level=level)
+    elif len(changes):
+        low, high = interval_over_units(changes, cells, units, n_boot=n_boot, seed=seed, level=level)
+    return Measurement(
+        accuracy_base=float(row["accuracy_base"]), accuracy_probe=float(row["accuracy_probe"]),
+        drop=(-row["diff"], -row["ci_high"], -row["ci_low"]),
+        verdicts_changed=(float(changes.mean()) if len(changes) else np.nan, float(low), float(high)),
+        wrong_share=float((both[base] == "wrong").mean()) if len(both) else np.nan,
+        max_score_change=float(row["max_score_change"]), resolution=float(row["threshold"]), tolerance=tolerance)
+
+
+def _check(spec: Probe, measured: Measurement, changed: float, no_verdict: str) -> dict:
+    """The columns of the check of ``spec`` (:attr:`prb_utils.probes.Probe.check`) on ``measured``: ``pass`` or
+    ``fail``, n/a with the reason where the probe changed no RM input (``changed`` = 0) or the statistic is
+    undefined."""
+    value, low, high, bound, passed = spec.check.judge(measured)
     if changed == 0:
-        check = row["no_verdict"] or NO_CHANGE
-    elif not np.isfinite(high):
-        check = "n/a: no pair scored under both"
+        check = no_verdict or NO_CHANGE
+    elif passed is None:
+        check = ("n/a: no pair scored under both" if not np.isfinite(measured.accuracy_probe)
+                 else f"n/a: no {spec.check.measures} to compare")
     else:
-        check = PASS if high <= tolerance + 1e-12 else FAIL
-    return {"tolerance": tolerance, "check_value": value, "check_low": float(low), "check_high": float(high),
-            "check": check}
+        check = PASS if passed else FAIL
+    return {"bound": bound, "tolerance": measured.tolerance, "check_value": value, "check_low": low,
+            "check_high": high, "check": check}
 
 
-def _reaction(wide: pd.DataFrame, base: str, keys: pd.Index, unit_of: pd.DataFrame, units: str, *,
-              n_boot: int | None,
-              seed: int, level: float) -> dict:
-    """The swap's gains (a pair wrong under the base, right under swap) against the invariance probe's (the one of
-    :data:`NULL_PROBES` with more gains) on the pairs all three scored: the difference of the gain rates, its
-    interval over whole units and the clustered paired test."""
-    swap = f"{base}+swap"
+def _reaction(wide: pd.DataFrame, base: str, swap: str, keys: pd.Index, unit_of: pd.DataFrame, units: str, *,
+              n_boot: int | None, seed: int, level: float) -> dict:
+    """The reading probe's gains (a pair wrong under the base, right under ``swap``, its condition) against the
+    invariance probe's (the :attr:`prb_utils.probes.Probe.null` probe with more gains) on the pairs all three
+    scored: the difference of the gain rates, its interval over whole units and the clustered paired test."""
     rates = {}
-    for name in NULL_PROBES:
+    for name in (n for n, p in PROBES.items() if p.null):
         cond = f"{base}+{name}"
         if cond in wide.columns:
             common = wide.loc[keys, [base, swap, cond]].dropna()
@@ -336,17 +365,17 @@ def _families(effects: pd.DataFrame) -> list[tuple[Family, tuple[str, str], str,
     over the reaction test; members are the models with no ``no_verdict`` reason."""
     out = []
     for (base, name), part in effects.groupby(["base", "probe"], sort=True):
-        if name not in PROFILE_PROBES:
+        if not probe(name).tested:
             continue
         members = tuple(part.loc[part["no_verdict"] == "", "model"].astype(str))
         excluded = tuple((str(m), str(r)) for m, r in zip(part["model"], part["no_verdict"], strict=True) if r)
         if members:
             out.append((Family(f"{base}+{name}", members, left_out=excluded), (base, name), "p_holm", "p_value"))
-        if name == "swap":
+        if probe(name).reading:
             react = tuple(m for m in members if part.loc[part["model"] == m, "null_probe"].fillna("").iloc[0])
             if react:
-                    out.append((Family(f"{base}+swap reaction", react, left_out=excluded), (base, name), "reaction_p_holm",
-                            "reaction_p"))
+                out.append((Family(f"{base}+{name} reaction", react, left_out=excluded), (base, name),
+                            "reaction_p_holm", "reaction_p"))
     return out
 
 
@@ -391,10 +420,11 @@ def reading_verdict(row: pd.Series | dict, *, alpha: float = ALPHA) -> str:
 
 
 def reading_verdicts(effects: pd.DataFrame, *, models: Sequence[str] | None = None) -> pd.DataFrame:
-    """Per model with a ``swap`` job (columns :data:`VERDICT_COLUMNS`): the sensitivity (base accuracy minus
-    swapped, with its interval), its Holm p within the named family, the reaction test, the twin split and the
-    verdict (:func:`reading_verdict`); "n/a" with the reason for a model of ``models`` without a swap job."""
-    swap = effects[effects["probe"] == "swap"]
+    """Per model with a ``swap`` job (the probe of the reading verdict: :func:`reading_probes`; columns
+    :data:`VERDICT_COLUMNS`): the sensitivity (base accuracy minus swapped, with its interval), its Holm p within
+    the named family, the reaction test, the twin split and the verdict (:func:`reading_verdict`); "n/a" with the
+    reason for a model of ``models`` without a swap job."""
+    swap = effects[is_reading(effects)]
     rows = []
     for r in swap.to_dict("records"):
         rows.append({**{c: r[c] for c in VERDICT_COLUMNS if c in r},
@@ -402,7 +432,9 @@ def reading_verdicts(effects: pd.DataFrame, *, models: Sequence[str] | None = No
                      "sensitivity_high": 0.0 - r["ci_low"], "verdict": reading_verdict(r)})
     for model in models or ():
         if model not in set(swap["model"]):
-            rows.append({"model": model, "verdict": "n/a: no swap probe scored (prb probe --probe swap)"})
+            names = reading_probes()
+            rows.append({"model": model, "verdict": f"n/a: no {' or '.join(names)} probe scored "
+                                                    f"({' '.join(f'prb probe --probe {n}' for n in names)})"})
     return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
 
 
@@ -425,27 +457,25 @@ def _score_cell(value: float) -> str:
     return MISSING if pd.isna(value) else "0" if value == 0 else f"{value:.3g}"
 
 
-#: What each check measures, in the words of the invariance table (:func:`probe_table`).
-MEASURED = {**INVARIANCES, "label-swap": "accuracy", "retest": "largest score change"}
+def _number(value: float, sense: str) -> str:
+    """A check's number by the formatter's ``sense``; a score change at 3 significant digits (:func:`_score_cell`)."""
+    return _score_cell(value) if sense == SCORE else _cell(value, sense)
 
 
 def _measured(r: dict) -> tuple[str, str]:
-    """The ``measured [95% CI]`` and ``allowed`` cells of one row of :func:`probe_effects` (a dash where the probe
-    has no check or its value is undefined)."""
-    name = r["probe"]
-    if name in INVARIANCES:
-        shown = (format_interval(r["check_value"], r["check_low"], r["check_high"])
-                 if pd.notna(r["check_value"]) else MISSING)
-        allowed = f"≤ {_cell(r['tolerance'], 'proportion')}" if pd.notna(r["tolerance"]) else MISSING
-    elif name == "label-swap":
-        shown = _cell(r["accuracy_probe"], "proportion")
-        allowed = f"= {_cell(r['expected'], 'proportion')}" if pd.notna(r["expected"]) else MISSING
-    elif name == "retest":
-        shown = _score_cell(r["max_score_change"])
-        allowed = f"≤ {_score_cell(r['threshold'])}" if pd.notna(r["threshold"]) else MISSING
-    else:
-        return MISSING, MISSING
-    return (f"{MEASURED[name]} {shown}" if shown != MISSING else MISSING), allowed
+    """The ``measured [95% CI]`` and ``allowed`` cells of one row of :func:`probe_effects`, in the words of its
+    probe's check (:attr:`prb_utils.probes.Probe.check`; a dash where the probe has no check or its value is
+    undefined)."""
+    spec = PROBES.get(str(r["probe"]))
+    check = spec.check if spec is not None else None
+    if check is None or pd.isna(r.get("check_value")):
+        return MISSING, (MISSING if check is None or pd.isna(r.get("bound")) else
+                         f"{check.relation} {_number(r['bound'], check.sense)}")
+    shown = _number(r["check_value"], check.sense)
+    if pd.notna(r.get("check_low")) and pd.notna(r.get("check_high")):
+        shown += f" [{_number(r['check_low'], check.sense)}, {_number(r['check_high'], check.sense)}]"
+    allowed = f"{check.relation} {_number(r['bound'], check.sense)}" if pd.notna(r.get("bound")) else MISSING
+    return f"{check.measures} {shown}", allowed
 
 
 def probe_table(effects: pd.DataFrame) -> pd.DataFrame:
@@ -458,7 +488,8 @@ def probe_table(effects: pd.DataFrame) -> pd.DataFrame:
     ...     "inputs_changed": float("nan"), "accuracy_base": 0.75, "accuracy_probe": 0.25, "diff": float("nan"),
     ...     "ci_low": float("nan"), "ci_high": float("nan"), "p_holm": float("nan"), "family": "",
     ...     "no_verdict": "", "verdicts_kept": 0.0, "max_score_change": float("nan"), "threshold": float("nan"),
-    ...     "expected": 0.25, "check": "pass"}])
+    ...     "bound": 0.25, "check_value": 0.25, "check_low": float("nan"), "check_high": float("nan"),
+    ...     "check": "pass"}])
     >>> probe_table(eff).iloc[0][["measured [95% CI]", "allowed", "check", "p (Holm)"]].tolist()
     ['accuracy 0.250', '= 0.250', 'pass', '—']
     """
@@ -522,15 +553,19 @@ def unprobed_models(jobs: pd.DataFrame, base: str) -> list[str]:
 
 
 def probe_notes(effects: pd.DataFrame) -> list[str]:
-    """The sentences under the probe tables: the rules of the probes in ``effects`` (the reading rule and the twin
-    split with ``swap``, the checks with any other probe; all three when ``effects`` is empty) and every family.
+    """The sentences under the probe tables: the rules of the probes in ``effects`` (the reading rule with
+    ``swap``, the twin split with a probe that uses twins, the checks of the probes with one: :func:`check_rule`;
+    all three when ``effects`` is empty) and every family.
 
     >>> len(probe_notes(pd.DataFrame(columns=EFFECT_COLUMNS)))
     3
-    >>> probe_notes(pd.DataFrame({"probe": ["label-swap"], "base": "top3", "model": "m", "no_verdict": ""}))[0][:26]
-    'Checks: shuffle passes whe'
+    >>> probe_notes(pd.DataFrame({"probe": ["label-swap"], "base": "top3", "model": "m", "no_verdict": ""}))[0][:29]
+    'Checks: label-swap is a harne'
     """
     names = set(effects["probe"]) if "probe" in effects.columns and len(effects) else set(PROBES)
-    notes = [f"Rule: {READING_RULE}.", f"Twins: {TWIN_RULE}."] if "swap" in names else []
-    notes += [f"Checks: {CHECK_RULE}."] if names - {"swap"} else []
+    shown = [p for name, p in PROBES.items() if name in names]
+    notes = [f"Rule: {READING_RULE}."] if any(p.reading for p in shown) else []
+    notes += [f"Twins: {TWIN_RULE}."] if any(p.uses_twins for p in shown) else []
+    checked = [p.name for p in shown if p.check is not None]
+    notes += [f"Checks: {check_rule(checked)}."] if checked else []
     return notes + [f"Family {fam.say()}." for fam in probe_families(effects)]

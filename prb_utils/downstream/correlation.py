@@ -300,7 +300,7 @@ def rank_agreement(benchmark_scores: Sequence[float], downstream_scores: Sequenc
     """
     x, y = _pair(benchmark_scores, downstream_scores)
     if np.ptp(x) == 0 or np.ptp(y) == 0:
-        return dict.fromkeys(METRICS, math.nan)
+        return dict.fromkeys(coefficient_names(), math.nan)
     return {name: coefficient.one(x, y, top) for name, coefficient in COEFFICIENTS.items()}
 
 
@@ -426,11 +426,27 @@ COEFFICIENTS: dict[str, Coefficient] = {c.name: c for c in (
                 lambda x, y, top: _ndcg_rows(x, y - y.min(axis=1, keepdims=True), top)),
     Coefficient("rbo", lambda x, y, top: rbo(x, y, top=top), lambda x, y, top: _rbo_rows(x, y, top)),
 )}
-METRICS = tuple(COEFFICIENTS)
-#: The coefficients that compare rankings (Pearson compares the values themselves).
-RANK_METRICS = tuple(name for name, c in COEFFICIENTS.items() if c.ranking)
-#: Coefficients whose mean over every permutation of one ranking is exactly 0 (each term has a mirror image).
-CENTRED = tuple(name for name, c in COEFFICIENTS.items() if c.centred)
+
+
+def coefficient_names() -> tuple[str, ...]:
+    """The names of every coefficient of :data:`COEFFICIENTS`, in its order (read when called, so a coefficient
+    registered later is one of them).
+
+    >>> coefficient_names()
+    ('spearman', 'kendall', 'weighted_tau', 'pearson', 'ndcg', 'rbo')
+    """
+    return tuple(COEFFICIENTS)
+
+
+def rank_coefficients() -> tuple[str, ...]:
+    """The coefficients that compare rankings (Pearson compares the values themselves)."""
+    return tuple(name for name, c in COEFFICIENTS.items() if c.ranking)
+
+
+def centred_coefficients() -> tuple[str, ...]:
+    """The coefficients whose mean over every permutation of one ranking is exactly 0 (each term has a mirror
+    image)."""
+    return tuple(name for name, c in COEFFICIENTS.items() if c.centred)
 
 
 def _agreement_chunk(x: np.ndarray, y: np.ndarray, top: int | None) -> dict[str, np.ndarray]:
@@ -450,7 +466,7 @@ def _agreement_rows(x: np.ndarray, y: np.ndarray, top: int | None = None) -> dic
     """
     step = max(1, _CELLS // (x.shape[1] ** 2))
     parts = [_agreement_chunk(x[i:i + step], y[i:i + step], top) for i in range(0, x.shape[0], step)]
-    return {m: np.concatenate([p[m] for p in parts]) if parts else np.empty(0) for m in METRICS}
+    return {m: np.concatenate([p[m] for p in parts]) if parts else np.empty(0) for m in coefficient_names()}
 
 
 # ------------------------------------------------------------------- uncertainty and chance
@@ -506,12 +522,12 @@ def rank_agreement_ci(
     ``chance`` and ``p_perm`` are exact (all n! permutations); beyond that they are Monte Carlo over
     ``n_perm`` seeded permutations, with p = (1 + hits) / (1 + n_perm), so it is never below 1 / (1 + n_perm)
     (:func:`p_text` shows it as "< 0.001"); the chance level of the symmetric coefficients
-    (:data:`CENTRED`) is 0 exactly for any n. Compare each estimate with its
+    (:func:`centred_coefficients`) is 0 exactly for any n. Compare each estimate with its
     ``chance``, not with 0: NDCG and RBO of a random ranking are far above 0. NDCG uses the downstream
     scores as gains, min-shifted to be non-negative (the worst RM has gain 0).
 
     >>> ci = rank_agreement_ci([1, 2, 3, 4, 5], [1, 3, 2, 5, 4], n_boot=200)
-    >>> list(ci["metric"]) == list(METRICS)
+    >>> list(ci["metric"]) == list(coefficient_names())
     True
     >>> row = ci.set_index("metric").loc["spearman"]
     >>> [round(float(row[c]), 4) + 0.0 for c in ("estimate", "chance", "p_perm")], int(row["n_perm"])
@@ -525,11 +541,11 @@ def rank_agreement_ci(
     boots = _agreement_rows(x[idx], y[idx], top)
     perms, exact = _permutations(x.size, n_perm, perm_rng)
     null = _agreement_rows(np.broadcast_to(x, perms.shape), y[perms], top)
-    rows = []
-    for m in METRICS:
+    rows, centred = [], centred_coefficients()
+    for m in coefficient_names():
         lo, hi = percentile_interval(boots[m], level)
         chance, p = _chance_and_p(null[m], est[m], exact)
-        if m in CENTRED and math.isfinite(chance):
+        if m in centred and math.isfinite(chance):
             chance = 0.0   # their mean over all n! permutations is 0 exactly, for any n (Monte Carlo or not)
         rows.append((m, est[m], lo, hi, chance, p, x.size, int(np.isfinite(boots[m]).sum()), len(perms)))
     return pd.DataFrame(rows, columns=["metric", "estimate", "ci_low", "ci_high", "chance", "p_perm", "n",
@@ -557,9 +573,10 @@ def above_chance(table: pd.DataFrame, *, alpha: float = ALPHA) -> pd.Series:
 
 def ranking_sufficiency(table: pd.DataFrame, *, questions: int | None = None, headroom: float | None = None,
                         k: int | None = None, alpha: float = ALPHA,
-                        metrics: Sequence[str] = RANK_METRICS) -> dict[str, object]:
+                        metrics: Sequence[str] | None = None) -> dict[str, object]:
     """Can this downstream run rank these RMs? The verdict of an agreement table's rank coefficients
-    (``metrics``, Pearson left out: it compares values, not rankings) under :func:`above_chance`.
+    (``metrics``; default :func:`rank_coefficients`, Pearson left out: it compares values, not rankings) under
+    :func:`above_chance`.
 
     ``verdict`` is ``can rank`` when at least one rank coefficient is above chance, else ``cannot rank``;
     ``reason`` says why with the numbers behind it: the RMs, the ``questions`` of the run and its
@@ -578,6 +595,7 @@ def ranking_sufficiency(table: pd.DataFrame, *, questions: int | None = None, he
     chance value); the closest to evidence, spearman 1.000 [1.000, 1.000] (chance 0.000), has p_perm 0.167, and with 3 RMs no
     permutation p-value can be below 1/3! = 0.167.
     """
+    metrics = rank_coefficients() if metrics is None else metrics
     rows = table[table["metric"].isin(metrics)] if "metric" in table.columns else table.iloc[0:0]
     if rows.empty:
         raise PRBError(f"The agreement table has none of the rank coefficients {', '.join(metrics)}.")
@@ -751,7 +769,7 @@ def correlation_difference(
 
     ``table`` has one row per RM and numeric columns ``a``, ``b`` and ``downstream`` (rows missing any of
     them are left out). ``diff`` = metric(table[a], table[downstream]) - metric(table[b], table[downstream])
-    with ``metric`` one of :data:`METRICS` (:func:`rank_agreement`). ``ci_low``/``ci_high``: the percentile
+    with ``metric`` one of :func:`coefficient_names` (:func:`rank_agreement`). ``ci_low``/``ci_high``: the percentile
     interval at ``level`` of a *paired* bootstrap over the rows (the same resampled RMs for both
     benchmarks, ``n_boot`` times, seeded), so what the two benchmarks share cancels. ``p_value``: two-sided
     for diff = 0, by inverting that bootstrap, 2 * (1 + #{boot diff on the far side of 0}) / (1 + n_boot_valid),
@@ -774,8 +792,8 @@ def correlation_difference(
     >>> correlation_difference(t, "bon", "prb", "prb", n_boot=200)["p_value"]
     1.0
     """
-    if metric not in METRICS:
-        raise PRBError(f"Unknown agreement metric {metric!r}; use one of {', '.join(METRICS)}.")
+    if metric not in coefficient_names():
+        raise PRBError(f"Unknown agreement metric {metric!r}; use one of {', '.join(coefficient_names())}.")
     check_uncertainty(level, n_boot)
     frame = _difference_columns(table, [a, b, downstream])
     xa, xb, y = (frame[c].to_numpy(dtype=float) for c in (a, b, downstream))

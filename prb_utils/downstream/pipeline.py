@@ -446,15 +446,7 @@ def run_bon_pipeline(
     sampling, options = sampling or SamplingOptions(), options or ModelOptions()
     seed = options.seed
     timings: dict[str, float] = {}
-    if parse_condition(rm_profile).oracle:
-        raise PRBError(f"The RM profile '{rm_profile}' shows the answer key (the rubric); a Best-of-N RM may not "
-                       "see it.")
-    check_judge(judge, options)   # a judge that cannot be used fails here, before any sampling
-    check_causal_lm(sampling.policy, option="--policy")
-    choose_quality_rule(pd.DataFrame({"quality": [0.0]}), quality_rule)   # an unknown rule fails before any work
-
-    for spec in models:
-        parse_spec(spec)  # an unknown RM spec fails before any sampling
+    _check_pipeline(rm_profile, judge, sampling, options, models, quality_rule)
     if isinstance(data, str):
         data = load_benchmark(data, limit=limit, drop_invalid=True)
     elif limit is not None:
@@ -463,27 +455,10 @@ def run_bon_pipeline(
         raise PRBError("The benchmark data is empty.")
     root = Path(out) / folder
 
-    t = time.time()
-    _stage(progress, f"Best-of-N 1/3: sampling {sampling.n_samples} answers for each of {len(data)} questions "
-                     f"({sampling.mode} sampling)")
-    samples = sample_answers(data, out=out, sampling=sampling, options=options, progress=progress)
-    timings["sample"] = time.time() - t
-    t = time.time()
-    _stage(progress, f"Best-of-N 2/3: scoring {len(samples)} answers with {len(models)} RM(s)")
-    scores = score_samples(data, samples, out=out, models=models, rm_profile=rm_profile,
-                           judge_design=judge_design, options=options, progress=progress)
-    timings["score"] = time.time() - t
-    t = time.time()
-    _stage(progress, f"Best-of-N 3/3: judging {len(samples)} answers with {judge_id_of(judge)}")
-    quality = judge_samples(data, samples, out=out, judge=judge, progress=progress, options=options)
-    timings["judge"] = time.time() - t
-
-    frame = scores.merge(quality, on=["subset", "id", "sample_idx"], how="left")
-    frame = frame.merge(samples[["subset", "id", "sample_idx", "response"]], on=["subset", "id", "sample_idx"])
-    rule = choose_quality_rule(frame, quality_rule)
-    if rule == "expected":
-        frame = frame.assign(quality_argmax=frame["quality"], quality=frame["quality_expected"])
-    frame["quality_rule"] = rule
+    samples, scores, quality = _sample_score_judge(data, out=out, models=models, rm_profile=rm_profile, judge=judge,
+                                                   judge_design=judge_design, sampling=sampling, options=options,
+                                                   timings=timings, progress=progress)
+    frame, rule = _bon_frame(samples, scores, quality, quality_rule)
     write_parquet(frame, root / "bon_frame.parquet")
     ks = list(ks) if ks is not None else _default_ks(sampling.n_samples)
     curves = bon_curves(frame, ks, level=level, n_boot=n_boot, seed=seed)
@@ -494,21 +469,12 @@ def run_bon_pipeline(
     root.mkdir(parents=True, exist_ok=True)
     curves.to_csv(root / "curves.csv", index=False)
 
-    agreement = None
     accuracy = _prb_accuracy(out, models, rm_profile)
     metrics = bon_metrics(curves.drop(columns=["judge", "judge_proxy"]))
-    if accuracy is not None:
-        joined = pd.concat([accuracy.rename("prb"), metrics], axis=1, join="inner").dropna()
-        if len(joined) >= 3:
-            agreement = rank_agreement_ci(joined["prb"], joined[f"bon@{max(ks)}"], level=level,
-                                          n_boot=n_boot, seed=seed)
-            agreement.insert(0, "downstream", f"bon@{max(ks)}")
-            agreement["judge"] = judge_name
-            agreement["judge_proxy"] = proxy
-            # a flat side has no ranking: the file says so, its numbers are empty, and no figure is drawn
-            agreement["note"] = no_ranking(joined["prb"], joined[f"bon@{max(ks)}"], benchmark="PRB accuracy",
-                                           downstream=f"bon@{max(ks)}")
-            agreement.to_csv(root / "agreement.csv", index=False)
+    agreement = _bon_agreement(accuracy, metrics, f"bon@{max(ks)}", level=level, n_boot=n_boot, seed=seed,
+                               judge_name=judge_name, proxy=proxy)
+    if agreement is not None:
+        agreement.to_csv(root / "agreement.csv", index=False)
 
     paths: list[Path] = []
     if figures:
@@ -524,6 +490,70 @@ def run_bon_pipeline(
             "policy_dtype": policy_placement(options)["dtype"], "judge_placement": judge_placement(judge, options)}
     (root / "run.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
     return BonRun(samples, frame, curves, agreement, paths, timings, judge_name, proxy)
+
+
+def _sample_score_judge(data: pd.DataFrame, *, out: str | os.PathLike, models: Sequence[str], rm_profile: str,
+                        judge: Any, judge_design: str, sampling: SamplingOptions, options: ModelOptions,
+                        timings: dict[str, float], progress: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The pipeline's three cached steps (sample, score with every RM, judge), each timed into ``timings``."""
+    t = time.time()
+    _stage(progress, f"Best-of-N 1/3: sampling {sampling.n_samples} answers for each of {len(data)} questions "
+                     f"({sampling.mode} sampling)")
+    samples = sample_answers(data, out=out, sampling=sampling, options=options, progress=progress)
+    timings["sample"] = time.time() - t
+    t = time.time()
+    _stage(progress, f"Best-of-N 2/3: scoring {len(samples)} answers with {len(models)} RM(s)")
+    scores = score_samples(data, samples, out=out, models=models, rm_profile=rm_profile,
+                           judge_design=judge_design, options=options, progress=progress)
+    timings["score"] = time.time() - t
+    t = time.time()
+    _stage(progress, f"Best-of-N 3/3: judging {len(samples)} answers with {judge_id_of(judge)}")
+    quality = judge_samples(data, samples, out=out, judge=judge, progress=progress, options=options)
+    timings["judge"] = time.time() - t
+    return samples, scores, quality
+
+
+def _check_pipeline(rm_profile: str, judge: Any, sampling: SamplingOptions, options: ModelOptions,
+                    models: Sequence[str], quality_rule: str) -> None:
+    """What :func:`run_bon_pipeline` refuses before any work, each in one sentence."""
+    if parse_condition(rm_profile).oracle:
+        raise PRBError(f"The RM profile '{rm_profile}' shows the answer key (the rubric); a Best-of-N RM may not "
+                       "see it.")
+    check_judge(judge, options)   # a judge that cannot be used fails here, before any sampling
+    check_causal_lm(sampling.policy, option="--policy")
+    choose_quality_rule(pd.DataFrame({"quality": [0.0]}), quality_rule)   # an unknown rule fails before any work
+    for spec in models:
+        parse_spec(spec)  # an unknown RM spec fails before any sampling
+
+
+def _bon_frame(samples: pd.DataFrame, scores: pd.DataFrame, quality: pd.DataFrame,
+               quality_rule: str) -> tuple[pd.DataFrame, str]:
+    """One row per (RM, question, sample): its score, its judged quality read by one rule, and the answer; and
+    that rule."""
+    frame = scores.merge(quality, on=["subset", "id", "sample_idx"], how="left")
+    frame = frame.merge(samples[["subset", "id", "sample_idx", "response"]], on=["subset", "id", "sample_idx"])
+    rule = choose_quality_rule(frame, quality_rule)
+    if rule == "expected":
+        frame = frame.assign(quality_argmax=frame["quality"], quality=frame["quality_expected"])
+    frame["quality_rule"] = rule
+    return frame, rule
+
+
+def _bon_agreement(accuracy: pd.Series | None, metrics: pd.DataFrame, column: str, *, level: float,
+                   n_boot: int | None, seed: int, judge_name: str, proxy: bool) -> pd.DataFrame | None:
+    """The rank agreement of PRB accuracy with ``column`` of ``metrics`` over the RMs of both (None below 3)."""
+    if accuracy is None:
+        return None
+    joined = pd.concat([accuracy.rename("prb"), metrics], axis=1, join="inner").dropna()
+    if len(joined) < 3:
+        return None
+    agreement = rank_agreement_ci(joined["prb"], joined[column], level=level, n_boot=n_boot, seed=seed)
+    agreement.insert(0, "downstream", column)
+    agreement["judge"] = judge_name
+    agreement["judge_proxy"] = proxy
+    # a flat side has no ranking: the file says so, its numbers are empty, and no figure is drawn
+    agreement["note"] = no_ranking(joined["prb"], joined[column], benchmark="PRB accuracy", downstream=column)
+    return agreement
 
 
 def question_digests(data: pd.DataFrame) -> dict[str, str]:

@@ -664,8 +664,51 @@ def run_ppo(
     """
 
     training, options = training or TrainOptions(), options or ModelOptions()
-    seed = options.seed
     judge = default_judge() if judge is None else judge
+    _check_run(steps, save_steps, training)
+    check_judge(judge, options)   # a judge that cannot be used fails here, before any training
+    check_causal_lm(policy, option="--policy")
+    specs = list(dict.fromkeys(parse_spec(s).canonical for s in models))
+    if not specs:
+        raise PRBError("No reward model given.")
+    if isinstance(data, str):
+        data = load_benchmark(data, drop_invalid=True)
+    if data.empty:
+        raise PRBError("The benchmark data is empty.")
+    train, held_out = split_questions(data, eval_questions=eval_questions, seed=options.seed)
+    root = Path(out) / "ppo"
+    with folder_lock(root, on_wait=_say_waiting):   # one prb ppo per results folder at a time
+        plan = _RunPlan.of(policy, train, held_out, training, options,
+                           max_new=int(eval_max_new_tokens or training.max_new_tokens))
+        timings: dict[str, float] = {}
+        t = time.time()
+        answers = [_baseline_answers(root, plan)]
+        timings["baseline"] = time.time() - t
+
+        trained: list[str] = []
+        diverged: dict[str, str] = {}
+        t = time.time()
+        bar = tqdm(specs, unit="RM", desc="PPO: one policy per RM", disable=not progress, file=sys.stderr,
+                   dynamic_ncols=True)
+        for spec in bar:
+            bar.set_postfix_str(spec)
+            newly, given, problem = _train_and_answer(spec, plan, answers[0], out=out, steps=steps,
+                                                      save_steps=save_steps, progress=progress)
+            if newly:
+                trained.append(spec)
+            if problem is not None:
+                diverged[spec] = problem
+            else:
+                answers.append(given)
+        bar.close()
+        timings["train"] = time.time() - t
+        table, judged, judge_name, proxy = _judge_and_write(root, plan, answers, judge, steps=steps, specs=specs,
+                                                            diverged=diverged, timings=timings, progress=progress)
+        return PPORun(table, judged, trained, timings, judge_name, proxy, diverged)
+
+
+def _check_run(steps: int, save_steps: int, training: TrainOptions) -> None:
+    """The settings :func:`run_ppo` refuses, each in one sentence."""
     if steps < 1:
         raise PRBError(f"steps must be at least 1, got {steps}.")
     if save_steps < 1:
@@ -676,103 +719,117 @@ def run_ppo(
         raise PRBError("prompts_per_step and max_new_tokens must be at least 1 and policy_posts at least 0.")
     if parse_condition(training.rm_profile).oracle:
         raise PRBError(f"The RM profile '{training.rm_profile}' shows the answer key; a reward may not see it.")
-    check_judge(judge, options)   # a judge that cannot be used fails here, before any training
-    check_causal_lm(policy, option="--policy")
-    specs = list(dict.fromkeys(parse_spec(s).canonical for s in models))
-    if not specs:
-        raise PRBError("No reward model given.")
-    if isinstance(data, str):
-        data = load_benchmark(data, drop_invalid=True)
-    if data.empty:
-        raise PRBError("The benchmark data is empty.")
-    train, held_out = split_questions(data, eval_questions=eval_questions, seed=seed)
-    root = Path(out) / "ppo"
-    with folder_lock(root, on_wait=_say_waiting):   # one prb ppo per results folder at a time
-        max_new = int(eval_max_new_tokens or training.max_new_tokens)
 
-        policy_fp = model_fingerprint(policy_spec(policy))
+
+@dataclass(frozen=True)
+class _RunPlan:
+    """What every step of one :func:`run_ppo` shares: the policy and its fingerprint, the training and held-out
+    questions and their ids, the settings, the answers' length and the dtype asked for (keyed only when asked)."""
+
+    policy: str
+    policy_fp: str
+    train: pd.DataFrame
+    held_out: pd.DataFrame
+    split_id: str
+    eval_id: str
+    training: TrainOptions
+    options: ModelOptions
+    max_new: int
+    asked: dict[str, Any]
+
+    @classmethod
+    def of(cls, policy: str, train: pd.DataFrame, held_out: pd.DataFrame, training: TrainOptions,
+           options: ModelOptions, *, max_new: int) -> _RunPlan:
         split_id = stable_hash([[str(s), str(i)] for s, i in zip(train["subset"], train["id"], strict=True)]
                                + [stable_hash(_train_rows(train, training))])
         eval_id = stable_hash([[r["subset"], r["id"], r["question"]] for r in held_out.to_dict("records")])
-        timings: dict[str, float] = {}
-
-        t = time.time()
         # a dtype asked for is keyed (auto keeps the key answers had before --dtype reached the policy)
         asked = {} if options.dtype == "auto" else {"dtype": policy_placement(options)["dtype"]}
-        base_key = stable_hash({"v": PPO_VERSION, "policy": policy, "fp": policy_fp, "eval": eval_id,
-                                "posts": training.policy_posts, "max_new_tokens": max_new, **asked})
-        answers = [_cached_answers(root / "baseline" / f"{base_key}.parquet", policy, held_out,
-                                   posts=training.policy_posts, max_new_tokens=max_new, options=options)
-                   .assign(rm=BASELINE_RM, steps=0)]
-        timings["baseline"] = time.time() - t
+        return cls(policy, model_fingerprint(policy_spec(policy)), train, held_out, split_id, eval_id, training,
+                   options, max_new, asked)
 
-        trained: list[str] = []
-        diverged: dict[str, str] = {}
-        t = time.time()
-        bar = tqdm(specs, unit="RM", desc="PPO: one policy per RM", disable=not progress, file=sys.stderr,
-                   dynamic_ncols=True)
-        for spec in bar:
-            bar.set_postfix_str(spec)
-            key = stable_hash({"v": PPO_VERSION, "trainer": TRAINER, "rm": spec, "rm_fp": model_fingerprint(spec),
-                               "policy": policy, "policy_fp": policy_fp, "split": split_id, "seed": int(seed),
-                               "options": training.__dict__})
-            run_dir = run_dir_for(out, spec, key)
-            info = train_policy(spec, train, run_dir, policy=policy, steps=steps, training=training, options=options,
-                                save_steps=save_steps, progress=progress)
-            if info["steps_before"] < info["steps"]:
-                trained.append(spec)
-            meta = {"rm": spec, "key": key, "trainer": TRAINER, "policy": policy, "policy_fingerprint": policy_fp,
-                    "seed": int(seed), "options": training.__dict__, "steps": info["steps"],
-                    "checkpoint": Path(info["checkpoint"]).name if info["checkpoint"] else None,
-                    "train_questions": int(train["question"].nunique()),
-                    "versions": _versions()}
-            problem = info.get("diverged") or (nonfinite_weights(info["checkpoint"]) if info["checkpoint"] else None)
-            if problem is None:
-                dtype_part = f"-{asked['dtype']}" if asked else ""
-                given = _cached_answers(run_dir / f"answers-{eval_id}-{max_new}-step{info['steps']}{dtype_part}.parquet",
-                                        info["checkpoint"], held_out, posts=training.policy_posts,
-                                        max_new_tokens=max_new, options=options)
-                # empty answers are a divergence only where the untrained policy wrote some: a policy that
-                # writes nothing from the start (a tiny random model) has not diverged by training
-                problem = None if degenerate_answers(answers[0]) else degenerate_answers(given)
-            if problem is not None:   # a diverged policy is no result: left out of the table, with the reason
-                diverged[spec] = (f"diverged after {info['steps']} GRPO step(s) at learning rate "
-                                  f"{training.learning_rate:g}: {problem}")
-                meta["diverged"] = diverged[spec]
-            write_text(run_dir / "run.json", json.dumps(meta, indent=1))
-            if problem is None:
-                answers.append(given.assign(rm=spec, steps=info["steps"]))
-        bar.close()
-        timings["train"] = time.time() - t
+    def answers(self, path: Path, model: str) -> pd.DataFrame:
+        """The held-out answers of ``model`` (the policy or a checkpoint), cached at ``path``."""
+        return _cached_answers(path, model, self.held_out, posts=self.training.policy_posts,
+                               max_new_tokens=self.max_new, options=self.options)
 
-        t = time.time()
 
-        judge_id = judge if isinstance(judge, str) else str(judge.name)
-        key = judge_cache_key(judge, options)
-        cache = root / "judge" / f"{stable_hash(key)}.parquet"
-        judged = judge_answers(pd.concat(answers, ignore_index=True), held_out, cache=cache, judge=judge,
-                               progress=progress, options=options)
-        timings["judge"] = time.time() - t
-        rule = choose_quality_rule(judged)   # a judge that rates every answer alike is read by its expected verdicts
-        if rule == "expected":
-            judged = judged.assign(quality_argmax=judged["quality"], quality=judged["quality_expected"])
-        judged["quality_rule"] = rule
-        table = ppo_table(judged)
-        judge_name = str(judged["judge"].dropna().iloc[0]) if judged["judge"].notna().any() else str(judge_id)
-        proxy = bool(judged["judge_proxy"].fillna(False).astype(bool).any())
-        setting = {"policy": policy, "policy_fingerprint": policy_fp, "judge": judge_name, "eval": eval_id,
-                   "steps": int(steps), "seed": int(seed), "options": training.__dict__, "max_new_tokens": max_new}
-        placement = {"policy_dtype": policy_placement(options)["dtype"], "judge_placement": judge_placement(judge, options)}
-        table = _merge_previous(root, table, setting, rule=rule)
-        table = table[~table["rm"].isin(set(diverged))].reset_index(drop=True)   # an older row of it too
-        write_text(root / "ppo.csv", table.to_csv(index=False))
-        write_parquet(_with_earlier_answers(root / "answers.parquet", judged, keep=set(table["rm"])),
-                      root / "answers.parquet")
-        write_text(root / "run.json", json.dumps({**setting, **placement, "judge_proxy": proxy, "trainer": TRAINER,
-                                                  "quality_rule": rule,
-                                                  "models": specs, "diverged": diverged, "timings_s": timings},
-                                                 indent=1))
-        return PPORun(table, judged, trained, timings, judge_name, proxy, diverged)
+def _baseline_answers(root: Path, plan: _RunPlan) -> pd.DataFrame:
+    """The untrained policy's held-out answers (the ``baseline`` rows)."""
+    key = stable_hash({"v": PPO_VERSION, "policy": plan.policy, "fp": plan.policy_fp, "eval": plan.eval_id,
+                       "posts": plan.training.policy_posts, "max_new_tokens": plan.max_new, **plan.asked})
+    return plan.answers(root / "baseline" / f"{key}.parquet", plan.policy).assign(rm=BASELINE_RM, steps=0)
+
+
+def _train_and_answer(spec: str, plan: _RunPlan, baseline: pd.DataFrame, *, out: str | os.PathLike, steps: int,
+                      save_steps: int, progress: bool) -> tuple[bool, pd.DataFrame | None, str | None]:
+    """Train (or resume) the policy of the RM ``spec`` and answer the held-out questions with it; writes its
+    ``run.json``. Returns whether it trained now, its answers, and why it diverged (None when it did not)."""
+    seed, training = plan.options.seed, plan.training
+    key = stable_hash({"v": PPO_VERSION, "trainer": TRAINER, "rm": spec, "rm_fp": model_fingerprint(spec),
+                       "policy": plan.policy, "policy_fp": plan.policy_fp, "split": plan.split_id, "seed": int(seed),
+                       "options": training.__dict__})
+    run_dir = run_dir_for(out, spec, key)
+    info = train_policy(spec, plan.train, run_dir, policy=plan.policy, steps=steps, training=training,
+                        options=plan.options, save_steps=save_steps, progress=progress)
+    meta = {"rm": spec, "key": key, "trainer": TRAINER, "policy": plan.policy, "policy_fingerprint": plan.policy_fp,
+            "seed": int(seed), "options": training.__dict__, "steps": info["steps"],
+            "checkpoint": Path(info["checkpoint"]).name if info["checkpoint"] else None,
+            "train_questions": int(plan.train["question"].nunique()),
+            "versions": _versions()}
+    problem = info.get("diverged") or (nonfinite_weights(info["checkpoint"]) if info["checkpoint"] else None)
+    given = None
+    if problem is None:
+        dtype_part = f"-{plan.asked['dtype']}" if plan.asked else ""
+        given = plan.answers(run_dir / f"answers-{plan.eval_id}-{plan.max_new}-step{info['steps']}{dtype_part}.parquet",
+                             info["checkpoint"])
+        # empty answers are a divergence only where the untrained policy wrote some: a policy that
+        # writes nothing from the start (a tiny random model) has not diverged by training
+        problem = None if degenerate_answers(baseline) else degenerate_answers(given)
+    diverged = None
+    if problem is not None:   # a diverged policy is no result: left out of the table, with the reason
+        diverged = (f"diverged after {info['steps']} GRPO step(s) at learning rate {training.learning_rate:g}: "
+                    f"{problem}")
+        meta["diverged"] = diverged
+    write_text(run_dir / "run.json", json.dumps(meta, indent=1))
+    newly = info["steps_before"] < info["steps"]
+    return newly, None if diverged else given.assign(rm=spec, steps=info["steps"]), diverged
+
+
+def _judge_and_write(root: Path, plan: _RunPlan, answers: list[pd.DataFrame], judge: Any, *, steps: int,
+                     specs: list[str], diverged: dict[str, str], timings: dict[str, float],
+                     progress: bool) -> tuple[pd.DataFrame, pd.DataFrame, str, bool]:
+    """Judge every policy's answers, read their quality by one rule, and write ``ppo.csv`` (merged with an earlier
+    run of the same setting, diverged RMs left out), ``answers.parquet`` and ``run.json``. Returns the table, the
+    judged answers, the judge's name and whether it is a proxy."""
+    options, training = plan.options, plan.training
+    t = time.time()
+    judge_id = judge if isinstance(judge, str) else str(judge.name)
+    cache = root / "judge" / f"{stable_hash(judge_cache_key(judge, options))}.parquet"
+    judged = judge_answers(pd.concat(answers, ignore_index=True), plan.held_out, cache=cache, judge=judge,
+                           progress=progress, options=options)
+    timings["judge"] = time.time() - t
+    rule = choose_quality_rule(judged)   # a judge that rates every answer alike is read by its expected verdicts
+    if rule == "expected":
+        judged = judged.assign(quality_argmax=judged["quality"], quality=judged["quality_expected"])
+    judged["quality_rule"] = rule
+    table = ppo_table(judged)
+    judge_name = str(judged["judge"].dropna().iloc[0]) if judged["judge"].notna().any() else str(judge_id)
+    proxy = bool(judged["judge_proxy"].fillna(False).astype(bool).any())
+    setting = {"policy": plan.policy, "policy_fingerprint": plan.policy_fp, "judge": judge_name, "eval": plan.eval_id,
+               "steps": int(steps), "seed": int(options.seed), "options": training.__dict__,
+               "max_new_tokens": plan.max_new}
+    placement = {"policy_dtype": policy_placement(options)["dtype"], "judge_placement": judge_placement(judge, options)}
+    table = _merge_previous(root, table, setting, rule=rule)
+    table = table[~table["rm"].isin(set(diverged))].reset_index(drop=True)   # an older row of it too
+    write_text(root / "ppo.csv", table.to_csv(index=False))
+    write_parquet(_with_earlier_answers(root / "answers.parquet", judged, keep=set(table["rm"])),
+                  root / "answers.parquet")
+    write_text(root / "run.json", json.dumps({**setting, **placement, "judge_proxy": proxy, "trainer": TRAINER,
+                                              "quality_rule": rule,
+                                              "models": specs, "diverged": diverged, "timings_s": timings},
+                                             indent=1))
+    return table, judged, judge_name, proxy
 
 
 def _say_waiting(lock: Path) -> None:

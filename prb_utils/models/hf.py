@@ -268,6 +268,31 @@ def fit_user_message(tokenizer: Any, user: str, count: Callable[[str], int], max
     return "", True
 
 
+def _cut_until_fits(users: Sequence[str], pairs: Sequence[Any], cut: dict[int, tuple[list[int], int]],
+                    out: list[Any], refer: list[int], room: int, build_many: Callable[[list[str], list[Any]], list[Any]],
+                    length: Callable[[Any], int]) -> None:
+    """:func:`fitted`'s loop for every pair of ``cut`` (pair -> its message's token starts and the first cut), each
+    round's cuts built in one call: a cut that fits goes to ``out`` (truncated), one that does not moves on by the
+    tokens it is over; a pair with no cut left goes to ``refer`` (fitted as :func:`fitted` does)."""
+    pending = list(cut)
+    while pending:
+        texts = [users[i][cut[i][0][cut[i][1]]:] for i in pending]
+        again = []
+        for i, built in zip(pending, build_many(texts, [pairs[i] for i in pending]), strict=True):
+            n = length(built)
+            if n <= room:
+                out[i] = (built, True)
+                continue
+            starts, first = cut[i]
+            first += max(1, n - room)
+            if first < len(starts):
+                cut[i] = (starts, first)
+                again.append(i)
+            else:
+                refer.append(i)
+        pending = again
+
+
 def fitted(tokenizer: Any, user: str, build: Callable[[str], Any], length: Callable[[Any], int],
            max_length: int) -> tuple[str, Any, bool]:
     """``(user message, build(user message), truncated)`` for the message :func:`fit_user_message` keeps,
@@ -473,23 +498,7 @@ class HFAdapter:
                 for i, found in zip(short, self._fit_many([pairs[i] for i in short], room, build_many, length,
                                                           tails_left=tails_left - 1), strict=True):
                     out[i] = found
-        pending = list(cut)
-        while pending:   # fitted's loop, every pending pair's cut built in one call
-            texts = [users[i][cut[i][0][cut[i][1]]:] for i in pending]
-            again = []
-            for i, built in zip(pending, build_many(texts, [pairs[i] for i in pending]), strict=True):
-                n = length(built)
-                if n <= room:
-                    out[i] = (built, True)
-                    continue
-                starts, first = cut[i]
-                first += max(1, n - room)
-                if first < len(starts):
-                    cut[i] = (starts, first)
-                    again.append(i)
-                else:
-                    refer.append(i)
-            pending = again
+        _cut_until_fits(users, pairs, cut, out, refer, room, build_many, length)
         checked = next((i for i in order if i in cut and starts_at[i] > 0 and out[i] is not None), None)
         passed = self.fit_counts["checked"]
         if checked is not None and (passed < FIT_CHECKS or self.fit_counts["calls"] % FIT_CHECK_EVERY == 0):

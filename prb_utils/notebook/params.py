@@ -284,6 +284,17 @@ class NotebookParams:
             )
         return cls(**dict(values))
 
+    @classmethod
+    def from_namespace(cls, namespace: typing.Mapping[str, Any]) -> NotebookParams:
+        """Build from a notebook's global namespace (``globals()``, after the ``parameters`` cell and the values
+        papermill injected): every parameter this notebook declares, checked as in the constructor; a name the
+        namespace lacks keeps its default. No page retypes its parameter names.
+
+        >>> AccuracyParams.from_namespace({"limit": 3, "half_credit": True, "plt": object()}).limit
+        3
+        """
+        return cls(**{name: namespace[name] for name in cls.names() if name in namespace})
+
     @property
     def results_dir(self) -> Path:
         """The store folder, resolved (see :func:`resolve_path`)."""

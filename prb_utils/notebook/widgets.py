@@ -263,23 +263,8 @@ def pair_browser(
                                mode=mode, model=model, pair_id=pair_id, max_pairs=max_pairs, jobs=jobs)
     import ipywidgets as w
 
-    def options(values: Sequence[str]) -> list[tuple[str, str]]:
-        return [("(any)", "")] + [(v, v) for v in values]
-
-    models = sorted(results["model"].unique()) if not results.empty else []
-    style = {"description_width": "initial"}  # a label is never cut ("wrong mo...")
-    subset_w = w.Dropdown(options=options(sorted(summary["subset"].dropna().unique())), value=subset or "",
-                          description="subset", style=style)
-    category_w = w.Dropdown(options=options(categories(summary, subset)), value=category or "",
-                            description="category", style=style)
-    mode_w = w.Dropdown(options=list(FILTERS), value=mode, description="filter", style=style)
-    model_w = w.Dropdown(options=[("(any)", "")] + [(m, m) for m in models], value=model or "",
-                         description="wrong model", style=style)
-    pair_w = w.Dropdown(options=[], description="pair", layout=w.Layout(width="60%"), style=style)
-    search_w = w.Text(value="", placeholder="id, category or words of the question", description="search",
-                      style=style, continuous_update=False)
-    previous_w = w.Button(description="◀ previous", tooltip="the previous matching pair")
-    next_w = w.Button(description="next ▶", tooltip="the next matching pair")
+    subset_w, category_w, mode_w, model_w, pair_w, search_w, previous_w, next_w = _browser_controls(
+        summary, results, subset=subset, category=category, mode=mode, model=model)
     count_w = w.HTML()
     out = w.Output()
     narrowing = [False]  # True while the category list is being replaced
@@ -317,7 +302,7 @@ def pair_browser(
         allowed = categories(summary, subset_w.value or None)
         narrowing[0] = True  # new options reset the value: refresh once, at the end
         try:
-            category_w.options = options(allowed)
+            category_w.options = _any_of(allowed)
             category_w.value = wanted if wanted in allowed else ""
         finally:
             narrowing[0] = False
@@ -342,6 +327,34 @@ def pair_browser(
                                           "below</h4>")
     _display(box)
     return box
+
+
+def _any_of(values: Sequence[str]) -> list[tuple[str, str]]:
+    """A dropdown's choices: "(any)" (the empty value), then each value."""
+    return [("(any)", "")] + [(v, v) for v in values]
+
+
+def _browser_controls(summary: pd.DataFrame, results: pd.DataFrame, *, subset: str | None, category: str | None,
+                      mode: str, model: str | None) -> tuple[Any, ...]:
+    """The pair browser's controls, set to the given filters: the subset, category, filter, wrong-model and pair
+    dropdowns, the search box, and the previous and next buttons."""
+    import ipywidgets as w
+
+    models = sorted(results["model"].unique()) if not results.empty else []
+    style = {"description_width": "initial"}  # a label is never cut ("wrong mo...")
+    return (
+        w.Dropdown(options=_any_of(sorted(summary["subset"].dropna().unique())), value=subset or "",
+                   description="subset", style=style),
+        w.Dropdown(options=_any_of(categories(summary, subset)), value=category or "", description="category",
+                   style=style),
+        w.Dropdown(options=list(FILTERS), value=mode, description="filter", style=style),
+        w.Dropdown(options=_any_of(models), value=model or "", description="wrong model", style=style),
+        w.Dropdown(options=[], description="pair", layout=w.Layout(width="60%"), style=style),
+        w.Text(value="", placeholder="id, category or words of the question", description="search", style=style,
+               continuous_update=False),
+        w.Button(description="◀ previous", tooltip="the previous matching pair"),
+        w.Button(description="next ▶", tooltip="the next matching pair"),
+    )
 
 
 def _static_browser(summary: pd.DataFrame, records: dict, results: pd.DataFrame, *, condition: str,
