@@ -192,6 +192,21 @@ def test_best_of_n_with_an_llm_judge_runs_on_the_second_dialect(standin_engine, 
     assert {"length", f"implicit:{tiny_lm_dir}"} <= set(curves["model"]) and set(curves["k"]) == {1, 2}
 
 
+def test_a_second_dialects_server_that_does_not_start_is_named_in_its_words(standin_engine, tmp_path, tiny_lm_dir,
+                                                                           capsys):
+    """The launcher's messages take the dialect's wording and read the server's log as the dialect reads it: an
+    engine argument the stand-in does not know makes it exit at once, in one sentence naming the engine and the
+    log's last lines."""
+    out = tmp_path / "store"
+    code = main(["score", "--data", "sample", "--limit", "1", "--model", f"implicit:{tiny_lm_dir}", "--engine",
+                 "standin", "--engine-arg", "no-such-option=1", "--device", "cpu", "--out", str(out), "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert "The SGLang stand-in server for" in err[0] and "unrecognized arguments: --no-such-option 1" in err[0]
+    (log,) = (out / "engine" / "logs").glob("standin-*.log")
+    assert str(log) in err[0]
+
+
 def _guide_section(title: str) -> str:
     text = (Path(__file__).resolve().parents[1] / "docs" / "contributing.md").read_text(encoding="utf-8")
     return text.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]

@@ -11,7 +11,7 @@ tokenizer and chat template, so every engine sees the same tokens.
 
 :class:`ServedChatGenerator` has the ``generate``/``sample_batch``/``sample_n`` signatures and return shapes of
 :class:`prb_utils.models.generation.ChatGenerator` (Best-of-N sampling and the rubric judge), through
-the completions endpoint with ``n`` and a per-message seed.
+the dialect's completion request with ``n`` and a per-message seed.
 """
 
 from __future__ import annotations
@@ -353,7 +353,7 @@ class ServedChatGenerator(ChatGeneration):
     def metadata(self) -> dict[str, Any]:
         template = getattr(self.tokenizer, "chat_template", None) or ""
         return {"generator": self.name, "source": self.source, "device": f"{self.engine.options.name}-server",
-                "dtype": None,
+                "dtype": self.engine.dtype,   # as prb started the server, or as a server at a URL reports it
                 "chat_template_hash": stable_hash(str(template)), **self.engine.metadata()}
 
     def _requests(self, users: Sequence[str], system: str | None, *, n: int, max_new_tokens: int,
