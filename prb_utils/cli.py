@@ -165,18 +165,19 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
                         help="; ".join(f"{name}: {engine.help}" for name, engine in ENGINES.items())
                         + " (default: hf)")
     parser.add_argument("--engine-url", action="append", default=None, metavar="URL",
-                        help="a running vLLM server (e.g. http://host:8000); repeat it for several servers of the "
-                             "same model, which share the requests; without it prb starts one itself")
+                        help="a running server of the --engine (e.g. http://host:8000); repeat it for several "
+                             "servers of the same model, which share the requests; without it prb starts one itself")
     parser.add_argument("--engine-concurrency", type=_positive_int, default=None, metavar="N",
-                        help="requests kept in flight per server (default: 16 per engine, or max-num-seqs, times "
-                             "the server's data-parallel engines: data-parallel-size, or as its /metrics reports)")
+                        help="requests kept in flight per server (default: 16 per engine, or the engine's maximum "
+                             "of sequences, e.g. vllm's max-num-seqs, times the server's data-parallel engines: its "
+                             "data-parallel size, or as its metrics report)")
     parser.add_argument("--tensor-parallel-size", type=_positive_int, default=1, metavar="N",
                         help="GPUs per model replica for the server prb starts (default: 1)")
     parser.add_argument("--pipeline-parallel-size", type=_positive_int, default=1, metavar="N",
                         help="pipeline stages (nodes) for the server prb starts (default: 1)")
     parser.add_argument("--engine-arg", action="append", default=None, metavar="KEY=VALUE",
-                        help="extra `vllm serve` option for the server prb starts, e.g. max-model-len=4096 "
-                             "(repeatable)")
+                        help="extra server option for the server prb starts (an option of the engine's own "
+                             "command line, e.g. `vllm serve`'s max-model-len=4096; repeatable)")
 
 
 def _engine_config(args: argparse.Namespace) -> EngineConfig:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import shutil
-import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,6 @@ from prb_utils.models import (
 from prb_utils.models.engines import SERVED_ADAPTERS, SERVED_CHAT_GENERATOR, EngineType
 from prb_utils.models.implicit import ImplicitRM
 from prb_utils.models.kinds import CAUSAL_LM, CHAT_OPTIONS, ModelKind
-from prb_utils.models.serve.vllm import VLLMDialect
 from prb_utils.scoring import job_options, score_benchmark
 from prb_utils.store import load_results, load_run_metadata
 
@@ -51,26 +49,11 @@ class WordsBaseline:
         return {"spec": self.spec, "kind": self.kind}
 
 
-STANDIN = Path(__file__).with_name("standin_server.py")
-
-
-class StandInDialect(VLLMDialect):
-    """A second server engine, defined only here: vLLM's requests, another server (tests/standin_server.py)."""
-
-    name = "standin"
-    label = "StandIn"
-    serve_hint = "python standin_server.py"
-
-    def find_python(self) -> Path:
-        return Path(sys.executable)
-
-    def server_command(self, python: Path, source: str, served_name: str, port: int, launch: Any) -> list[str]:
-        log = Path(launch.engine.cache_dir or tempfile.gettempdir()) / "standin-requests.jsonl"
-        return [str(python), str(STANDIN), "--model", source, "--served-model-name", served_name,
-                "--port", str(port), "--log", str(log)]
-
-    def server_environment(self, env: dict[str, str]) -> dict[str, str]:
-        return env
+#: The second dialect, SGLang's native ``/generate`` API, as a contributor writes one: one module (this) and one record.
+STANDIN_DIALECT = Path(__file__).with_name("standin_dialect.py")
+STANDIN_RECORD = EngineType("standin", "an SGLang-like server defined in the tests", SERVED_CHAT_GENERATOR,
+                            {kind: SERVED_ADAPTERS[kind] for kind in ("judge", "implicit")},
+                            dialect=f"{STANDIN_DIALECT.stem}:SGLangLikeDialect")
 
 
 @pytest.fixture
@@ -81,9 +64,7 @@ def words_kind(monkeypatch):
 
 @pytest.fixture
 def standin_engine(monkeypatch):
-    monkeypatch.setitem(ENGINES, "standin", EngineType("standin", "a stand-in OpenAI server defined in a test",
-                                                       SERVED_CHAT_GENERATOR, SERVED_ADAPTERS,
-                                                       dialect=f"{__name__}:StandInDialect"))
+    monkeypatch.setitem(ENGINES, "standin", STANDIN_RECORD)
 
 
 def test_a_new_kind_is_one_record(words_kind, tmp_path, capsys):
@@ -138,15 +119,26 @@ def test_a_new_weight_kind_is_one_record(weight_kind, tmp_path, tiny_lm_dir, cap
     assert json.loads(summary.read_text())["model_type"] == "Tiny log-prob"
 
 
+def _asked(out: Path) -> list[dict[str, Any]]:
+    """Every POST the stand-in answered (path and body), in order."""
+    log = out / "engine" / "standin-requests.jsonl"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.is_file() else []
+
+
 def test_a_new_server_engine_is_one_dialect_and_one_record(standin_engine, tmp_path, tiny_lm_dir, capsys):
-    """A second server engine (a dialect subclass and a record, nothing else) runs through the real launcher, client,
-    request cache and metadata: prb starts its server with the dialect's command, the run records name it, and a
-    rerun on a new store reads every response from the request cache."""
+    """A second dialect (SGLang's ``/generate`` with ``input_ids``: tests/standin_dialect.py and one record, nothing
+    else) runs ``prb score`` with a judge and an implicit RM against a server prb starts itself, through the real
+    launcher, client, request cache and metadata: every request is the dialect's, the run records name the dialect
+    and its server's dtype, and a rerun on a new store reads every response from the request cache."""
     config = EngineConfig("standin")
-    assert config.remote("judge") and config.remote("implicit") and not config.remote("embedding")
+    assert config.remote("judge") and config.remote("implicit") and not config.remote("classifier")
     assert job_options("judge", "none", ModelOptions(engine=config))["engine"] == "standin"
     with pytest.raises(PRBError, match="standin"):   # the server options name every server engine
         EngineConfig(engine_args=("max-model-len=64",))
+    with pytest.raises(PRBError, match="duplicates prb's --tensor-parallel-size"):   # the dialect's own arguments
+        EngineConfig("standin", engine_args=("tp-size=2",))
+    with pytest.raises(PRBError, match="SGLang stand-in reads hos as --host"):
+        EngineConfig("standin", engine_args=("hos=0.0.0.0",))
     out = tmp_path / "store"
     args = ["score", "--data", "sample", "--limit", "1", "--model", f"implicit:{tiny_lm_dir}",
             "--model", f"judge:{tiny_lm_dir}", "--engine", "standin", "--device", "cpu", "--out", str(out),
@@ -154,24 +146,86 @@ def test_a_new_server_engine_is_one_dialect_and_one_record(standin_engine, tmp_p
     assert main(args) == 0, capsys.readouterr().err
     meta = load_run_metadata(out)
     assert set(meta["engine"]) == {"standin"} and meta["engine_launched"].all()
-    assert set(meta["device"]) == {"standin-server"} and set(meta["engine_server_version"]) == {"standin-1"}
-    assert all(str(STANDIN) in command for command in meta["engine_launch_command"])
-    log = out / "engine" / "standin-requests.jsonl"
-    asked = log.read_text().splitlines()
-    bodies = [json.loads(line)["body"] for line in asked]
-    assert any("logprob_token_ids" in b for b in bodies) and any("prompt_logprobs" in b for b in bodies)
+    assert set(meta["engine_dialect"]) == {STANDIN_RECORD.dialect}
+    assert set(meta["engine_dtype"]) == {"float32"} and set(meta["dtype"]) == {"float32"}
+    assert set(meta["device"]) == {"standin-server"}
+    assert set(meta["engine_server_version"]) == {"standin-1"}   # read from /get_server_info, as the dialect says
+    assert all("--dialect sglang" in " ".join(command) for command in meta["engine_launch_command"])
+    asked = _asked(out)
+    assert asked and {a["path"] for a in asked} == {"/generate"}
+    bodies = [a["body"] for a in asked]
+    assert all(isinstance(b.get("input_ids"), list) and "prompt" not in b for b in bodies)
+    assert any("token_ids_logprob" in b for b in bodies) and any(b.get("logprob_start_len") == 0 for b in bodies)
     rows = load_results(out)
-    implicit = rows[rows["kind"] == "implicit"]
+    implicit, judge = rows[rows["kind"] == "implicit"], rows[rows["kind"] == "judge"]
     assert len(implicit) == 3 and implicit[["score_chosen", "score_rejected"]].stack().between(-9.8, -0.1).all()
+    assert len(judge) and judge[["score_chosen", "score_rejected"]].stack().between(0, 1).all()
     assert not rows["failed"].fillna(False).any()
     shutil.rmtree(out / "jobs")   # the scores are gone, the request cache is kept: nothing is asked again
     assert main(args) == 0
     capsys.readouterr()
-    assert log.read_text().splitlines() == asked
+    assert _asked(out) == asked
     again = load_results(out)
     columns, order = ["kind", "subset", "id", "score_chosen", "score_rejected"], ["kind", "subset", "id"]
     pd.testing.assert_frame_equal(again[columns].sort_values(order, ignore_index=True),
                                   rows[columns].sort_values(order, ignore_index=True))
+
+
+def test_best_of_n_with_an_llm_judge_runs_on_the_second_dialect(standin_engine, tmp_path, tiny_lm_dir, capsys):
+    """``prb bon`` on the SGLang-like engine: the policy samples ``n`` answers per question from one ``/generate``
+    request each (seeded by ``sampling_seed``), an implicit RM scores them and the LLM rubric judge reads its digits'
+    log-probs there too; ``run.json`` names the engine, its dialect and the dtype the server runs."""
+    out = tmp_path / "bon-run"
+    assert main(["bon", "--data", "sample", "--limit", "1", "--model", "length", "--model", f"implicit:{tiny_lm_dir}",
+                 "--policy", str(tiny_lm_dir), "--n", "2", "--judge", f"llm:{tiny_lm_dir}", "--engine", "standin",
+                 "--device", "cpu", "--results", str(out), "--no-progress"]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    run = json.loads((out / "bon" / "run.json").read_text())
+    assert (run["engine"], run["engine_dialect"], run["policy_dtype"]) == ("standin", STANDIN_RECORD.dialect, "float32")
+    assert run["judge_placement"]["dtype"] == "float32"
+    bodies = [a["body"] for a in _asked(out) if a["path"] == "/generate"]
+    assert len(bodies) == len(_asked(out))
+    sampled = [b for b in bodies if b["sampling_params"].get("n") == 2]
+    assert sampled and all("sampling_seed" in b["sampling_params"] for b in sampled)
+    assert any("token_ids_logprob" in b for b in bodies)   # the rubric judge's digits
+    curves = pd.read_csv(out / "bon" / "curves.csv")
+    assert {"length", f"implicit:{tiny_lm_dir}"} <= set(curves["model"]) and set(curves["k"]) == {1, 2}
+
+
+def test_a_second_dialects_server_that_does_not_start_is_named_in_its_words(standin_engine, tmp_path, tiny_lm_dir,
+                                                                           capsys):
+    """The launcher's messages take the dialect's wording and read the server's log as the dialect reads it: an
+    engine argument the stand-in does not know makes it exit at once, in one sentence naming the engine and the
+    log's last lines."""
+    out = tmp_path / "store"
+    code = main(["score", "--data", "sample", "--limit", "1", "--model", f"implicit:{tiny_lm_dir}", "--engine",
+                 "standin", "--engine-arg", "no-such-option=1", "--device", "cpu", "--out", str(out), "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert "The SGLang stand-in server for" in err[0] and "unrecognized arguments: --no-such-option 1" in err[0]
+    (log,) = (out / "engine" / "logs").glob("standin-*.log")
+    assert str(log) in err[0]
+
+
+def _guide_section(title: str) -> str:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "contributing.md").read_text(encoding="utf-8")
+    return text.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4}
+
+
+def test_the_guides_engine_file_count_is_the_second_dialects():
+    """docs/contributing.md says how many files a new engine is; the second dialect is that many: its module (which
+    imports nothing of the serve wing but the contract) and the file of its record."""
+    said = re.search(r"server engine is (\w+) files", _guide_section("A new engine"))
+    assert said is not None
+    tree = ast.parse(STANDIN_DIALECT.read_text(encoding="utf-8"))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                and str(node.module).startswith("prb_utils")}
+    assert imported == {"prb_utils.models.serve.dialect"}
+    files = {STANDIN_DIALECT, PACKAGE / "models" / "engines.py"}   # the module, and where its record goes
+    assert NUMBERS[said.group(1)] == len(files)
 
 
 def _sources() -> list[tuple[Path, ast.AST]]:

@@ -401,7 +401,8 @@ def test_the_request_cache_is_named_by_everything_that_changes_a_response(tmp_pa
 
     def cache_path(dtype=None, requested=None, **options):
         opts = EngineConfig("vllm", cache_dir=str(tmp_path), **options)
-        engine = Connection(CompletionClient("http://127.0.0.1:9"), "m", "http://127.0.0.1:9", False, "0.32.0", opts,
+        client = CompletionClient("http://127.0.0.1:9", dialect=dialect_of("vllm"))
+        engine = Connection(client, "m", "http://127.0.0.1:9", False, "0.32.0", opts,
                         dtype=dtype, requested_dtype=requested)
         return engine.cache("judge", "fp").path
 
@@ -542,7 +543,7 @@ def test_requests_spread_over_two_urls_with_the_rows_of_one(capsys, tmp_path, vl
     finally:
         first.close()
         second.close()
-    probe = request_key(dialect_of("vllm").probe_request("smollm2")[1])   # each server answers it once, to compare them (#35 item 1)
+    probe = request_key(dialect_of("vllm").probe_request("smollm2")[0].body)   # each server answers it once, to compare them (#35 item 1)
     assert first.keys.count(probe) == second.keys.count(probe) == 1
     first_keys, second_keys = ([k for k in proxy.keys if k != probe] for proxy in (first, second))
     assert first_keys and second_keys and not set(first_keys) & set(second_keys)

@@ -62,7 +62,7 @@ from prb_utils.models.hf import load_pretrained, load_tokenizer, resolve_source
 from prb_utils.models.judge import letter_ids
 from prb_utils.models.kinds import CAUSAL_LM, ENCODER, kinds_of
 from prb_utils.models.registry import ModelOptions
-from prb_utils.models.serve.client import UnusableResponse
+from prb_utils.models.serve.dialect import UnusableResponse
 from prb_utils.schema import stable_hash
 from prb_utils.store import rows_problem
 

@@ -6,7 +6,7 @@ An engine record names, as ``module:Class``, the adapters of the kinds its serve
 (Best-of-N sampling, LLM rubric judges). A kind it does not list runs in this process whatever the engine. A
 server engine's adapters, chat generator, client, connection and launcher are the serve wing's
 (:mod:`prb_utils.models.serve`), written once over its *dialect* (how it is started, what it is asked, how its
-answers read): a third engine is one dialect module and one record here (:data:`SERVED_ADAPTERS`,
+answers read): a new server engine is one dialect module and one record here (:data:`SERVED_ADAPTERS`,
 :data:`SERVED_CHAT_GENERATOR` and its dialect):
 
 >>> EngineConfig("vllm", urls="http://127.0.0.1:8000").remote("judge")
@@ -18,7 +18,7 @@ True
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,8 @@ class EngineType:
     chat_generator: str
     adapters: Mapping[str, str] = field(default_factory=dict)
     in_process: bool = False
-    #: ``module:Class`` of a server engine's dialect (:mod:`prb_utils.models.serve.vllm` is the first)
+    #: ``module:Class`` of a server engine's dialect (a :class:`~prb_utils.models.serve.dialect.Dialect`;
+    #: :mod:`prb_utils.models.serve.vllm` is the first)
     dialect: str | None = None
 
 
@@ -58,37 +59,6 @@ ENGINES: dict[str, EngineType] = {engine.name: engine for engine in (
                "OpenAI-compatible vLLM server (one prb starts from .venv-vllm, or the --engine-url given)",
                SERVED_CHAT_GENERATOR, SERVED_ADAPTERS, dialect="prb_utils.models.serve.vllm:VLLMDialect"),
 )}
-
-#: ``vllm serve`` options prb sets itself on the servers it starts (127.0.0.1 and a free port).
-OWNED_ENGINE_ARGS = ("port", "host")
-#: ``vllm serve`` options that duplicate a prb option (vLLM's name -> prb's): refused, so that what the server
-#: runs with is what the job key and its record say (prb passes its own option to the server).
-DUPLICATED_ENGINE_ARGS = {"dtype": "--dtype", "tensor-parallel-size": "--tensor-parallel-size",
-                          "tp": "--tensor-parallel-size", "pipeline-parallel-size": "--pipeline-parallel-size",
-                          "pp": "--pipeline-parallel-size", "model": "--model", "served-model-name": "--model",
-                          "runner": "--model KIND:NAME (the kind)"}
-
-
-def abbreviated(key: str, options: Sequence[str]) -> str | None:
-    """The option of ``options`` that the server option ``key`` names as vLLM's command line reads it: the option
-    itself, or one it abbreviates (vLLM's argparse takes any prefix of an option, ``--hos`` for ``--host``); None
-    for neither.
-
-    >>> abbreviated("hos", OWNED_ENGINE_ARGS), abbreviated("dtyp", DUPLICATED_ENGINE_ARGS)
-    ('host', 'dtype')
-    >>> abbreviated("tp", DUPLICATED_ENGINE_ARGS), abbreviated("max-model-len", OWNED_ENGINE_ARGS)
-    ('tp', None)
-    """
-    if not key:
-        return None
-    if key in options:
-        return key
-    return next((option for option in options if option.startswith(key)), None)
-
-
-def _read_as(key: str, option: str) -> str:
-    return "" if key == option else f" (vLLM reads {key} as --{option})"
-
 
 def dialect_of(name: str) -> Any:
     """The dialect of the server engine ``name`` (an instance of its record's ``dialect`` class); PRBError for an
@@ -180,18 +150,8 @@ class EngineConfig:
             if why:
                 raise PRBError(f"--engine-url {url!r} is not a URL ({why}); give the server's address, e.g. "
                                "http://127.0.0.1:8000.")
-        for arg in self.engine_args:
-            key = arg.split("=", 1)[0].strip().lstrip("-").replace("_", "-").lower()
-            owned = abbreviated(key, OWNED_ENGINE_ARGS)
-            if owned:
-                raise PRBError(f"--engine-arg {arg!r}{_read_as(key, owned)}: prb chooses the server's {owned} itself "
-                               "(a free port on 127.0.0.1: a server on another address would be reachable, without "
-                               "authentication, by others).")
-            duplicated = abbreviated(key, DUPLICATED_ENGINE_ARGS)
-            if duplicated:
-                raise PRBError(f"--engine-arg {arg!r}{_read_as(key, duplicated)} duplicates prb's "
-                               f"{DUPLICATED_ENGINE_ARGS[duplicated]}: give that option instead, so that the server "
-                               "runs with what the job records.")
+        if self.engine_args:   # those prb owns or that duplicate its options are refused, as the dialect names them
+            dialect_of(self.name).check_engine_args(self.engine_args)
 
     @property
     def engine(self) -> EngineType:
@@ -233,7 +193,8 @@ class EngineConfig:
         if self.engine.in_process:
             return {"engine": self.name}
         url = None if not self.urls else self.urls[0] if len(self.urls) == 1 else list(self.urls)
-        return {"engine": self.name, "engine_url": url, "tensor_parallel_size": self.tensor_parallel_size,
+        return {"engine": self.name, "engine_dialect": self.engine.dialect, "engine_url": url,
+                "tensor_parallel_size": self.tensor_parallel_size,
                 "pipeline_parallel_size": self.pipeline_parallel_size, "engine_args": list(self.engine_args)}
 
     def chat_generator(self, model: str, **options: Any) -> Any:

@@ -1,6 +1,6 @@
 """``judge:``, ``implicit:`` and ``classifier:`` over a server engine, with the HF adapters' prompts, tokens and rows;
-written once over the engine's dialect (:mod:`prb_utils.models.serve.vllm` is the first: its request bodies and
-how its answers read).
+written once over the engine's dialect (:class:`~prb_utils.models.serve.dialect.Dialect`: every request is one of
+its ``(path, body)`` requests, every answer is read by its parsers, given the token ids sent).
 
 The prompts and token ids are built by the HF adapters' own code (:class:`~prb_utils.models.judge.JudgeRM`
 and :class:`~prb_utils.models.implicit.ImplicitRM`, whose prompt methods these classes inherit without
@@ -30,7 +30,7 @@ so both engines see the same tokens.
   warning.
 
 A response without what was asked for (no choices, no logprobs, no prompt logprobs, no classification data)
-raises :class:`~prb_utils.models.serve.client.UnusableResponse`: it is never cached, the pair becomes a
+raises :class:`~prb_utils.models.serve.dialect.UnusableResponse`: it is never cached, the pair becomes a
 ``failed`` row (scored again by the next run), and a server that keeps answering so stops the run.
 """
 
@@ -58,6 +58,7 @@ from prb_utils.models.judge import MAX_NEW_TOKENS, MODES, JudgeRM, letter_ids
 from prb_utils.models.prompts import chat_template_hash, has_chat_template, load_judge_template
 from prb_utils.models.serve.client import Cancelled, EngineError, RequestCache
 from prb_utils.models.serve.connection import NextTokenLogprobs, connect, logsumexp
+from prb_utils.models.serve.dialect import Request
 from prb_utils.schema import stable_hash
 
 CONTRACT_PAIRS = 3   # pairs whose classifier scores are checked before the first chunk
@@ -205,8 +206,8 @@ class ServedJudgeRM(_ServedMixin, JudgeRM):
     def _generate(self, seqs: list[list[list[int]]]) -> list[tuple[str, str]]:
         flat = [s for pair in seqs for s in pair]
         dialect = self.engine.dialect
-        bodies = [dialect.completion_body(self.engine.model, s, max_tokens=self.max_new_tokens) for s in flat]
-        texts = self.engine.client.map(bodies, lambda r, _: dialect.completion_texts(r)[0],
+        requests = [dialect.completion_request(self.engine.model, s, max_tokens=self.max_new_tokens) for s in flat]
+        texts = self.engine.client.map(requests, lambda r, _: dialect.completion_texts(r)[0],
                                        cache=self._cache("judge-generate"))
         return [(texts[2 * i], texts[2 * i + 1]) for i in range(len(seqs))]
 
@@ -233,10 +234,9 @@ class ServedImplicitRM(_ServedMixin, ImplicitRM):
     def run_remote(self, prepared: Any) -> list[PairScore]:
         flat = [(s, f) for seqs, firsts, _ in prepared.sequences for s, f in zip(seqs, firsts, strict=True)]
         dialect = self.engine.dialect
-        bodies = [dialect.prompt_logprobs_body(self.engine.model, s) for s, _ in flat]
+        requests = [dialect.prompt_logprobs_request(self.engine.model, s) for s, _ in flat]
         per_token = self.engine.client.map(
-            bodies, lambda r, body: dialect.prompt_logprobs(r, body["prompt"]),
-            cache=self._cache("implicit"))
+            requests, lambda r, i: dialect.prompt_logprobs(r, flat[i][0]), cache=self._cache("implicit"))
         scores = []
         for k, (seqs, _, truncated) in enumerate(prepared.sequences):
             means = []
@@ -287,21 +287,20 @@ class ServedClassifierRM(_ServedMixin, ClassifierRM):
                     raise
         return super().prepare(pairs)
 
-    def _bodies(self, seqs: Sequence[Sequence[int]], *, activation: bool = False) -> list[dict[str, Any]]:
-        return [self.engine.dialect.classify_body(self.engine.model, s, activation=activation) for s in seqs]
+    def _requests(self, seqs: Sequence[Sequence[int]], *, activation: bool = False) -> list[Request]:
+        return [self.engine.dialect.classify_request(self.engine.model, s, activation=activation) for s in seqs]
 
-    def _class_values(self, response: dict[str, Any], _: Any = None) -> list[float]:
+    def _class_values(self, response: Any, _: int = 0) -> list[float]:
         return self.engine.dialect.class_values(response)
 
-    def _class_score(self, response: dict[str, Any], _: Any = None) -> float:
+    def _class_score(self, response: Any, _: int = 0) -> float:
         return class_score(self.engine.dialect.class_values(response))
 
     def _check_contract(self, pairs: Sequence[PairInput]) -> dict[str, Any]:
         """Raw logits from the server for ``pairs`` (see the module docstring); EngineError otherwise."""
         with self.tokenizer_lock:
             seqs = [s for group, _ in self._prepare(pairs).sequences for s in group]
-        path = self.engine.dialect.classify_path
-        raw = self.engine.client.map(self._bodies(seqs), self._class_values, path=path)
+        raw = self.engine.client.map(self._requests(seqs), self._class_values)
         served = [class_score(v) for v in raw]
         found: dict[str, Any] = {"n_inputs": len(seqs), "use_activation_sent": False}
         hf, why = self._hf_scores(pairs)
@@ -311,7 +310,7 @@ class ServedClassifierRM(_ServedMixin, ClassifierRM):
             found.update(method="hf", max_abs_difference=worst, raw_logits=worst <= bound)
             detail = f"they differ from the HF engine's by up to {worst:.3g} on {len(seqs)} inputs"
         else:
-            activated = self.engine.client.map(self._bodies(seqs, activation=True), self._class_values, path=path)
+            activated = self.engine.client.map(self._requests(seqs, activation=True), self._class_values)
             honoured = activated != raw
             bounded = all(confined(v) for v in raw)
             found.update(method="activation", hf_check_skipped=why, use_activation_honoured=honoured,
@@ -321,8 +320,7 @@ class ServedClassifierRM(_ServedMixin, ClassifierRM):
         if not found["raw_logits"]:
             raise EngineError(f"The {self.engine.label} server at {self.engine.url} does not return raw logits for {self.spec} "
                               f"({detail}): it applies an activation although the request says use_activation="
-                              "false; use a vLLM whose /classify accepts use_activation, or start it with "
-                              "--pooler-config '{\"use_activation\": false}'.")
+                              f"false; {self.engine.dialect.raw_logits_hint}.")
         return found
 
     def _hf_scores(self, pairs: Sequence[PairInput]) -> tuple[list[float] | None, str | None]:
@@ -345,9 +343,8 @@ class ServedClassifierRM(_ServedMixin, ClassifierRM):
         return scores, None
 
     def run_remote(self, prepared: Any) -> list[PairScore]:
-        bodies = self._bodies([s for seqs, _ in prepared.sequences for s in seqs])
-        values = self.engine.client.map(bodies, self._class_score, cache=self._cache("classifier"),
-                                        path=self.engine.dialect.classify_path)
+        requests = self._requests([s for seqs, _ in prepared.sequences for s in seqs])
+        values = self.engine.client.map(requests, self._class_score, cache=self._cache("classifier"))
         scores = []
         for k, (seqs, truncated) in enumerate(prepared.sequences):
             chosen, rejected = values[2 * k], values[2 * k + 1]

@@ -1,4 +1,7 @@
-"""A small client for an OpenAI-compatible completions server (of any engine's dialect), built for long scoring runs.
+"""A small client for a server engine (of any dialect), built for long scoring runs.
+
+It sends requests as the engine's dialect builds them (:class:`~prb_utils.models.serve.dialect.Request`: a path and a
+body) and reads the server's model list, settings, metrics and version where the dialect says and as it reads them:
 
 - bounded concurrency: at most ``concurrency`` requests in flight per server, over every map of the client
   (the scorer's chunks sent ahead too; threads, the server batches them);
@@ -25,7 +28,6 @@ from __future__ import annotations
 import http.client
 import json
 import random
-import re
 import socket
 import threading
 import urllib.error
@@ -37,17 +39,12 @@ from pathlib import Path
 from typing import Any
 
 from prb_utils.errors import PRBError, set_aside
+from prb_utils.models.serve.dialect import Dialect, Request, UnusableResponse
 from prb_utils.schema import canonical_json, stable_hash
 
 RETRY_STATUS = (408, 429, 500, 502, 503, 504)
 BACKOFF_S = 0.5   # the first retry's wait (doubled at each next one), unless a client is given its own
 UNUSABLE_LIMIT = 6   # unusable responses in a row after which the server, not the pairs, is at fault
-#: The ``vllm serve`` settings several servers must share, where a server says them (``/server_info``, which vLLM
-#: serves in its dev mode, ``VLLM_SERVER_DEV_MODE=1``): ``(section of its config, field)``. The max model length
-#: is compared on every server (``/v1/models``).
-COMPARED_SETTINGS = (("model_config", "dtype"), ("model_config", "quantization"), ("model_config", "logprobs_mode"),
-                     ("cache_config", "cache_dtype"), ("parallel_config", "tensor_parallel_size"),
-                     ("parallel_config", "pipeline_parallel_size"))
 #: Several servers answer one probe request (:meth:`CompletionClient.check_alike`): a mean absolute difference of
 #: their numbers (log-probs, logits) above this means other numerics (float32 against bfloat16 differs by about 0.09
 #: on SmolLM2; the same dtype on the same hardware by nothing).
@@ -63,11 +60,6 @@ class EngineError(PRBError):
 
 class RequestError(RuntimeError):
     """The server refused one request (HTTP 4xx): that pair fails, the run goes on."""
-
-
-class UnusableResponse(RuntimeError):
-    """A response without what was asked for (no choices, no logprobs): raised by a reducer; never cached,
-    that pair fails (retried next run), and :data:`UNUSABLE_LIMIT` in a row stop the run."""
 
 
 class Cancelled(EngineError):
@@ -194,14 +186,14 @@ def url_list(url: str | Sequence[str]) -> tuple[str, ...]:
 
 
 class CompletionClient:
-    """Requests to ``url`` (``/v1/completions`` and friends; one address or several serving the same model)
-    for the served model ``model``; ``concurrency`` requests at most in flight on each server."""
+    """Requests of the engine's ``dialect`` to ``url`` (one address or several serving the same model);
+    ``concurrency`` requests at most in flight on each server."""
 
-    def __init__(self, url: str | Sequence[str], *, concurrency: int = 16, timeout_s: float = 600.0,
-                 retries: int = 4, backoff_s: float | None = None, describe: Callable[[], str] | None = None,
-                 label: str = "vLLM", serve_hint: str = "vllm serve") -> None:
-        self.label = label   # the engine as messages name it, and how its server is started by hand
-        self.serve_hint = serve_hint
+    def __init__(self, url: str | Sequence[str], *, dialect: Dialect, concurrency: int = 16, timeout_s: float = 600.0,
+                 retries: int = 4, backoff_s: float | None = None, describe: Callable[[], str] | None = None) -> None:
+        self.dialect = dialect
+        self.label = dialect.label   # the engine as messages name it, and how its server is started by hand
+        self.serve_hint = dialect.serve_hint
         self.urls = url_list(url)
         if not self.urls:
             raise EngineError("No server address was given.")
@@ -282,17 +274,18 @@ class CompletionClient:
 
     def served_models(self, url: str | None = None) -> list[dict[str, Any]]:
         url = url or self.url
-        found = self.get_json("/v1/models", url=url)
+        path = self.dialect.models_path
+        found = self.get_json(path, url=url)
         data = found.get("data") if isinstance(found, dict) else None
         if not isinstance(data, list):
-            raise EngineError(f"The server at {url} did not list its models at /v1/models; is it an "
+            raise EngineError(f"The server at {url} did not list its models at {path}; is it an "
                               f"OpenAI-compatible server ({self.serve_hint})?")
         return [m for m in data if isinstance(m, dict)]
 
     def resolve_model(self, names: Sequence[str]) -> str:
         """The served model id matching one of ``names`` (a spec name, its folder, ...); EngineError naming
         what the server serves otherwise. With several servers, every one must serve it under the same id,
-        from the same weights (``root``) and on the same vLLM version (all three name the request cache):
+        from the same weights (``root``) and on the same server version (all three name the request cache):
         EngineError naming the first server that does not."""
         found = [(url, self._resolve_on(url, names)) for url in self.urls]
         self.cards = dict(found)
@@ -309,28 +302,26 @@ class CompletionClient:
     @property
     def max_model_len(self) -> int | None:
         """The context (prompt and generated tokens) of the served model, as :meth:`resolve_model` read it from
-        ``/v1/models`` (the smallest of several servers'); None when the server does not say."""
+        the model list (the smallest of several servers'); None when the server does not say."""
         found = [int(c["max_model_len"]) for c in self.cards.values()
                  if str(c.get("max_model_len", "")).isdigit()]
         return min(found) if found else None
 
     def settings(self, url: str) -> dict[str, Any]:
-        """What :meth:`check_alike` compares of one server: its max model length and, where it says them
-        (``/server_info``), the :data:`COMPARED_SETTINGS`."""
+        """What :meth:`check_alike` compares of one server: its max model length and the settings it reports
+        (the dialect's ``server_info_path``, as :meth:`~prb_utils.models.serve.dialect.Dialect.read_server_info`
+        reads it: its dtype among them)."""
         card = self.cards.get(url) or {}
         found: dict[str, Any] = {"max model length": card.get("max_model_len")}
-        try:
-            config = self._open("/server_info?config_format=json", None, 10.0, url).get("vllm_config")
-        except (urllib.error.URLError, OSError, ValueError, AttributeError, http.client.HTTPException):
-            config = None
-        if isinstance(config, dict):
-            for section, name in COMPARED_SETTINGS:
-                part = config.get(section)
-                if isinstance(part, dict) and name in part:
-                    found[name.replace("_", " ")] = str(part[name]).removeprefix("torch.")
+        path = self.dialect.server_info_path
+        if path:
+            try:
+                found.update(self.dialect.read_server_info(self._open(path, None, 10.0, url)))
+            except (urllib.error.URLError, OSError, ValueError, AttributeError, http.client.HTTPException):
+                pass
         return found
 
-    def check_alike(self, path: str, probe: dict[str, Any], numbers: Callable[[Any], list[float]]) -> None:
+    def check_alike(self, probe: Request, numbers: Callable[[Any], list[float]]) -> None:
         """With several servers (after :meth:`resolve_model`): EngineError in one sentence naming the first server
         that differs from the first one in its settings (:meth:`settings`), or whose answer to the ``probe``
         request (``numbers`` of the response) differs by more than :data:`PROBE_TOLERANCE` (another dtype or
@@ -344,7 +335,7 @@ class CompletionClient:
                 if name in base and value != base[name]:
                     raise EngineError(f"The server at {url} serves the model with {name} {value} but the one at "
                                       f"{first} with {base[name]}; {SAME_SETTINGS}.")
-        answers = [self._probe_numbers(url, path, probe, numbers) for url in self.urls]
+        answers = [self._probe_numbers(url, probe, numbers) for url in self.urls]
         for url, answer in zip(self.urls[1:], answers[1:], strict=True):
             if len(answer) != len(answers[0]):
                 raise EngineError(f"The servers at {first} and {url} read the same prompt differently ({len(answers[0])} "
@@ -355,13 +346,12 @@ class CompletionClient:
                                   f"mean difference of {gap:.3g}, more than {PROBE_TOLERANCE}), so they run the model "
                                   f"with another dtype or other engine arguments; {SAME_SETTINGS}.")
 
-    def _probe_numbers(self, url: str, path: str, probe: dict[str, Any], numbers: Callable[[Any], list[float]]
-                       ) -> list[float]:
+    def _probe_numbers(self, url: str, probe: Request, numbers: Callable[[Any], list[float]]) -> list[float]:
         """The numbers of one server's answer to the ``probe`` request, asked with the client's retries (a 5xx, a
         timeout, a dropped connection: :meth:`_send`); EngineError in one sentence when it still cannot be read, so
         servers that were not compared are never mixed."""
         try:
-            return numbers(self._send(url, path, probe))
+            return numbers(self._send(url, probe))
         except (EngineError, RequestError, UnusableResponse, KeyError, TypeError, IndexError, ValueError,
                 AttributeError) as exc:
             if isinstance(exc, Cancelled):
@@ -385,28 +375,33 @@ class CompletionClient:
 
     def data_parallel_engines(self, url: str | None = None) -> int | None:
         """How many engines (data-parallel replicas) answer behind ``url`` (the first server by default): the
-        distinct ``engine`` labels of vLLM's ``/metrics``; None when it does not say."""
-        request = urllib.request.Request((url or self.url) + "/metrics", method="GET")
+        dialect's reading of its metrics (vLLM: the distinct ``engine`` labels of ``/metrics``); None when it does not
+        say."""
+        if not self.dialect.metrics_path:
+            return None
+        request = urllib.request.Request((url or self.url) + self.dialect.metrics_path, method="GET")
         try:
             with self._opener.open(request, timeout=10.0) as response:
                 text = response.read().decode("utf-8", errors="replace")
         except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException):
             return None
-        return count_engines(text)
+        return self.dialect.read_metrics(text)
 
     def version(self, url: str | None = None) -> str | None:
-        try:
-            found = self._open("/version", None, 10.0, url)
-        except (urllib.error.URLError, OSError, ValueError):
+        """The server's version, where its dialect says it is and as it reads it; None when it does not say."""
+        if not self.dialect.version_path:
             return None
-        return str(found.get("version")) if isinstance(found, dict) and found.get("version") else None
+        try:
+            return self.dialect.read_version(self._open(self.dialect.version_path, None, 10.0, url))
+        except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException):
+            return None
 
     # ------------------------------------------------------------------ completions
 
-    def post(self, path: str, body: dict[str, Any]) -> Any:
-        """POST with retries and backoff to the server with the fewest requests in flight (waiting for a free
-        slot); RequestError for a refused request, EngineError naming the server when it stopped answering."""
-        return self._post(path, body)[0]
+    def post(self, request: Request) -> Any:
+        """POST ``request`` with retries and backoff to the server with the fewest requests in flight (waiting for
+        a free slot); RequestError for a refused request, EngineError naming the server when it stopped answering."""
+        return self._post(request)[0]
 
     def _acquire(self) -> str:
         """A server with a free slot (the fewest in flight; ties: the one handed the fewest so far), taken."""
@@ -426,15 +421,15 @@ class CompletionClient:
             self.in_flight[url] -= 1
             self._slots.notify()
 
-    def _post(self, path: str, body: dict[str, Any]) -> tuple[Any, str]:
+    def _post(self, request: Request) -> tuple[Any, str]:
         """:meth:`post`, and the server that answered."""
         url = self._acquire()
         try:
-            return self._send(url, path, body), url
+            return self._send(url, request), url
         finally:
             self._release(url)
 
-    def _send(self, url: str, path: str, body: dict[str, Any]) -> Any:
+    def _send(self, url: str, request: Request) -> Any:
         last: BaseException | None = None
         for attempt in range(self.retries + 1):
             if attempt:
@@ -446,7 +441,7 @@ class CompletionClient:
             with self._count_lock:
                 self.requests_sent += 1
             try:
-                return self._open(path, body, self.timeout_s, url)
+                return self._open(request.path, request.body, self.timeout_s, url)
             except urllib.error.HTTPError as exc:
                 detail = _error_detail(exc)
                 if exc.code in RETRY_STATUS:
@@ -465,13 +460,14 @@ class CompletionClient:
         raise EngineError(f"The server at {url} stopped answering after {self.retries + 1} attempts "
                           f"({reason}){'; ' + why if why else ''}.")
 
-    def map(self, bodies: Sequence[dict[str, Any]], reduce: Callable[[Any, dict[str, Any]], Any], *,
-            cache: RequestCache | None = None, path: str = "/v1/completions") -> list[Any]:
-        """``reduce(response, body)`` for every body, at most ``concurrency`` in flight per server, in order; identical
-        bodies are sent once, results found in ``cache`` are not sent again and new ones are added to it as
-        each request finishes. A reducer raising :class:`UnusableResponse` caches nothing and fails the map
-        (:class:`EngineError` once :data:`UNUSABLE_LIMIT` responses in a row were unusable)."""
-        keys = [request_key(body) for body in bodies]
+    def map(self, requests: Sequence[Request], reduce: Callable[[Any, int], Any], *,
+            cache: RequestCache | None = None) -> list[Any]:
+        """``reduce(response, i)`` for every request ``requests[i]`` (each posted to its own path), at most
+        ``concurrency`` in flight per server, in order; identical requests are sent once (the first one's ``i`` is
+        reduced), results found in ``cache`` are not sent again and new ones are added to it as each request
+        finishes. A reducer raising :class:`UnusableResponse` caches nothing and fails the map (:class:`EngineError`
+        once :data:`UNUSABLE_LIMIT` responses in a row were unusable)."""
+        keys = [request_key(request.body) for request in requests]
         values: dict[str, Any] = {}
         first: dict[str, int] = {}   # each distinct body once, at its first index
         for i, key in enumerate(keys):
@@ -490,9 +486,9 @@ class CompletionClient:
                 return
             if self._cancelled.is_set():
                 raise EngineError("The run was stopped before this request was sent.")
-            response, url = self._post(path, bodies[i])
+            response, url = self._post(requests[i])
             try:
-                value = reduce(response, bodies[i])
+                value = reduce(response, i)
             except UnusableResponse as exc:
                 self._unusable(exc, url)
                 raise
@@ -534,20 +530,6 @@ class CompletionClient:
             pool.shutdown(wait=False, cancel_futures=True)
             raise
         pool.shutdown(wait=True)
-
-
-def count_engines(metrics: str) -> int | None:
-    """The distinct ``engine`` labels in a Prometheus text of vLLM's ``/metrics`` (one per data-parallel
-    engine behind the endpoint); None when there are none.
-
-    >>> count_engines('vllm:num_requests_running{engine="0",model_name="m"} 0.0\\n'
-    ...               'vllm:num_requests_running{engine="1",model_name="m"} 2.0\\n')
-    2
-    >>> count_engines("# nothing") is None
-    True
-    """
-    found = set(re.findall(r'[{,]engine="([^"]*)"', metrics))
-    return len(found) or None
 
 
 def _described(model: dict[str, Any], version: str | None, label: str) -> str:

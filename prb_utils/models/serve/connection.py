@@ -11,7 +11,7 @@ tokenizer and chat template, so every engine sees the same tokens.
 
 :class:`ServedChatGenerator` has the ``generate``/``sample_batch``/``sample_n`` signatures and return shapes of
 :class:`prb_utils.models.generation.ChatGenerator` (Best-of-N sampling and the rubric judge), through
-the completions endpoint with ``n`` and a per-message seed.
+the dialect's completion request with ``n`` and a per-message seed.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from prb_utils.models.serve.client import (
     EngineError,
     RequestCache,
     RequestError,
-    UnusableResponse,
 )
+from prb_utils.models.serve.dialect import Dialect, Request, UnusableResponse
 from prb_utils.models.serve.launcher import LaunchOptions, engine_arg_value, get_server
 from prb_utils.schema import stable_hash
 
@@ -50,11 +50,11 @@ MAX_DEFAULT_CONCURRENCY = 1024
 QUESTIONS_PER_SLOT = 4
 
 
-def default_concurrency(dialect: Any, engine_args: Sequence[str] = (), engines: int | None = None) -> tuple[int, str]:
+def default_concurrency(dialect: Dialect, engine_args: Sequence[str] = (), engines: int | None = None) -> tuple[int, str]:
     """Requests in flight per server when not given, and where that number comes from: the dialect's maximum of
     sequences among the engine arguments (vLLM's ``max-num-seqs``; else :data:`DEFAULT_CONCURRENCY`) times the
     engines behind the server (its data-parallel size among the engine arguments prb starts the server with, else
-    ``engines`` as the server's ``/metrics`` reports them), at most :data:`MAX_DEFAULT_CONCURRENCY`.
+    ``engines`` as the server's metrics report them), at most :data:`MAX_DEFAULT_CONCURRENCY`.
 
     >>> vllm = dialect_of("vllm")
     >>> default_concurrency(vllm, ["data-parallel-size=4"])
@@ -62,14 +62,14 @@ def default_concurrency(dialect: Any, engine_args: Sequence[str] = (), engines: 
     >>> default_concurrency(vllm, ["max-num-seqs=8"], engines=2)
     (16, '8 per engine (max-num-seqs) x 2 engines (/metrics)')
     """
-    seqs = engine_arg_value(engine_args, dialect.max_sequences_arg)
-    size = engine_arg_value(engine_args, dialect.data_parallel_arg)
+    seqs = engine_arg_value(engine_args, dialect.max_sequences_arg) if dialect.max_sequences_arg else None
+    size = engine_arg_value(engine_args, dialect.data_parallel_arg) if dialect.data_parallel_arg else None
     per, per_why = ((int(seqs), dialect.max_sequences_arg) if seqs and seqs.isdigit()
                     else (DEFAULT_CONCURRENCY, "prb default"))
     if size and size.isdigit():
         count, count_why = int(size), dialect.data_parallel_arg
     else:
-        count, count_why = (engines, "/metrics") if engines else (1, "one engine assumed")
+        count, count_why = (engines, dialect.metrics_path or "metrics") if engines else (1, "one engine assumed")
     total = min(MAX_DEFAULT_CONCURRENCY, max(1, per * count))
     return total, f"{per} per engine ({per_why}) x {count} engine{'s' if count != 1 else ''} ({count_why})"
 
@@ -93,7 +93,7 @@ class Connection:
     concurrency_source: str | None = None   # why the client keeps this many requests in flight per server
     #: how this engine's server is asked and read (:attr:`~prb_utils.models.engines.EngineType.dialect`); resolved
     #: once, from the engine's record, when not given
-    dialect: Any = None
+    dialect: Dialect | None = None
 
     def __post_init__(self) -> None:
         if self.dialect is None:
@@ -111,7 +111,8 @@ class Connection:
 
     def metadata(self) -> dict[str, Any]:
         urls = list(self.client.urls)
-        return {"engine": self.options.name, "engine_url": None if self.launched else self.url,
+        return {"engine": self.options.name, "engine_dialect": self.options.engine.dialect,
+                "engine_url": None if self.launched else self.url,
                 "engine_urls": None if self.launched or len(urls) == 1 else urls,
                 "engine_launched": self.launched,
                 **server_facts(self.client, self.model, self.dtype, self.version),
@@ -150,7 +151,7 @@ def connect(spec_name: str, source: str, *, device: str = "auto", dtype: str = "
     if opts.urls:
         client, model, reported = _at_urls(spec_name, source, opts, concurrency=given or DEFAULT_CONCURRENCY)
         if reported and dtype not in ("auto", reported):
-            raise EngineError(f"The server at {client.url} runs the model in {reported} (its /server_info), not in the "
+            raise EngineError(f"The server at {client.url} runs the model in {reported} (its server info), not in the "
                               f"{dtype} that --dtype asks for; start it with --dtype {dtype}, or give --dtype "
                               f"{reported} or auto.")
         client.check_alike(*dialect.probe_request(model, runner))
@@ -169,8 +170,7 @@ def connect(spec_name: str, source: str, *, device: str = "auto", dtype: str = "
         return "" if server.alive() else f"the {dialect.label} server prb started has exited: {server.log_tail()}"
 
     concurrency, why = (given, "--engine-concurrency") if given else default_concurrency(dialect, opts.engine_args)
-    client = CompletionClient(server.url, concurrency=concurrency, describe=describe, label=dialect.label,
-                              serve_hint=dialect.serve_hint)
+    client = CompletionClient(server.url, dialect=dialect, concurrency=concurrency, describe=describe)
     model = client.resolve_model([spec_name])
     return Connection(client, model, server.url, True, client.version(), opts, server.command(), server.started_s,
                       launch.dtype, requested_dtype=dtype,
@@ -235,10 +235,8 @@ def read_server_facts(spec_name: str, source: str, options: EngineConfig) -> dic
 def _at_urls(spec_name: str, source: str, options: EngineConfig, *, concurrency: int = DEFAULT_CONCURRENCY
              ) -> tuple[CompletionClient, str, str | None]:
     """A client of the servers at ``options.urls``, the id they serve the model under and the dtype the first
-    reports (``/server_info``; None when it does not say)."""
-    dialect = dialect_of(options.name)
-    client = CompletionClient(options.urls, concurrency=concurrency, label=dialect.label,
-                              serve_hint=dialect.serve_hint)
+    reports (its dialect's server info; None when it does not say)."""
+    client = CompletionClient(options.urls, dialect=dialect_of(options.name), concurrency=concurrency)
     model = client.resolve_model([spec_name, source, Path(source).name if Path(source).exists() else ""])
     return client, model, client.settings(client.url).get("dtype")
 
@@ -283,10 +281,11 @@ class NextTokenLogprobs:
         missing = [(i, tok) for i, t in enumerate(found) for tok in tokens if tok not in t]
         if missing:
             self.n_fallback += len(missing)
-            forced = [self.dialect.prompt_logprobs_body(self.engine.model, [*prompts[i], tok]) for i, tok in missing]
+            sequences = [[*prompts[i], tok] for i, tok in missing]
+            forced = [self.dialect.prompt_logprobs_request(self.engine.model, ids) for ids in sequences]
 
-            def last(response: dict[str, Any], body: dict[str, Any]) -> float | None:
-                return self.dialect.prompt_logprobs(response, body["prompt"])[-1]
+            def last(response: Any, k: int) -> float | None:
+                return self.dialect.prompt_logprobs(response, sequences[k])[-1]
 
             values = self.engine.client.map(forced, last, cache=self._cache(f"{self.purpose}-forced"))
             for (i, tok), value in zip(missing, values, strict=True):
@@ -294,17 +293,17 @@ class NextTokenLogprobs:
         return found
 
     def _asked(self, prompts: list[list[int]], tokens: list[int]) -> list[dict[int, float]]:
-        def body(ids: list[int]) -> dict[str, Any]:
-            return self.dialect.letters_body(self.engine.model, ids, tokens,
-                                             top_k=None if self.request == "ids" else self.top_k)
+        def request(ids: list[int]) -> Request:
+            return self.dialect.letters_request(self.engine.model, ids, tokens,
+                                                top_k=None if self.request == "ids" else self.top_k)
 
-        def reduce(response: dict[str, Any], _: dict[str, Any]) -> dict[str, float]:
+        def reduce(response: Any, _: int) -> dict[str, float]:
             tops = self.dialect.top_logprobs(response)
             return {str(t): tops[t] for t in tokens if t in tops}
 
         while True:
             try:
-                values = self.engine.client.map([body(p) for p in prompts], reduce,
+                values = self.engine.client.map([request(p) for p in prompts], reduce,
                                                 cache=self._cache(f"{self.purpose}-letters"))
                 return [{int(k): float(v) for k, v in t.items()} for t in values]
             except RequestError as exc:
@@ -354,24 +353,24 @@ class ServedChatGenerator(ChatGeneration):
     def metadata(self) -> dict[str, Any]:
         template = getattr(self.tokenizer, "chat_template", None) or ""
         return {"generator": self.name, "source": self.source, "device": f"{self.engine.options.name}-server",
-                "dtype": None,
+                "dtype": self.engine.dtype,   # as prb started the server, or as a server at a URL reports it
                 "chat_template_hash": stable_hash(str(template)), **self.engine.metadata()}
 
-    def _bodies(self, users: Sequence[str], system: str | None, *, n: int, max_new_tokens: int,
-                temperature: float, top_p: float, seed: int, seeds: Sequence[int] | None = None) -> list[dict[str, Any]]:
-        bodies = []
+    def _requests(self, users: Sequence[str], system: str | None, *, n: int, max_new_tokens: int,
+                  temperature: float, top_p: float, seed: int, seeds: Sequence[int] | None = None) -> list[Request]:
+        requests = []
         for i, user in enumerate(users):
             ids = list(self.tokenizer(self.render(user, system), add_special_tokens=False)["input_ids"])
-            bodies.append(self.engine.dialect.completion_body(
+            requests.append(self.engine.dialect.completion_request(
                 self.engine.model, ids, max_tokens=max_new_tokens, n=n, temperature=temperature, top_p=top_p,
                 seed=int(seeds[i]) if seeds is not None else int(seed) + i))
-        return bodies
+        return requests
 
-    def _run(self, bodies: list[dict[str, Any]]) -> list[list[str]]:
+    def _run(self, requests: list[Request]) -> list[list[str]]:
         self.engine.client.resume()   # a call after a Ctrl-C (in a notebook) sends again
         dialect = self.engine.dialect
         try:
-            texts = self.engine.client.map(bodies, lambda r, _: dialect.completion_texts(r))
+            texts = self.engine.client.map(requests, lambda r, _: dialect.completion_texts(r))
         except RequestError as exc:
             raise PRBError(f"The {dialect.label} server refused a generation request: {exc}.") from None
         except UnusableResponse as exc:
@@ -385,7 +384,7 @@ class ServedChatGenerator(ChatGeneration):
         """Per user message, ``num_return_sequences`` replies (greedy when ``temperature`` is 0)."""
         if temperature < 0:
             raise PRBError(f"temperature must be >= 0, got {temperature}.")
-        return self._run(self._bodies(users, system, n=num_return_sequences, max_new_tokens=max_new_tokens,
+        return self._run(self._requests(users, system, n=num_return_sequences, max_new_tokens=max_new_tokens,
                                       temperature=temperature, top_p=top_p, seed=seed))
 
     def sample_batch(self, users: Sequence[str], n: int, *, system: str | None = None, max_new_tokens: int = 128,
@@ -395,7 +394,7 @@ class ServedChatGenerator(ChatGeneration):
             raise PRBError("sampling needs n >= 1 and a temperature > 0.")
         if not users:
             return []
-        return self._run(self._bodies(users, system, n=n, max_new_tokens=max_new_tokens, temperature=temperature,
+        return self._run(self._requests(users, system, n=n, max_new_tokens=max_new_tokens, temperature=temperature,
                                       top_p=top_p, seed=seed))
 
     def sampling_groups(self, users: Sequence[str], *, system: str | None = None, max_new_tokens: int = 128,
@@ -415,5 +414,5 @@ class ServedChatGenerator(ChatGeneration):
             raise PRBError(f"sample_together needs one seed per message, got {len(seeds)} for {len(users)}.")
         if n < 1 or temperature <= 0:
             raise PRBError("sampling needs n >= 1 and a temperature > 0.")
-        return self._run(self._bodies(users, system, n=n, max_new_tokens=max_new_tokens, temperature=temperature,
+        return self._run(self._requests(users, system, n=n, max_new_tokens=max_new_tokens, temperature=temperature,
                                       top_p=top_p, seed=0, seeds=seeds)) if users else []

@@ -1,7 +1,8 @@
 """Start and stop a local server of the engine's dialect (a server engine without ``--engine-url``).
 
 The command line, the Python that runs it and its environment come from the engine's dialect
-(:meth:`~prb_utils.models.serve.vllm.VLLMDialect.server_command`); every message names the engine. It listens on
+(:meth:`~prb_utils.models.serve.dialect.Dialect.server_command`), and so do its health path and the
+reading of its log; every message names the engine. It listens on
 127.0.0.1 on a free port and is given the local folder of the model (an offline alias resolves to its converted
 folder), served under the spec's name. :func:`get_server` keeps the server of a (model folder, launch options) for
 the whole process, so every kind and profile condition of a run on that model shares it (one server at a time:
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import atexit
 import ctypes
-import json
 import os
 import re
 import signal
@@ -135,7 +135,7 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def command(self) -> list[str]:
-        """The command line (:meth:`~prb_utils.models.serve.vllm.VLLMDialect.server_command` of the dialect)."""
+        """The command line (:meth:`~prb_utils.models.serve.dialect.Dialect.server_command` of the dialect)."""
         return self.dialect.server_command(self.python, self.source, self.served_name, self.port, self.options)
 
     def start(self, timeout_s: float = START_TIMEOUT_S, progress: bool = True) -> Server:
@@ -169,36 +169,27 @@ class Server:
             if code is not None:
                 raise PRBError(f"The {self.label} server for {self.served_name} exited (code {code}) before it was ready: "
                                f"{self.log_tail()}")
-            if _healthy(self.url):
+            if _healthy(self.url + self.dialect.health_path):
                 return
             time.sleep(1.0)
         raise PRBError(f"The {self.label} server for {self.served_name} was not ready after {timeout_s:.0f} s "
                        f"(log: {self.log_path}).")
 
     def log_tail(self, lines: int = 3) -> str:
-        """The server's last error, on one line (see :func:`last_error`)."""
-        try:
-            text = Path(self.log_path).read_text(encoding="utf-8", errors="replace") if self.log_path else ""
-        except OSError:
-            return "no log"
-        return last_error(text, lines) + f" (log: {self.log_path})"
+        """The server's last error, on one line, as its dialect reads its log."""
+        text = self._log()
+        return "no log" if text is None else self.dialect.last_error(text, lines) + f" (log: {self.log_path})"
 
     def logged_config(self, name: str) -> str | None:
-        """The ``name=...`` field of the engine configuration the server logged at start (vLLM prints its
-        whole config once; e.g. ``pooler_config=PoolerConfig(...)``), or None."""
+        """The setting ``name`` as the server logged it at start (its dialect reads it), or None."""
+        text = self._log()
+        return None if text is None else self.dialect.logged_config(text, name)
+
+    def _log(self) -> str | None:
         try:
-            text = Path(self.log_path).read_text(encoding="utf-8", errors="replace") if self.log_path else ""
+            return Path(self.log_path).read_text(encoding="utf-8", errors="replace") if self.log_path else ""
         except OSError:
             return None
-        start = text.find(f" {name}=")
-        if start < 0:
-            return None
-        start += len(name) + 2
-        depth, end = 0, start
-        while end < len(text) and text[end] != "\n" and (depth or text[end] != ","):
-            depth += {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}.get(text[end], 0)
-            end += 1
-        return text[start:end] or None
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -240,56 +231,6 @@ class Server:
         return self is other
 
 
-_LEVEL = re.compile(r"^(?:\([^)]*\)\s+)?(DEBUG|INFO|WARNING|ERROR|CRITICAL)\b(?:\s+\S+\s+\S+\s+\[[^\]]*\])?\s*")
-_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure)\b(?::|$)")
-
-
-def last_error(text: str, lines: int = 3) -> str:
-    """A vLLM log's last error on one line: its last exception (``XError: ...``, logged at ERROR or bare; one
-    that only points at a root cause above, as vLLM's ``Engine core initialization failed`` does, gives way to
-    the one before it) with up to ``lines - 1`` lines of its message, else its last ERROR/CRITICAL lines; never
-    a warning (vLLM warns
-    of things that do not stop it, e.g. a low ``ulimit`` "with error"). A log without an error gives its last
-    lines that are not warnings.
-
-    >>> last_error("WARNING 12-04 21:57:03 [system_utils.py:255] failed to increase ulimit with error\\n"
-    ...            "INFO 12-04 21:57:09 [core.py:90] Loading weights")
-    'no error in the log; it ends: INFO 12-04 21:57:09 [core.py:90] Loading weights'
-    >>> last_error("(EngineCore pid=7) ERROR 12-04 21:57:09 [core.py:1] Traceback (most recent call last):\\n"
-    ...            "(EngineCore pid=7) ERROR 12-04 21:57:09 [core.py:1] ValueError: no memory for the KV cache\\n"
-    ...            "(APIServer pid=6) INFO 12-04 21:57:10 [launcher.py:9] Shutting down")
-    'ValueError: no memory for the KV cache'
-    """
-    parsed = []   # (level or None, message)
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line:
-            continue
-        level = _LEVEL.match(line)
-        parsed.append((level.group(1), line[level.end():].strip()) if level else (None, line))
-    exceptions = [i for i, (level, message) in enumerate(parsed)
-                  if level in (None, "ERROR", "CRITICAL") and _EXCEPTION.match(message)]
-    if exceptions:
-        causes = [i for i in exceptions if "root cause" not in parsed[i][1].lower()]
-        start = (causes or exceptions)[-1]
-        shown = [parsed[start][1]]
-        for level, message in parsed[start + 1:]:
-            if len(shown) >= lines or level not in (None, parsed[start][0]) or message.startswith(("File ", "Traceback")):
-                break
-            shown.append(message)
-        return " | ".join(shown)[:600]
-    errors = [line for level, line in parsed if level in ("ERROR", "CRITICAL")]
-    if errors:
-        return " | ".join(errors[-lines:])[-600:]
-    quiet = [raw.strip() for raw in text.splitlines() if raw.strip() and not _warning(raw)]
-    return ("no error in the log; it ends: " + " | ".join(quiet[-lines:]))[:600] if quiet else "an empty log"
-
-
-def _warning(line: str) -> bool:
-    level = _LEVEL.match(line.strip())
-    return (level is not None and level.group(1) == "WARNING") or "Warning:" in line or "warnings.warn(" in line
-
-
 def _group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -301,9 +242,10 @@ def _group_alive(pgid: int) -> bool:
 
 
 def _healthy(url: str) -> bool:
+    """Whether ``url`` (a server's health path) answers 200."""
     try:
-        with urllib.request.urlopen(url + "/v1/models", timeout=5) as response:
-            json.loads(response.read())
+        with urllib.request.urlopen(url, timeout=5) as response:
+            response.read()
             return response.status == 200
     except (urllib.error.URLError, OSError, ValueError):
         return False

@@ -1,14 +1,14 @@
-"""The vLLM dialect: how prb starts a vLLM server, what it asks it and how it reads the answers.
+"""The vLLM dialect: how prb starts a vLLM server, what it asks it and how it reads the answers and reports.
 
-Everything the serve wing (:mod:`prb_utils.models.serve`) does not share with other OpenAI-compatible servers is
-here: the server's Python and command line (:meth:`VLLMDialect.server_command`), the request bodies (next-token
-log-probs asked by token id, prompt log-probs, completions, ``/classify``) and their parsers. The launcher, the
-client, the connection and the adapters are written once over a dialect; a server that speaks another dialect is
-a subclass that overrides what differs, and one record in :data:`prb_utils.models.engines.ENGINES`.
+:class:`VLLMDialect` keeps the :class:`~prb_utils.models.serve.dialect.Dialect` contract for vLLM's OpenAI-compatible
+server (``vllm serve``): its Python and command line, the engine arguments prb owns or that duplicate its options,
+the request bodies (next-token log-probs asked by token id on ``/v1/completions``, prompt log-probs, completions,
+``/classify``) and their parsers, its ``/server_info`` (dev mode), ``/metrics`` and ``/version`` readers and its log
+parser.
 
 Example:
     >>> dialect = VLLMDialect()
-    >>> dialect.letters_body("m", [1, 2], [7, 8], top_k=None)["logprob_token_ids"]
+    >>> dialect.letters_request("m", [1, 2], [7, 8], top_k=None).body["logprob_token_ids"]
     [7, 8]
     >>> dialect.top_logprobs({"choices": [{"logprobs": {"top_logprobs": [{"token_id:7": -0.5}]}}]})
     {7: -0.5}
@@ -17,17 +17,13 @@ Example:
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from prb_utils.errors import PRBError
-from prb_utils.models.serve.client import UnusableResponse
+from prb_utils.models.serve.dialect import PROBE_TEXT, Dialect, Request, UnusableResponse, parse_engine_args
 
-#: The top-k asked of a server that does not take ``logprob_token_ids``.
-TOP_LOGPROBS = 20
-#: The text several ``--engine-url`` servers are asked about, to compare their numbers (``check_alike``).
-PROBE_TEXT = "A reward model prefers the answer that follows the user's rubric. The quick brown fox jumps over the lazy dog."
 #: ``--gpu-memory-utilization`` when the server runs on a CPU (it sizes the KV cache there; vLLM's default of
 #: 0.9 of the memory does not start on a 2-core, 24 GB machine, 0.3 does).
 CPU_MEMORY_UTILIZATION = "0.3"
@@ -36,24 +32,11 @@ CPU_MEMORY_UTILIZATION = "0.3"
 CPU_NO_CHUNKED_PREFILL = "--no-enable-chunked-prefill"
 #: Up to this many cores, the CPU engine gets every core (``VLLM_CPU_NUM_OF_RESERVED_CPU=0``, unless set).
 SMALL_CPU_MACHINE = 4
-
-
-def parse_engine_args(items: Sequence[str]) -> list[str]:
-    """``KEY=VALUE`` items as server options (``KEY`` with or without leading dashes; a bare ``KEY`` is a flag).
-
-    >>> parse_engine_args(["max-model-len=4096", "--enforce-eager", "enable_prefix_caching=true"])
-    ['--max-model-len', '4096', '--enforce-eager', '--enable-prefix-caching', 'true']
-    """
-    out: list[str] = []
-    for item in items:
-        key, sep, value = str(item).partition("=")
-        key = key.strip().lstrip("-").replace("_", "-")
-        if not key:
-            raise PRBError(f"--engine-arg '{item}' has no key; write KEY=VALUE, e.g. max-model-len=4096.")
-        out.append("--" + key)
-        if sep:
-            out.append(value.strip())
-    return out
+#: The ``vllm serve`` settings several servers must share, where a server says them (``/server_info``, which vLLM
+#: serves in its dev mode, ``VLLM_SERVER_DEV_MODE=1``): ``(section of its config, field)``.
+COMPARED_SETTINGS = (("model_config", "dtype"), ("model_config", "quantization"), ("model_config", "logprobs_mode"),
+                     ("cache_config", "cache_dtype"), ("parallel_config", "tensor_parallel_size"),
+                     ("parallel_config", "pipeline_parallel_size"))
 
 
 def first_choice(response: Any) -> dict[str, Any]:
@@ -95,7 +78,21 @@ def prompt_numbers(response: Any) -> list[float]:
     return out
 
 
-class VLLMDialect:
+def count_engines(metrics: str) -> int | None:
+    """The distinct ``engine`` labels in a Prometheus text of vLLM's ``/metrics`` (one per data-parallel
+    engine behind the endpoint); None when there are none.
+
+    >>> count_engines('vllm:num_requests_running{engine="0",model_name="m"} 0.0\\n'
+    ...               'vllm:num_requests_running{engine="1",model_name="m"} 2.0\\n')
+    2
+    >>> count_engines("# nothing") is None
+    True
+    """
+    found = set(re.findall(r'[{,]engine="([^"]*)"', metrics))
+    return len(found) or None
+
+
+class VLLMDialect(Dialect):
     """vLLM's OpenAI-compatible server (``vllm serve``), the first dialect of the serve wing.
 
     Launch: the server runs in its own Python (``$PRB_VLLM_PYTHON``, else the project's ``.venv-vllm`` made by
@@ -112,31 +109,20 @@ class VLLMDialect:
     module = "vllm.entrypoints.openai.api_server"
     completions_path = "/v1/completions"
     classify_path = "/classify"
-    #: the top-k asked of a server that refuses log-probs by token id
-    top_k = TOP_LOGPROBS
-    #: the server options the engine's ``KEY=VALUE`` arguments may say the concurrency with
+    #: ``vllm serve`` options that duplicate a prb option (vLLM's name -> prb's)
+    duplicated_args = {"dtype": "--dtype", "tensor-parallel-size": "--tensor-parallel-size",
+                       "tp": "--tensor-parallel-size", "pipeline-parallel-size": "--pipeline-parallel-size",
+                       "pp": "--pipeline-parallel-size", "model": "--model", "served-model-name": "--model",
+                       "runner": "--model KIND:NAME (the kind)"}
+    raw_logits_hint = ("use a vLLM whose /classify accepts use_activation, or start it with "
+                       "--pooler-config '{\"use_activation\": false}'")
     max_sequences_arg = "max-num-seqs"
     data_parallel_arg = "data-parallel-size"
+    server_info_path = "/server_info?config_format=json"
+    metrics_path = "/metrics"
+    version_path = "/version"
 
     # ------------------------------------------------------------------------------------------ launching
-    def find_python(self) -> Path:
-        """The Python that runs the server: ``$<python_variable>``, else ``<venv>`` in the working folder or in
-        the project folder this package lies in; PRBError naming how to make one when there is none."""
-        given = os.environ.get(self.python_variable)
-        if given:
-            path = Path(given).expanduser()
-            if not path.is_file():
-                raise PRBError(f"{self.python_variable} names {given}, which is not a file; point it at the Python "
-                               f"of an environment that has {self.label} installed.")
-            return path
-        for root in (Path.cwd(), Path(__file__).resolve().parents[3]):
-            for name in ("bin/python", "Scripts/python.exe"):
-                candidate = root / self.venv / name
-                if candidate.is_file():
-                    return candidate
-        raise PRBError(f"The {self.name} engine needs a Python with {self.label}: run `{self.install_hint}` (it "
-                       f"creates {self.venv}), set {self.python_variable}, or give --engine-url of a running server.")
-
     def server_command(self, python: Path, source: str, served_name: str, port: int, launch: Any) -> list[str]:
         """The command line of a server of ``source`` served as ``served_name`` on 127.0.0.1:``port``, with the
         launch options ``launch`` (:class:`~prb_utils.models.serve.launcher.LaunchOptions`)."""
@@ -168,22 +154,24 @@ class VLLMDialect:
         return env
 
     # ------------------------------------------------------------------------------------------ requests
-    def letters_body(self, model: str, prompt: Sequence[int], tokens: Sequence[int], *,
-                     top_k: int | None) -> dict[str, Any]:
-        """The next-token log-probs of ``tokens`` after ``prompt``: asked by id, or the ``top_k`` most likely."""
+    def letters_request(self, model: str, prompt: Sequence[int], tokens: Sequence[int], *,
+                        top_k: int | None) -> Request:
+        """The next-token log-probs of ``tokens`` after ``prompt``: asked by id (``logprob_token_ids``), or the
+        ``top_k`` most likely (``return_tokens_as_token_ids``)."""
         base = {"model": model, "prompt": list(prompt), "max_tokens": 1, "temperature": 0.0,
                 "return_tokens_as_token_ids": True}
         if top_k is None:
-            return {**base, "logprobs": len(tokens), "logprob_token_ids": list(tokens)}
-        return {**base, "logprobs": int(top_k)}
+            return Request(self.completions_path,
+                           {**base, "logprobs": len(tokens), "logprob_token_ids": list(tokens)})
+        return Request(self.completions_path, {**base, "logprobs": int(top_k)})
 
-    def prompt_logprobs_body(self, model: str, prompt: Sequence[int]) -> dict[str, Any]:
-        """The log-prob of each prompt token given the ones before it."""
-        return {"model": model, "prompt": list(prompt), "max_tokens": 1, "temperature": 0.0, "prompt_logprobs": 0}
+    def prompt_logprobs_request(self, model: str, prompt: Sequence[int]) -> Request:
+        """The log-prob of each prompt token given the ones before it (``prompt_logprobs``)."""
+        return Request(self.completions_path, {"model": model, "prompt": list(prompt), "max_tokens": 1,
+                                               "temperature": 0.0, "prompt_logprobs": 0})
 
-    def completion_body(self, model: str, prompt: Sequence[int], *, max_tokens: int, n: int | None = None,
-                        temperature: float = 0.0, top_p: float | None = None, seed: int | None = None
-                        ) -> dict[str, Any]:
+    def completion_request(self, model: str, prompt: Sequence[int], *, max_tokens: int, n: int | None = None,
+                           temperature: float = 0.0, top_p: float | None = None, seed: int | None = None) -> Request:
         """``n`` completions of ``prompt`` (the server's one when None; greedy at temperature 0, else sampled
         with ``top_p`` and ``seed``)."""
         body: dict[str, Any] = {"model": model, "prompt": list(prompt), "max_tokens": int(max_tokens),
@@ -191,21 +179,20 @@ class VLLMDialect:
                                 "temperature": float(temperature), "skip_special_tokens": True}
         if temperature > 0:
             body.update(top_p=float(top_p if top_p is not None else 1.0), seed=int(seed or 0))
-        return body
+        return Request(self.completions_path, body)
 
-    def classify_body(self, model: str, tokens: Sequence[int], *, activation: bool = False) -> dict[str, Any]:
-        """The class values of one input; without activation: the raw logits."""
-        return {"model": model, "input": list(tokens), "use_activation": activation}
+    def classify_request(self, model: str, tokens: Sequence[int], *, activation: bool = False) -> Request:
+        """The class values of one input (``/classify``); without activation: the raw logits."""
+        return Request(self.classify_path, {"model": model, "input": list(tokens), "use_activation": activation})
 
-    def probe_request(self, model: str, runner: str | None = None
-                      ) -> tuple[str, dict[str, Any], Callable[[Any], list[float]]]:
-        """The request several servers of ``model`` are compared by (path, body, the numbers of its response): the
-        prompt log-probs of :data:`PROBE_TEXT`, or its raw class values on a pooling server (``runner``)."""
+    def probe_request(self, model: str, runner: str | None = None) -> tuple[Request, Callable[[Any], list[float]]]:
+        """The prompt log-probs of :data:`~prb_utils.models.serve.dialect.PROBE_TEXT`, or its raw class values on a
+        pooling server (``runner``)."""
         if runner == "pooling":
-            return (self.classify_path, {"model": model, "input": PROBE_TEXT, "use_activation": False},
+            return (Request(self.classify_path, {"model": model, "input": PROBE_TEXT, "use_activation": False}),
                     lambda r: [float(x) for x in r["data"][0]["probs"]])
-        return (self.completions_path, {"model": model, "prompt": PROBE_TEXT, "max_tokens": 1, "temperature": 0.0,
-                                        "prompt_logprobs": 0}, prompt_numbers)
+        return (Request(self.completions_path, {"model": model, "prompt": PROBE_TEXT, "max_tokens": 1,
+                                                "temperature": 0.0, "prompt_logprobs": 0}), prompt_numbers)
 
     def refuses_token_ids(self, error: str) -> bool:
         """Whether a refused request says the server does not take ``logprob_token_ids``."""
@@ -215,8 +202,8 @@ class VLLMDialect:
         """Whether a refused request says the top-k asked is above the server's maximum."""
         return "max allowed" in error
 
-    # ------------------------------------------------------------------------------------------ responses
-    def top_logprobs(self, response: dict[str, Any]) -> dict[int, float]:
+    # ------------------------------------------------------------------------------------------ answers
+    def top_logprobs(self, response: Any) -> dict[int, float]:
         """``{token id: log-prob}`` of the first generated position of a completions response asked with
         ``return_tokens_as_token_ids`` (keys ``"token_id:N"``); :class:`UnusableResponse` without logprobs."""
         tops = ((first_choice(response).get("logprobs") or {}).get("top_logprobs") or [None])[0]
@@ -229,7 +216,7 @@ class VLLMDialect:
                 out[int(token)] = float(value)
         return out
 
-    def prompt_logprobs(self, response: dict[str, Any], ids: Sequence[int]) -> list[float | None]:
+    def prompt_logprobs(self, response: Any, ids: Sequence[int]) -> list[float | None]:
         """Per position of the prompt ``ids``, its token's log-prob (None for the first);
         :class:`UnusableResponse` when a position after the first has none."""
         values = prompt_token_logprobs(first_choice(response), ids)
@@ -237,7 +224,7 @@ class VLLMDialect:
             raise UnusableResponse("a completions response without the prompt logprobs asked for")
         return values
 
-    def completion_texts(self, response: dict[str, Any]) -> list[str]:
+    def completion_texts(self, response: Any) -> list[str]:
         """The texts of a completions response, in choice order; :class:`UnusableResponse` without choices.
 
         >>> VLLMDialect().completion_texts({"choices": [{"index": 1, "text": "b"}, {"index": 0, "text": "a"}]})
@@ -248,7 +235,7 @@ class VLLMDialect:
             raise UnusableResponse("a completions response without choices")
         return [str(c.get("text") or "") for c in choices]
 
-    def class_values(self, response: dict[str, Any]) -> list[float]:
+    def class_values(self, response: Any) -> list[float]:
         """The class values of a ``/classify`` response (one input); :class:`UnusableResponse` without them.
 
         >>> VLLMDialect().class_values({"data": [{"probs": [1.5, -2]}]})
@@ -259,3 +246,94 @@ class VLLMDialect:
         if not values:
             raise UnusableResponse("a /classify response without class values")
         return values
+
+    # ------------------------------------------------------------------------------------------ reports
+    def read_server_info(self, payload: Any) -> dict[str, Any]:
+        """The :data:`COMPARED_SETTINGS` of ``/server_info`` (vLLM's dev mode), by name in words.
+
+        >>> VLLMDialect().read_server_info({"vllm_config": {"model_config": {"dtype": "torch.bfloat16"}}})
+        {'dtype': 'bfloat16'}
+        """
+        config = payload.get("vllm_config") if isinstance(payload, dict) else None
+        found: dict[str, Any] = {}
+        if isinstance(config, dict):
+            for section, name in COMPARED_SETTINGS:
+                part = config.get(section)
+                if isinstance(part, dict) and name in part:
+                    found[name.replace("_", " ")] = str(part[name]).removeprefix("torch.")
+        return found
+
+    def read_metrics(self, text: str) -> int | None:
+        """The data-parallel engines behind the endpoint (:func:`count_engines`)."""
+        return count_engines(text)
+
+    def last_error(self, log: str, lines: int = 3) -> str:
+        """The log's last error on one line (:func:`last_error`)."""
+        return last_error(log, lines)
+
+    def logged_config(self, log: str, name: str) -> str | None:
+        """The ``name=...`` field of the engine configuration vLLM logs once at start (e.g.
+        ``pooler_config=PoolerConfig(...)``), or None.
+
+        >>> VLLMDialect().logged_config("INFO x model='m', pooler_config=PoolerConfig(a=1, b=2), seed=0", "pooler_config")
+        'PoolerConfig(a=1, b=2)'
+        """
+        start = log.find(f" {name}=")
+        if start < 0:
+            return None
+        start += len(name) + 2
+        depth, end = 0, start
+        while end < len(log) and log[end] != "\n" and (depth or log[end] != ","):
+            depth += {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}.get(log[end], 0)
+            end += 1
+        return log[start:end] or None
+
+
+_LEVEL = re.compile(r"^(?:\([^)]*\)\s+)?(DEBUG|INFO|WARNING|ERROR|CRITICAL)\b(?:\s+\S+\s+\S+\s+\[[^\]]*\])?\s*")
+_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure)\b(?::|$)")
+
+
+def last_error(text: str, lines: int = 3) -> str:
+    """A vLLM log's last error on one line: its last exception (``XError: ...``, logged at ERROR or bare; one
+    that only points at a root cause above, as vLLM's ``Engine core initialization failed`` does, gives way to
+    the one before it) with up to ``lines - 1`` lines of its message, else its last ERROR/CRITICAL lines; never
+    a warning (vLLM warns
+    of things that do not stop it, e.g. a low ``ulimit`` "with error"). A log without an error gives its last
+    lines that are not warnings.
+
+    >>> last_error("WARNING 12-04 21:57:03 [system_utils.py:255] failed to increase ulimit with error\\n"
+    ...            "INFO 12-04 21:57:09 [core.py:90] Loading weights")
+    'no error in the log; it ends: INFO 12-04 21:57:09 [core.py:90] Loading weights'
+    >>> last_error("(EngineCore pid=7) ERROR 12-04 21:57:09 [core.py:1] Traceback (most recent call last):\\n"
+    ...            "(EngineCore pid=7) ERROR 12-04 21:57:09 [core.py:1] ValueError: no memory for the KV cache\\n"
+    ...            "(APIServer pid=6) INFO 12-04 21:57:10 [launcher.py:9] Shutting down")
+    'ValueError: no memory for the KV cache'
+    """
+    parsed = []   # (level or None, message)
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        level = _LEVEL.match(line)
+        parsed.append((level.group(1), line[level.end():].strip()) if level else (None, line))
+    exceptions = [i for i, (level, message) in enumerate(parsed)
+                  if level in (None, "ERROR", "CRITICAL") and _EXCEPTION.match(message)]
+    if exceptions:
+        causes = [i for i in exceptions if "root cause" not in parsed[i][1].lower()]
+        start = (causes or exceptions)[-1]
+        shown = [parsed[start][1]]
+        for level, message in parsed[start + 1:]:
+            if len(shown) >= lines or level not in (None, parsed[start][0]) or message.startswith(("File ", "Traceback")):
+                break
+            shown.append(message)
+        return " | ".join(shown)[:600]
+    errors = [line for level, line in parsed if level in ("ERROR", "CRITICAL")]
+    if errors:
+        return " | ".join(errors[-lines:])[-600:]
+    quiet = [raw.strip() for raw in text.splitlines() if raw.strip() and not _warning(raw)]
+    return ("no error in the log; it ends: " + " | ".join(quiet[-lines:]))[:600] if quiet else "an empty log"
+
+
+def _warning(line: str) -> bool:
+    level = _LEVEL.match(line.strip())
+    return (level is not None and level.group(1) == "WARNING") or "Warning:" in line or "warnings.warn(" in line
