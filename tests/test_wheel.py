@@ -139,4 +139,8 @@ def test_installed_prb_report_runs_every_notebook(installed):
     assert [(r["model"], r["profile"], r["n"], r["correct"]) for r in overall] == [
         ("length", "none", len(rows), int((rows["outcome"] == "correct").sum()))]
     downstream = (cwd / "rep" / "03_downstream_correlation.html").read_text(encoding="utf-8")
-    assert "No BoN pipeline results" in downstream and "prb bon" in downstream
+    # page 03 shows the report's own small Best-of-N run (the installed sections render it) and names the command
+    # that scores the accuracies its agreement section needs (the report scored `none` only)
+    assert "bon-report" in downstream and "The pool&#39;s headroom at k = " in downstream.replace("'", "&#39;")
+    assert "missing: benchmark accuracies" in downstream
+    assert "prb score --data sample --model length --profile top3" in downstream

@@ -49,20 +49,23 @@ class ModelOptions:
     def placement(self, kind: str) -> dict[str, str]:
         """``{"device": type, "dtype": name}`` a model of ``kind`` really runs with under these options: the one
         placement rule of RM jobs, the policy and the judge (their job keys, cache keys and run records). {} for a
-        kind without weights; on a server engine that serves the kind, the device ``server`` and the dtype as asked
-        (the server's own placement is read from it and recorded in the run metadata); in this process, ``auto``
-        resolved (:func:`~prb_utils.models.device.resolve_placement`: ``--dtype auto`` on a CPU is float32, on a GPU
-        bfloat16).
+        kind without weights; ``auto`` resolved (:func:`~prb_utils.models.device.resolve_placement`: ``--dtype
+        auto`` on a CPU is float32, on a GPU bfloat16), which is also the dtype prb starts a server with; on a
+        server engine that serves the kind, the device ``server``, and for a server at ``--engine-url`` the dtype
+        as asked (the server's own is read from it and recorded in the run metadata).
 
         >>> ModelOptions(device="cpu", dtype="bfloat16").placement("implicit"), ModelOptions().placement("length")
         ({'device': 'cpu', 'dtype': 'bfloat16'}, {})
         """
         if not MODEL_KINDS[kind].weights:
             return {}
-        if self.engine.remote(kind):
+        if self.engine.remote(kind) and self.engine.urls:
             return {"device": "server", "dtype": self.dtype}
         resolved = resolve_placement(self.device, self.dtype)
-        return {"device": str(resolved.device).split(":")[0], "dtype": str(resolved.dtype).removeprefix("torch.")}
+        dtype = str(resolved.dtype).removeprefix("torch.")
+        if self.engine.remote(kind):
+            return {"device": "server", "dtype": dtype}
+        return {"device": str(resolved.device).split(":")[0], "dtype": dtype}
 
 
 def load_model(spec: str, options: ModelOptions | None = None, **overrides: Any) -> RewardModel:

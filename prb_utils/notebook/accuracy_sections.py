@@ -8,9 +8,9 @@ import pandas as pd
 from prb_utils.analysis import breakdowns, calibration, plots
 from prb_utils.analysis.findings import Findings
 from prb_utils.analysis.uncertainty import ResamplingPlan
+from prb_utils.notebook import widgets
 from prb_utils.notebook.markup import md_code
 from prb_utils.notebook.sections import missing_section, say, show_defined
-from prb_utils.notebook.widgets import show_table
 
 #: What page 02 says when ``half_credit`` is on.
 HALF_CREDIT_NOTE = ("**Half credit is on**: a tie counts 0.5 in the accuracy tables (overall, per subset, the macro "
@@ -34,7 +34,7 @@ def show_categories(scores: pd.DataFrame, *, half_credit: bool = False) -> pd.Da
         _show_figure()
     rest = breakdowns.left_out_categories(per_category)
     say(f"*Not drawn (pairs in brackets):* {md_code(rest)}" if rest else "")
-    show_table(per_category, caption="Accuracy by category, every category")
+    widgets.show_table(per_category, caption="Accuracy by category, every category")
     return per_category
 
 
@@ -47,7 +47,7 @@ def show_lifts(found: Findings, baseline: str) -> None:
                             "--profile top3", fill="Score a second condition", cost="seconds for the baselines"))
         return
     families = "; ".join(found.families[name].say() for name in dict.fromkeys(found.lifts["family"]))
-    show_table(found.lifts, caption=f"Profile lift over the baseline condition, with its verdict; p_holm within its "
+    widgets.show_table(found.lifts, caption=f"Profile lift over the baseline condition, with its verdict; p_holm within its "
                f"family: {families}")
     plots.lift_dumbbell(found.lifts)
     _show_figure()
@@ -60,7 +60,7 @@ def show_comparisons(found: Findings) -> None:
         say(missing_section("One model only: nothing to compare", "prb score --data sample --model length --model "
                             "lexical --profile none", fill="Score a second one", cost="seconds"))
         return
-    show_table(found.comparisons, caption="Models compared, pair by pair; p_holm: "
+    widgets.show_table(found.comparisons, caption="Models compared, pair by pair; p_holm: "
                + "; ".join(f.say() for name, f in found.families.items() if name.startswith("ranks")))
 
 
@@ -71,8 +71,8 @@ def show_judge_order(scores: pd.DataFrame, locks: pd.DataFrame, plan: Resampling
         say(missing_section("No judge (`judge:` model) among these results", "prb score --data sample --model "
                             "judge:smollm2 --profile none", fill="Score one", cost="about a minute on 2 CPU cores"))
         return
-    show_table(breakdowns.judge_order(judged, n_boot=plan.n_boot, seed=plan.seed), caption="Judge accuracy per order")
-    show_table(locks.drop(columns="warning"), caption="Position lock per judge job")
+    widgets.show_table(breakdowns.judge_order(judged, n_boot=plan.n_boot, seed=plan.seed), caption="Judge accuracy per order")
+    widgets.show_table(locks.drop(columns="warning"), caption="Position lock per judge job")
 
 
 def show_calibration(scores: pd.DataFrame, bench: pd.DataFrame, found: Findings,
