@@ -37,6 +37,7 @@ from prb_utils.errors import DataError, PRBError
 from prb_utils.export import FORMATS, export_results
 from prb_utils.models import MODEL_KINDS, EngineConfig, ModelOptions, list_models, parse_spec
 from prb_utils.models.engines import ENGINES
+from prb_utils.models.serve.launcher import stop_started
 from prb_utils.notebook.params import PARAMS_BY_NOTEBOOK
 from prb_utils.notebook.stages import Stages
 from prb_utils.plan import plan_frame, plan_text
@@ -930,8 +931,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run_command(args)
     finally:
-        if "prb_utils.models.serve.launcher" in sys.modules:  # never leave a vLLM server prb started behind
-            sys.modules["prb_utils.models.serve.launcher"].stop_started()
+        stop_started()   # never leave a server prb started behind
 
 
 #: The commands that split their work over torchrun's ranks; the others refuse ranks in one sentence.

@@ -52,10 +52,10 @@ from prb_utils.distributed import (
 )
 from prb_utils.errors import PRBError
 from prb_utils.models import ModelOptions, PairInput, load_model
-from prb_utils.models.base import parse_spec
+from prb_utils.models.base import ModelSpec, parse_spec, spec_of
 from prb_utils.models.fingerprint import model_fingerprint
 from prb_utils.models.hf import resolve_source
-from prb_utils.models.kinds import ENCODER, MODEL_KINDS, kinds_of
+from prb_utils.models.kinds import ENCODER, MODEL_KINDS
 from prb_utils.models.prompts import JUDGE_TEMPLATES, load_judge_template
 from prb_utils.models.serve.connection import check_same_server, read_server_facts
 from prb_utils.probes import PROBES
@@ -218,11 +218,11 @@ def job_options(kind: str, condition: str, options: ModelOptions | None = None, 
         if key["retriever"].startswith("dense:"):
             with encoder_errors(key["retriever"]):
                 key["retriever_fingerprint"] = _fingerprint(
-                    f"{kinds_of(ENCODER)[0]}:{key['retriever'].split(':', 1)[1]}")
+                    spec_of(ENCODER, key["retriever"].split(":", 1)[1]))
     return key
 
 
-def _fingerprint(spec: str) -> str:
+def _fingerprint(spec: str | ModelSpec) -> str:
     return model_fingerprint(spec)
 
 

@@ -270,12 +270,20 @@ def _names_a_kind_by_spelling(node: ast.AST, kinds: set[str]) -> bool:
     return False
 
 
+def _picks_a_kind_by_position(node: ast.AST) -> bool:
+    """``kinds_of(...)[0]``: a kind chosen to stand for an architecture outside ``loader_kind``."""
+    return (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call)
+            and getattr(node.value.func, "id", getattr(node.value.func, "attr", "")) == "kinds_of")
+
+
 def test_no_code_builds_a_spec_from_a_kind_written_out():
-    """A loader that needs "a causal LM" or "an encoder" asks the records (``kinds_of(CAUSAL_LM)``), never writes a
-    kind's name into a spec, an f-string or a concatenation."""
+    """A loader that needs "a causal LM" or "an encoder" asks the records (``spec_of(CAUSAL_LM, name)``,
+    ``loader_kind(ENCODER)``), never writes a kind's name into a spec, an f-string or a concatenation, and never
+    picks a kind by its position in ``kinds_of`` (one rule, ``loader_kind``, says which kind stands for it)."""
     kinds = set(MODEL_KINDS)
     found = [f"{path.relative_to(PACKAGE.parent)}:{node.lineno}" for path, tree in _sources() for node in ast.walk(tree)
-             if _names_a_kind_by_spelling(node, kinds)]
+             if _names_a_kind_by_spelling(node, kinds)
+             or (_picks_a_kind_by_position(node) and not str(path).endswith("models/kinds.py"))]
     assert found == []
 
 

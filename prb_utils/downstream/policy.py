@@ -17,8 +17,8 @@ from typing import Any
 
 from prb_utils.errors import PRBError
 from prb_utils.models import ModelOptions
-from prb_utils.models.base import ModelSpec
-from prb_utils.models.kinds import CAUSAL_LM, kinds_of
+from prb_utils.models.base import ModelSpec, spec_of
+from prb_utils.models.kinds import CAUSAL_LM, loader_kind
 from prb_utils.profile import rm_visible_fields, selected_posts
 from prb_utils.schema import stable_hash
 
@@ -100,7 +100,7 @@ def policy_spec(policy: str) -> ModelSpec:
     >>> policy_spec("smollm2").name
     'smollm2'
     """
-    return ModelSpec(kinds_of(CAUSAL_LM)[0], policy)
+    return spec_of(CAUSAL_LM, policy)
 
 
 def policy_placement(options: ModelOptions) -> dict[str, str]:
@@ -111,7 +111,7 @@ def policy_placement(options: ModelOptions) -> dict[str, str]:
     >>> policy_placement(ModelOptions(device="cpu", dtype="bfloat16"))
     {'device': 'cpu', 'dtype': 'bfloat16'}
     """
-    return options.placement(kinds_of(CAUSAL_LM)[0])
+    return options.placement(loader_kind(CAUSAL_LM))
 
 
 def policy_generator(policy: str, options: ModelOptions, *, out: str | os.PathLike = ".", progress: bool = False,

@@ -88,13 +88,13 @@ from prb_utils.downstream.rubric_judge import (
 )
 from prb_utils.errors import PRBError, set_aside
 from prb_utils.models import MODEL_KINDS, ModelOptions, PairInput, load_model, parse_spec
-from prb_utils.models.base import ModelSpec
+from prb_utils.models.base import spec_of
 from prb_utils.models.device import configure_threads, cpu_threads, free_cuda_memory, resolve_placement
 from prb_utils.models.engines import IN_PROCESS
 from prb_utils.models.fingerprint import model_fingerprint
 from prb_utils.models.generation import check_causal_lm
 from prb_utils.models.hf import load_pretrained, load_tokenizer, resolve_source
-from prb_utils.models.kinds import CAUSAL_LM, kinds_of
+from prb_utils.models.kinds import CAUSAL_LM
 from prb_utils.models.lm import busy_cpus_elsewhere, choose_threads
 from prb_utils.models.quiet import quiet_transformers
 from prb_utils.profile import parse_condition, rm_user_message
@@ -346,7 +346,7 @@ def checkpoint_problem(path: Path) -> str | None:
 
 
 def _policy_source(policy: str) -> str:
-    return resolve_source(ModelSpec(kinds_of(CAUSAL_LM)[0], policy))  # a causal LM, whichever its kind
+    return resolve_source(spec_of(CAUSAL_LM, policy))
 
 
 def _load_policy(policy: str) -> tuple[Any, Any]:
@@ -355,7 +355,7 @@ def _load_policy(policy: str) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM
 
 
-    spec = ModelSpec(kinds_of(CAUSAL_LM)[0], policy)
+    spec = spec_of(CAUSAL_LM, policy)
     source = _policy_source(policy)
     tokenizer = load_tokenizer(spec, source)
     if not getattr(tokenizer, "chat_template", None):

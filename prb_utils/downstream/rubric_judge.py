@@ -54,13 +54,13 @@ import numpy as np
 import pandas as pd
 
 from prb_utils.errors import PRBError
-from prb_utils.models.base import ModelSpec
+from prb_utils.models.base import spec_of
 from prb_utils.models.engines import IN_PROCESS, EngineConfig
 from prb_utils.models.fingerprint import model_fingerprint
-from prb_utils.models.generation import GivenSpec, check_causal_lm
+from prb_utils.models.generation import check_causal_lm
 from prb_utils.models.hf import load_pretrained, load_tokenizer, resolve_source
 from prb_utils.models.judge import letter_ids
-from prb_utils.models.kinds import CAUSAL_LM, ENCODER, kinds_of
+from prb_utils.models.kinds import CAUSAL_LM, ENCODER, loader_kind
 from prb_utils.models.registry import ModelOptions
 from prb_utils.models.serve.dialect import UnusableResponse
 from prb_utils.schema import stable_hash
@@ -639,7 +639,7 @@ class ProxyRubricJudge:
         from transformers import AutoModel
 
 
-        spec = ModelSpec(kinds_of(ENCODER)[0], self.model_name)
+        spec = spec_of(ENCODER, self.model_name)
         source = resolve_source(spec)
         self._tokenizer = load_tokenizer(spec, source)
         self._model = load_pretrained(spec, source, AutoModel.from_pretrained).to(self.device).eval()
@@ -787,7 +787,7 @@ def judge_cache_key(judge: Any, options: ModelOptions | None = None) -> list[Any
 
     kind, name = check_judge_spec(judge)
     llm = RUBRIC_JUDGES[kind].llm
-    spec = GivenSpec(kinds_of(CAUSAL_LM if llm else ENCODER)[0], name, judge)
+    spec = spec_of(CAUSAL_LM if llm else ENCODER, name, judge)
     try:
         fingerprint = model_fingerprint(spec)
     except PRBError as exc:   # named as the user wrote it (``proxy:foo``), never as the spec used inside
@@ -807,7 +807,7 @@ def judge_placement(judge: Any, options: ModelOptions | None = None) -> dict[str
     """
     if not runs_a_model(judge):
         return None
-    return (options or ModelOptions()).placement(kinds_of(CAUSAL_LM)[0])
+    return (options or ModelOptions()).placement(loader_kind(CAUSAL_LM))
 
 
 def judge_identity(judge: Any) -> list[Any]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from prb_utils.errors import PRBError
-from prb_utils.models.kinds import MODEL_KINDS
+from prb_utils.models.kinds import MODEL_KINDS, loader_kind
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,35 @@ class ModelSpec:
     def canonical(self) -> str:
         kind = MODEL_KINDS.get(self.kind)
         return self.kind if kind is not None and not kind.weights else f"{self.kind}:{self.name}"
+
+
+@dataclass(frozen=True)
+class GivenSpec(ModelSpec):
+    """A policy, a rubric judge or a retriever's encoder: resolved as its ``kind`` is (:func:`spec_of`), but named in
+    messages as the user wrote it (``given``, e.g. ``org/x`` for ``--policy org/x``, ``llm:org/x`` or ``proxy:foo``
+    for ``--judge``), never as ``judge:org/x`` or ``embedding:foo``.
+
+    >>> GivenSpec("judge", "org/x", "llm:org/x").canonical, GivenSpec("judge", "org/x").canonical
+    ('llm:org/x', 'org/x')
+    """
+
+    given: str = ""
+
+    @property
+    def canonical(self) -> str:
+        return self.given or self.name
+
+
+def spec_of(architecture: str, name: str, given: str = "") -> GivenSpec:
+    """The spec that loads ``name`` (an alias, folder or hub id) as a model of ``architecture``
+    (:data:`~prb_utils.models.kinds.CAUSAL_LM`, :data:`~prb_utils.models.kinds.ENCODER`) that is no reward model:
+    of its :func:`~prb_utils.models.kinds.loader_kind`, named in messages as ``given`` (default ``name``).
+
+    >>> from prb_utils.models.kinds import CAUSAL_LM
+    >>> spec_of(CAUSAL_LM, "org/x").kind, spec_of(CAUSAL_LM, "org/x", "llm:org/x").canonical
+    ('judge', 'llm:org/x')
+    """
+    return GivenSpec(loader_kind(architecture), name, given)
 
 
 def parse_spec(spec: str) -> ModelSpec:

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from prb_utils.models.base import ModelSpec, PairInput, PairScore, parse_spec
+from prb_utils.models.base import ModelSpec, PairInput, PairScore, spec_of
 from prb_utils.models.batching import BudgetBatcher, pad_right
 from prb_utils.models.hf import HFAdapter, nonfinite_reason
-from prb_utils.models.kinds import ENCODER, kinds_of
+from prb_utils.models.kinds import ENCODER
 
 #: The role of each of :meth:`EmbeddingRM.input_texts`, and the side of a role's text kept when it is too long
 #: (the RM input loses its start: old posts go first, the question stays; a response loses its end).
@@ -143,7 +143,7 @@ def load_encoder(name: str, *, device: str = "auto", dtype: str = "auto",
     """
 
 
-    rm = EmbeddingRM(parse_spec(f"{kinds_of(ENCODER)[0]}:{name}"), device=device, dtype=dtype, batch_tokens=batch_tokens)
+    rm = EmbeddingRM(spec_of(ENCODER, name), device=device, dtype=dtype, batch_tokens=batch_tokens)
 
     def embed(texts: Sequence[str]) -> Any:
         import torch

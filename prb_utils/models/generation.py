@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from prb_utils.errors import PRBError
-from prb_utils.models.base import ModelSpec
+from prb_utils.models.base import spec_of
 from prb_utils.models.batching import BudgetBatcher, token_budget_batches
 from prb_utils.models.device import configure_threads, resolve_placement
 from prb_utils.models.hf import (
@@ -24,7 +23,7 @@ from prb_utils.models.hf import (
     newly_initialized,
     resolve_source,
 )
-from prb_utils.models.kinds import CAUSAL_LM, kind_names, kinds_of
+from prb_utils.models.kinds import CAUSAL_LM, kind_names
 from prb_utils.models.lm import DecoderRunner, Group, lm_logits
 from prb_utils.schema import stable_hash
 
@@ -43,23 +42,6 @@ def together_seed(seeds: Sequence[int]) -> int:
     return int(stable_hash([int(s) for s in seeds], length=8), 16)
 
 
-@dataclass(frozen=True)
-class GivenSpec(ModelSpec):
-    """A policy or a rubric judge: resolved as its ``kind`` is (``judge`` for a causal LM, ``embedding`` for
-    the proxy), but named in messages as the user wrote it (``given``, e.g. ``org/x`` for ``--policy org/x``,
-    ``llm:org/x`` or ``proxy:foo`` for ``--judge``), never as ``judge:org/x`` or ``embedding:foo``.
-
-    >>> GivenSpec("judge", "org/x", "llm:org/x").canonical, GivenSpec("judge", "org/x").canonical
-    ('llm:org/x', 'org/x')
-    """
-
-    given: str = ""
-
-    @property
-    def canonical(self) -> str:
-        return self.given or self.name
-
-
 def check_causal_lm(name: str, *, given: str | None = None, option: str | None = None) -> None:
     """PRBError, in one sentence and before anything is loaded, when the model ``name`` names (alias, folder
     or hub id) is declared in its config as something other than a generative LM: a reward model
@@ -74,7 +56,7 @@ def check_causal_lm(name: str, *, given: str | None = None, option: str | None =
         raise PRBError(f"{option} takes a model's name (an alias, folder or hub id), not a reward-model spec: "
                        f"give {option} {rest}, not {option} {name}.")
 
-    spec = GivenSpec(kinds_of(CAUSAL_LM)[0], name, given or name)
+    spec = spec_of(CAUSAL_LM, name, given or name)
     config = load_pretrained(spec, resolve_source(spec), AutoConfig.from_pretrained)
     declared = list(getattr(config, "architectures", None) or [])
     if declared and not any(a.endswith(GENERATIVE_ARCHITECTURES) for a in declared):
@@ -148,7 +130,7 @@ class ChatGenerator(ChatGeneration):
         from transformers import AutoModelForCausalLM
 
 
-        spec = GivenSpec(kinds_of(CAUSAL_LM)[0], name)  # the causal-LM kinds share one alias resolution
+        spec = spec_of(CAUSAL_LM, name)
         self.name = name
         self.source = resolve_source(spec)
         self.placement = resolve_placement(device, dtype)

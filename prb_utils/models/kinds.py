@@ -122,6 +122,18 @@ def kinds_of(architecture: str) -> tuple[str, ...]:
     return tuple(name for name, kind in MODEL_KINDS.items() if kind.architecture == architecture)
 
 
+def loader_kind(architecture: str) -> str:
+    """The kind a model of ``architecture`` that is no reward model is loaded, fingerprinted and placed as (a
+    Best-of-N policy, an LLM judge, a dense retriever's or the proxy judge's encoder): the first of
+    :func:`kinds_of`, so its alias resolution and its engine (a server that serves the kind serves it too) are
+    that kind's.
+
+    >>> loader_kind(CAUSAL_LM), loader_kind(ENCODER)
+    ('judge', 'embedding')
+    """
+    return kinds_of(architecture)[0]
+
+
 def model_kind(name: str) -> ModelKind:
     """The record of the kind ``name``; PRBError naming the kinds for another.
 

@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from prb_utils.errors import PRBError
-from prb_utils.models.base import ModelSpec
+from prb_utils.models.base import spec_of
 from prb_utils.models.device import resolve_placement
 from prb_utils.models.engines import EngineConfig, dialect_of
 from prb_utils.models.generation import ChatGeneration
 from prb_utils.models.hf import load_tokenizer, resolve_source
-from prb_utils.models.kinds import CAUSAL_LM, kinds_of
+from prb_utils.models.kinds import CAUSAL_LM
 from prb_utils.models.serve.client import (
     CompletionClient,
     EngineError,
@@ -331,7 +331,7 @@ class ServedChatGenerator(ChatGeneration):
 
     def __init__(self, name: str, *, engine: EngineConfig, device: str = "auto", dtype: str = "auto",
                  batch_size: int = 8) -> None:
-        spec = ModelSpec(kinds_of(CAUSAL_LM)[0], name)
+        spec = spec_of(CAUSAL_LM, name)
         self.name = name
         self.source = resolve_source(spec)
         self.tokenizer = load_tokenizer(spec, self.source)
