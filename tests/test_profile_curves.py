@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from prb_utils.analysis import profile_curves as pc
+from prb_utils.analysis.rm_inputs import load_tokenizer
 from prb_utils.errors import PRBError
 from prb_utils.models import ModelOptions
 from prb_utils.profile import ORACLE_HEADER, PROFILE_HEADER, QUESTION_PREFIX, bm25_retrieve
@@ -144,15 +145,15 @@ def test_tokens_when_a_tokenizer_is_given(store):
 
 def test_a_real_tokenizer_folder_counts_its_tokens(store, tiny_lm_dir):
     data, results, meta = store
-    tokenizer = pc.load_tokenizer(str(tiny_lm_dir))
+    tokenizer = load_tokenizer(str(tiny_lm_dir))
     rows = results[results["profile"].eq("rubric") & results["model"].eq("lexical")]
     point = pc.profile_size_curve(rows, data, run_metadata=meta, tokenizer=tokenizer, n_boot=100).iloc[0]
     records = {(r["subset"], r["id"]): r for r in data.to_dict("records")}
     counts = [len(tokenizer.encode(brute_message(records[k], "rubric"), add_special_tokens=False)) for k in records]
     assert point.input_unit == "tokens" and point.input_size == pytest.approx(np.mean(counts))
-    assert pc.load_tokenizer("") is None
+    assert load_tokenizer("") is None
     with pytest.raises(PRBError, match="tokenizer folder /no/such/folder does not exist"):
-        pc.load_tokenizer("/no/such/folder")
+        load_tokenizer("/no/such/folder")
 
 
 def test_unknown_retriever_is_refused_not_guessed(store):

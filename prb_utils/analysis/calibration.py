@@ -50,8 +50,7 @@ import pandas as pd
 
 from prb_utils.analysis.breakdowns import score_margins
 from prb_utils.analysis.features import pair_features
-from prb_utils.analysis.metrics import accuracy_table, as_list, question_units, require_columns
-from prb_utils.analysis.profile_curves import job_retrievers, rm_inputs
+from prb_utils.analysis.metrics import MIN_PAIRS, accuracy_table, as_list, question_units, require_columns
 from prb_utils.analysis.resampling import (
     LEVEL,
     SEED,
@@ -60,11 +59,11 @@ from prb_utils.analysis.resampling import (
     default_n_boot,
     percentile_interval,
 )
+from prb_utils.analysis.rm_inputs import job_retrievers, rm_inputs
 from prb_utils.errors import PRBError
 
 N_BINS = 10  # equal-width bins of the reliability diagram and the ECE
 N_FOLDS = 5  # question folds of the cross-fitted temperature
-MIN_PAIRS = 20  # a group with fewer scored pairs gets "n/a" instead of calibration statistics
 N_QUANTILES = 5  # quantile bins of |margin| for accuracy against confidence
 LOG_LOSS_EPS = 1e-15  # probabilities are clipped to [eps, 1 - eps] in the log loss
 PROBABILITY_KINDS = ("judge",)  # kinds whose own P(chosen) is used; every other kind goes through a temperature
@@ -703,7 +702,7 @@ def length_correlations(results: pd.DataFrame, data: pd.DataFrame, *, run_metada
     """Spearman correlations of scores with lengths per group of ``by`` (the statistics of
     :data:`LENGTH_STATISTICS`), with a percentile bootstrap interval resampling whole questions: columns
     ``*by, statistic, n, rho, ci_low, ci_high, note``. Profile length is rebuilt from ``data`` as the RM saw it
-    (:func:`~prb_utils.analysis.profile_curves.rm_inputs`; top-K conditions need ``run_metadata`` or a
+    (:func:`~prb_utils.analysis.rm_inputs.rm_inputs`; top-K conditions need ``run_metadata`` or a
     ``retriever`` column). An undefined correlation (a constant side, e.g. no profile under ``none``) is NaN
     with "n/a: <reason>" in ``note``.
     """

@@ -66,6 +66,7 @@ from prb_utils.errors import PRBError
 from prb_utils.schema import NO_PROFILE, OUTCOMES, is_oracle, stable_hash
 
 PAIR_KEY = ("subset", "id")
+MIN_PAIRS = 20  # a group with fewer scored pairs gets "n/a" instead of a fitted statistic (calibration, style)
 IDENTITY = ("model", "profile", "subset", "id")
 
 # ---------------------------------------------------------------------------------------------- helpers

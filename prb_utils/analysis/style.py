@@ -37,9 +37,8 @@ import numpy as np
 import pandas as pd
 import statsmodels.api as sm
 
-from prb_utils.analysis.calibration import MIN_PAIRS
 from prb_utils.analysis.features import char_count
-from prb_utils.analysis.metrics import as_list, question_units, require_columns
+from prb_utils.analysis.metrics import MIN_PAIRS, as_list, question_units, require_columns
 from prb_utils.analysis.resampling import LEVEL
 from prb_utils.profile import tokenize
 
