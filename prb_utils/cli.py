@@ -229,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("probe", help="is the RM reading this user? score the personalization probes and say",
                        description="Scores the base condition (--profile, default top3) and each probe of it "
-                                   "(condition BASE+PROBE: swap, shuffle, distract, label-swap, retest; see "
+                                   f"(condition BASE+PROBE: {', '.join(PROBES)}; see "
                                    "prb_utils.probes) like any job, then prints each probe against its base on the same "
                                    "pairs and, per model, whether it reads the user.")
     _add_data_options(p, required=True)

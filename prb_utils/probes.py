@@ -13,6 +13,10 @@ a reward model should do under it, the traits the analysis reads and its own :cl
 - ``shuffle``: the same posts in a seeded other order. An RM should be invariant.
 - ``distract``: :data:`DISTRACTORS` posts of other users added to the profile (seeded). The accuracy drop measures
   how much irrelevant profile text moves the RM.
+- ``untagged``: every post without its category, so the RM input shows ``- text`` where it showed
+  ``- [category] text`` (:func:`prb_utils.profile.rm_user_message`). The categories are the site's community names,
+  not the user's words: an RM that reads the user keeps its verdicts; the share it changes measures how much it
+  leans on the site's label (on data whose category names the preference, that is reading the answer key).
 - ``label-swap``: chosen and rejected exchanged. Accuracy must be the base's share of wrong pairs (1 - accuracy -
   tie rate - invalid rate): a harness check (expected = observed, no test) that catches a broken metric. It holds by construction for every kind (a judge's two answer orders are the same two
   prompts exchanged), so it cannot catch a position-locked judge: :func:`prb_utils.analysis.breakdowns.
@@ -214,6 +218,20 @@ def shuffle_posts(data: pd.DataFrame, seed: int = PROBE_SEED) -> pd.DataFrame:
     return out
 
 
+def untag_posts(data: pd.DataFrame, seed: int = PROBE_SEED) -> pd.DataFrame:
+    """Each record's profile posts with their ``category`` blanked (a post without one is left as it is, so a record
+    with no category changes nothing); ``seed`` unused: the probe is deterministic.
+
+    >>> data = pd.DataFrame({"profile": [[{"category": "cooking", "text": "Pans?"}, {"text": "Knives?"}]]})
+    >>> untag_posts(data)["profile"].tolist()
+    [[{'category': '', 'text': 'Pans?'}, {'text': 'Knives?'}]]
+    """
+    out = data.copy()
+    out["profile"] = [[{**post, "category": ""} if post.get("category") else post for post in posts]
+                      for posts in _profiles(data)]
+    return out
+
+
 def add_distractors(data: pd.DataFrame, seed: int = PROBE_SEED, *, n: int = DISTRACTORS) -> pd.DataFrame:
     """Each record's profile with ``n`` posts of other users (seeded, from records with another profile) added
     at seeded places."""
@@ -264,8 +282,8 @@ def _shown(data: pd.DataFrame) -> dict[tuple[str, str], tuple]:
 def changed_records(data: pd.DataFrame, name: str, seed: int = PROBE_SEED) -> set[tuple[str, str]]:
     """The ``(subset, id)`` of the records whose RM input the probe ``name`` changes (its :attr:`Probe.changed`,
     else the records whose question, answers or profile its transform changes): another profile (``swap``,
-    ``shuffle``, ``distract``), other answers (``label-swap``: chosen differs from rejected); none for ``retest``
-    (the same records, batched otherwise).
+    ``shuffle``, ``distract``; ``untagged``: those with a post that has a category), other answers (``label-swap``:
+    chosen differs from rejected); none for ``retest`` (the same records, batched otherwise).
 
     >>> one = pd.DataFrame({"subset": ["S", "T"], "id": ["a", "b"], "question": "Q", "chosen": "x",
     ...                     "rejected": "y", "profile": [[{"text": "u1"}], [{"text": "u2"}]]})
@@ -284,6 +302,14 @@ def reorder_records(data: pd.DataFrame, seed: int = PROBE_SEED) -> pd.DataFrame:
     return data.sample(frac=1.0, random_state=(seed + 1) % 2**32).reset_index(drop=True)  # numpy: below 2**32
 
 
+def _keeps_verdicts(name: str) -> Check:
+    """The check of an invariance probe ``name``: the share of verdicts it changes, its whole interval at or below
+    the run's tolerance."""
+    return Check("verdicts changed", lambda m: m.verdicts_changed, lambda m: m.tolerance,
+                 f"{name} passes when the share of verdicts it changes has its whole 95% interval over the plan's "
+                 "units (whole questions by default; Wilson over pairs) at or below {tolerance:.2f}")
+
+
 #: Every probe, by name (the spelling after ``+`` in a condition).
 PROBES: dict[str, Probe] = {probe.name: probe for probe in (
     Probe("swap", "another user's profile (the twin user's for a twin pair)",
@@ -291,15 +317,16 @@ PROBES: dict[str, Probe] = {probe.name: probe for probe in (
           swap_profiles, changes_profile=True, uses_twins=True, reading=True,
           unchanged="every record kept its own profile: one user per subset", changed=_swap_changed),
     Probe("shuffle", "the same posts in another order", "invariant: the same verdicts", shuffle_posts,
-          changes_profile=True, null=True,
-          check=Check("verdicts changed", lambda m: m.verdicts_changed, lambda m: m.tolerance,
-                      "shuffle passes when the share of verdicts it changes has its whole 95% interval over the "
-                      "plan's units (whole questions by default; Wilson over pairs) at or below {tolerance:.2f}")),
+          changes_profile=True, null=True, check=_keeps_verdicts("shuffle")),
     Probe("distract", f"{DISTRACTORS} posts of other users added", "a small accuracy drop", add_distractors,
           changes_profile=True,
           check=Check("accuracy drop", lambda m: m.drop, lambda m: m.tolerance,
                       "distract passes when its accuracy drop (base minus probe, the interval of its paired "
                       "comparison) has its whole interval at or below {tolerance:.2f}")),
+    Probe("untagged", "every post without its category (the RM input shows `- text`, not `- [category] text`)",
+          "invariant: the same verdicts (an RM that reads the user's words, not the site's label, keeps them)",
+          untag_posts, changes_profile=True, check=_keeps_verdicts("untagged"),
+          unchanged="no profile post has a category"),
     Probe("label-swap", "chosen and rejected exchanged",
           "accuracy = the base's share of wrong pairs (a harness check: expected = observed, no test)",
           swap_labels, tested=False, negates_margins=True,

@@ -363,8 +363,17 @@ def rm_user_message(
 ) -> str:
     """The user turn a reward model sees: the question, preceded by the selected posts when there are any.
 
-    Under the oracle condition ``rubric`` the rubric aspects are shown instead of posts (nothing else of the
-    answer key).
+    Each post shows as ``- [category] text``, as the benchmark's reference renders it, or ``- text`` without a
+    category (as under the ``untagged`` probe, :data:`prb_utils.probes.PROBES`). Under the oracle condition
+    ``rubric`` the rubric aspects are shown instead of posts (nothing else of the answer key).
+
+    >>> data = pd.DataFrame({"subset": "S", "id": ["a"], "question": "Q?",
+    ...                      "profile": [[{"category": "cooking", "text": "Pans?"}]]})
+    >>> print(rm_user_message(condition_records(data, "full+untagged")[0], "full+untagged"))
+    Here are questions this user asked before:
+    - Pans?
+    <BLANKLINE>
+    Question: Q?
     """
     if parse_condition(condition).oracle:
         return _oracle_message(record)

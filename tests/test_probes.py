@@ -63,7 +63,11 @@ def test_every_probe_transforms_only_what_it_says():
     assert sorted(apply_probe(data, "retest", seed=2**32 - 1)["id"]) == sorted(data["id"])   # the largest --seed
     with pytest.raises(PRBError, match="Unknown probe"):
         apply_probe(data, "nope")
-    assert set(PROBES) == {"swap", "shuffle", "distract", "label-swap", "retest"}
+    tagged = data.assign(profile=[[{"category": "c", "text": "a"}, {"text": "b"}]] * len(data))
+    untagged = apply_probe(tagged, "untagged")
+    assert untagged["profile"].tolist() == [[{"category": "", "text": "a"}, {"text": "b"}]] * len(data)
+    assert tagged["profile"].tolist()[0][0]["category"] == "c"   # the transform copies, the records stay tagged
+    assert set(PROBES) == {"swap", "shuffle", "distract", "untagged", "label-swap", "retest"}
 
 
 def _rows(model: str, profile: str, data: pd.DataFrame, margins: np.ndarray, kind: str = "classifier",
@@ -259,8 +263,10 @@ def test_prb_probe_scores_each_probe_as_a_job_and_says_what_it_found(tmp_path, c
     rows = load_results(out)
     assert sorted(set(rows["profile"])) == sorted(["top3", *(f"top3+{p}" for p in PROBES)])
     effects = probe_effects(rows, load_benchmark("sample")).set_index(["model", "probe"])
-    for name in ("swap", "shuffle", "distract", "retest"):
+    for name in ("swap", "shuffle", "distract", "untagged", "retest"):
         assert effects.loc[("length", name), "verdicts_kept"] == 1.0
+    assert effects.loc[("lexical", "untagged"), "verdicts_kept"] == 1.0   # it reads the user's words, never a tag
+    assert effects.loc[("lexical", "untagged"), "inputs_changed"] > 0
     assert effects.loc[("lexical", "swap"), "verdicts_kept"] < 1.0
     assert effects.loc[("lexical", "retest"), "verdicts_kept"] == 1.0
     assert effects.loc[("lexical", "retest"), "max_score_change"] == 0.0
@@ -441,3 +447,100 @@ def test_a_new_probe_with_its_own_check_touches_no_analysis_file(tmp_path, capsy
                 and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
         named = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and id(n) not in docs} & names
         assert not named, f"{path.name} names the probes {sorted(named)}"
+
+
+#: Planted data whose post categories name the preference: per question two users with the same posts and
+#: opposite wants, each post's category a word of the chosen answer only (the rejected answer is the other user's).
+LABELLED = [("What should I cook for dinner tonight?", "Any ideas for a quick weeknight meal?",
+             ("vegan", "A vegan lentil curry, fully vegan."), ("steak", "A seared steak, a classic steak dinner.")),
+            ("Where should we stay on our trip?", "How do I plan a weekend away?",
+             ("camping", "Go camping: pitch a tent at a camping site."), ("hotel", "Book a hotel: a central hotel.")),
+            ("How should I get to work?", "What is a good commute?",
+             ("cycling", "Try cycling: cycling is quick."), ("driving", "Keep driving: driving is comfortable.")),
+            ("What should I read next?", "Any book tips for the holidays?",
+             ("poetry", "A poetry collection: modern poetry."),
+             ("thrillers", "Thrillers: a fast-paced thrillers list."))]
+
+
+def labelled_records() -> list[dict]:
+    """Two records per question of :data:`LABELLED` (twins: the same question, posts and answers, roles swapped)."""
+    records = []
+    for q, (question, post, *wants) in enumerate(LABELLED):
+        for user, ((label, chosen), (_, rejected)) in enumerate((wants, wants[::-1])):
+            posts = [{"id": f"q{q}u{user}p{k}", "category": label, "text": f"{post} ({k})"} for k in range(2)]
+            records.append({"id": f"q{q}-u{user}", "question": question, "chosen": chosen, "rejected": rejected,
+                            "profile": posts, "user_id": f"u{user}"})
+    return records
+
+
+def test_untagged_shows_how_much_an_rm_leans_on_category_labels_that_name_the_preference(tmp_path, capsys):
+    """On planted data where each post's category is a word of the chosen answer only, an RM that reads the whole
+    RM input (embedding:minilm) is right more often with the tags than under +untagged (without them the twins'
+    inputs are the same text, so it picks the same answer for both: one right); lexical reads the user's words,
+    never a tag, and keeps every verdict. The untagged job's stored input is the rendering without any
+    ``[category]``, and the check says which RM leans on the labels."""
+    from prb_utils.models.base import PairInput
+    from prb_utils.models.rendered import rendered_input
+    from prb_utils.profile import condition_records, rm_user_message
+    from prb_utils.store import pair_hash
+
+    path = tmp_path / "labelled.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in labelled_records()), encoding="utf-8")
+    out = tmp_path / "results"
+    assert main(["score", "--data", str(path), "--model", "embedding:minilm", "--model", "lexical", "--profile",
+                 "full", "--profile", "full+untagged", "--device", "cpu", "--out", str(out), "--no-progress"]) == 0
+    capsys.readouterr()
+    rows = load_results(out)
+    correct = (rows.assign(right=rows["outcome"] == "correct")
+               .pivot_table(index="model", columns="profile", values="right", aggfunc="sum"))
+    assert correct.loc["embedding:minilm", "full"] > correct.loc["embedding:minilm", "full+untagged"]
+    assert correct.loc["embedding:minilm", "full+untagged"] == len(LABELLED)   # one of each twin: it reads no user
+    data = load_benchmark(str(path))
+    effects = probe_effects(rows, data).set_index(["model", "probe"])
+    assert effects.loc[("lexical", "untagged"), "verdicts_kept"] == 1.0
+    assert effects.loc[("lexical", "untagged"), "check"] == "pass"
+    assert effects.loc[("embedding:minilm", "untagged"), "check"] == "fail"
+    assert effects.loc[("embedding:minilm", "untagged"), "inputs_changed"] == len(data)
+    tagged = {(r["subset"], r["id"]): r for r in condition_records(data, "full")}
+    shown = {(r["subset"], r["id"]): r for r in condition_records(data, "full+untagged")}
+    stored = rows[rows["profile"] == "full+untagged"]
+    assert len(stored) == 2 * len(data)
+    for row in stored.itertuples():
+        record = shown[(row.subset, row.id)]
+        message = rm_user_message(record, "full+untagged")   # the stored hash is of the input the RM was given
+        assert row.pair_hash == pair_hash(row.subset, row.id, message, record["chosen"], record["rejected"])
+        seen = rendered_input(row.model, PairInput(row.id, message, record["chosen"], record["rejected"]))
+        label = tagged[(row.subset, row.id)]["profile"][0]["category"]
+        assert "[" not in seen.as_text() and label not in seen.texts[0].text
+        assert f"- [{label}] " in rm_user_message(tagged[(row.subset, row.id)], "full")
+
+
+def test_untagged_changes_nothing_on_records_without_categories():
+    """Records whose posts carry no category (or an empty one): the probe changes no record and its check is n/a,
+    as any probe that changed no RM input."""
+    data = twin_data()
+    data.loc[0, "profile"] = [{"category": "", "text": "an empty category"}]
+    assert changed_records(data, "untagged") == set()
+    assert apply_probe(data, "untagged")["profile"].tolist() == data["profile"].tolist()
+    ones = np.ones(len(data))
+    rows = pd.concat([_rows("reader", "top3", data, ones), _rows("reader", "top3+untagged", data, -ones)])
+    effect = probe_effects(rows, data).iloc[0]
+    assert effect["inputs_changed"] == 0
+    assert effect["check"] == "n/a: the probe changed no RM input (no profile post has a category)"
+
+
+def test_the_data_formats_page_shows_the_user_turn_the_code_renders_with_and_without_tags():
+    """The record and the two user turns in docs/reference/data-formats.md are what rm_user_message renders."""
+    import re
+    from pathlib import Path
+
+    from prb_utils.profile import condition_records, rm_user_message
+
+    page = (Path(__file__).parents[1] / "docs" / "reference" / "data-formats.md").read_text(encoding="utf-8")
+    blocks = dict(re.findall(r"<!-- rendered: (\S+) -->\n```\w+\n(.*?)\n```", page, flags=re.DOTALL))
+    assert set(blocks) == {"record", "full", "full+untagged"}
+    record = json.loads(blocks["record"])
+    assert blocks["full"] == rm_user_message(record, "full")
+    untagged = condition_records(pd.DataFrame([{**record, "subset": "S"}]), "full+untagged")[0]
+    assert blocks["full+untagged"] == rm_user_message(untagged, "full+untagged")
+    assert "- [photo] " in blocks["full"] and "[" not in blocks["full+untagged"]

@@ -509,7 +509,7 @@ class DiagnosticsParams(NotebookParams):
 
 @dataclass(frozen=True)
 class ReadingParams(NotebookParams):
-    """05_reading_the_user: the personalization probes (swap, shuffle, distract, label-swap, retest)."""
+    """05_reading_the_user: the personalization probes (:data:`prb_utils.probes.PROBES`)."""
 
     base_profile: str = DEFAULT_CONDITION
     n_boot: int = 0  # 0: automatic (resampling.default_n_boot)
