@@ -61,7 +61,7 @@ import yaml
 from prb_utils import __version__
 from prb_utils.analysis.resampling import LEVEL
 from prb_utils.analysis.uncertainty import ResamplingPlan
-from prb_utils.data import HUB_ID
+from prb_utils.data import HUB_ID, first_pairs
 from prb_utils.errors import PRBError
 from prb_utils.formatting import format_interval
 from prb_utils.models.kinds import MODEL_KINDS, baseline_names
@@ -224,11 +224,16 @@ def _accuracy(rows: pd.DataFrame, by: list[str], plan: ResamplingPlan) -> pd.Dat
 def _job_inputs(rows: pd.DataFrame, data: pd.DataFrame | None, meta: Mapping[str, Any],
                 stale: list[str] | None = None) -> list[dict[str, Any]]:
     """Per row: question, RM user message, chosen and rejected as the job's condition showed them (a probe's
-    transform applied; empty dicts without ``data``). A row whose record in ``data`` no longer gives the RM input
-    it was scored on (its ``pair_hash`` differs: the record was
+    transform applied, on the records the job loaded: ``data`` cut to the subsets and limit it recorded, so that
+    a probe drawing from the loaded records, ``swap``, draws as it did; empty dicts without ``data``). A row whose
+    record in ``data`` no longer gives the RM input it was scored on (its ``pair_hash`` differs: the record was
     edited since) gets no texts, and its ``subset/id`` goes to ``stale``."""
     if data is None:
         return [{} for _ in range(len(rows))]
+    scored_on = meta.get("data") or {}
+    if scored_on.get("subsets"):
+        data = data[data["subset"].isin(scored_on["subsets"])]
+    data = first_pairs(data, scored_on.get("limit"))
 
     condition = str(meta.get("profile"))
     options = meta.get("options") or {}

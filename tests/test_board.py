@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shlex
 import shutil
 from pathlib import Path
 
@@ -17,8 +18,10 @@ import pytest
 from test_report import _open_offline
 
 from prb_utils.analysis.findings import compute_findings
+from prb_utils.analysis.probe_effects import READING_VERDICTS, probe_effects, reading_verdicts
 from prb_utils.analysis.uncertainty import ResamplingPlan
 from prb_utils.board import build_board, check_submissions
+from prb_utils.board.readings import NO_PROBES
 from prb_utils.board.recompute import model_id
 from prb_utils.cli import main
 from prb_utils.data import load_benchmark
@@ -27,6 +30,7 @@ from prb_utils.export import export_results
 from prb_utils.formatting import format_interval
 from prb_utils.scoring import score_benchmark
 from prb_utils.store import load_results
+from prb_utils.submission import find_submissions, read_submission
 
 TEAMS = {"team-a": (["length", "lexical"], ["none", "top2"], None),
          "team-b": (["lexical"], ["none", "top2"], "random"),
@@ -270,6 +274,79 @@ def test_a_deep_link_restores_sort_filter_and_comparison_after_a_reload(board):
     compared = board.numbers["compare"].get(f"top2|{a}|{b}") or board.numbers["compare"][f"top2|{b}|{a}"]
     assert seen["after"] == seen["before"] and f"p = {compared['p_text']}" in seen["after"]
     assert seen["flips"] == len(compared["flips"])
+
+
+# ------------------------------------------------------------------------------------------------ probe readings
+
+
+@pytest.fixture(scope="module")
+def probed(teams):
+    """A store probed with swap and shuffle over top3 (the two fast baselines, on team-a's pairs), exported, and a
+    board of it with team-c (no probes)."""
+    root, data = teams
+    store = root / "stores" / "probed"
+    score_benchmark(data, ["length", "lexical"], ["top3", "top3+swap", "top3+shuffle"], out=store, progress=False)
+    export_results(store, root / "probed", format="every_eval_ever", data=data, data_source="sample")
+    return store, build_board([root / "probed", root / "team-c"], root / "probed-site")
+
+
+def test_a_card_reads_the_probes_as_page_05_does_and_an_unprobed_card_says_how(teams, probed, tmp_path, capsys):
+    root, data = teams
+    store, built = probed
+    assert main(["board", str(root / "probed"), "--check", "--data", "sample"]) == 0   # probe rows pass the check
+    capsys.readouterr()
+    rows = load_results(store)
+    effects = probe_effects(rows.assign(model=[f"{m} (probed)" if m == "length" else m for m in rows["job_label"]]),
+                            data, **ResamplingPlan().options())
+    expected = reading_verdicts(effects).set_index("model")
+    cards = {built.numbers["models"][i]["label"]: c["probes"] for i, c in built.numbers["cards"].items()}
+    assert set(cards) == {"length (probed)", "lexical", "length (team-c)"}
+    for label in ("length (probed)", "lexical"):
+        (reading,) = cards[label]["readings"]
+        want = expected.loc[label]
+        assert reading["base"] == "top3" and reading["verdict"] == want["verdict"] and cards[label]["missing"] == ""
+        assert reading["sensitivity"] == want["sensitivity"]
+        assert (reading["sensitivity_low"], reading["sensitivity_high"]) == (want["sensitivity_low"],
+                                                                             want["sensitivity_high"])
+        assert reading["sensitivity_text"] == format_interval(want["sensitivity"], want["sensitivity_low"],
+                                                              want["sensitivity_high"])
+        (check,) = reading["checks"]
+        assert check["probe"] == "shuffle"
+        assert check["check"] == effects.set_index(["model", "probe"]).loc[(label, "shuffle"), "check"]
+    assert cards["length (probed)"]["readings"][0]["verdict"].startswith("n/a: profile-blind")
+    assert expected.loc["lexical", "verdict"] in READING_VERDICTS and expected.loc["lexical", "p_holm"] >= 0
+    unprobed = cards["length (team-c)"]
+    assert unprobed["readings"] == [] and unprobed["missing"].startswith(NO_PROBES)
+    command = re.search(r"`(prb probe [^`]+)`", unprobed["missing"]).group(1)
+    assert command == "prb probe --data sample --model length --profile top3 --limit 4 --out results"
+    assert main([*shlex.split(command)[1:-1], str(tmp_path / "store"), "--probe", "swap", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert set(load_results(tmp_path / "store")["profile"]) == {"top3", "top3+swap"}   # the command adds them
+    assert any(rule.startswith("Family top3+swap: Holm over 1 test of lexical") for rule in built.numbers["rules"])
+
+    ids = {built.numbers["models"][i]["label"]: i for i in built.numbers["cards"]}
+    facts = _open_offline([built.page], probe=lambda page: {
+        label: page.inner_text(f'[data-probes="{ids[label]}"]') for label in ("lexical", "length (team-c)")})
+    assert facts["index.html"]["console"] == [] and facts["index.html"]["errors"] == []
+    shown = facts["index.html"]["probe"]
+    lexical = cards["lexical"]["readings"][0]
+    assert f"Reading the user (probes of top3): {lexical['verdict']}; " in shown["lexical"]
+    assert f"{lexical['sensitivity_text']}, p (Holm) {lexical['p_text']}." in shown["lexical"]
+    assert "shuffle" in shown["lexical"] and lexical["checks"][0]["check"] in shown["lexical"]
+    assert unprobed["missing"] in shown["length (team-c)"]
+
+
+def test_a_probe_job_exported_from_the_command_line_keeps_its_rows_and_texts(probed, tmp_path, capsys):
+    """`prb export --data sample` loads the whole sample; a store scored with --limit 4 drew its swap partners among
+    the records it loaded, so the export redraws them among the same records: no pair called edited, every text."""
+    store, _ = probed
+    assert main(["export", "--format", "every_eval_ever", "--results", str(store), "--out", str(tmp_path),
+                 "--data", "sample"]) == 0
+    assert "differ from --data" not in capsys.readouterr().err
+    found = {s.condition: s for s in map(read_submission, find_submissions([tmp_path]))}
+    assert set(found) == {"top3", "top3+swap", "top3+shuffle"}
+    for s in found.values():
+        assert len(s.rows) == 12 and set(s.texts) == {f"{r.subset}/{r.id}" for r in s.rows.itertuples()}
 
 
 # ------------------------------------------------------------------------------------------------ hub files

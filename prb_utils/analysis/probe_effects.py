@@ -178,9 +178,11 @@ def _twin_split(outcomes: pd.Series, twins: dict) -> dict[str, int]:
 
 def probe_effects(results: pd.DataFrame, data: pd.DataFrame | None = None, *, units: str | None = "question",
                   n_boot: int | None = None, seed: int = SEED, level: float = LEVEL,
-                  tolerance: float = INVARIANCE_TOLERANCE) -> pd.DataFrame:
+                  tolerance: float = INVARIANCE_TOLERANCE, keys: bool = False) -> pd.DataFrame:
     """One row per model and probe job in ``results`` (columns :data:`EFFECT_COLUMNS`), against its base condition
-    on the pairs both scored, clustered by ``units`` (from ``data``, the benchmark records; None: pairs):
+    on the pairs both scored, clustered by ``units`` (from ``data``, the benchmark records; with ``keys=True``,
+    the unit keys the store recorded, ``subset, id, question, user``, taken as they are, as
+    :func:`prb_utils.analysis.metrics.unit_labels` takes them: the same clusters; None: pairs):
 
     - ``diff`` = probe - base accuracy with its interval, ``p_value`` and ``p_holm`` within the probe's
       :class:`Family` (named in ``family``) for a tested probe (:attr:`prb_utils.probes.Probe.tested`: ``swap``,
@@ -213,12 +215,12 @@ def probe_effects(results: pd.DataFrame, data: pd.DataFrame | None = None, *, un
         if base not in set(group["profile"]):
             continue
         if units == TWO_WAY_UNIT:   # the question and the user, crossed
-            question, user = two_way_labels(group, data)
+            question, user = two_way_labels(group, data, keys=keys)
             group = group.assign(question=question.to_numpy(), user=user.to_numpy(),
                                  **{TWO_WAY_UNIT: (question + "+" + user).to_numpy()})
             tested = TWO_WAY_UNIT
         else:
-            group = group.assign(_unit=unit_labels(group, data, units or "pair").to_numpy())
+            group = group.assign(_unit=unit_labels(group, data, units or "pair", keys=keys).to_numpy())
             tested = "_unit"
         wide = group.pivot_table(index=["subset", "id"], columns="profile", values="outcome", aggfunc="first")
         unit_of = group.drop_duplicates(["subset", "id"]).set_index(["subset", "id"])[unit_columns(tested)]

@@ -4,7 +4,8 @@
 job per board label, attaches the resampling units each pair's submission recorded, and computes the findings
 (:func:`prb_utils.analysis.findings.compute_findings`: accuracy [CI], shared ranks and rank ranges, chance and
 lift verdicts, per-subset accuracy), accuracy per category under the same plan, each model's hardest and most
-profile-sensitive pairs, and every two-run comparison per condition through the function ``prb summarize
+profile-sensitive pairs, each model's probe readings as page 05 reads them (:mod:`prb_utils.board.readings`:
+``cards[id]["probes"]``), and every two-run comparison per condition through the function ``prb summarize
 --compare`` uses (:func:`prb_utils.analysis.metrics.summarize`). A submitted aggregate is never used: where it
 disagrees with the rows, a note says so and the recomputed number is shown.
 
@@ -25,6 +26,7 @@ from prb_utils.analysis.findings import Findings, compute_findings, rank_span
 from prb_utils.analysis.metrics import summarize
 from prb_utils.analysis.uncertainty import ResamplingPlan
 from prb_utils.board.items import ITEM_RULES, item_analysis
+from prb_utils.board.readings import probe_readings
 from prb_utils.formatting import COEFFICIENT, PROPORTION, format_interval, format_signed, format_value
 from prb_utils.schema import NO_PROFILE, pair_key, stable_hash
 from prb_utils.submission import Submission
@@ -210,6 +212,7 @@ def board_numbers(submissions: Sequence[Submission], *, plan: ResamplingPlan | N
     found = compute_findings(rows, units, plan=plan, calibrate=False, keys=True)
     notes = [n for s, label in zip(submissions, labels, strict=True) for n in disagreements(s, label, found)]
     by_label = dict(zip(labels, submissions, strict=True))
+    readings, probe_rules = probe_readings(rows, units, plan, ids, by_label)
     rows = plan.attach(rows, units, keys=True)
     comparisons = {}
     for condition in found.conditions():
@@ -223,10 +226,12 @@ def board_numbers(submissions: Sequence[Submission], *, plan: ResamplingPlan | N
         "models": models, "conditions": conditions, "board": _board_table(found, ids),
         "headline": {h["profile"]: h["sentence"] for h in found.headline()},
         "rules": [*found.notes(), *[f"{r[0].upper()}{r[1:]}." for r in (HARDEST_RULE, SENSITIVE_RULE, FLIP_RULE,
-                                                                          *ITEM_RULES.values())]],
+                                                                          *ITEM_RULES.values())], *probe_rules],
         "items": _items(rows, found), "notes": notes, "cards": _cards(rows, found, plan, ids),
         "compare": comparisons, "plan": plan.to_dict(),
     }
+    for run, probed in readings.items():
+        numbers["cards"][run]["probes"] = probed
     numbers["pairs"] = pair_texts(rows, submissions, referenced(numbers))
     return numbers
 

@@ -33,12 +33,19 @@ UNRANKED_WHY = {"position-locked judge": "position-locked judge: its accuracy me
 
 
 def prb_command(verb: str, *, data: object, store: object, models: Sequence[str] = (), profile: str | None = None,
-                ) -> str:
-    """The shell command ``prb VERB`` on ``data`` into the store ``store`` (paths as pages show them: never an
-    absolute local path), for ``models`` and the profile condition ``profile``, quoted for a shell."""
+                subsets: Sequence[str] = (), limit: int | None = None) -> str:
+    """The shell command ``prb VERB`` on ``data`` (its ``subsets`` and first ``limit`` pairs of each, when given)
+    into the store ``store`` (paths as pages show them: never an absolute local path), for ``models`` and the
+    profile condition ``profile``, quoted for a shell.
+
+    >>> prb_command("probe", data="sample", models=["lexical"], profile="top2", subsets=["a b"], limit=4, store="r")
+    "prb probe --data sample --model lexical --profile top2 --subset 'a b' --limit 4 --out r"
+    """
     parts = ["prb", verb, "--data", shlex.quote(display_path(data))]
     parts += [f"--model {shlex.quote(m)}" for m in models]
     parts += [f"--profile {shlex.quote(profile)}"] if profile else []
+    parts += [f"--subset {shlex.quote(s)}" for s in subsets]
+    parts += [f"--limit {limit}"] if limit else []
     parts += [STORE_OPTION[verb], shlex.quote(display_path(store))]
     return " ".join(parts)
 

@@ -170,6 +170,23 @@
   }
 
   // ------------------------------------------------------------------------------------------- model cards
+  function renderProbes(card, id) {
+    const probes = DATA.cards[id].probes;
+    if (!probes) return;
+    const box = el("div", null, { class: "probes", "data-probes": id });
+    box.appendChild(el("h4", "Probe readings"));
+    if (!probes.readings.length) box.appendChild(el("p", probes.missing));
+    for (const r of probes.readings) {
+      const said = `Reading the user (probes of ${r.base}): ${r.verdict}; sensitivity (accuracy with the own ` +
+        `profile minus with another user's) ${r.sensitivity_text}, p (Holm) ${r.p_text}.`;
+      box.appendChild(el("p", said, { "data-base": r.base }));
+      if (r.checks.length)
+        box.appendChild(table(["probe", "check", "measured [95% CI]", "allowed"],
+          r.checks.map((c) => row([c.probe, c.check, c.measured, c.allowed]))));
+      else box.appendChild(el("p", `No other probe of ${r.base} submitted, so no check.`));
+    }
+    card.appendChild(box);
+  }
   function renderCards() {
     const host = document.getElementById("cards");
     host.replaceChildren();
@@ -183,6 +200,7 @@
       prov.appendChild(el("summary", "Provenance"));
       prov.appendChild(table(["field", "value"], Object.entries(model.provenance).map(([k, v]) => row([k, v]))));
       card.appendChild(prov);
+      renderProbes(card, id);
       for (const [condition, entry] of Object.entries(DATA.cards[id].conditions)) {
         card.appendChild(el("h4", `Under ${condition}`));
         card.appendChild(table(["subset", "pairs", "accuracy"], entry.subsets.map((s) => row([s.subset, s.n, s.accuracy_text]))));
