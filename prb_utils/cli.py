@@ -33,12 +33,19 @@ from prb_utils.analysis.uncertainty import PLAN_UNITS, ResamplingPlan
 from prb_utils.data import load_benchmark, read_benchmark, record_digests, subset_counts
 from prb_utils.distributed import check_same_run, one_process_advice, setup, world
 from prb_utils.downstream.correlation import MIN_RMS
-from prb_utils.downstream.report_bon import REPORT_BON, REPORT_BON_FOLDER
+from prb_utils.downstream.report_bon import (
+    REPORT_BON,
+    REPORT_BON_FOLDER,
+    reusable_run,
+    size_line,
+    too_few_to_rank,
+)
 from prb_utils.downstream.rubric_judge import DEFAULT_JUDGE, check_judge, judge_label
 from prb_utils.errors import DataError, PRBError
 from prb_utils.export import FORMATS, export_results
 from prb_utils.models import MODEL_KINDS, EngineConfig, ModelOptions, list_models, parse_spec
 from prb_utils.models.engines import ENGINES
+from prb_utils.notebook.markup import prb_command
 from prb_utils.notebook.params import PARAMS_BY_NOTEBOOK
 from prb_utils.notebook.stages import Stages
 from prb_utils.plan import plan_frame, plan_text
@@ -55,8 +62,6 @@ from prb_utils.store import (
 )
 
 DEFAULT_REPORT_PROFILES = (NO_PROFILE, DEFAULT_CONDITION)
-#: The Best-of-N run inside ``prb report``: small enough for the report's few minutes on a CPU (N answers for
-#: the first ``limit`` questions of each subset); ``prb bon`` runs the pipeline at any size.
 EXACT_SAMPLING_HELP = ("Best-of-N: sample each question on its own, seeded by its id (one generate call, or one server "
                        "request at a time), so its answers never depend on the questions sampled before or beside it; "
                        "slower. Default: several questions sampled together (their answers cached apart)")
@@ -803,9 +808,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 def _report_bon_size(args: argparse.Namespace, models: Sequence[str]) -> int:
     """The answers per question of the report's own Best-of-N run: ``--bon-n`` when given, else the default, or 0
     (with one line on stderr naming why and the ``prb bon`` command) when page 03 could not rank ``models``."""
-    from prb_utils.downstream.report_bon import too_few_to_rank
-    from prb_utils.notebook.markup import prb_command
-
     if args.bon_n is not None:
         return int(args.bon_n)
     why = too_few_to_rank(models)
@@ -823,7 +825,6 @@ def _report_bon(args: argparse.Namespace, options: ModelOptions, models: Sequenc
     run; its size is said first."""
     from prb_utils.downstream.pipeline import run_bon_pipeline
     from prb_utils.downstream.policy import SamplingOptions
-    from prb_utils.downstream.report_bon import reusable_run, size_line
 
     data = _load(args).groupby("subset", sort=False).head(args.bon_limit)
     full = Path(args.results) / "bon"

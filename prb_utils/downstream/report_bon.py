@@ -25,7 +25,8 @@ from prb_utils.errors import PRBError
 from prb_utils.schema import canonical_spec
 from prb_utils.store import read_json_cache
 
-#: The report's own Best-of-N run: answers per question and questions per subset (``--bon-n``, ``--bon-limit``).
+#: The report's own Best-of-N run, small enough for the report's few minutes on a CPU: answers per question and
+#: questions per subset (``--bon-n``, ``--bon-limit``); ``prb bon`` runs the pipeline at any size.
 REPORT_BON = {"n": 4, "limit": 1}
 
 #: The folder (under the store) of the report's own run, apart from a ``prb bon`` run in ``bon/``.
