@@ -32,12 +32,21 @@ from prb_utils.analysis.probe_effects import (
 from prb_utils.analysis.uncertainty import PLAN_UNITS, ResamplingPlan
 from prb_utils.data import load_benchmark, read_benchmark, record_digests, subset_counts
 from prb_utils.distributed import check_same_run, one_process_advice, setup, world
-from prb_utils.downstream.rubric_judge import DEFAULT_JUDGE, check_judge, judge_identity, judge_label
+from prb_utils.downstream.correlation import MIN_RMS
+from prb_utils.downstream.report_bon import (
+    REPORT_BON,
+    REPORT_BON_FOLDER,
+    reusable_run,
+    size_line,
+    too_few_to_rank,
+)
+from prb_utils.downstream.rubric_judge import DEFAULT_JUDGE, check_judge, judge_label
 from prb_utils.errors import DataError, PRBError
 from prb_utils.export import FORMATS, export_results
 from prb_utils.models import MODEL_KINDS, EngineConfig, ModelOptions, list_models, parse_spec
 from prb_utils.models.engines import ENGINES
 from prb_utils.models.serve.launcher import stop_started
+from prb_utils.notebook.markup import prb_command
 from prb_utils.notebook.params import PARAMS_BY_NOTEBOOK
 from prb_utils.notebook.stages import Stages
 from prb_utils.plan import plan_frame, plan_text
@@ -51,13 +60,9 @@ from prb_utils.store import (
     load_results,
     load_run_metadata,
     pair_units,
-    read_json_cache,
 )
 
 DEFAULT_REPORT_PROFILES = (NO_PROFILE, DEFAULT_CONDITION)
-#: The Best-of-N run inside ``prb report``: small enough for the report's few minutes on a CPU (N answers for
-#: the first ``limit`` questions of each subset); ``prb bon`` runs the pipeline at any size.
-REPORT_BON = {"n": 4, "limit": 1}
 EXACT_SAMPLING_HELP = ("Best-of-N: sample each question on its own, seeded by its id (one generate call, or one server "
                        "request at a time), so its answers never depend on the questions sampled before or beside it; "
                        "slower. Default: several questions sampled together (their answers cached apart)")
@@ -308,9 +313,10 @@ def _add_report_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=_folder_name, default="reports", help="report folder (default: reports)")
     p.add_argument("--results", type=_folder_name, default="results", help="store folder (default: results)")
     _add_units_option(p, saves=True)
-    p.add_argument("--bon-n", type=_count, default=REPORT_BON["n"], metavar="N",
-                   help=f"Best-of-N in the report: answers sampled per question (default {REPORT_BON['n']}; 0 skips "
-                        "the BoN run); `prb bon` runs it at any size")
+    p.add_argument("--bon-n", type=_count, default=None, metavar="N",
+                   help=f"Best-of-N in the report: answers sampled per question (default {REPORT_BON['n']}, and no run "
+                        f"for fewer than {MIN_RMS} models: page 03 could not rank them; a number given runs it; 0 "
+                        "skips the BoN run); `prb bon` runs it at any size")
     p.add_argument("--bon-limit", type=_positive_int, default=REPORT_BON["limit"], metavar="N",
                    help=f"Best-of-N in the report: first N questions of each subset (default {REPORT_BON['limit']})")
     p.add_argument("--bon-judge", default=DEFAULT_JUDGE, metavar="SPEC",
@@ -771,6 +777,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     profiles = args.profile or list(DEFAULT_REPORT_PROFILES)
     check_out_folder(args.out)  # before scoring: never overwrite the source notebooks
     options = _model_options(args)
+    args.bon_n = _report_bon_size(args, models)
     if args.bon_n > 0:
         check_judge(args.bon_judge, options)   # a judge that cannot be used fails before scoring
     needs = {name: page.report_needs(models, profiles, asked_profiles=bool(args.profile), retriever=args.retriever)
@@ -799,48 +806,39 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-REPORT_BON_FOLDER = "bon-report"
+def _report_bon_size(args: argparse.Namespace, models: Sequence[str]) -> int:
+    """The answers per question of the report's own Best-of-N run: ``--bon-n`` when given, else the default, or 0
+    (with one line on stderr naming why and the ``prb bon`` command) when page 03 could not rank ``models``."""
+    if args.bon_n is not None:
+        return int(args.bon_n)
+    why = too_few_to_rank(models)
+    if not why:
+        return REPORT_BON["n"]
+    print(f"Best-of-N: not run by the report: {why} (--bon-n N runs it anyway; at any size: "
+          f"{prb_command('bon', data=args.data, models=models, store=args.results)})", file=sys.stderr)
+    return 0
 
 
 def _report_bon(args: argparse.Namespace, options: ModelOptions, models: Sequence[str], *, rm_profile: str) -> Path:
-    """The Best-of-N run page 03 shows: a ``prb bon`` run in ``RESULTS/bon`` that covers the report's models,
-    profile condition, answers and questions (the same records: question, profile, rubric) and was judged by
-    ``--bon-judge``, or else the report's own small run (``--bon-n``, ``--bon-limit``, ``--bon-judge``) written
-    apart, to ``RESULTS/bon-report``, so that it never replaces a larger run."""
-    from prb_utils.downstream.pipeline import question_digests, run_bon_pipeline
+    """The Best-of-N run page 03 shows: a ``prb bon`` run in ``RESULTS/bon`` that can be shown
+    (:func:`prb_utils.downstream.report_bon.reusable_run`), or else the report's own small run (``--bon-n``,
+    ``--bon-limit``, ``--bon-judge``) written apart, to ``RESULTS/bon-report``, so that it never replaces a larger
+    run; its size is said first."""
+    from prb_utils.downstream.pipeline import run_bon_pipeline
     from prb_utils.downstream.policy import SamplingOptions
 
-    data = _load(args)
-    data = data.groupby("subset", sort=False).head(args.bon_limit)
+    data = _load(args).groupby("subset", sort=False).head(args.bon_limit)
     full = Path(args.results) / "bon"
-    try:
-        found = read_json_cache(full / "run.json")
-    except PRBError:   # a damaged run is not one to show: the report writes its own apart
-        found = {}
-    held = found.get("questions") if isinstance(found.get("questions"), dict) else {}
-    other = [why for why, differs in (
-        ("on other data", any(held.get(k) != v for k, v in question_digests(data).items())),
-        (f"with another judge than {args.bon_judge}", found.get("judge_identity") != judge_identity(args.bon_judge)))
-        if differs]
-    if "questions" not in found or "judge_identity" not in found:
-        other = ["by a prb that did not record its data and judge"]
-    if found and other and (full / "bon_frame.parquet").is_file():
-        print(f"Best-of-N: the run in {full} was made {' and '.join(other)}; page 03 shows the report's own "
-              "run", file=sys.stderr)
-    # an exact run serves either mode (a run before the modes existed sampled exactly); a batched one, the default
-    if (not other and set(models) <= set(found.get("models") or ()) and found.get("rm_profile") == rm_profile
-            and (found.get("sampling", "exact") == "exact" or not args.exact_sampling)
-            and int(found.get("n_samples") or 0) >= args.bon_n and int(found.get("n_questions") or 0) >= len(data)
-            and (full / "bon_frame.parquet").is_file()):
-        print(f"Best-of-N: page 03 shows the run in {full} ({found['n_questions']} questions x {found['n_samples']} "
-              "answers)", file=sys.stderr)
+    shown, note = reusable_run(full, data, models=models, rm_profile=rm_profile, judge=args.bon_judge,
+                               n_samples=args.bon_n, exact=args.exact_sampling)
+    if note:
+        print(note, file=sys.stderr)
+    if shown:
         return full
-    print(f"Best-of-{args.bon_n} on {len(data)} questions ({args.bon_limit} per subset), judged by {args.bon_judge}",
-          file=sys.stderr)
+    print(size_line(len(data), args.bon_n, args.bon_judge, per_subset=args.bon_limit), file=sys.stderr)
     run_bon_pipeline(data, out=args.results, models=models, rm_profile=rm_profile, judge=args.bon_judge,
                      sampling=SamplingOptions(n_samples=args.bon_n, exact=args.exact_sampling), options=options,
-                     figures=False,
-                     progress=not args.no_progress, folder=REPORT_BON_FOLDER)
+                     figures=False, progress=not args.no_progress, folder=REPORT_BON_FOLDER)
     return Path(args.results) / REPORT_BON_FOLDER
 
 

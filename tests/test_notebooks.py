@@ -449,7 +449,7 @@ def test_workshop_runs_without_any_scores(tmp_path):
                  quiz_pairs=2)
     assert not [o for o in outputs(nb) if o.get("output_type") == "error"]
     text = html_text(nb)
-    assert "No model scores in the store yet" in text and "No model has scored this pair yet" in text
+    assert "No model scores in the store for this data yet" in text and "No model has scored this pair yet" in text
     assert "Question (the same for every user)" in text
 
 

@@ -14,9 +14,12 @@ import pytest
 
 from prb_utils.errors import PRBError
 from prb_utils.notebook.pair_view import (
+    NO_TWINS,
     VIEW_STYLE,
     categories,
+    disagreeing_twins,
     filter_pairs,
+    margins_missing,
     pair_anchor,
     pair_brief_html,
     pair_html,
@@ -25,7 +28,7 @@ from prb_utils.notebook.pair_view import (
     pair_list_html,
     pair_summary,
     rm_inputs_html,
-    same_question_groups,
+    two_users_html,
     two_users_margins,
     two_users_plot,
 )
@@ -114,15 +117,32 @@ def test_pair_list_html_is_an_offline_itable_with_the_links():
     assert "<b>bold</b>" not in page  # escaped before itables sees it (allow_html)
 
 
-def test_same_question_groups_put_the_avoided_last():
-    data = pd.concat([_data(), pd.DataFrame({"subset": ["T", "T"], "id": ["e", "f"], "category": "z",
-                                             "question": ["Q9", "Q9"], "chosen": ["p", "q"],
-                                             "rejected": ["q", "p"]})], ignore_index=True)
-    groups = same_question_groups(data)
-    assert [[r["id"] for r in g] for g in groups] == [["a", "b"], ["e", "f"]]
-    avoided = same_question_groups(data, avoid=[("S", "a")])
+def test_disagreeing_twins_are_read_from_the_data_and_the_avoided_come_last():
+    data = pd.concat([_data(), pd.DataFrame({"subset": ["T", "T", "T"], "id": ["e", "f", "g"], "category": "z",
+                                             "question": ["Q9", "Q9", "Q8"], "chosen": ["p", "q", "p"],
+                                             "rejected": ["q", "p", "q"]})], ignore_index=True)
+    twins = disagreeing_twins(data)
+    assert [[r["id"] for r in g] for g in twins] == [["a", "b"], ["e", "f"]]
+    assert all(g[0]["question"] == g[1]["question"] and g[0]["chosen"] == g[1]["rejected"] for g in twins)
+    avoided = disagreeing_twins(data, avoid=[("S", "a")])
     assert [[r["id"] for r in g] for g in avoided] == [["e", "f"], ["a", "b"]]
     assert pair_keys([("S", "a"), {"subset": "T", "id": "e"}]) == {("S", "a"), ("T", "e")}
+    # two users who asked the same question and want the same answer are no twins
+    agree = data.assign(chosen="p", rejected="q")
+    assert disagreeing_twins(agree) == [] and NO_TWINS in two_users_html([])
+
+
+def test_empty_margins_say_what_the_store_holds_and_what_is_missing():
+    """Before: "No model scores in the store yet" whenever the figure was empty, over a store of thousands of rows."""
+    twins = _data().iloc[:2].to_dict("records")
+    rows = pd.DataFrame({"model": "length", "profile": "none", "subset": "S", "id": ["c"]})
+    how = "prb score --data mine.jsonl --model length --out results"
+    assert "No twin pair in this data" in margins_missing(rows, [], stored=rows, how=how)
+    assert "No model scores in the store for this data yet" in margins_missing(rows[:0], twins, stored=rows[:0], how=how)
+    other = margins_missing(rows[:0], twins, stored=rows, how=how)
+    assert "holds 1 scored row(s) on this data, from 1 model(s) (`length`)" in other and other.endswith(f"`{how}`")
+    mine = margins_missing(rows, twins, stored=rows, how=how)
+    assert "none of them for the two users' pairs `a` and `b`" in mine and "yet" not in mine
 
 
 def test_two_users_margins_mirror_under_none_and_the_figure_has_a_panel_per_model():

@@ -612,7 +612,7 @@ def test_results_csv_never_hands_a_spreadsheet_a_formula(tmp_path):
     assert not any(v.startswith(("=", "+", "@")) for r in rows for v in r.values())
 
 
-def test_the_reports_best_of_n_never_replaces_a_larger_run(tmp_path, monkeypatch):
+def test_the_reports_best_of_n_never_replaces_a_larger_run(tmp_path, monkeypatch, capsys):
     """A `prb bon` run in results/bon that covers the report's models is shown as it is; otherwise the report's
     small run is written apart, to results/bon-report, and the full run's files stay untouched."""
     import argparse
@@ -648,8 +648,11 @@ def test_the_reports_best_of_n_never_replaces_a_larger_run(tmp_path, monkeypatch
     calls.clear()
     (full / "run.json").write_text(json.dumps({"models": ["length"], "rm_profile": "top3", "n_samples": 8,
                                                "n_questions": 42, **same}), encoding="utf-8")   # lexical is missing
+    capsys.readouterr()
     shown = cli._report_bon(args, options, ["length", "lexical"], rm_profile="top3")
     assert shown == tmp_path / "results" / cli.REPORT_BON_FOLDER
+    # its size is said before it runs: one question per subset of the sample's 3, 4 answers each, and the judge
+    assert "Best-of-4 on 3 questions (1 per subset): 12 answers sampled" in capsys.readouterr().err
     assert [c["folder"] for c in calls] == [cli.REPORT_BON_FOLDER]
     assert (full / "bon_frame.parquet").read_bytes() == b"the full run's frame"
 

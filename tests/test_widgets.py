@@ -103,8 +103,9 @@ def test_comparison_view_with_answers_says_the_models_count_the_same_pairs(shown
     assert table.iloc[0]["who"] == "you" and (table["n"] == 2).all()
     assert "on the 2 quiz pairs you answered" in _texts(shown)[0]
     assert "exactly those 2 pairs" in _texts(shown)[0]
-    empty = widgets.comparison_view(QuizSession(items, ["A"], pd.DataFrame()))
-    assert len(empty) == 1 and "No model scores in the store yet" in _texts(shown)[-1]
+    empty = widgets.comparison_view(QuizSession(items, ["A"], pd.DataFrame()), how="prb score --data mine.jsonl")
+    assert len(empty) == 1 and "No model scores for the quiz pairs in the store" in _texts(shown)[-1]
+    assert "<code>prb score --data mine.jsonl</code>" in _texts(shown)[-1]   # the page's own command
 
 
 def test_static_quiz_shows_the_key_and_no_comparison(shown):

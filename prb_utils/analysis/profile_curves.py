@@ -27,7 +27,7 @@ The oracle condition ``rubric`` (the RM sees the rubric aspects) is kept as its 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -397,9 +397,13 @@ def oracle_sentences(gaps: pd.DataFrame) -> list[str]:
     return out
 
 
-def missing_sections(results: pd.DataFrame, run_metadata: pd.DataFrame | None = None) -> Mapping[str, str]:
+def missing_sections(results: pd.DataFrame, run_metadata: pd.DataFrame | None = None, *,
+                     command: Callable[..., str] | None = None) -> Mapping[str, str]:
     """What the store lacks for each section of the diagnostics notebook, as ``{section: command}``: the
-    command that fills it (empty when the section has something to show)."""
+    command that fills it (empty when the section has something to show). ``command(verb, models=, profile=)``
+    writes a command on the page's own data and store (a page passes
+    :meth:`~prb_utils.notebook.params.NotebookParams.command`); without it the command names no data."""
+    command = command or _bare_command
     conditions = set(results["profile"].astype(str)) if len(results) else set()
     retrievers: set[str] = set()
     if len(results):
@@ -411,12 +415,22 @@ def missing_sections(results: pd.DataFrame, run_metadata: pd.DataFrame | None = 
                  key=lambda c: parse_condition(c).k) or [DEFAULT_CONDITION]
     need: dict[str, str] = {}
     if len(conditions - {"rubric"}) < 2:
-        need["curve"] = "prb score --data sample --model length --profile none --profile top3 --profile full"
+        need["curve"] = command("score", models=["length"], profile=["none", "top3", "full"])
     if len(retrievers) < 2:
-        need["ablation"] = (f"prb score --data sample --model length --profile {top[0]} --retriever random "
-                            f"(and --retriever least)")
+        need["ablation"] = command("score", models=["length"], profile=top[0]) + \
+            " --retriever random (and --retriever least)"
     shows_every_post = any(parse_condition(c).k is None and not parse_condition(c).probe for c in conditions)
     if not (shows_every_post and any(is_oracle(c) for c in conditions)):
-        need["oracle"] = "prb score --data sample --model length --profile full --profile rubric"
+        need["oracle"] = command("score", models=["length"], profile=["full", "rubric"])
     return need
+
+
+def _bare_command(verb: str, *, models: Sequence[str] = (), profile: str | Sequence[str] = ()) -> str:
+    """``prb VERB`` with ``models`` and the condition(s) ``profile``, on no named data (:func:`missing_sections`).
+
+    >>> _bare_command("score", models=["length"], profile="top3")
+    'prb score --model length --profile top3'
+    """
+    profiles = [profile] if isinstance(profile, str) else list(profile)
+    return " ".join(["prb", verb, *(f"--model {m}" for m in models), *(f"--profile {p}" for p in profiles)])
 

@@ -29,7 +29,7 @@ from prb_utils.analysis.probe_effects import (
     verdict_table,
 )
 from prb_utils.analysis.uncertainty import ResamplingPlan
-from prb_utils.notebook.downstream_page import prb_command
+from prb_utils.notebook.markup import prb_command
 from prb_utils.schema import DEFAULT_CONDITION, NO_PROFILE, is_oracle
 from prb_utils.submission import Submission
 

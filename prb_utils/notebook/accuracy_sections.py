@@ -10,6 +10,7 @@ from prb_utils.analysis.findings import Findings
 from prb_utils.analysis.uncertainty import ResamplingPlan
 from prb_utils.notebook import widgets
 from prb_utils.notebook.markup import md_code
+from prb_utils.notebook.params import NotebookParams
 from prb_utils.notebook.sections import missing_section, say, show_defined
 
 #: What page 02 says when ``half_credit`` is on.
@@ -38,13 +39,12 @@ def show_categories(scores: pd.DataFrame, *, half_credit: bool = False) -> pd.Da
     return per_category
 
 
-def show_lifts(found: Findings, baseline: str) -> None:
+def show_lifts(found: Findings, baseline: str, params: NotebookParams) -> None:
     """The profile lifts over ``baseline`` with their verdicts and family (table and dumbbell), or the missing
-    section."""
+    section (its command on the page's data)."""
     if found.lifts.empty:
         say(missing_section(f"Only one profile condition, no {md_code(baseline)} rows, or no model that reads the "
-                            "profile: no lift to show", "prb score --data sample --model lexical --profile none "
-                            "--profile top3", fill="Score a second condition", cost="seconds for the baselines"))
+                            "profile: no lift to show", params.command("score", models=["lexical"], profile=[baseline, "top3"]), fill="Score a second condition", cost="seconds for the baselines"))
         return
     families = "; ".join(found.families[name].say() for name in dict.fromkeys(found.lifts["family"]))
     widgets.show_table(found.lifts, caption=f"Profile lift over the baseline condition, with its verdict; p_holm within its "
@@ -53,23 +53,25 @@ def show_lifts(found: Findings, baseline: str) -> None:
     _show_figure()
 
 
-def show_comparisons(found: Findings) -> None:
+def show_comparisons(found: Findings, params: NotebookParams) -> None:
     """The paired comparisons behind the ranks (each condition's family, as on the leaderboard), or the missing
-    section."""
+    section (its command on the page's data)."""
     if found.comparisons.empty:
-        say(missing_section("One model only: nothing to compare", "prb score --data sample --model length --model "
-                            "lexical --profile none", fill="Score a second one", cost="seconds"))
+        say(missing_section("One model only: nothing to compare",
+                            params.command("score", models=["length", "lexical"], profile="none"), fill="Score a second one", cost="seconds"))
         return
     widgets.show_table(found.comparisons, caption="Models compared, pair by pair; p_holm: "
                + "; ".join(f.say() for name, f in found.families.items() if name.startswith("ranks")))
 
 
-def show_judge_order(scores: pd.DataFrame, locks: pd.DataFrame, plan: ResamplingPlan) -> None:
-    """Judge accuracy per A/B order and the position lock of each judge job, or the missing section."""
+def show_judge_order(scores: pd.DataFrame, locks: pd.DataFrame, plan: ResamplingPlan, params: NotebookParams,
+                     ) -> None:
+    """Judge accuracy per A/B order and the position lock of each judge job, or the missing section (its command on
+    the page's data)."""
     judged = scores[scores["verdict_ab"].notna() | scores["verdict_ba"].notna()]
     if judged.empty:
-        say(missing_section("No judge (`judge:` model) among these results", "prb score --data sample --model "
-                            "judge:smollm2 --profile none", fill="Score one", cost="about a minute on 2 CPU cores"))
+        say(missing_section("No judge (`judge:` model) among these results",
+                            params.command("score", models=["judge:smollm2"], profile="none"), fill="Score one", cost="about a minute on 2 CPU cores"))
         return
     widgets.show_table(breakdowns.judge_order(judged, n_boot=plan.n_boot, seed=plan.seed), caption="Judge accuracy per order")
     widgets.show_table(locks.drop(columns="warning"), caption="Position lock per judge job")

@@ -1,9 +1,6 @@
-"""Page 03's words: the commands that fill an empty section, and how a downstream run was made, in one place.
+"""Page 03's words: how a downstream run was made and which RMs get no rank, in one place (the commands that fill
+an empty section: :func:`~prb_utils.notebook.markup.prb_command`).
 
->>> prb_command("score", data="sample", models=["length", "judge:smollm2"], profile="top3", store="results")
-'prb score --data sample --model length --model judge:smollm2 --profile top3 --out results'
->>> prb_command("bon", data="sample", models=["length"], store="my results")
-"prb bon --data sample --model length --results 'my results'"
 >>> rows = pd.DataFrame({"model": "judge:x", "kind": "judge", "profile": "top3", "subset": "s", "id": ["1", "2"],
 ...                      "outcome": "correct", "verdict_ab": "chosen", "verdict_ba": "rejected"})
 >>> unranked_rms(rows)
@@ -11,9 +8,6 @@
 """
 
 from __future__ import annotations
-
-import shlex
-from collections.abc import Sequence
 
 import pandas as pd
 
@@ -25,34 +19,9 @@ from prb_utils.notebook.markup import display_path, md_code, md_text
 
 #: How an answer's quality is read from a proxy judge (MiniLM similarity), in the pages' words.
 PROXY_QUALITY = RUBRIC_JUDGES["proxy"].quality
-#: Where each command writes: ``prb score`` and ``prb probe`` a store (``--out``), the downstream commands into one (``--results``).
-STORE_OPTION = {"score": "--out", "probe": "--out", "bon": "--results", "ppo": "--results"}
 #: Why an RM the benchmark scored is no member of the rankings page 03 compares (:func:`unranked_rms`).
 UNRANKED_WHY = {"position-locked judge": "position-locked judge: its accuracy measures the answer order, so it gets "
                                          "no rank"}
-
-
-def prb_command(verb: str, *, data: object, store: object, models: Sequence[str] = (), profile: str | None = None,
-                subsets: Sequence[str] = (), limit: int | None = None) -> str:
-    """The shell command ``prb VERB`` on ``data`` (its ``subsets`` and first ``limit`` pairs of each, when given)
-    into the store ``store`` (paths as pages show them: never an absolute local path), for ``models`` and the
-    profile condition ``profile``, quoted for a shell.
-
-    >>> prb_command("probe", data="sample", models=["lexical"], profile="top2", subsets=["a b"], limit=4, store="r")
-    "prb probe --data sample --model lexical --profile top2 --subset 'a b' --limit 4 --out r"
-    """
-    parts = ["prb", verb, "--data", shlex.quote(display_path(data))]
-    parts += [f"--model {shlex.quote(m)}" for m in models]
-    parts += [f"--profile {shlex.quote(profile)}"] if profile else []
-    parts += [f"--subset {shlex.quote(s)}" for s in subsets]
-    parts += [f"--limit {limit}"] if limit else []
-    parts += [STORE_OPTION[verb], shlex.quote(display_path(store))]
-    return " ".join(parts)
-
-
-def chain(*commands: str) -> str:
-    """Commands run one after the other, each only if the one before succeeded."""
-    return " && ".join(c for c in commands if c)
 
 
 def bon_how_judged(run: BonResults) -> str:

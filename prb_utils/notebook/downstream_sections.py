@@ -10,16 +10,15 @@ import pandas as pd
 from prb_utils.analysis import breakdowns
 from prb_utils.downstream import bon, correlation, predictors
 from prb_utils.downstream import plots as downstream_plots
+from prb_utils.downstream.report_bon import too_few_to_rank
 from prb_utils.downstream.results import BonResults, RLResults
 from prb_utils.notebook.downstream_page import (
     bon_how_judged,
     bon_how_made,
-    chain,
-    prb_command,
     rl_how_made,
     unranked_rms,
 )
-from prb_utils.notebook.markup import display_path, md_code, md_text
+from prb_utils.notebook.markup import chain, display_path, md_code, md_text, prb_command
 from prb_utils.notebook.params import DownstreamParams
 from prb_utils.notebook.sections import missing_section, say
 from prb_utils.schema import DEFAULT_ZOO, canonical_spec
@@ -65,8 +64,8 @@ def show_benchmark(side: BenchmarkSide, scores: pd.DataFrame, profile: str) -> N
 
     if side.accuracy is None:
         say(missing_section(f"No scores under {md_code(profile)} in the store", side.score_how,
-                            fill="Score the RMs under it", cost="on the sample with 2 CPU cores: seconds for `length` "
-                            "and `lexical`, about 2 minutes for the default zoo"))
+                            fill="Score the RMs under it", cost="with 2 CPU cores: seconds for `length` and `lexical`, "
+                            "about 2 minutes per 42 pairs for the default zoo"))
         return
     display(side.accuracy)
     locks = breakdowns.position_locked(scores, quote=md_code)
@@ -85,17 +84,22 @@ class BonShown:
     pool: pd.DataFrame
 
 
-def show_bon(params: DownstreamParams, run: BonResults | None) -> BonShown | None:
+def show_bon(params: DownstreamParams, run: BonResults | None, side: BenchmarkSide | None = None) -> BonShown | None:
     """The Best-of-N curves (exact and first-k), the run's record, its metrics and the pool's headroom; the missing
-    section (and None) without a run."""
+    section (and None) without a run, saying first when the RMs (``params.models``, else those of ``side``) are too
+    few to rank, which is why ``prb report`` runs no Best-of-N of its own for them
+    (:func:`~prb_utils.downstream.report_bon.too_few_to_rank`)."""
     import matplotlib.pyplot as plt
     from IPython.display import Markdown, display
 
     if run is None:
         shown = (f"{display_path(params.results)}/bon" if params.bon_path == params.results_dir / "bon"
                  else display_path(params.bon_path))
+        rms = list(params.models) or (sorted(set(side.specs)) if side is not None else [])
+        why = too_few_to_rank(rms) if rms else ""
+        say(f"*{md_text(why)}: `prb report` runs no Best-of-N of its own for them.*" if why else "")
         say(missing_section(f"No BoN pipeline results in {md_code(shown)}",
-                            prb_command("bon", data=params.data, store=params.results), fill="Produce them",
+                            prb_command("bon", data=params.data, models=rms, store=params.results), fill="Produce them",
                             cost="offline: the small policy samples answers, every RM scores them, a rubric judge "
                             "rates them; minutes on 2 CPU cores, see the README's Best-of-N section"))
         return None
@@ -198,7 +202,7 @@ def show_rl(params: DownstreamParams, side: BenchmarkSide, rl: RLResults | None)
     if rl is None:
         say(missing_section(
             "No PPO outcomes: this section reads `<results>/ppo/ppo.csv` (written by `prb ppo`, or `make ppo` on the "
-            "sample: one policy trained per RM with TRL, then judged; minutes on 2 CPU cores, see the README's PPO "
+            "shipped data: one policy trained per RM with TRL, then judged; minutes on 2 CPU cores, see the README's PPO "
             "section) or the `ppo` parameter: a CSV `rm,subset,score[,n]` or the reference scripts' `PPO/result` "
             "folder. `make report` does not train policies", prb_command("ppo", data=params.data, store=params.results),
             after="The worked example below shows the analysis on published figures."))
@@ -216,7 +220,7 @@ def show_rl(params: DownstreamParams, side: BenchmarkSide, rl: RLResults | None)
                    "agreement needs at least 3 (name the RMs in the CSV by their model specs)")
         say(missing_section(missing, prb_command("score", data=params.data, models=unscored,
                                                  profile=params.benchmark_profile, store=params.results),
-                            fill="Score the CSV's other RMs", cost="seconds to minutes on the sample") if unscored
+                            fill="Score the CSV's other RMs", cost="seconds to minutes per 42 pairs") if unscored
             else missing_section(missing, fill="Add PPO rows for more RMs of the store to the CSV (from your own PPO "
                                  "runs: `make report` does not train policies)", cost="under a minute"))
     elif found.flat:

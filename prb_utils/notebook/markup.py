@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import PurePath
 
 _TICKS = re.compile(r"`+")
@@ -36,6 +37,45 @@ def display_path(value: object) -> str:
 
     text = str(value)
     return PurePath(text).name if PurePath(text).is_absolute() else text
+
+
+#: Where each command writes: ``prb score`` and ``prb probe`` a store (``--out``), the downstream commands into one (``--results``).
+STORE_OPTION = {"score": "--out", "probe": "--out", "bon": "--results", "ppo": "--results"}
+
+
+def prb_command(verb: str, *, data: object, store: object, models: Sequence[str] = (),
+                profile: str | Sequence[str] | None = None, subsets: Sequence[str] = (), limit: int | None = None) -> str:
+    """The shell command ``prb VERB`` on ``data`` (its ``subsets`` and first ``limit`` pairs of each, when given)
+    into the store ``store`` (paths as pages show them: never an absolute local path), for ``models`` and the
+    profile condition(s) ``profile``, quoted for a shell. Every command a page or the board suggests is built here,
+    on its own data.
+
+    >>> prb_command("score", data="sample", models=["length", "judge:smollm2"], profile="top3", store="results")
+    'prb score --data sample --model length --model judge:smollm2 --profile top3 --out results'
+    >>> prb_command("bon", data="my data.jsonl", models=["length"], store="my results")
+    "prb bon --data 'my data.jsonl' --model length --results 'my results'"
+    >>> prb_command("score", data="d.jsonl", profile=["none", "top3"], store="results")
+    'prb score --data d.jsonl --profile none --profile top3 --out results'
+    >>> prb_command("probe", data="sample", models=["lexical"], profile="top2", subsets=["a b"], limit=4, store="r")
+    "prb probe --data sample --model lexical --profile top2 --subset 'a b' --limit 4 --out r"
+    """
+    profiles = [profile] if isinstance(profile, str) else list(profile or ())
+    parts = ["prb", verb, "--data", shlex.quote(display_path(data))]
+    parts += [f"--model {shlex.quote(m)}" for m in models]
+    parts += [f"--profile {shlex.quote(p)}" for p in profiles]
+    parts += [f"--subset {shlex.quote(s)}" for s in subsets]
+    parts += [f"--limit {limit}"] if limit else []
+    parts += [STORE_OPTION[verb], shlex.quote(display_path(store))]
+    return " ".join(parts)
+
+
+def chain(*commands: str) -> str:
+    """Commands run one after the other, each only if the one before succeeded.
+
+    >>> chain("prb score --data d", "", "prb bon --data d")
+    'prb score --data d && prb bon --data d'
+    """
+    return " && ".join(c for c in commands if c)
 
 
 #: What :func:`md_text` writes for each character that Markdown or HTML would read as markup: numeric character

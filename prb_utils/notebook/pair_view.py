@@ -29,8 +29,11 @@ from prb_utils.analysis.marks import LOCKED_MARK, mark_frame
 from prb_utils.errors import PRBError
 from prb_utils.formatting import format_value, kind_of, render_js
 from prb_utils.models.rendered import CUT_MARK, RenderedInput
+from prb_utils.notebook.markup import md_code
 from prb_utils.notebook.rm_seen import seen_inputs
+from prb_utils.notebook.sections import missing_section
 from prb_utils.notebook.tables import table_options
+from prb_utils.probes import twin_pairs
 from prb_utils.profile import rm_user_message, selected_posts
 from prb_utils.schema import FILTERS, NO_PROFILE
 
@@ -536,23 +539,40 @@ def pair_keys(pairs: Sequence[Any]) -> set[tuple[str, str]]:
     return keys
 
 
-def same_question_groups(data: pd.DataFrame, *, avoid: Sequence[Any] = ()) -> list[list[dict]]:
-    """Records that share their question with another user's record, grouped by question (data order).
-    Groups that hold a pair of ``avoid`` (see :func:`pair_keys`; e.g. the quiz's items) come last, so the
-    first group gives none of those pairs away."""
-    records = data.to_dict("records")
-    groups: dict[str, list[dict]] = {}
-    for record in records:
-        groups.setdefault(str(record["question"]), []).append(record)
+def disagreeing_twins(data: pd.DataFrame, *, avoid: Sequence[Any] = ()) -> list[list[dict]]:
+    """Two users who want opposite answers to the same question, read from the data: each pair with its twin
+    (:func:`prb_utils.probes.twin_pairs`: the same question and the same two answers, chosen and rejected swapped),
+    each twin pair once, in data order. Twin pairs that hold a pair of ``avoid`` (see :func:`pair_keys`; e.g. the
+    quiz's items) come last, so the first gives none of those pairs away. Empty when the data holds no twins.
+
+    >>> frame = pd.DataFrame({"subset": "S", "id": ["a", "b", "c"], "question": "Q", "chosen": ["x", "y", "x"],
+    ...                       "rejected": ["y", "x", "y"]})
+    >>> disagreeing_twins(frame), disagreeing_twins(frame.iloc[[0, 2]])
+    ([], [])
+    >>> [[r["id"] for r in twins] for twins in disagreeing_twins(frame.iloc[:2])]
+    [['a', 'b']]
+    """
+    records = {(str(r["subset"]), str(r["id"])): r for r in data.to_dict("records")}
+    groups: list[list[dict]] = []
+    shown: set[tuple[str, str]] = set()
+    for key, twin in twin_pairs(data).items():   # data order: the first of each twin pair leads
+        if key not in shown:
+            shown |= {key, twin}
+            groups.append([records[key], records[twin]])
     avoided = pair_keys(avoid)
-    shared = [group for group in groups.values() if len(group) > 1]
-    return sorted(shared, key=lambda g: any((str(r.get("subset", "")), str(r["id"])) in avoided for r in g))
+    return sorted(groups, key=lambda g: any((str(r["subset"]), str(r["id"])) in avoided for r in g))
+
+
+#: Section 1 of page 00 on data that holds no twin pair (:func:`disagreeing_twins`).
+NO_TWINS = ("No two users in this data want opposite answers to the same question (a twin pair: the same question "
+            "and the same two answers, chosen and rejected swapped), so there is no such pair to show.")
 
 
 def two_users_html(records: Sequence[Mapping[str, Any]]) -> str:
-    """One question asked by several users: each user's posts, narrative and the answer they want."""
+    """One question asked by several users: each user's posts, narrative and the answer they want (:data:`NO_TWINS`
+    without records)."""
     if not records:
-        return view("<p><i>No question is shared by two users in this data.</i></p>")
+        return view(f"<p><i>{esc(NO_TWINS)}</i></p>")
     cells = []
     for number, record in enumerate(records, start=1):
         posts = "".join(f"<li>{esc(p.get('text', ''))}</li>" for p in list(record.get("profile") or [])[:3])
@@ -605,6 +625,44 @@ def two_users_margins(results: pd.DataFrame, records: Sequence[Mapping[str, Any]
         return pd.DataFrame(columns=columns)
     table = pd.concat(parts, ignore_index=True)
     return table[columns].sort_values(["model", "profile", "user"]).reset_index(drop=True)
+
+
+def _jobs_in(rows: pd.DataFrame, most: int = 6) -> str:
+    """The models and conditions of ``rows`` in a few words (at most ``most`` names of each, then a count).
+
+    >>> _jobs_in(pd.DataFrame({"model": ["b", "a", "a"], "profile": "none"}))
+    '2 model(s) (`a`, `b`) under 1 condition(s) (`none`)'
+    """
+    def names(column: str) -> str:
+        values = sorted(rows[column].astype(str).unique())
+        more = f", {len(values) - most} more" if len(values) > most else ""
+        return f"{len(values)} {column.replace('profile', 'condition')}(s) (" + \
+            ", ".join(md_code(v) for v in values[:most]) + more + ")"
+    return f"{names('model')} under {names('profile')}"
+
+
+def margins_missing(scores: pd.DataFrame, records: Sequence[Mapping[str, Any]], *, stored: pd.DataFrame,
+                    how: str) -> str:
+    """Page 00's words where :func:`two_users_margins` is empty, as Markdown: no twin pair to show; or what the store
+    holds on this data (``stored``: every row of the store on the page's pairs) against what the page looked for
+    (``scores``: the rows of its models and conditions), and the command ``how`` that fills the gap.
+
+    >>> rows = pd.DataFrame({"model": "length", "profile": "none", "id": ["x"]})
+    >>> margins_missing(rows.iloc[:0], [{"id": "a"}], stored=rows, how="prb score")
+    '*The store holds 1 scored row(s) on this data, from 1 model(s) (`length`) under 1 condition(s) (`none`), none of them for the models and conditions this page shows. Score them (seconds for the baselines), then run this notebook again:* `prb score`'
+    """
+    if not records:
+        return "*No twin pair in this data (section 1): no margins to compare.*"
+    if stored.empty:
+        missing = "No model scores in the store for this data yet"
+    elif scores.empty:
+        missing = (f"The store holds {len(stored)} scored row(s) on this data, from {_jobs_in(stored)}, none of them "
+                   "for the models and conditions this page shows")
+    else:
+        missing = (f"The store holds {len(scores)} scored row(s) for this page's models and conditions, from "
+                   f"{_jobs_in(scores)}, none of them for the two users' pairs "
+                   + " and ".join(md_code(r["id"]) for r in records))
+    return missing_section(missing, how, fill="Score them", cost="seconds for the baselines")
 
 
 def own_and_other_profile(margins: pd.DataFrame, *, base: str = "top3") -> pd.DataFrame:

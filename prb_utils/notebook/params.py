@@ -32,6 +32,7 @@ from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
 from prb_utils.models.base import parse_spec
 from prb_utils.models.kinds import MODEL_KINDS, kind_names
+from prb_utils.notebook.markup import prb_command
 from prb_utils.profile import RETRIEVERS, parse_condition, probe_conditions
 from prb_utils.resources import resource_dir, source_root
 from prb_utils.schema import DEFAULT_CONDITION, ORACLE_CONDITIONS
@@ -311,6 +312,15 @@ class NotebookParams:
         return load_benchmark(self.data_source, subsets=self.subsets or None, limit=self.limit or None,
                               drop_invalid=True)
 
+    def command(self, verb: str, *, models: Sequence[str] = (), profile: str | Sequence[str] | None = None) -> str:
+        """The ``prb VERB`` command a page suggests, on this page's own data and store
+        (:func:`~prb_utils.notebook.markup.prb_command`).
+
+        >>> NotebookParams(data="mine.jsonl").command("score", models=["length"], profile=["none", "top3"])
+        'prb score --data mine.jsonl --model length --profile none --profile top3 --out results'
+        """
+        return prb_command(verb, data=self.data, store=self.results, models=models, profile=profile)
+
     def plan(self) -> ResamplingPlan:
         """The store's resampling plan (:meth:`ResamplingPlan.of_store`): every interval of the page comes from it,
         as on every other page and in ``prb summarize``. A page's ``n_boot`` parameter, when not 0, departs from the
@@ -374,7 +384,7 @@ class PairInspectionParams(NotebookParams):
     filter: Literal["all", "disagreement", "profile_flips", "wrong"] = "all"
     wrong_model: str = ""
     pair_id: str = ""
-    max_pairs: int = 50  # cards in full when static (all of the sample's 42); 0 for all; the rest collapsed
+    max_pairs: int = 50  # cards in full when static; 0 for all; the rest collapsed
     view_profile: str = "top3"
 
     notebook: ClassVar[str] = "01_pair_inspection"

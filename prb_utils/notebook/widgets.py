@@ -562,9 +562,15 @@ def answer_details(body: str) -> str:
             f"</summary>{body}</details>")
 
 
-NO_SCORES_NOTE = ("<p><i>No model scores in the store yet: run <code>prb score --data sample --model length "
-                  "--model lexical --profile none --profile top3</code> (or <code>make report</code>) to "
-                  "compare.</i></p>")
+def no_scores_note(how: str = "") -> str:
+    """The line under the quiz comparison when the store holds no model scores for the quiz pairs: the command
+    ``how`` that scores them (on the page's own data), or ``prb score`` in general.
+
+    >>> no_scores_note("prb score --data d.jsonl --model length --out results")
+    '<p><i>No model scores for the quiz pairs in the store: run <code>prb score --data d.jsonl --model length --out results</code> to compare.</i></p>'
+    """
+    return (f"<p><i>No model scores for the quiz pairs in the store: run <code>{html.escape(how or 'prb score')}</code> "
+            "to compare.</i></p>")
 
 
 def _progress_html(items: Sequence[QuizItem], answers: Sequence[str | None]) -> str:
@@ -586,17 +592,18 @@ def locked_judges_html(results: pd.DataFrame | None) -> str:
     return "".join(f'<p style="color:#a04000">{html.escape(line)}</p>' for line in text.split("\n\n") if line)
 
 
-def comparison_view(session: QuizSession) -> pd.DataFrame:
+def comparison_view(session: QuizSession, *, how: str = "") -> pd.DataFrame:
     """Display your accuracy beside the models' and return that table (:func:`quiz_comparison`).
 
     With answers: you and every model and condition on exactly the pairs you answered, table and figure.
     Without any answer (a report run with no ``quiz_answers``): one sentence saying so, and the models on
     every quiz pair (no "you" row). A quiz shown with widgets (its ``progress`` widget set) is followed live:
     the view sits in an output widget drawn again whenever the running score changes (each scored answer,
-    "Try again"), so no cell has to be run again; the table returned is the one drawn first."""
+    "Try again"), so no cell has to be run again; the table returned is the one drawn first. ``how``: the command
+    that scores the quiz pairs, said when the store holds no scores for them (:func:`no_scores_note`)."""
 
     if session.progress is None:
-        return _comparison(session)
+        return _comparison(session, how)
     import ipywidgets as w
 
     out = w.Output()
@@ -605,7 +612,7 @@ def comparison_view(session: QuizSession) -> pd.DataFrame:
     def redraw(*_: Any) -> None:
         out.clear_output(wait=True)
         with out:
-            first.append(_comparison(session))
+            first.append(_comparison(session, how))
 
     if session.follower is not None:  # the cell run again: only the newest view follows the quiz
         session.progress.unobserve(session.follower, names="value")
@@ -616,7 +623,7 @@ def comparison_view(session: QuizSession) -> pd.DataFrame:
     return first[0]
 
 
-def _comparison(session: QuizSession) -> pd.DataFrame:
+def _comparison(session: QuizSession, how: str = "") -> pd.DataFrame:
     """:func:`comparison_view`'s table and figure, displayed once."""
     has_scores = session.results is not None and not session.results.empty
     if session.answered:
@@ -631,7 +638,7 @@ def _comparison(session: QuizSession) -> pd.DataFrame:
                 "pairs.</p>")
     shown = table.drop(columns=["ci_low", "ci_high"])
     _display(_html(view(head + (frame_html(shown) if len(shown) else "")
-                        + locked_judges_html(session.results) + ("" if has_scores else NO_SCORES_NOTE))))
+                        + locked_judges_html(session.results) + ("" if has_scores else no_scores_note(how)))))
     drawn = table.dropna(subset=["accuracy"])
     if len(drawn):
         import matplotlib.pyplot as plt
