@@ -3,9 +3,12 @@ has one) and the response, each embedded by mean pooling of the encoder's last h
 
 Texts are plain (no chat template) with the tokenizer's special tokens, whatever ``tokenization`` says.
 A missing pooler is fine (it is not used); any other newly initialised weight is refused unless
-``allow_untrained_head``. Over-long texts are cut to the
-model's maximum: the RM input from the left (old profile posts go first, the question stays), the response
-from the right. Every distinct text is embedded once (prompts repeat across a pair and across pairs).
+``allow_untrained_head``. Over-long texts are cut to the model's maximum as the tokenizer cuts them: the RM input
+from the left (old profile posts go first, the question stays), the response from the right. An RM input far over
+the maximum by its characters (a full profile: thousands of tokens for MiniLM's 256) has only its tail tokenized,
+with the same ids (checked against the whole text's cut). Every distinct text is embedded once (prompts repeat
+across a pair and across pairs), in length-sorted batches that keep short answers apart from long RM inputs
+(:data:`MAX_PADDING`).
 """
 
 from __future__ import annotations
@@ -64,6 +67,12 @@ class EmbeddingRM(HFAdapter):
         self.batcher = BudgetBatcher(self.batch_tokens, max_padding=MAX_PADDING)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.tokens_computed = 0
+
+    @property
+    def min_chunk(self) -> int:
+        """The fewest pairs the scorer puts in a chunk: those whose RM inputs, cut to the model's maximum, fill one
+        batch (a chunk of fewer runs smaller batches)."""
+        return max(1, self.batch_tokens // max(1, self.max_length))
 
     def _encode(self, text: str, *, keep: str) -> tuple[list[int], bool]:
         return self._encode_many([text], keep=keep)[0]
