@@ -403,11 +403,20 @@ def _splits(model: Any) -> bool:
     return callable(getattr(model, "prepare", None)) and callable(getattr(model, "run", None))
 
 
-def _next_chunk_size(current: int, seconds: float, n_pairs: int) -> int:
+def _next_chunk_size(current: int, seconds: float, n_pairs: int, floor: int = MIN_CHUNK) -> int:
+    """The next chunk's pairs: about :data:`TARGET_CHUNK_SECONDS` of scoring at this chunk's rate, growing at most
+    :data:`CHUNK_GROWTH` times, never under ``floor`` (:func:`_min_chunk`) nor over :data:`MAX_CHUNK`."""
     if n_pairs <= 0 or seconds <= 0:
-        return min(MAX_CHUNK, current * 2)
+        return max(floor, min(MAX_CHUNK, current * 2))
     wanted = int(TARGET_CHUNK_SECONDS * n_pairs / seconds)
-    return max(MIN_CHUNK, min(MAX_CHUNK, wanted, current * CHUNK_GROWTH))
+    return max(floor, min(MAX_CHUNK, wanted, current * CHUNK_GROWTH))
+
+
+def _min_chunk(model: Any) -> int:
+    """The fewest pairs an adaptive chunk holds: :data:`MIN_CHUNK`, or more where the model asks for more
+    (``min_chunk``: an embedding RM's pairs that fill one batch, since smaller chunks run smaller batches, which
+    a busy CPU runs slower per token)."""
+    return max(MIN_CHUNK, min(MAX_CHUNK, int(getattr(model, "min_chunk", MIN_CHUNK) or MIN_CHUNK)))
 
 
 # ------------------------------------------------------------------------------------------ run metadata
@@ -558,7 +567,8 @@ def _score_job(store: JobStore, everyone: list[_Pair], todo: list[_Pair], model:
         meta["run"] = {**run["options"], **_model_metadata(model), **package_versions(), "started": now()}
         store.write_metadata(meta)
 
-    size = chunk_size or FIRST_CHUNK
+    floor = _min_chunk(model)
+    size = chunk_size or max(FIRST_CHUNK, floor)
     bar = tqdm(total=len(todo), unit="pairs", desc=_job_name(labels),
                disable=not progress, file=sys.stderr, dynamic_ncols=True)
     prefetch = _Prefetcher(model)
@@ -599,7 +609,7 @@ def _score_job(store: JobStore, everyone: list[_Pair], todo: list[_Pair], model:
             failed += sum(error is not None for error in errors)
             last_error = next((e for e in reversed(errors) if e is not None), last_error)
             if chunk_size is None:
-                size = _next_chunk_size(size, seconds, len(chunk))
+                size = _next_chunk_size(size, seconds, len(chunk), floor)
         stopped = False
     finally:
         sys.setswitchinterval(switch)

@@ -28,6 +28,28 @@ def test_batches_are_length_sorted_longest_first():
     assert flat == [1, 3, 0, 2]
 
 
+@given(st.lists(st.integers(1, 50), max_size=40), st.integers(1, 200), st.sampled_from([0.0, 0.2, 0.5]))
+@settings(max_examples=60, deadline=None)
+def test_max_padding_keeps_every_item_near_its_batch_longest(lengths, budget, share):
+    batches = token_budget_batches(lengths, budget=budget, max_padding=share)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    for batch in batches:
+        longest = max(lengths[i] for i in batch)
+        assert all(lengths[i] >= (1 - share) * longest for i in batch)
+        assert len(batch) * longest <= budget or len(batch) == 1
+
+
+def test_max_padding_puts_short_answers_apart_from_long_inputs():
+    """RM inputs cut to the model's 256 tokens and answers of about 100: without the limit the budget mixes them
+    (the answers padded to 256); with it each goes in a batch of its own."""
+    lengths = [256, 100, 104, 256, 98, 256]
+    assert token_budget_batches(lengths, budget=1024) == [[0, 3, 5, 2], [1, 4]]
+    assert token_budget_batches(lengths, budget=1024, max_padding=0.2) == [[0, 3, 5], [2, 1, 4]]
+    seen = []
+    BudgetBatcher(1024, max_padding=0.2).map(lambda b: seen.append(b) or b, list(range(6)), lengths)
+    assert seen == [[0, 3, 5], [2, 1, 4]]
+
+
 def test_max_items_caps_a_batch():
     assert token_budget_batches([1] * 5, budget=100, max_items=2) == [[0, 1], [2, 3], [4]]
 

@@ -200,6 +200,49 @@ def test_long_prompts_are_cut_from_the_left_and_counted(tiny_lm_dir, tiny_bert_d
     assert short.extra["truncated"] is False
 
 
+def _embedding_chunk(n: int = 4) -> list[PairInput]:
+    """Pairs whose RM inputs are far over the tiny BERT's 128 positions (a profile-long user turn)."""
+    return [PairInput(f"s/long{i}", " ".join(list(WORDS[i:]) + list(WORDS) * 40 + ["question", str(i)]),
+                      _text(i, 6), _text(i + 1, 5)) for i in range(n)]
+
+
+def test_embedding_cuts_long_rm_inputs_from_their_tails_with_the_ids_the_whole_text_gives(tiny_bert_dir):
+    """Only a tail of each long RM input is tokenized (the first one, checked, whole too); its ids are the
+    tokenizer's own left cut of the whole text, and the scores are those of whole-text cutting."""
+    rm = load_model(f"embedding:{tiny_bert_dir}", device="cpu")
+    chunk = _embedding_chunk()
+    calls = []
+    real = rm.tokenizer.__class__.__call__
+    rm.tokenizer.__class__.__call__ = lambda self, text, **kw: calls.append(text) or real(self, text, **kw)
+    try:
+        prepared = rm.prepare(chunk)
+    finally:
+        rm.tokenizer.__class__.__call__ = real
+    for p in chunk:
+        assert prepared.texts[("prompt", p.prompt)] == (rm._cut([p.prompt], keep="left")[0], True)
+    assert rm.fit_counts["tail"] == len(chunk) and rm.fit_counts["checked"] == 1 and rm._fits_tails
+    texts = [t for c in calls for t in (c if isinstance(c, list) else [c])]
+    assert sum(t == chunk[0].prompt for t in texts) == 1 and not any(p.prompt in texts for p in chunk[1:])
+    whole = load_model(f"embedding:{tiny_bert_dir}", device="cpu")
+    whole._fits_tails = False
+    for tailed, cut in zip(rm.run(prepared), whole.score_pairs(chunk), strict=True):
+        assert (tailed.score_chosen, tailed.score_rejected) == pytest.approx((cut.score_chosen, cut.score_rejected),
+                                                                               abs=1e-6)
+        assert tailed.extra == cut.extra
+
+
+def test_embedding_tails_that_differ_from_the_whole_cut_are_caught_and_cut_whole(tiny_bert_dir):
+    """A tokenizer whose tail ids differ from the whole text's (simulated: the whole cut gains a token) is caught
+    by the check: tails are switched off and every RM input gets the whole text's cut."""
+    rm = load_model(f"embedding:{tiny_bert_dir}", device="cpu")
+    real = rm._cut
+    rm._cut = lambda texts, *, keep: [ids[:-1] + [0] + ids[-1:] for ids in real(texts, keep=keep)]
+    chunk = _embedding_chunk()
+    prepared = rm.prepare(chunk)
+    assert rm._fits_tails is False and rm.fit_counts["tail"] == 0
+    assert all(prepared.texts[("prompt", p.prompt)] == (rm._cut([p.prompt], keep="left")[0], True) for p in chunk)
+
+
 @pytest.fixture(scope="module")
 def nan_dirs(tmp_path_factory):
     import tiny_models

@@ -420,6 +420,20 @@ def test_chunks_grow_or_shrink_toward_a_few_seconds():
     assert scoring._next_chunk_size(16, target / 100, 16) == 16 * scoring.CHUNK_GROWTH  # fast: grow, bounded
     assert scoring._next_chunk_size(64, target * 1000, 64) == scoring.MIN_CHUNK  # slow: shrink to the floor
     assert scoring._next_chunk_size(1024, 0.001, 1024) == scoring.MAX_CHUNK
+    assert scoring._next_chunk_size(64, target * 1000, 64, floor=16) == 16  # a model's own floor
+
+
+def test_a_model_that_fills_a_batch_with_more_pairs_keeps_its_chunks_that_large():
+    """An embedding RM's chunks hold at least the pairs whose cut RM inputs fill one batch (4096 // 256 = 16);
+    other models keep the default floor."""
+    from types import SimpleNamespace
+
+    from prb_utils.models.embedding import EmbeddingRM
+
+    rm = SimpleNamespace(batch_tokens=4096, max_length=256)
+    assert EmbeddingRM.min_chunk.fget(rm) == 16
+    assert scoring._min_chunk(SimpleNamespace(min_chunk=16)) == 16
+    assert scoring._min_chunk(object()) == scoring._min_chunk(None) == scoring.MIN_CHUNK
 
 
 def test_an_adapter_error_marks_only_the_failing_pair_invalid(tmp_path):

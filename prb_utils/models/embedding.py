@@ -3,9 +3,12 @@ has one) and the response, each embedded by mean pooling of the encoder's last h
 
 Texts are plain (no chat template) with the tokenizer's special tokens, whatever ``tokenization`` says.
 A missing pooler is fine (it is not used); any other newly initialised weight is refused unless
-``allow_untrained_head``. Over-long texts are cut to the
-model's maximum: the RM input from the left (old profile posts go first, the question stays), the response
-from the right. Every distinct text is embedded once (prompts repeat across a pair and across pairs).
+``allow_untrained_head``. Over-long texts are cut to the model's maximum as the tokenizer cuts them: the RM input
+from the left (old profile posts go first, the question stays), the response from the right. An RM input far over
+the maximum by its characters (a full profile: thousands of tokens for MiniLM's 256) has only its tail tokenized,
+with the same ids (checked against the whole text's cut). Every distinct text is embedded once (prompts repeat
+across a pair and across pairs), in length-sorted batches that keep short answers apart from long RM inputs
+(:data:`MAX_PADDING`).
 """
 
 from __future__ import annotations
@@ -18,13 +21,25 @@ import numpy as np
 
 from prb_utils.models.base import ModelSpec, PairInput, PairScore, spec_of
 from prb_utils.models.batching import BudgetBatcher, pad_right
-from prb_utils.models.hf import HFAdapter, nonfinite_reason
+from prb_utils.models.hf import (
+    FIT_CHECK_EVERY,
+    FIT_CHECKS,
+    TAIL_CHARS_PER_TOKEN,
+    TAIL_MARGIN,
+    TAIL_START,
+    HFAdapter,
+    nonfinite_reason,
+    special_token_ids,
+)
 from prb_utils.models.kinds import ENCODER
 
 #: The role of each of :meth:`EmbeddingRM.input_texts`, and the side of a role's text kept when it is too long
 #: (the RM input loses its start: old posts go first, the question stays; a response loses its end).
 ROLES = ("prompt", "response", "response")
 KEEP = {"prompt": "left", "response": "right"}
+#: The most of a batch row that padding may fill: texts much shorter than a batch's longest (answers beside
+#: profile-long RM inputs cut to the model's maximum) go in a batch of their own instead of being padded to it.
+MAX_PADDING = 0.2
 
 
 @dataclass
@@ -49,31 +64,82 @@ class EmbeddingRM(HFAdapter):
         super().__init__(spec, device=device, dtype=dtype, batch_tokens=batch_tokens, seed=seed,
                          allow_untrained_head=allow_untrained_head)
         self._load(AutoModel.from_pretrained)
-        self.batcher = BudgetBatcher(self.batch_tokens)
+        self.batcher = BudgetBatcher(self.batch_tokens, max_padding=MAX_PADDING)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.tokens_computed = 0
+
+    @property
+    def min_chunk(self) -> int:
+        """The fewest pairs the scorer puts in a chunk: those whose RM inputs, cut to the model's maximum, fill one
+        batch (a chunk of fewer runs smaller batches)."""
+        return max(1, self.batch_tokens // max(1, self.max_length))
 
     def _encode(self, text: str, *, keep: str) -> tuple[list[int], bool]:
         return self._encode_many([text], keep=keep)[0]
 
     def _encode_many(self, texts: Sequence[str], *, keep: str) -> list[tuple[list[int], bool]]:
         """Token ids of each text (the tokenizer's special tokens) and whether it was cut to the model's
-        maximum, keeping its ``keep`` side: one batch call, and one more for the texts too long."""
+        maximum, keeping its ``keep`` side: a text kept from its end and far too long by its characters alone
+        has only its tail tokenized (:meth:`_tails`); the others go in one batch call, and those too long in
+        one more, cut."""
+        found: dict[int, tuple[list[int], bool]] = {}
+        if keep == "left":
+            found.update((j, (ids, True)) for j, ids in self._tails(texts).items())
+        rest = [j for j in range(len(texts)) if j not in found]
+        whole = self.tokenizer([texts[j] for j in rest], add_special_tokens=True)["input_ids"] if rest else []
+        long = [j for j, ids in zip(rest, whole, strict=True) if len(ids) > self.max_length]
+        found.update((j, (list(ids), False)) for j, ids in zip(rest, whole, strict=True))
+        found.update((j, (ids, True)) for j, ids in zip(long, self._cut([texts[j] for j in long], keep=keep),
+                                                        strict=True))
+        return [found[j] for j in range(len(texts))]
+
+    def _cut(self, texts: Sequence[str], *, keep: str) -> list[list[int]]:
+        """Token ids of each text cut by the tokenizer to the model's maximum, keeping its ``keep`` side."""
         if not texts:
             return []
-        found = [list(ids) for ids in self.tokenizer(list(texts), add_special_tokens=True)["input_ids"]]
-        long = [j for j, ids in enumerate(found) if len(ids) > self.max_length]
-        if long:
-            side, self.tokenizer.truncation_side = self.tokenizer.truncation_side, keep
-            try:
-                cut = self.tokenizer([texts[j] for j in long], add_special_tokens=True, truncation=True,
-                                     max_length=self.max_length)["input_ids"]
-            finally:
-                self.tokenizer.truncation_side = side
-            for j, ids in zip(long, cut, strict=True):
-                found[j] = list(ids)
-        cut_at = set(long)
-        return [(ids, j in cut_at) for j, ids in enumerate(found)]
+        side, self.tokenizer.truncation_side = self.tokenizer.truncation_side, keep
+        try:
+            cut = self.tokenizer(list(texts), add_special_tokens=True, truncation=True,
+                                 max_length=self.max_length)["input_ids"]
+        finally:
+            self.tokenizer.truncation_side = side
+        return [list(ids) for ids in cut]
+
+    def _tails(self, texts: Sequence[str]) -> dict[int, list[int]]:
+        """``{index: ids}`` of the texts too long by their characters alone, cut from the left to the model's
+        maximum as :meth:`_cut` cuts them, tokenizing only a tail that holds more tokens than fit, from a space
+        before a word (where tokenizers start a piece, so the tail's tokens are the whole text's last ones). A
+        tail with too few tokens is left out (the caller tokenizes that text whole) and the next tails are
+        longer. The first tail of a call is checked against :meth:`_cut` (in the first :data:`FIT_CHECKS`
+        calls, then one call in :data:`FIT_CHECK_EVERY`); on a difference the adapter stops using tails."""
+        if self._specials is None:
+            self._specials = special_token_ids(self.tokenizer)
+        prefix, suffix = self._specials
+        room = self.max_length - len(prefix) - len(suffix)
+        tail_chars = int((self.max_length + TAIL_MARGIN) * self._chars_per_token)
+        starts = {}
+        for j, text in enumerate(texts):
+            found = TAIL_START.search(text, len(text) - tail_chars) if len(text) > tail_chars else None
+            if found is not None and found.start() > 0:
+                starts[j] = found.start()
+        if not starts or room < 1 or not self._fits_tails:
+            return {}
+        tails = self.tokenizer([texts[j][start:] for j, start in starts.items()], add_special_tokens=False)["input_ids"]
+        kept = {j: prefix + list(ids[-room:]) + suffix for j, ids in zip(starts, tails, strict=True) if len(ids) > room}
+        seen = max((len(texts[j]) - start) / max(1, len(ids)) for (j, start), ids in zip(starts.items(), tails,
+                                                                                           strict=True))
+        self._chars_per_token = min(4 * TAIL_CHARS_PER_TOKEN, max(1.0, 1.2 * seen) * (1.5 if len(kept) < len(starts)
+                                                                                      else 1))
+        self.fit_counts["calls"] += 1
+        checked = next(iter(kept), None)
+        if checked is not None and (self.fit_counts["checked"] < FIT_CHECKS
+                                    or self.fit_counts["calls"] % FIT_CHECK_EVERY == 0):
+            self.fit_counts["checked"] += 1
+            if self._cut([texts[checked]], keep="left")[0] != kept[checked]:
+                self._fits_tails = False   # this tokenizer's tail tokens differ from the whole text's
+                return {}
+        self.fit_counts["tail"] += len(kept)
+        return kept
 
     #: What each of :meth:`input_texts` is (:mod:`prb_utils.models.rendered` shows them under these names).
     input_labels = ("RM input", "chosen", "rejected")

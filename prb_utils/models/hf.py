@@ -310,7 +310,7 @@ TAIL_MARGIN = 64
 PIECE_TOKENS = 16
 #: Where a text's tail can be tokenized apart with the same tokens as inside the whole text: a space before a
 #: non-space starts a pre-token in byte-level BPE (GPT-2, Llama-3 rules), Metaspace and whitespace pre-tokenizers.
-_TAIL_START = re.compile(r" (?=\S)")
+TAIL_START = re.compile(r" (?=\S)")
 #: The first tail of a call is checked against :func:`fitted` in the first calls, then in one call of this many.
 FIT_CHECKS = 8
 FIT_CHECK_EVERY = 8
@@ -442,7 +442,7 @@ class HFAdapter:
         starts_at: dict[int, int] = {}   # pair -> where its tail starts (0: the whole message)
         whole: list[int] = []
         for i, user in enumerate(users):
-            found = _TAIL_START.search(user, len(user) - tail_chars) if tails_left > 0 and self._fits_tails and \
+            found = TAIL_START.search(user, len(user) - tail_chars) if tails_left > 0 and self._fits_tails and \
                 len(user) > tail_chars else None
             if found is not None and found.start() > 0:
                 starts_at[i] = found.start()
