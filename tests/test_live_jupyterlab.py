@@ -241,7 +241,7 @@ def _guess(area, side: str) -> str:
 
 def section_5(page):
     """The output area of section 5's cell (the comparison with the models)."""
-    cell = page.locator(".jp-Notebook .jp-CodeCell").filter(has_text="widgets.comparison_view(session)").first
+    cell = page.locator(".jp-Notebook .jp-CodeCell").filter(has_text="widgets.comparison_view(session").first
     return cell.locator(".jp-OutputArea").first
 
 
@@ -301,8 +301,9 @@ def test_pair_browser_in_live_jupyterlab(live, browser):
         before = area.evaluate(TEXT_WITHOUT_SELECTS)
         assert len(before.strip()) > 100, f"the pair browser shows almost nothing: {before!r}"
         pair.select_option(other)
-        after = wait_for(lambda: (t := area.evaluate(TEXT_WITHOUT_SELECTS)) != before and t, 60,
-                         "the shown pair to change after picking another one")
+        # the output is cleared before the new card is drawn: wait for the new card itself, not for any change
+        after = wait_for(lambda: (t := area.evaluate(TEXT_WITHOUT_SELECTS)) != before and "What each RM saw" in t
+                         and t, 60, "the shown pair to change after picking another one, its card drawn")
         assert pair.input_value() == other
         assert len(after.strip()) > 100, f"after the change the browser shows almost nothing: {after!r}"
         assert "What each RM saw" in after   # the card shows each model's exact input (folded)
