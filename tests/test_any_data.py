@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import write_bon_frame
 
 from prb_utils.cli import main
 from prb_utils.data import load_benchmark
+from prb_utils.downstream.pipeline import question_digests
 from prb_utils.notebook.pair_view import NO_TWINS
-from prb_utils.notebook.report import available_notebooks, build_report
+from prb_utils.notebook.report import NOTEBOOK_DIR, available_notebooks, build_report, run_notebook
 
 #: What a page on other data must never say: the sample's facts and commands.
 SAMPLE_WORDS = ("--data sample", "shipped sample", "the sample's")
@@ -92,3 +94,29 @@ def test_page_00_says_so_when_no_two_users_disagree(tmp_path, monkeypatch):
     assert NO_TWINS in page and "User 1" not in page
     assert _shown_twins(tmp_path / "reports", load_benchmark(str(tmp_path / "mine"))) == []
     assert "No twin pair in this data" in page and "No model scores in the store" not in page
+
+
+@pytest.mark.slow
+def test_page_03_leaves_out_a_best_of_n_run_made_on_other_data(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["score", "--data", "sample", "--limit", "2", "--model", "length", "--profile", "top3",
+                 "--out", "store", "--no-progress"]) == 0
+    sample = load_benchmark("sample")
+    run_file = write_bon_frame(tmp_path / "store" / "bon") / "run.json"
+    shown = {}
+    for case, questions in (("same", sample), ("edited", sample.assign(question=sample["question"] + " Again?"))):
+        record = {"policy": "smollm2", "n_samples": 8, "n_questions": 4, "rm_profile": "top3", "sampling": "exact",
+                  "judge": "proxy:minilm", "judge_proxy": True, "questions": question_digests(questions)}
+        run_file.write_text(json.dumps(record), encoding="utf-8")   # the frame's record, as the pipeline writes it
+        out = tmp_path / case
+        out.mkdir()
+        page = run_notebook(NOTEBOOK_DIR / "03_downstream_correlation.ipynb", out,
+                            {"data": "sample", "results": str(tmp_path / "store"), "n_boot": 200,
+                             "interactive": False})
+        assert page.error is None, page.error
+        shown[case] = _visible(Path(page.html))
+    assert "on other data" not in shown["same"] and "No BoN pipeline results" not in shown["same"]
+    n = len(sample)
+    assert f"was on other data: {n} of its {n} questions differ from the records here" in shown["edited"]
+    assert "No BoN pipeline results in" in shown["edited"]   # the curves are left out, the command given
+    assert "The pool's headroom" not in shown["edited"] and "The pool's headroom" in shown["same"]

@@ -8,7 +8,9 @@ Page 03 ranks RMs by Best-of-N quality against their benchmark accuracy; a rank 
 - otherwise the report runs its own small one, unless its models are too few to rank (:func:`too_few_to_rank`)
   and the user did not ask for a size: a run page 03 cannot rank is not worth its minutes;
 - before its own run the report says its size (:func:`size_line`); prb has no measured rate for a Best-of-N run,
-  so no time is estimated.
+  so no time is estimated;
+- page 03 shows a run only on the data it reads (:func:`made_on_other_data`): a run whose questions are not the
+  page's, or differ from them, is named and left out, whether the report ran or skipped its own.
 """
 
 from __future__ import annotations
@@ -87,3 +89,45 @@ def reusable_run(folder: Path, data: pd.DataFrame, *, models: Sequence[str], rm_
         return True, (f"Best-of-N: page 03 shows the run in {folder} ({found['n_questions']} questions x "
                       f"{found['n_samples']} answers)")
     return False, ""
+
+
+def made_on_other_data(run: dict, data: pd.DataFrame) -> str:
+    """Why the Best-of-N run recorded in ``run`` (its ``run.json``) does not belong to ``data`` ("" when it does):
+    none of the questions it sampled is among ``data``'s records, or some of them differ from them (the question,
+    profile or rubric aspects it read: :func:`~prb_utils.downstream.pipeline.question_digests`). A run on a cut of
+    ``data`` (fewer questions) or on a larger file that ``data`` is a cut of belongs to it. A run that did not record
+    its questions (an older prb) cannot be checked: "" as well, and :func:`unchecked` says so.
+
+    >>> from prb_utils.data import load_benchmark
+    >>> data = load_benchmark("sample", limit=2)
+    >>> run = {"questions": question_digests(data.head(1))}
+    >>> made_on_other_data(run, data)
+    ''
+    >>> made_on_other_data(run, data.assign(question="Another question?"))
+    'on other data: 1 of its 1 questions differ from the records here (question, profile or rubric aspects)'
+    >>> made_on_other_data({"questions": {"other/1": "x"}}, data)
+    'on other data: none of its 1 questions is among the records here'
+    """
+    held = run.get("questions") if isinstance(run.get("questions"), dict) else None
+    if not held:
+        return ""
+    here = question_digests(data)
+    shared = [key for key in held if key in here]
+    if not shared:
+        return f"on other data: none of its {len(held)} questions is among the records here"
+    differ = sum(held[key] != here[key] for key in shared)
+    if differ:
+        return (f"on other data: {differ} of its {len(shared)} questions differ from the records here (question, "
+                "profile or rubric aspects)")
+    return ""
+
+
+def unchecked(run: dict) -> str:
+    """The sentence for a run that did not record its questions ("" for one that did).
+
+    >>> unchecked({})
+    'made by a prb that did not record its questions: prb cannot check that it was made on these records'
+    """
+    if isinstance(run.get("questions"), dict) and run["questions"]:
+        return ""
+    return "made by a prb that did not record its questions: prb cannot check that it was made on these records"

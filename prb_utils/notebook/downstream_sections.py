@@ -10,7 +10,7 @@ import pandas as pd
 from prb_utils.analysis import breakdowns
 from prb_utils.downstream import bon, correlation, predictors
 from prb_utils.downstream import plots as downstream_plots
-from prb_utils.downstream.report_bon import too_few_to_rank
+from prb_utils.downstream.report_bon import made_on_other_data, too_few_to_rank, unchecked
 from prb_utils.downstream.results import BonResults, RLResults
 from prb_utils.notebook.downstream_page import (
     bon_how_judged,
@@ -84,17 +84,25 @@ class BonShown:
     pool: pd.DataFrame
 
 
-def show_bon(params: DownstreamParams, run: BonResults | None, side: BenchmarkSide | None = None) -> BonShown | None:
+def show_bon(params: DownstreamParams, run: BonResults | None, side: BenchmarkSide | None = None,
+             data: pd.DataFrame | None = None) -> BonShown | None:
     """The Best-of-N curves (exact and first-k), the run's record, its metrics and the pool's headroom; the missing
     section (and None) without a run, saying first when the RMs (``params.models``, else those of ``side``) are too
     few to rank, which is why ``prb report`` runs no Best-of-N of its own for them
-    (:func:`~prb_utils.downstream.report_bon.too_few_to_rank`)."""
+    (:func:`~prb_utils.downstream.report_bon.too_few_to_rank`). A run made on other data than the page's ``data``
+    is named and left out (:func:`~prb_utils.downstream.report_bon.made_on_other_data`)."""
     import matplotlib.pyplot as plt
     from IPython.display import Markdown, display
 
+    shown = (f"{display_path(params.results)}/bon" if params.bon_path == params.results_dir / "bon"
+             else display_path(params.bon_path))
+    if run is not None and data is not None:
+        other = made_on_other_data(run.run, data)
+        say(f"*The Best-of-N run in {md_code(shown)} was {md_text(other)}: not shown, its curves are not this "
+            "page's questions.*" if other else "")
+        say(f"*The Best-of-N run in {md_code(shown)} was {md_text(unchecked(run.run))}.*" if unchecked(run.run) else "")
+        run = None if other else run
     if run is None:
-        shown = (f"{display_path(params.results)}/bon" if params.bon_path == params.results_dir / "bon"
-                 else display_path(params.bon_path))
         rms = list(params.models) or (sorted(set(side.specs)) if side is not None else [])
         why = too_few_to_rank(rms) if rms else ""
         say(f"*{md_text(why)}: `prb report` runs no Best-of-N of its own for them.*" if why else "")
