@@ -49,7 +49,7 @@ from prb_utils.models.serve.launcher import stop_started
 from prb_utils.notebook.markup import prb_command
 from prb_utils.notebook.params import PARAMS_BY_NOTEBOOK
 from prb_utils.notebook.stages import Stages
-from prb_utils.plan import plan_frame, plan_text
+from prb_utils.plan import loading_frame, plan_frame, plan_text
 from prb_utils.probes import PROBES
 from prb_utils.profile import parse_condition, parse_seed, probe_conditions
 from prb_utils.schema import DEFAULT_CONDITION, DEFAULT_ZOO, NO_PROFILE
@@ -256,6 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tokens a forward pass computes per second on your device (bench/gpu_throughput.py prints "
                         "it as 'plain forward pass ... k tok/s'): for every model, or SPEC=RATE for one model "
                         "(repeatable; a model's own rate wins); without one the device time is n/a")
+    p.add_argument("--load-rate", type=_positive_float, default=None, metavar="GB_PER_S",
+                   help="the rate weights are read at on your machine, in GB/s (a job's run metadata records "
+                        "weights_bytes and load_s: their ratio); without one the load time is n/a")
 
     p = sub.add_parser("summarize", help="accuracy with 95%% CIs from the store",
                        description="One row per group: n, correct, ties, invalid, accuracy, ci_low, ci_high "
@@ -600,7 +603,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     table = plan_frame(_load(args), args.model, profiles, options=options, retriever=args.retriever, rate=rates)
     for line in table.attrs["warnings"]:
         print(f"prb: warning: {line}", file=sys.stderr)
-    print(plan_text(table))
+    print(plan_text(table, loading_frame(args.model, load_rate=args.load_rate)))
     return 0
 
 

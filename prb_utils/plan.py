@@ -13,7 +13,11 @@ scored before, from its run metadata). Device time grows faster than tokens wher
 token also attends every key before it, so the estimate weighs the tokens by the keys they attend, against the
 2,048-token pass the rate is measured on (:func:`~prb_utils.models.token_counts.equivalent_tokens`, from the
 model's layers, width and body parameters; about 1.5x a flat count at 35k tokens for an 8B model). The
-estimate leaves out model loading and host work.
+estimate leaves out host work.
+
+Loading is counted once per model (:func:`loading_frame`): its checkpoint files here, read at a rate in GB/s
+(``--load-rate``: a job's run metadata records ``weights_bytes`` and ``load_s``, whose ratio is the rate on the
+machine that scored it).
 """
 
 from __future__ import annotations
@@ -25,9 +29,11 @@ from typing import Any
 import pandas as pd
 
 from prb_utils.models.base import PairInput, parse_spec
-from prb_utils.models.hf import TRAINED_LENGTH
+from prb_utils.models.hf import TRAINED_LENGTH, resolve_source
+from prb_utils.models.kinds import MODEL_KINDS
 from prb_utils.models.registry import ModelOptions
 from prb_utils.models.token_counts import PairTokens, TokenCounting, equivalent_tokens, token_counter
+from prb_utils.models.weights import load_seconds, weights_bytes
 from prb_utils.profile import condition_records, parse_condition, rm_user_message
 from prb_utils.retrieval import post_selectors
 
@@ -37,6 +43,8 @@ COUNT_CHUNK = 256   # pairs tokenized per call: memory stays small at the benchm
 NO_RATE = ("device time: n/a, no rate given: pass --rate TOKENS_PER_S, the tokens a forward pass computes per "
            "second on your device (bench/gpu_throughput.py prints it as 'plain forward pass ... k tok/s').")
 NO_MODEL = "tokens and device time: n/a for {names}: they run no model."
+NO_LOAD_RATE = ("load time: n/a, no load rate given: pass --load-rate GB_PER_S, the rate weights are read at on "
+                "your machine (a job's run metadata records weights_bytes and load_s).")
 
 
 def plan_frame(
@@ -96,6 +104,25 @@ def plan_frame(
     frame["device_s"] = frame["device_s"].astype(float)
     frame.attrs["warnings"] = [line for _, line in sorted(warnings, key=lambda w: w[0])]
     return frame
+
+
+def loading_frame(models: Sequence[str], *, load_rate: float | None = None) -> pd.DataFrame:
+    """One row per model with weights: ``weights_gb``, its checkpoint files here (NaN where there are none: a
+    folder with only a tokenizer and ``config.json``, a hub id not in the local cache), and ``load_s``, their read
+    time at ``load_rate`` GB/s (NaN without a rate or files). The model-free baselines load nothing: no row.
+
+    >>> loading_frame(["length", "lexical"]).empty
+    True
+    """
+    rows = []
+    for spec in dict.fromkeys(parse_spec(m).canonical for m in models):
+        parsed = parse_spec(spec)
+        if not MODEL_KINDS[parsed.kind].weights:
+            continue
+        n_bytes = weights_bytes(resolve_source(parsed))
+        rows.append({"model": spec, "weights_gb": n_bytes / 1e9 if n_bytes else math.nan,
+                     "load_s": load_seconds(n_bytes, load_rate)})
+    return pd.DataFrame(rows, columns=["model", "weights_gb", "load_s"]).astype({"weights_gb": float, "load_s": float})
 
 
 def _model_rate(rate: float | Mapping[str | None, float] | None, spec: str) -> float | None:
@@ -158,9 +185,10 @@ def format_duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def plan_text(frame: pd.DataFrame) -> str:
+def plan_text(frame: pd.DataFrame, loading: pd.DataFrame | None = None) -> str:
     """The plan as ``prb plan`` prints it: the table (n/a where a value is undefined), then one line per n/a
-    and the total device time when there is a rate."""
+    and the total device time when there is a rate; with ``loading`` (:func:`loading_frame`), one line per model's
+    weights and load time, and the load time in the total."""
     shown = frame.drop(columns=["kind"]).astype(object)
     shown["device_time"] = [format_duration(s) for s in frame["device_s"]]
     shown = shown.drop(columns=["device_s"]).where(frame.drop(columns=["kind"]).notna().reindex(
@@ -172,7 +200,17 @@ def plan_text(frame: pd.DataFrame) -> str:
     rated = frame["device_s"].notna()
     if not rated.any() and frame["tokens"].notna().any():
         lines.append(NO_RATE)
-    elif rated.any():
-        lines.append(f"device time, all jobs: {format_duration(float(frame.loc[rated, 'device_s'].sum()))} "
-                     "(tokens weighed by the keys they attend / rate; model loading and host work not included).")
+    loading = loading if loading is not None else pd.DataFrame(columns=["model", "weights_gb", "load_s"])
+    for row in loading.itertuples(index=False):
+        weights = "n/a (no checkpoint files here)" if math.isnan(row.weights_gb) else f"{row.weights_gb:.2f} GB"
+        lines.append(f"model loading, {row.model}: weights {weights}, load time {format_duration(row.load_s)}")
+    if len(loading) and loading["load_s"].isna().all() and loading["weights_gb"].notna().any():
+        lines.append(NO_LOAD_RATE)
+    if rated.any():
+        loads = loading["load_s"].dropna()
+        total = float(frame.loc[rated, "device_s"].sum()) + float(loads.sum())
+        how = (f", plus loading {len(loads)} model{'s' if len(loads) != 1 else ''} at --load-rate; host work not "
+               "included" if len(loads) else "; model loading and host work not included")
+        lines.append(f"device time, all jobs: {format_duration(total)} (tokens weighed by the keys they attend / "
+                     f"rate{how}).")
     return "\n".join(lines)

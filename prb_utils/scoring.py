@@ -58,6 +58,7 @@ from prb_utils.models.hf import resolve_source
 from prb_utils.models.kinds import ENCODER, MODEL_KINDS
 from prb_utils.models.prompts import JUDGE_TEMPLATES, load_judge_template
 from prb_utils.models.serve.connection import check_same_server, read_server_facts
+from prb_utils.models.weights import weights_bytes
 from prb_utils.probes import PROBES
 from prb_utils.profile import (
     ProfileCondition,
@@ -460,6 +461,9 @@ class _LazyModel:
         self._options = options
         self.model = self._given
         self._server: dict[str, Any] | None = None
+        #: how long this process took to load the model and the bytes of its checkpoint files (a job's run
+        #: metadata keeps them: their ratio is the read rate ``prb plan --load-rate`` asks for); empty until loaded
+        self.loaded: dict[str, Any] = {}
 
     def server_facts(self, kind: str) -> dict[str, Any] | None:
         """What the server(s) at ``--engine-url`` that a model of ``kind`` runs on say of themselves
@@ -475,7 +479,12 @@ class _LazyModel:
 
     def get(self) -> Any:
         if self.model is None:
+            started = time.perf_counter()
             self.model = _load_model(self._spec, self._options)
+            self.loaded = {"load_s": round(time.perf_counter() - started, 3)}
+            spec = parse_spec(self._spec)
+            if MODEL_KINDS[spec.kind].weights:
+                self.loaded["weights_bytes"] = weights_bytes(resolve_source(spec))
         return self.model
 
     def release(self) -> None:
@@ -505,6 +514,7 @@ def _run_job(
     ranks = ranks or World()
     everyone, todo = todo, ranks.share(todo)
     model = lazy.get() if todo else None   # a rank without a share (fewer pairs than ranks) loads nothing
+    run = {**run, "options": {**run["options"], **lazy.loaded}}
     with _batch_share(model, parse_condition(labels["profile"]), labels["job"]) as share:
         if share != 1.0:
             run = {**run, "options": {**run["options"], "batch_share": share}}

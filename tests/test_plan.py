@@ -312,3 +312,33 @@ def test_bad_rate_is_refused_by_the_parser(rate, capsys):
         main(["ppo", "--learning-rate", rate])
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.endswith("is not a number" if rate == "fast" else f"'{rate}' is not a finite number above 0")
+
+
+def test_a_job_records_its_load_and_the_plan_adds_the_load_time_at_that_rate(tiny_lm_dir, tmp_path, capsys):
+    """Scoring records how long the model took to load and the bytes of its checkpoint files; their ratio, given
+    back as `--load-rate`, makes the plan's load time that same load time (one load per model, however many
+    conditions); a folder without weight files has n/a weights, a plan without a rate says how to get one."""
+    spec = f"implicit:{tiny_lm_dir}"
+    assert main(["score", "--data", "sample", "--limit", "2", "--model", spec, "--model", "length", "--profile",
+                 "none", "--profile", "top3", "--out", str(tmp_path / "store"), "--no-progress"]) == 0
+    runs = [json.loads(f.read_text())["run"] for f in (tmp_path / "store" / "jobs").rglob("job.json")]
+    recorded = [run for run in runs if "weights_bytes" in run]
+    on_disk = sum(f.stat().st_size for f in tiny_lm_dir.iterdir() if f.suffix in WEIGHT_SUFFIXES)
+    assert len(recorded) == 2 and {run["weights_bytes"] for run in recorded} == {on_disk}
+    assert all(run["load_s"] > 0 for run in recorded)
+    rate = on_disk / recorded[0]["load_s"] / 1e9
+    capsys.readouterr()
+    assert main(["plan", "--data", "sample", "--limit", "2", "--model", spec, "--model", "length", "--profile", "none",
+                 "--profile", "top3", "--rate", "1000", "--load-rate", repr(rate)]) == 0
+    out = capsys.readouterr().out
+    assert (f"model loading, {spec}: weights {on_disk / 1e9:.2f} GB, load time "
+            f"{format_duration(recorded[0]['load_s'])}") in out
+    assert out.count("model loading,") == 1 and "plus loading 1 model at --load-rate" in out
+    device = plan_frame(load_benchmark("sample", limit=2), [spec], ["none", "top3"], rate=1000.0)["device_s"].sum()
+    assert f"device time, all jobs: {format_duration(device + recorded[0]['load_s'])} " in out
+    bare = _weightless_copy(tiny_lm_dir, tmp_path / "bare")
+    assert main(["plan", "--data", "sample", "--limit", "2", "--model", f"implicit:{bare}"]) == 0
+    out = capsys.readouterr().out
+    assert f"model loading, implicit:{bare}: weights n/a (no checkpoint files here), load time n/a" in out
+    assert main(["plan", "--data", "sample", "--limit", "2", "--model", spec]) == 0
+    assert "load time: n/a, no load rate given: pass --load-rate GB_PER_S" in capsys.readouterr().out
