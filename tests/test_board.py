@@ -521,6 +521,8 @@ def test_board_cards_and_the_report_index_link_into_each_other(linked, capsys):
         back = page.get_attribute(f'[data-report="{labels["lexical"]}"] a', "href")
         landed = page.url
         page.click(f'[data-report="{labels["lexical"]}"] a')
+        page.wait_for_url("**/01_pair_inspection.html#model-lexical")
+        page.wait_for_load_state()
         return {"landed": landed, "back": back, "url": page.url,
                 "section": page.evaluate("document.getElementById('model-lexical') !== null")}
 
