@@ -38,10 +38,11 @@ ppo: $(STAMP)
 	$(BIN)/prb ppo --data sample --results results
 
 # the board (docs/how-to/board.md) of the sample's report store and two more runs, MiniLM in float32 and bfloat16,
-# all offline: reports/board/index.html
+# all offline, linked with the report (each card of the report's runs to its sections, the report's index to the
+# board): reports/board/index.html
 BOARD := results/board
 board: $(STAMP)
-	test -d results/jobs || $(BIN)/prb report --data sample --out reports
+	test -f reports/index.html || $(BIN)/prb report --data sample --out reports
 	$(BIN)/prb export --format every_eval_ever --results results --out $(BOARD)/submissions/sample-report --data sample
 	for dtype in float32 bfloat16; do \
 	  $(BIN)/prb score --data sample --model embedding:minilm --dtype $$dtype --profile none --profile top3 \
@@ -50,7 +51,7 @@ board: $(STAMP)
 	    --data sample || exit 1; \
 	done
 	$(BIN)/prb board $(BOARD)/submissions/sample-report $(BOARD)/submissions/float32 $(BOARD)/submissions/bfloat16 \
-	  --data sample --out reports/board
+	  --data sample --out reports/board --report reports
 
 lint: $(STAMP)
 	$(BIN)/ruff check prb_utils tests bench notebooks

@@ -304,6 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=_folder_name, default=None, help="folder to write the board into")
     p.add_argument("--data", default=None, help="the benchmark the submissions name ('sample', a hub id or a path): "
                                                 "check their data digest and pairs against it")
+    p.add_argument("--report", type=_folder_name, default=None, metavar="DIR",
+                   help="a folder `prb report` wrote: each card of a run of that report links to its sections of "
+                        "the report's pages, and the report's index links to the board")
     p.add_argument("--check", action="store_true", help="check the submissions only; write nothing")
     return parser
 
@@ -869,7 +872,7 @@ def cmd_board(args: argparse.Namespace) -> int:
         checked = check_submissions(args.submissions, data_source=args.data)
         print(f"{len(checked)} submission(s) checked: each can go on one board.")
         return 0
-    built = build_board(args.submissions, args.out, data_source=args.data)
+    built = build_board(args.submissions, args.out, data_source=args.data, report=args.report)
     for note in built.notes:
         print(f"prb: note: {note}", file=sys.stderr)
     print(f"Wrote the board of {len(built.numbers['models'])} run(s) to {built.page}")

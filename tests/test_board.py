@@ -403,3 +403,146 @@ def test_item_analysis_lists_what_its_rules_say_and_is_na_below_its_counts():
 
     few = item_analysis(rows[rows["model"].isin(list(skill)[:ITEM_MIN_RMS - 1])], board_frame.iloc[:ITEM_MIN_RMS - 1])["none"]
     assert few["tracking"].startswith("n/a: 4 RMs") and few["mislabel"].startswith("n/a: 0 RM(s) above chance")
+
+
+# ------------------------------------------------------------------------------------------------ probes with the data
+
+
+def _readings(built) -> dict[str, list[dict]]:
+    return {built.numbers["models"][i]["label"]: c["probes"]["readings"] for i, c in built.numbers["cards"].items()}
+
+
+def test_with_the_data_a_card_shows_the_twin_split_and_without_it_says_why_not(teams, probed):
+    """--data: the readings are page 05's (probe_effects of the rows and the benchmark records): the twin split and
+    the pairs whose input the swap changed; without it, one sentence says why neither is shown."""
+    from prb_utils.board.readings import NO_DATA
+
+    root, data = teams
+    store, without = probed
+    built = build_board([root / "probed", root / "team-c"], root / "probed-site-data", data_source="sample")
+    rows = load_results(store)
+    effects = probe_effects(rows.assign(model=[f"{m} (probed)" if m == "length" else m for m in rows["job_label"]]),
+                            data, **ResamplingPlan().options())
+    swap = effects[effects["probe"] == "swap"].set_index("model")
+    for label, (reading,) in ((k, v) for k, v in _readings(built).items() if v):
+        r = swap.loc[label]
+        assert r["twin_sets"] == 3 and r["both_right"] + r["both_wrong"] + r["one_right"] == 3   # 6 twins at --limit 4
+        assert reading["twins"] == (f"Twin sets (both right / both wrong / one right): {r['both_right']} / "
+                                    f"{r['both_wrong']} / {r['one_right']} of {r['twin_sets']}.")
+        assert reading["changed"] == f"The swap probe changed the RM input of {len(data)} of {len(data)} pairs."
+        assert reading["no_data"] == "" and reading["verdict"] == reading_verdicts(effects).set_index("model").loc[
+            label, "verdict"]
+    for reading in (r for rs in _readings(without).values() for r in rs):
+        assert reading["no_data"] == NO_DATA and reading["twins"] == reading["changed"] == ""
+
+    ids = {m["label"]: i for i, m in built.numbers["models"].items()}
+    texts = [_open_offline([b.page], probe=lambda page: page.inner_text(f'[data-probes="{ids["lexical"]}"]'))
+             ["index.html"] for b in (built, without)]
+    assert all(t["console"] == [] and t["errors"] == [] for t in texts)
+    lexical = _readings(built)["lexical"][0]
+    assert lexical["twins"] in texts[0]["probe"] and lexical["changed"] in texts[0]["probe"]
+    assert NO_DATA not in texts[0]["probe"] and NO_DATA in texts[1]["probe"] and "Twin sets" not in texts[1]["probe"]
+
+
+def test_with_the_data_a_swap_that_changed_no_input_says_so(tmp_path):
+    """--limit 1: one user per subset, so the swap hands every record its own profile. With --data the card says
+    the probe changed no RM input (page 05's NO_CHANGE); without it the same rows would read as an RM that
+    ignores the profile, so the card says why it cannot tell."""
+    from prb_utils.analysis.probe_effects import NO_CHANGE
+    from prb_utils.board.readings import NO_DATA
+
+    data = load_benchmark("sample", limit=1)
+    score_benchmark(data, ["lexical"], ["top3", "top3+swap"], out=tmp_path / "store", progress=False)
+    export_results(tmp_path / "store", tmp_path / "lonely", format="every_eval_ever", data=data, data_source="sample")
+    known = build_board([tmp_path / "lonely"], tmp_path / "site", data_source="sample")
+    blind = build_board([tmp_path / "lonely"], tmp_path / "site-blind")
+    ((reading,),) = _readings(known).values()
+    assert reading["verdict"].startswith(NO_CHANGE) and "one user per subset" in reading["verdict"]
+    assert reading["changed"] == f"The swap probe changed the RM input of 0 of {len(data)} pairs."
+    assert reading["twins"] == "No twin sets among these pairs."
+    ((unknown,),) = _readings(blind).values()
+    assert not unknown["verdict"].startswith("n/a") and unknown["no_data"] == NO_DATA
+
+    shown = _open_offline([known.page], probe=lambda page: page.inner_text(".probes"))["index.html"]
+    assert shown["console"] == [] and reading["verdict"] in shown["probe"]
+
+
+# ------------------------------------------------------------------------------------------------ board and report
+
+
+def _resolves(href: str, start: Path) -> bool:
+    """Whether the relative link ``href`` from a page in ``start`` reaches a file, and (with a fragment that
+    names an id) an element with that id in it."""
+    from urllib.parse import unquote
+
+    path, _, fragment = href.partition("#")
+    target = (start / unquote(path)).resolve()
+    if not target.is_file():
+        return False
+    return not fragment.startswith("model-") or f'id="{fragment}"' in target.read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def linked(teams, probed):
+    """A report of the probed store (pages 01 and 05), and a board of it and team-c built with --report."""
+    from prb_utils.notebook.report import build_report
+
+    root, _ = teams
+    store, _ = probed
+    report = root / "report"
+    build_report(data="sample", results=str(store), out=str(report), models=[], profiles=[], progress=False,
+                 notebooks=["01_pair_inspection", "05_reading_the_user"], limit=4)
+    assert main(["board", str(root / "probed"), str(root / "team-c"), "--out", str(root / "linked-site"),
+                 "--report", str(report)]) == 0
+    return report, root / "linked-site"
+
+
+def test_board_cards_and_the_report_index_link_into_each_other(linked, capsys):
+    report, site = linked
+    numbers = json.loads((site / "board.json").read_text())
+    cards = numbers["report"]["cards"]
+    labels = {numbers["models"][i]["label"]: i for i in numbers["models"]}
+    assert set(cards) == {labels["length (probed)"], labels["lexical"]}   # team-c's run is not the report's
+    for links in cards.values():
+        assert [link["what"] for link in links] == ["pairs", "probes"]
+        assert all(_resolves(link["href"], site) for link in links)
+    assert _resolves(numbers["report"]["index"], site)
+
+    index = (report / "index.html").read_text()
+    hrefs = re.findall(r'<p class="board-link".*?</p>', index, re.DOTALL)
+    assert len(hrefs) == 1
+    links = re.findall(r'href="([^"]+)"', hrefs[0])
+    assert links[0] == "../linked-site/index.html" and _resolves(links[0], report)
+    assert sorted(link.split("#card=")[1] for link in links[1:]) == sorted(cards)
+
+    def follow(page):   # from the report's index, the board link of lexical's card, then its report link back
+        page.click(f'#board-link a[href$="#card={labels["lexical"]}"]')
+        page.wait_for_selector(f'[data-report="{labels["lexical"]}"] a')
+        back = page.get_attribute(f'[data-report="{labels["lexical"]}"] a', "href")
+        landed = page.url
+        page.click(f'[data-report="{labels["lexical"]}"] a')
+        page.wait_for_url("**/01_pair_inspection.html#model-lexical")
+        page.wait_for_load_state()
+        return {"landed": landed, "back": back, "url": page.url,
+                "section": page.evaluate("document.getElementById('model-lexical') !== null")}
+
+    facts = _open_offline([report / "index.html"], probe=follow)["index.html"]
+    assert facts["console"] == [] and facts["errors"] == [] and facts["requests"] == []
+    seen = facts["probe"]
+    assert seen["landed"].endswith(f"linked-site/index.html#card={labels['lexical']}")
+    assert seen["url"].endswith("01_pair_inspection.html#model-lexical") and seen["section"]
+
+    # built again (now of the probed store alone: its length run is plain "length"), the paragraph is replaced
+    assert main(["board", str(report.parent / "probed"), "--out", str(site), "--report", str(report)]) == 0
+    capsys.readouterr()
+    again = (report / "index.html").read_text()
+    assert again.count('class="board-link"') == 1 and f"#card={model_id('length')}\"" in again
+    assert f"#card={labels['length (probed)']}" not in again
+
+
+def test_a_report_folder_that_is_no_report_is_refused(teams, tmp_path, capsys):
+    root, _ = teams
+    assert main(["board", str(root / "team-c"), "--out", str(tmp_path / "site"), "--report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no index.html" in err and str(tmp_path) in err
+    assert not (tmp_path / "site").exists()

@@ -4,7 +4,8 @@ compares any two runs, and keeps its view in the link.
 
 :func:`build_board` checks every submission (:mod:`prb_utils.submission`), refuses a set that mixes data sets or
 misses pairs, recomputes the numbers (:mod:`prb_utils.board.recompute`) and writes the site
-(:mod:`prb_utils.board.site`).
+(:mod:`prb_utils.board.site`); given a report folder, it links the board and the report into each other
+(:mod:`prb_utils.board.report_links`).
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from prb_utils.analysis.probe_effects import split_probe
 from prb_utils.analysis.uncertainty import ResamplingPlan
 from prb_utils.board.recompute import board_numbers
+from prb_utils.board.report_links import index_paragraph, link_index, report_jobs, report_links
 from prb_utils.board.site import write_site
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
@@ -38,14 +41,16 @@ class BoardBuild:
 
 
 def check_submissions(paths: Sequence[str | os.PathLike], *, data_source: str | None = None,
-                      duplicates: list[str] | None = None) -> list[Submission]:
+                      duplicates: list[str] | None = None,
+                      loaded: dict[tuple[str, str], pd.DataFrame] | None = None) -> list[Submission]:
     """Read and check every submission of ``paths`` (files or export folders) as one board: each on its own
     (:func:`prb_utils.submission.read_submission`; against ``data_source``, the benchmark loaded with each job's
     filters, when given), then together: one data set (the same data digest) and the
     same pairs. PRBError, one sentence naming the file and the field, for the first problem. A file named twice is
-    read once (a sentence in ``duplicates``); the same job in two sources is two runs of the board, one per source."""
+    read once (a sentence in ``duplicates``); the same job in two sources is two runs of the board, one per source.
+    ``loaded``: where the benchmarks loaded for the check are kept (by the job's limit and subsets), for reuse."""
     submissions, seen, notes = [], {}, []
-    loaded: dict[tuple[str, str], pd.DataFrame] = {}
+    loaded = {} if loaded is None else loaded
     for number, given in enumerate(paths, 1):
         source = source_name(given, number, paths)
         for path in find_submissions([given]):
@@ -115,13 +120,28 @@ def board_plan(submissions: Sequence[Submission], notes: list[str]) -> Resamplin
 
 
 def build_board(paths: Sequence[str | os.PathLike], out: str | os.PathLike, *, data_source: str | None = None,
-                plan: ResamplingPlan | None = None) -> BoardBuild:
+                plan: ResamplingPlan | None = None, report: str | os.PathLike | None = None) -> BoardBuild:
     """Check the submissions of ``paths`` (against ``data_source`` when given), recompute every number under
     ``plan`` (default: the plan the submissions name, :func:`board_plan`), and write ``out/index.html`` (and
-    ``out/board.json``, the same numbers as data)."""
+    ``out/board.json``, the same numbers as data). With ``data_source``, the probe readings also read the
+    benchmark's records (profiles and twins), as page 05 does: the benchmark loaded with the first probe job's
+    filters (every submission of a board holds the same pairs). With ``report`` (a folder ``prb report`` wrote),
+    the board and the report link into each other (:mod:`prb_utils.board.report_links`): the report's index
+    gets a paragraph that links to the board."""
     notes: list[str] = []
-    submissions = check_submissions(paths, data_source=data_source, duplicates=notes)
-    numbers = board_numbers(submissions, plan=plan or board_plan(submissions, notes))
+    if report is not None:
+        report_jobs(Path(report))   # a folder that is no report is refused before anything is computed
+    loaded: dict[tuple[str, str], pd.DataFrame] = {}
+    submissions = check_submissions(paths, data_source=data_source, duplicates=notes, loaded=loaded)
+    data = None
+    if data_source is not None:
+        probed = [s for s in submissions if split_probe(s.condition)[1]] or submissions
+        data = _benchmark(data_source, probed[0], loaded)
+    numbers = board_numbers(submissions, plan=plan or board_plan(submissions, notes), data=data)
     numbers["notes"] = [*notes, *numbers["notes"]]
+    if report is not None:
+        numbers["report"] = report_links(numbers["models"], Path(report), Path(out))
     page = write_site(numbers, out)
+    if report is not None:
+        link_index(Path(report), index_paragraph(numbers["models"], numbers["report"]["cards"], page, Path(report)))
     return BoardBuild(page=page, numbers=numbers, notes=list(numbers["notes"]))

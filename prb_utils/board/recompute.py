@@ -203,8 +203,10 @@ def compare_runs(rows: pd.DataFrame, a: str, b: str, condition: str, plan: Resam
             "subsets": subsets}
 
 
-def board_numbers(submissions: Sequence[Submission], *, plan: ResamplingPlan | None = None) -> dict[str, Any]:
-    """Every number of the board of ``submissions`` (checked, of one data set), recomputed from their rows."""
+def board_numbers(submissions: Sequence[Submission], *, plan: ResamplingPlan | None = None,
+                  data: pd.DataFrame | None = None) -> dict[str, Any]:
+    """Every number of the board of ``submissions`` (checked, of one data set), recomputed from their rows;
+    ``data``: the benchmark's records they scored, when given (the probe readings then read profiles and twins)."""
     plan = plan or ResamplingPlan()
     labels = board_labels(submissions)
     ids = {label: model_id(label) for label in labels}
@@ -212,7 +214,7 @@ def board_numbers(submissions: Sequence[Submission], *, plan: ResamplingPlan | N
     found = compute_findings(rows, units, plan=plan, calibrate=False, keys=True)
     notes = [n for s, label in zip(submissions, labels, strict=True) for n in disagreements(s, label, found)]
     by_label = dict(zip(labels, submissions, strict=True))
-    readings, probe_rules = probe_readings(rows, units, plan, ids, by_label)
+    readings, probe_rules = probe_readings(rows, units, plan, ids, by_label, data=data)
     rows = plan.attach(rows, units, keys=True)
     comparisons = {}
     for condition in found.conditions():

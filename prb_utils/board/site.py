@@ -59,6 +59,16 @@ def _static(name: str) -> str:
                        "reinstall prb.") from None
 
 
+def _report_line(numbers: dict[str, Any]) -> str:
+    """The line under the title that links to the report the board was built with (``prb board --report``)."""
+    if "report" not in numbers:
+        return ""
+    linked = len(numbers["report"]["cards"])
+    return (f'<p id="report-link">Built with a report: <a href="{html.escape(numbers["report"]["index"])}">its '
+            f"index</a>; {linked} run(s) of this board are that report's, and their cards link to their sections of "
+            "its pages.</p>\n")
+
+
 def page_html(numbers: dict[str, Any]) -> str:
     """The board's page for ``numbers`` (:func:`prb_utils.board.recompute.board_numbers`)."""
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in numbers["notes"])
@@ -78,7 +88,7 @@ def page_html(numbers: dict[str, Any]) -> str:
 <p class="muted">{count} submitted run(s). Every number is recomputed from the submissions' per-item rows by prb
 {html.escape(__version__)}'s findings layer; a submitted aggregate is never shown.
 <a id="view-link" href="#">Link to this view</a>.</p>
-<p id="headline"></p>
+{_report_line(numbers)}<p id="headline"></p>
 {f'<div class="notes" role="note"><p>Notes on the submissions:</p><ul id="notes">{notes}</ul></div>' if notes else ''}
 <div class="controls">
 <label>Condition <select id="condition"></select></label>

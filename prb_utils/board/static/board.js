@@ -180,6 +180,8 @@
       const said = `Reading the user (probes of ${r.base}): ${r.verdict}; sensitivity (accuracy with the own ` +
         `profile minus with another user's) ${r.sensitivity_text}, p (Holm) ${r.p_text}.`;
       box.appendChild(el("p", said, { "data-base": r.base }));
+      for (const [key, text] of [["changed", r.changed], ["twins", r.twins], ["no-data", r.no_data]])
+        if (text) box.appendChild(el("p", text, { ["data-" + key]: r.base }));
       if (r.checks.length)
         box.appendChild(table(["probe", "check", "measured [95% CI]", "allowed"],
           r.checks.map((c) => row([c.probe, c.check, c.measured, c.allowed]))));
@@ -196,6 +198,12 @@
       const card = el("section", null, { id: "card-" + id, class: "card" + (state.card === id ? " open" : "") });
       card.appendChild(el("h3", model.label));
       card.appendChild(el("p", `${model.kind} · ${model.spec} · submitted as ${model.file}`));
+      const inReport = DATA.report && DATA.report.cards[id];
+      if (inReport && inReport.length) {
+        const p = el("p", "In the report: ", { class: "report-links", "data-report": id });
+        inReport.forEach((l, i) => { if (i) p.appendChild(document.createTextNode(" · ")); p.appendChild(el("a", l.what, { href: l.href })); });
+        card.appendChild(p);
+      } else if (inReport) card.appendChild(el("p", "In the report, but on none of its pages with a section per model.", { class: "report-links", "data-report": id }));
       const prov = el("details", null, { class: "provenance" });
       prov.appendChild(el("summary", "Provenance"));
       prov.appendChild(table(["field", "value"], Object.entries(model.provenance).map(([k, v]) => row([k, v]))));
