@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from prb_utils.analysis.findings import control_sentences
 from prb_utils.analysis.probe_effects import (
-    control_sentences,
     control_table,
     probe_effects,
     probe_families,
@@ -149,10 +149,12 @@ def test_mimicry_is_told_from_the_same_change_any_user_words_make():
     shown = control_table(effects).set_index("model")
     assert shown.loc["mimic", "verdict"] == "rewards mimicry"
     assert shown.loc["mimic", "flips: probe / control [95% CI]"].startswith("0.750 [")
-    said = {s["model"]: s for s in control_sentences(effects)}
-    assert said["mimic"]["sentence"].startswith("mimic: parrot flips 0.750 of the pairs from right to wrong, "
-                                                "parrot-control 0.000: ")
+    said = {s["model"]: s for s in control_sentences(None, effects)}
+    assert said["mimic"]["sentence"].startswith("mimic: parrot turns 0.750 of the pairs from right to wrong, "
+                                                "parrot-control 0.000: +0.750 [")
+    assert f"beyond the control, with {N_QUESTIONS} units and Holm over 3 models (p = " in said["mimic"]["sentence"]
     assert said["mimic"]["sentence"].endswith("rewards mimicry.") and said["mimic"]["n_units"] == N_QUESTIONS
+    assert said["length"]["verdict"] == "no mimicry found" and said["length"]["beyond_control"] == 0
 
 
 def test_a_parrot_without_its_control_or_its_user_gets_no_verdict():

@@ -655,6 +655,15 @@ CONTROL_TABLE_COLUMNS = ["model", "probe", "verdict", "flips: probe / control [9
                          "p (Holm)", "pairs"]
 
 
+def control_probes() -> tuple[str, ...]:
+    """Each probe tested against a control, then its control (:attr:`prb_utils.probes.Probe.control`).
+
+    >>> control_probes()
+    ('parrot', 'parrot-control')
+    """
+    return tuple(n for spec in PROBES.values() if spec.control for n in (spec.name, spec.control))
+
+
 def controlled(effects: pd.DataFrame) -> pd.DataFrame:
     """The rows of :func:`probe_effects` of probes tested against a control (``parrot`` against
     ``parrot-control``)."""
@@ -677,31 +686,6 @@ def control_table(effects: pd.DataFrame) -> pd.DataFrame:
                          r["beyond_control"], r["beyond_control_low"], r["beyond_control_high"])),
                      "p (Holm)": _cell(r["beyond_control_p_holm"], "p_value"), "pairs": _cell(r["n_pairs"], "count")})
     return pd.DataFrame(rows, columns=CONTROL_TABLE_COLUMNS)
-
-
-def control_sentences(effects: pd.DataFrame) -> list[dict]:
-    """One sentence per model and probe tested against a control (:func:`controlled`), with the numbers it states
-    (for ``record_numbers``): the flips toward the changed answer under the probe and its control, their difference
-    with its interval, the units, the Holm family and the verdict (:func:`control_verdict`)."""
-    out = []
-    for r in controlled(effects).to_dict("records"):
-        item = {"topic": "control", "model": str(r["model"]), "probe": str(r["probe"]),
-                "control_probe": str(r["control_probe"]), "flip_rate": r["flip_rate"],
-                "control_flip_rate": r["control_flip_rate"], "beyond_control": r["beyond_control"],
-                "beyond_control_low": r["beyond_control_low"], "beyond_control_high": r["beyond_control_high"],
-                "beyond_control_p_holm": r["beyond_control_p_holm"], "n_units": r["n_units"],
-                "family": r["control_family"], "verdict": r["control_verdict"]}
-        if pd.isna(r["flip_rate"]) or r["no_verdict"]:
-            item["sentence"] = f"{r['model']}: {r['probe']}: {r['control_verdict']}."
-        else:
-            item["sentence"] = (
-                f"{r['model']}: {r['probe']} flips {_cell(r['flip_rate'], 'proportion')} of the pairs from right to "
-                f"wrong, {r['control_probe']} {_cell(r['control_flip_rate'], 'proportion')}: "
-                f"{format_interval(r['beyond_control'], r['beyond_control_low'], r['beyond_control_high'])} beyond "
-                f"the control over {r['n_units']} units, {r['control_family'] or 'no family'} "
-                f"(p = {_cell(r['beyond_control_p_holm'], 'p_value')}), {r['control_verdict']}.")
-        out.append(item)
-    return out
 
 
 def unprobed_models(jobs: pd.DataFrame, base: str) -> list[str]:
