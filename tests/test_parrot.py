@@ -6,6 +6,7 @@ reacts to any inserted text (a length-only RM), on planted stores and through ``
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -169,18 +170,19 @@ def test_a_parrot_without_its_control_or_its_user_gets_no_verdict():
 
 
 @pytest.fixture(scope="module")
-def sample_store(tmp_path_factory) -> pd.DataFrame:
+def sample_store(tmp_path_factory) -> Path:
+    """The folder of a store with the baselines probed by parrot and its control on the sample."""
     out = tmp_path_factory.mktemp("parrot") / "results"
     assert main(["probe", "--data", "sample", "--model", "lexical", "--model", "length", "--probe", "parrot",
                  "--probe", "parrot-control", "--out", str(out), "--no-progress"]) == 0
-    return load_results(out)
+    return out
 
 
 def test_prb_probe_catches_the_word_matcher_and_not_the_length_baseline(sample_store):
     """On the shipped sample the lexical baseline (the share of the user's words an answer uses) prefers the
     parroted rejected answer far more often than the control one; the length baseline, which reads the answers too,
     flips as often under both (they add as many words, of about as many characters)."""
-    rows = sample_store
+    rows = load_results(sample_store)
     assert set(rows["profile"]) == {"top3", "top3+parrot", "top3+parrot-control"}
     effects = probe_effects(rows, load_benchmark("sample"))
     parrot = effects[effects["probe"] == "parrot"].set_index("model")
@@ -194,3 +196,38 @@ def test_prb_probe_catches_the_word_matcher_and_not_the_length_baseline(sample_s
                                                         aggfunc="first")
         flips = ((wide["top3"] == "correct") & (wide["top3+parrot"] == "wrong")).mean()
         assert parrot.loc[model, "flip_rate"] == pytest.approx(flips)
+
+
+def test_page_05_shows_the_parrot_per_model_and_records_its_numbers(sample_store, tmp_path, monkeypatch):
+    """Page 05 on a store holding the parrot and its control: the figure (one row per model, the probe's and the
+    control's flip rates), one sentence per model as the findings layer words it, and the numbers recorded."""
+    import json
+
+    import matplotlib
+    import nbformat
+    import papermill
+
+    from prb_utils.analysis import plots
+    from prb_utils.notebook.markup import md_text
+    from prb_utils.notebook.report import NUMBERS_ENV
+
+    matplotlib.use("Agg")
+    effects = probe_effects(load_results(sample_store), load_benchmark("sample"))
+    ax = plots.control_flips(effects[effects["probe"] == "parrot"])
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["length", "lexical"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["parrot", "parrot-control"]
+    (tmp_path / "results").symlink_to(sample_store, target_is_directory=True)
+    monkeypatch.setenv(NUMBERS_ENV, str(tmp_path))
+    monkeypatch.setenv("PRB_HEADLESS", "1")
+    target = tmp_path / "05.ipynb"
+    papermill.execute_notebook(str(Path(__file__).resolve().parent.parent / "notebooks" / "05_reading_the_user.ipynb"), str(target), parameters={"results": "results"},
+                               kernel_name="python3", progress_bar=False, cwd=str(tmp_path))
+    cells = nbformat.read(str(target), as_version=4).cells
+    shown = "\n".join(str(o.get("data", {}).get("text/markdown", "")) for c in cells if c.cell_type == "code"
+                      for o in c.get("outputs", []))
+    recorded = json.loads((tmp_path / "05_reading_the_user.numbers.json").read_text())["numbers"]["mimicry"]
+    assert {r["model"]: r["verdict"] for r in recorded}["lexical"] == "rewards mimicry"
+    assert {r["model"]: r["verdict"] for r in recorded}["length"] == "no mimicry found"
+    for item in recorded:
+        assert md_text(item["sentence"]) in shown and item["sentence"].startswith(f"{item['model']}: parrot turns")
+        assert f"with {item['n_units']} questions and Holm over 2 models" in item["sentence"]
