@@ -220,8 +220,9 @@ def test_page_05_shows_the_parrot_per_model_and_records_its_numbers(sample_store
     monkeypatch.setenv(NUMBERS_ENV, str(tmp_path))
     monkeypatch.setenv("PRB_HEADLESS", "1")
     target = tmp_path / "05.ipynb"
-    papermill.execute_notebook(str(Path(__file__).resolve().parent.parent / "notebooks" / "05_reading_the_user.ipynb"), str(target), parameters={"results": "results"},
-                               kernel_name="python3", progress_bar=False, cwd=str(tmp_path))
+    page = Path(__file__).resolve().parent.parent / "notebooks" / "05_reading_the_user.ipynb"
+    papermill.execute_notebook(str(page), str(target), parameters={"results": "results"}, kernel_name="python3",
+                               progress_bar=False, cwd=str(tmp_path))
     cells = nbformat.read(str(target), as_version=4).cells
     shown = "\n".join(str(o.get("data", {}).get("text/markdown", "")) for c in cells if c.cell_type == "code"
                       for o in c.get("outputs", []))

@@ -34,8 +34,8 @@ and p < 0.05, its second where its check passes, else *inconclusive*.
 Every other probe carries its own check (:class:`prb_utils.probes.Check`): the statistic it reads of what this
 module measured (:class:`prb_utils.probes.Measurement`), the bound a pass allows and its rule. This module reads
 each probe's traits (:class:`prb_utils.probes.Probe`: ``changes_profile``, ``tested``, ``negates_margins``,
-``uses_twins``, ``reading``, ``null``, ``check``, ``control``) and never its name, so a new probe with its own check is one
-record in :data:`prb_utils.probes.PROBES`.
+``uses_twins``, ``reading``, ``null``, ``check``, ``control``) and never its name, so a new probe with its own check
+is one record in :data:`prb_utils.probes.PROBES`.
 """
 
 from __future__ import annotations
@@ -157,7 +157,8 @@ def no_verdict_reason(rows: pd.DataFrame, base: str, name: str, changed: float) 
 
 
 def _lock_reason(rows: pd.DataFrame, base: str, name: str) -> str:
-    """"n/a: position-locked ..." where the judge of ``rows`` is locked under ``base`` or its probe ``name``, else ""."""
+    """"n/a: position-locked ..." where the judge of ``rows`` is locked under ``base`` or its probe ``name``; else
+    ""."""
     if {"verdict_ab", "verdict_ba"} <= set(rows.columns) and rows["verdict_ab"].notna().any():
         locks = position_locked(rows[rows["profile"].astype(str).isin([base, f"{base}+{name}"])])
         if not locks.empty and locks["locked"].any():
@@ -667,7 +668,9 @@ def control_probes() -> tuple[str, ...]:
 def controlled(effects: pd.DataFrame) -> pd.DataFrame:
     """The rows of :func:`probe_effects` of probes tested against a control (``parrot`` against
     ``parrot-control``)."""
-    return effects[effects["control_probe"].fillna("") != ""] if "control_probe" in effects.columns else effects.iloc[:0]
+    if "control_probe" not in effects.columns:
+        return effects.iloc[:0]
+    return effects[effects["control_probe"].fillna("") != ""]
 
 
 def control_table(effects: pd.DataFrame) -> pd.DataFrame:
