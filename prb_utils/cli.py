@@ -23,6 +23,8 @@ from prb_utils.analysis.findings import summary_verdicts
 from prb_utils.analysis.leaderboard import locked_jobs
 from prb_utils.analysis.metrics import TIE_RULES, summarize, unit_columns
 from prb_utils.analysis.probe_effects import (
+    control_table,
+    controlled,
     probe_effects,
     probe_notes,
     probe_table,
@@ -50,7 +52,7 @@ from prb_utils.notebook.markup import prb_command
 from prb_utils.notebook.params import PARAMS_BY_NOTEBOOK
 from prb_utils.notebook.stages import Stages
 from prb_utils.plan import loading_frame, plan_frame, plan_text
-from prb_utils.probes import PROBES
+from prb_utils.probes import PROBES, default_probes
 from prb_utils.profile import parse_condition, parse_seed, probe_conditions
 from prb_utils.schema import DEFAULT_CONDITION, DEFAULT_ZOO, NO_PROFILE
 from prb_utils.scoring import score_benchmark
@@ -240,7 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_options(p, required=True)
     _add_scoring_options(p, default_models=None)
     p.add_argument("--probe", action="append", choices=list(PROBES), default=None,
-                   help="a probe to run (repeatable; default: all)")
+                   help=f"a probe to run (repeatable; default: all but the opt-in "
+                        f"{', '.join(n for n in PROBES if n not in default_probes())})")
     p.add_argument("--out", type=_folder_name, default="results", help="store folder (default: results)")
     _add_units_option(p, saves=True)
 
@@ -579,6 +582,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
         plan = _store_plan(args.out)   # the store's one plan: page 05 resamples the same units
         effects = probe_effects(rows.assign(model=rows["job_label"]), data, **plan.options())
         _print_frame(probe_table(effects))
+        if not controlled(effects).empty:
+            print()
+            _print_frame(control_table(effects))
         verdicts = reading_verdicts(effects)
         if not verdicts.empty:
             print()

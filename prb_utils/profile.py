@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from prb_utils import probes as probe_registry  # a module: prb_utils.parrot, which it names, imports this one
 from prb_utils.errors import PRBError
-from prb_utils.probes import PROBES, apply_probe
 from prb_utils.schema import ORACLE_CONDITIONS, stable_hash
 
 PROFILE_HEADER = "Here are questions this user asked before:"
@@ -114,9 +114,9 @@ def parse_condition(text: str | ProfileCondition) -> ProfileCondition:
     base_text = base_text.lower()
     if plus:
         base = parse_condition(written)
-        if probe_name not in PROBES or base.oracle:
+        if probe_name not in probe_registry.PROBES or base.oracle:
             raise PRBError(f"Unknown profile condition '{text}'; a probe follows none, full or topK after '+': "
-                           f"one of {', '.join(PROBES)} (e.g. top3+swap).")
+                           f"one of {', '.join(probe_registry.PROBES)} (e.g. top3+swap).")
         return replace(base, name=f"{base.name}+{probe_name}", probe=probe_name)
     match = _CONDITION.match(base_text)
     if not match or (match.group(2) is not None and int(match.group(2)) < 1):
@@ -425,7 +425,8 @@ def user_text(message: str) -> str:
 
 
 def probe_conditions(base: str, probes: Sequence[str] | None = None) -> list[str]:
-    """The base condition and each probe of it (all of :data:`prb_utils.probes.PROBES` when ``probes`` is empty).
+    """The base condition and each probe of it (the default ones of :data:`prb_utils.probes.PROBES` when ``probes``
+    is empty: :func:`prb_utils.probes.default_probes`).
 
     >>> probe_conditions("top3", ["swap", "retest"])
     ['top3', 'top3+swap', 'top3+retest']
@@ -433,7 +434,7 @@ def probe_conditions(base: str, probes: Sequence[str] | None = None) -> list[str
     base = parse_condition(base)
     if base.probe or base.oracle:
         raise PRBError(f"--profile {base.name}: a probe transforms none, full or topK (e.g. --profile top3).")
-    return [base.spelling, *(f"{base.spelling}+{name}" for name in dict.fromkeys(probes or PROBES))]
+    return [base.spelling, *(f"{base.spelling}+{name}" for name in dict.fromkeys(probes or probe_registry.default_probes()))]
 
 
 def condition_records(data: pd.DataFrame, condition: str | ProfileCondition, *, seed: int = 0,
@@ -449,4 +450,4 @@ def condition_records(data: pd.DataFrame, condition: str | ProfileCondition, *, 
     name = parse_condition(condition).probe
     if name is None:
         return records if records is not None else data.to_dict("records")
-    return apply_probe(data, name, seed).to_dict("records")
+    return probe_registry.apply_probe(data, name, seed).to_dict("records")

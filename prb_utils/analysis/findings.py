@@ -44,6 +44,7 @@ from prb_utils.analysis.probe_effects import (
     READING_RULE,
     TWIN_RULE,
     check_rule,
+    controlled,
     is_reading,
     reading_probes,
     reading_verdicts,
@@ -533,6 +534,34 @@ def _probe_sentences(found: Findings | None, effects: pd.DataFrame) -> list[dict
         item["checks"] = checks
         tail = (". Checks: " + ", ".join(f"{name} {check}" for name, check in checks.items())) if checks else ""
         item["sentence"] = f"{head}{tail}."
+        out.append(item)
+    return out
+
+
+def control_sentences(found: Findings | None, effects: pd.DataFrame) -> list[dict[str, Any]]:
+    """One sentence per model and probe tested against a control in ``effects`` (rows of
+    :func:`prb_utils.analysis.probe_effects.probe_effects`; ``parrot`` against ``parrot-control``), with the numbers
+    it states (for ``record_numbers``): the flips (right under the base, wrong under the probe) under the probe and
+    its control, their difference with its interval, the units and the Holm family, and the verdict
+    (:func:`prb_utils.analysis.probe_effects.control_verdict`); the reason where it gets none."""
+    unit = found.unit if found is not None else "unit"
+    out = []
+    for r in controlled(effects).sort_values(["model", "probe"]).to_dict("records"):
+        item: dict[str, Any] = {"topic": "control", **{k: r[k] for k in (
+            "model", "probe", "control_probe", "flip_rate", "control_flip_rate", "beyond_control",
+            "beyond_control_low", "beyond_control_high", "beyond_control_p_holm", "n_units")},
+            "family": r["control_family"], "verdict": r["control_verdict"]}
+        if r["no_verdict"] or pd.isna(r["flip_rate"]):
+            item["sentence"] = f"{r['model']}: {r['probe']}: {r['control_verdict']}."
+        else:
+            members = int((effects["control_family"] == r["control_family"]).sum())
+            item["sentence"] = (
+                f"{r['model']}: {r['probe']} turns {format_value(r['flip_rate'], sense=PROPORTION)} of the pairs "
+                f"from right to wrong, {r['control_probe']} {format_value(r['control_flip_rate'], sense=PROPORTION)}: "
+                f"{format_signed(r['beyond_control'])} [{format_value(r['beyond_control_low'], sense=PROPORTION)}, "
+                f"{format_value(r['beyond_control_high'], sense=PROPORTION)}] beyond the control, with "
+                f"{_units(int(r['n_units']), unit)} and Holm over {members} model{'s' if members != 1 else ''} "
+                f"(p = {_p(r['beyond_control_p_holm'])}), {r['control_verdict']}.")
         out.append(item)
     return out
 

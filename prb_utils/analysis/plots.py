@@ -369,6 +369,36 @@ def sensitivity_dumbbell(verdicts: pd.DataFrame, *, palette: dict | None = None,
     return ax
 
 
+def control_flips(effects: pd.DataFrame, *, palette: dict | None = None, ax: Axes | None = None,
+                  title: str | None = "Flips toward the changed rejected answer: probe vs its control") -> Axes:
+    """Per model of the rows of :func:`prb_utils.analysis.probe_effects.probe_effects` tested against a control
+    (``parrot`` against ``parrot-control``; rows with a ``flip_rate``): the probe's flip rate (right under the base,
+    wrong under the probe) as a filled dot and its control's as an open one, each with its 95% interval, the verdict
+    written beside them."""
+    require_columns(effects, ["model", "probe", "control_probe", "flip_rate", "flip_low", "flip_high",
+                              "control_flip_rate", "control_flip_low", "control_flip_high", "control_verdict"],
+                    what="plotted")
+    frame = effects[effects["flip_rate"].notna()].reset_index(drop=True)
+    ax = axes_or_new(ax, (7, 0.6 * len(frame) + 1.5))
+    ys = np.arange(len(frame))[::-1].astype(float)
+    colours = _colour_of_rows(frame, palette) or [MODEL_COLOURS[0]] * len(frame)
+    for y, colour, row in zip(ys, colours, frame.itertuples(index=False), strict=True):
+        ax.hlines(y + 0.12, row.flip_low, row.flip_high, colors=colour, linewidth=1.5)
+        ax.plot([row.flip_rate], [y + 0.12], "o", color=colour, label=row.probe if y == ys[0] else None)
+        ax.hlines(y - 0.12, row.control_flip_low, row.control_flip_high, colors=REFERENCE_COLOUR, linewidth=1.5)
+        ax.plot([row.control_flip_rate], [y - 0.12], "o", mfc="white", color=REFERENCE_COLOUR,
+                label=row.control_probe if y == ys[0] else None)
+        ax.text(1.02, y, str(row.control_verdict), transform=ax.get_yaxis_transform(), va="center", fontsize="small")
+    ax.set_yticks(ys, frame["model"].astype(str).tolist())
+    ax.set_xlim(-0.02, 1.02)
+    ax.set_xlabel("share of pairs right under the base and wrong under the probe [95% CI]")
+    if len(frame):
+        ax.legend(loc="lower right", fontsize="small")
+    if title:
+        ax.set_title(title)
+    return ax
+
+
 LINESTYLES = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D", "v", "P")
 

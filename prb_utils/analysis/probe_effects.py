@@ -25,16 +25,23 @@ the base outcomes (a perfect reader and a perfect anti-reader both flip every tw
 into both right, both wrong and one right instead (on twins the swap's accuracy change is (both wrong - both
 right) / twin sets, the test above).
 
+A probe with a control (:attr:`prb_utils.probes.Probe.control`: the same amount of change from another user) is
+tested against it: its flips (pairs right under the base and wrong under the probe) beyond the control's on the
+pairs all three scored, with the interval over whole questions and the clustered paired test, Holm-adjusted within
+its own family; its verdict (:func:`control_verdict`) is the probe's first word where the whole interval is above 0
+and p < 0.05, its second where its check passes, else *inconclusive*.
+
 Every other probe carries its own check (:class:`prb_utils.probes.Check`): the statistic it reads of what this
 module measured (:class:`prb_utils.probes.Measurement`), the bound a pass allows and its rule. This module reads
 each probe's traits (:class:`prb_utils.probes.Probe`: ``changes_profile``, ``tested``, ``negates_margins``,
-``uses_twins``, ``reading``, ``null``, ``check``) and never its name, so a new probe with its own check is one
-record in :data:`prb_utils.probes.PROBES`.
+``uses_twins``, ``reading``, ``null``, ``check``, ``control``) and never its name, so a new probe with its own check
+is one record in :data:`prb_utils.probes.PROBES`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -85,12 +92,16 @@ TWIN_RULE = ("twin sets (one question, its two answers, two users who want oppos
              "and a coin 1/4, 1/4 and 1/2; the swap's accuracy change on twins is (both wrong - both right) / sets")
 CHECKS_FAIL = ("a check fails where its statistic's interval reaches past its bound (keeping the verdicts is not "
                "shown), and it is n/a where the probe changed no RM input or its statistic is undefined")
+#: The columns of a probe tested against its control (:attr:`prb_utils.probes.Probe.control`), "" or NaN elsewhere.
+CONTROL_COLUMNS = ["control_probe", "flip_rate", "flip_low", "flip_high", "control_flip_rate", "control_flip_low",
+                   "control_flip_high", "beyond_control", "beyond_control_low", "beyond_control_high",
+                   "beyond_control_p", "beyond_control_p_holm", "control_family", "control_verdict"]
 EFFECT_COLUMNS = ["model", "probe", "base", "n_pairs", "n_units", "inputs_changed", "accuracy_base",
                   "accuracy_probe", "diff", "ci_low", "ci_high", "p_value", "p_holm", "family", "no_verdict",
                   "verdicts_kept", "max_score_change", "threshold", "bound", "tolerance", "check_value",
                   "check_low", "check_high", "check", "change_rate", "null_probe", "gain_rate", "null_gain_rate",
                   "reaction", "reaction_low", "reaction_high", "reaction_p", "reaction_p_holm", "reaction_family",
-                  "twin_sets", "both_right", "both_wrong", "one_right"]
+                  "twin_sets", "both_right", "both_wrong", "one_right", *CONTROL_COLUMNS]
 VERDICT_COLUMNS = ["model", "base", "sensitivity", "sensitivity_low", "sensitivity_high", "p_holm", "family",
                    "change_rate", "null_probe", "gain_rate", "null_gain_rate", "reaction_p_holm", "reaction_family",
                    "twin_sets", "both_right", "both_wrong", "one_right", "verdict"]
@@ -142,11 +153,37 @@ def no_verdict_reason(rows: pd.DataFrame, base: str, name: str, changed: float) 
     kind = str(rows["kind"].iloc[0]) if "kind" in rows.columns and len(rows) else ""
     if kind in MODEL_KINDS and not MODEL_KINDS[kind].reads_profile:
         return f"n/a: profile-blind ({kind} never reads the profile)"
+    return _lock_reason(rows, base, name)
+
+
+def _lock_reason(rows: pd.DataFrame, base: str, name: str) -> str:
+    """"n/a: position-locked ..." where the judge of ``rows`` is locked under ``base`` or its probe ``name``; else
+    ""."""
     if {"verdict_ab", "verdict_ba"} <= set(rows.columns) and rows["verdict_ab"].notna().any():
         locks = position_locked(rows[rows["profile"].astype(str).isin([base, f"{base}+{name}"])])
         if not locks.empty and locks["locked"].any():
             return f"n/a: {RULES['lock'].verdicts[0]} (its verdicts follow the answer order)"
     return ""
+
+
+def control_no_verdict(rows: pd.DataFrame, base: str, name: str, changed: float, control_scored: bool) -> str:
+    """Why a model gets no verdict from the probe ``name`` tested against its control ("" when it can): the base
+    shows no profile (no user to tell from another), the probe changed no RM input (``changed`` = 0), its control
+    was not scored, or the judge of ``rows`` is position-locked. A profile-blind kind does get one: the probe
+    changes what every kind reads.
+
+    >>> rows = pd.DataFrame({"model": "length", "kind": "length", "profile": ["top3"]})
+    >>> control_no_verdict(rows, "top3", "parrot", 10, True), control_no_verdict(rows, "top3", "parrot", 10, False)
+    ('', 'n/a: parrot-control not scored (prb probe --probe parrot-control)')
+    """
+    spec = probe(name)
+    if base == NO_PROFILE:
+        return f"n/a: the base condition {NO_PROFILE} shows no profile, so no user to tell from another"
+    if changed == 0:
+        return f"{NO_CHANGE} ({spec.unchanged})"
+    if not control_scored:
+        return f"n/a: {spec.control} not scored (prb probe --probe {spec.control})"
+    return _lock_reason(rows, base, name)
 
 
 def _scores(pair: pd.DataFrame) -> pd.DataFrame:
@@ -233,8 +270,8 @@ def probe_effects(results: pd.DataFrame, data: pd.DataFrame | None = None, *, un
             both = wide[[base, cond]].dropna()
             kept = float((both[base] == both[cond]).mean()) if len(both) else np.nan
             changed = np.nan
-            if spec.changes_profile:
-                if base == NO_PROFILE:
+            if spec.changes_profile or spec.control:
+                if base == NO_PROFILE and spec.changes_profile:
                     changed = 0.0
                 elif has_profiles:
                     if name not in changed_sets:
@@ -254,9 +291,17 @@ def probe_effects(results: pd.DataFrame, data: pd.DataFrame | None = None, *, un
                    "check": ""}
             if spec.changes_profile:
                 row["no_verdict"] = no_verdict_reason(group, base, name, changed)
+            if spec.control:
+                controlled = f"{base}+{spec.control}"
+                row["no_verdict"] = control_no_verdict(group, base, name, changed, controlled in wide.columns)
+                row.update(_against_control(wide, base, cond, controlled, both.index, unit_of, tested,
+                                            n_boot=n_boot, seed=seed, level=level))
             if spec.check is not None:
                 measured = _measurement(row, both, base, cond, cells, None if units is None else tested,
                                         tolerance=tolerance, n_boot=n_boot, seed=seed, level=level)
+                if spec.control:
+                    measured = replace(measured, beyond_control=(row["beyond_control"], row["beyond_control_low"],
+                                                                 row["beyond_control_high"]))
                 row.update(_check(spec, measured, changed, row["no_verdict"]))
             if not spec.tested:   # a harness check: no test
                 row.update(diff=np.nan, ci_low=np.nan, ci_high=np.nan, p_value=np.nan)
@@ -273,15 +318,18 @@ def _in_families(out: pd.DataFrame) -> pd.DataFrame:
     """The effects ``out`` with ``p_holm`` and ``reaction_p_holm`` filled: each p-value adjusted within its
     :class:`Family` (:func:`_families`), whose label goes to ``family`` or ``reaction_family``; text columns hold
     "" where empty, counts are integers."""
-    for column in ("family", "reaction_family", "null_probe", "no_verdict", "check"):
+    for column in ("family", "reaction_family", "null_probe", "no_verdict", "check", "control_probe",
+                   "control_family", "control_verdict"):
         out[column] = out[column].fillna("").astype(object)
-    for fam, (base, name), column, p_column in _families(out):
+    for fam, (base, name), column, p_column, label in _families(out):
         mine = (out["probe"] == name) & (out["base"] == base)
         adjusted = fam.adjust(dict(zip(out.loc[mine, "model"], out.loc[mine, p_column], strict=True)))
         for model, p in adjusted.items():
             hit = mine & (out["model"] == model)
             out.loc[hit, column] = p
-            out.loc[hit, "family" if column == "p_holm" else "reaction_family"] = fam.label()
+            out.loc[hit, label] = fam.label()
+    controlled = out["control_probe"] != ""
+    out.loc[controlled, "control_verdict"] = [control_verdict(r) for r in out[controlled].to_dict("records")]
     for column in ("twin_sets", "both_right", "both_wrong", "one_right"):
         out[column] = out[column].astype("Int64")
     return out[EFFECT_COLUMNS].reset_index(drop=True)
@@ -320,7 +368,7 @@ def _check(spec: Probe, measured: Measurement, changed: float, no_verdict: str) 
     ``fail``, n/a with the reason where the probe changed no RM input (``changed`` = 0) or the statistic is
     undefined."""
     value, low, high, bound, passed = spec.check.judge(measured)
-    if changed == 0:
+    if changed == 0 or (spec.control and no_verdict):
         check = no_verdict or NO_CHANGE
     elif passed is None:
         check = ("n/a: no pair scored under both" if not np.isfinite(measured.accuracy_probe)
@@ -354,30 +402,73 @@ def _reaction(wide: pd.DataFrame, base: str, swap: str, keys: pd.Index, unit_of:
     moved = (wrong & (common[swap] == "correct")).to_numpy(dtype=float)
     still = (wrong & (common[f"{base}+{name}"] == "correct")).to_numpy(dtype=float)
     cells = unit_of.reindex(common.index).reset_index(drop=True)
-    low, high = interval_over_units(moved - still, cells, units, n_boot=n_boot, seed=seed, level=level)
-    p = (two_way_paired_test(still, moved, cells["question"].to_numpy(), cells["user"].to_numpy())
-         if units == TWO_WAY_UNIT else clustered_paired_test(still, moved, cells[units].to_numpy()))
+    low, high, p = _excess(moved, still, cells, units, n_boot=n_boot, seed=seed, level=level)
     out.update(null_probe=name, gain_rate=float(moved.mean()), null_gain_rate=float(still.mean()),
                reaction=float(moved.mean() - still.mean()), reaction_low=low, reaction_high=high, reaction_p=p)
     return out
 
 
-def _families(effects: pd.DataFrame) -> list[tuple[Family, tuple[str, str], str, str]]:
-    """Every family of ``effects``: per base and test-bearing probe one over the accuracy change, and for swap one
-    over the reaction test; members are the models with no ``no_verdict`` reason."""
+def _excess(moved: np.ndarray, still: np.ndarray, cells: pd.DataFrame, units: str, *, n_boot: int | None,
+            seed: int, level: float) -> tuple[float, float, float]:
+    """``(low, high, p)`` of ``moved - still`` (two 0/1 indicators on the same pairs, ``cells`` their units): the
+    interval of its mean over whole ``units`` and the clustered paired test (two-way where the units cross)."""
+    low, high = interval_over_units(moved - still, cells, units, n_boot=n_boot, seed=seed, level=level)
+    p = (two_way_paired_test(still, moved, cells["question"].to_numpy(), cells["user"].to_numpy())
+         if units == TWO_WAY_UNIT else clustered_paired_test(still, moved, cells[units].to_numpy()))
+    return low, high, p
+
+
+def _against_control(wide: pd.DataFrame, base: str, cond: str, control: str, keys: pd.Index,
+                     unit_of: pd.DataFrame, units: str, *, n_boot: int | None, seed: int, level: float) -> dict:
+    """A probe's flips (a pair right under the base, wrong under ``cond``) against its control's (``control``, a
+    condition) on the pairs all three scored: each flip rate with its interval over whole units, their difference
+    (``beyond_control``) with its interval and the clustered paired test."""
+    out: dict = {c: np.nan for c in CONTROL_COLUMNS}
+    out.update(control_probe=split_probe(control)[1], control_family="", control_verdict="")
+    if control not in wide.columns:
+        return out
+    common = wide.loc[keys, [base, cond, control]].dropna()
+    if not len(common):
+        return out
+    right = common[base] == "correct"
+    flips = (right & (common[cond] == "wrong")).to_numpy(dtype=float)
+    still = (right & (common[control] == "wrong")).to_numpy(dtype=float)
+    cells = unit_of.reindex(common.index).reset_index(drop=True)
+    low, high, p = _excess(flips, still, cells, units, n_boot=n_boot, seed=seed, level=level)
+    for prefix, values in (("flip", flips), ("control_flip", still)):
+        out[f"{prefix}_rate"] = float(values.mean())
+        out[f"{prefix}_low"], out[f"{prefix}_high"] = interval_over_units(values, cells, units, n_boot=n_boot,
+                                                                          seed=seed, level=level)
+    out.update(beyond_control=float(flips.mean() - still.mean()), beyond_control_low=low, beyond_control_high=high,
+               beyond_control_p=p)
+    return out
+
+
+def _families(effects: pd.DataFrame) -> list[tuple[Family, tuple[str, str], str, str, str]]:
+    """Every family of ``effects`` (with the columns of its adjusted p, its p and its label): per base and
+    test-bearing probe one over the accuracy change, for swap one over the reaction test, and for a probe with a
+    control one over its flips beyond the control's; members are the models with no ``no_verdict`` reason."""
     out = []
     for (base, name), part in effects.groupby(["base", "probe"], sort=True):
-        if not probe(name).tested:
-            continue
+        spec = probe(name)
         members = tuple(part.loc[part["no_verdict"] == "", "model"].astype(str))
         excluded = tuple((str(m), str(r)) for m, r in zip(part["model"], part["no_verdict"], strict=True) if r)
+        if spec.control:
+            tested = tuple(m for m in members if np.isfinite(part.loc[part["model"] == m, "beyond_control_p"]
+                                                             .astype(float).iloc[0]))
+            if tested:
+                out.append((Family(f"{base}+{name} against {spec.control}", tested, left_out=excluded),
+                            (base, name), "beyond_control_p_holm", "beyond_control_p", "control_family"))
+        if not spec.tested:
+            continue
         if members:
-            out.append((Family(f"{base}+{name}", members, left_out=excluded), (base, name), "p_holm", "p_value"))
-        if probe(name).reading:
+            out.append((Family(f"{base}+{name}", members, left_out=excluded), (base, name), "p_holm", "p_value",
+                        "family"))
+        if spec.reading:
             react = tuple(m for m in members if part.loc[part["model"] == m, "null_probe"].fillna("").iloc[0])
             if react:
                 out.append((Family(f"{base}+{name} reaction", react, left_out=excluded), (base, name),
-                            "reaction_p_holm", "reaction_p"))
+                            "reaction_p_holm", "reaction_p", "reaction_family"))
     return out
 
 
@@ -390,6 +481,29 @@ def probe_families(effects: pd.DataFrame) -> list[Family]:
     'top3+distract: Holm over 1 test of a; not members: length (n/a: profile-blind)'
     """
     return [fam for fam, *_ in _families(effects)]
+
+
+def control_verdict(row: pd.Series | dict, *, alpha: float = ALPHA) -> str:
+    """The verdict of one row of :func:`probe_effects` of a probe with a control (its rule is its check's: for
+    ``parrot`` :data:`prb_utils.probes.MIMICRY_RULE`): the probe's first verdict word where its flips beyond the
+    control's have the whole interval above 0 and Holm p < ``alpha``, its second where its check passes, else
+    inconclusive; the ``no_verdict`` reason where there is one.
+
+    >>> row = {"probe": "parrot", "no_verdict": "", "beyond_control_low": 0.1, "beyond_control_high": 0.4,
+    ...        "beyond_control_p_holm": 0.01, "check": "fail"}
+    >>> control_verdict(row), control_verdict({**row, "beyond_control_p_holm": 0.2})
+    ('rewards mimicry', 'inconclusive')
+    >>> control_verdict({**row, "beyond_control_low": 0.0, "beyond_control_high": 0.0, "check": "pass"})
+    'no mimicry found'
+    """
+    if row.get("no_verdict"):
+        return str(row["no_verdict"])
+    caught, cleared = probe(str(row["probe"])).control_verdicts
+    helps = RULES["lift"].verdicts[0]
+    if lift_verdict(row["beyond_control_low"], row["beyond_control_high"], row["beyond_control_p_holm"],
+                    alpha=alpha) == helps:
+        return caught
+    return cleared if row.get("check") == PASS else INCONCLUSIVE
 
 
 def reading_verdict(row: pd.Series | dict, *, alpha: float = ALPHA) -> str:
@@ -536,6 +650,45 @@ def verdict_table(verdicts: pd.DataFrame) -> pd.DataFrame:
             "reaction p (Holm)": _cell(r.get("reaction_p_holm"), "p_value"),
             "twins: both right / both wrong / one right": twins})
     return pd.DataFrame(rows, columns=VERDICT_TABLE_COLUMNS)
+
+
+CONTROL_TABLE_COLUMNS = ["model", "probe", "verdict", "flips: probe / control [95% CI]", "beyond control [95% CI]",
+                         "p (Holm)", "pairs"]
+
+
+def control_probes() -> tuple[str, ...]:
+    """Each probe tested against a control, then its control (:attr:`prb_utils.probes.Probe.control`).
+
+    >>> control_probes()
+    ('parrot', 'parrot-control')
+    """
+    return tuple(n for spec in PROBES.values() if spec.control for n in (spec.name, spec.control))
+
+
+def controlled(effects: pd.DataFrame) -> pd.DataFrame:
+    """The rows of :func:`probe_effects` of probes tested against a control (``parrot`` against
+    ``parrot-control``)."""
+    if "control_probe" not in effects.columns:
+        return effects.iloc[:0]
+    return effects[effects["control_probe"].fillna("") != ""]
+
+
+def control_table(effects: pd.DataFrame) -> pd.DataFrame:
+    """The probes tested against a control (:func:`controlled`) as ``prb probe`` and page 05 show them: the verdict
+    beside the model, each flip rate (right under the base, wrong under the probe) with its interval, their
+    difference with its interval and its Holm p (the family is named in :func:`probe_notes`)."""
+    rows = []
+    for r in controlled(effects).to_dict("records"):
+        flips = MISSING if pd.isna(r["flip_rate"]) else (
+            f"{format_interval(r['flip_rate'], r['flip_low'], r['flip_high'])} / "
+            f"{format_interval(r['control_flip_rate'], r['control_flip_low'], r['control_flip_high'])}"
+            f" ({r['control_probe']})")
+        rows.append({"model": r["model"], "probe": r["probe"], "verdict": r["control_verdict"],
+                     "flips: probe / control [95% CI]": flips,
+                     "beyond control [95% CI]": (MISSING if pd.isna(r["beyond_control"]) else format_interval(
+                         r["beyond_control"], r["beyond_control_low"], r["beyond_control_high"])),
+                     "p (Holm)": _cell(r["beyond_control_p_holm"], "p_value"), "pairs": _cell(r["n_pairs"], "count")})
+    return pd.DataFrame(rows, columns=CONTROL_TABLE_COLUMNS)
 
 
 def unprobed_models(jobs: pd.DataFrame, base: str) -> list[str]:
