@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from prb_utils.errors import PRBError
-from prb_utils.probes import PROBES, apply_probe
+from prb_utils.probes import PROBES, apply_probe, backend_spellings, find_probe
 from prb_utils.schema import ORACLE_CONDITIONS, stable_hash
 
 PROFILE_HEADER = "Here are questions this user asked before:"
@@ -114,9 +114,9 @@ def parse_condition(text: str | ProfileCondition) -> ProfileCondition:
     base_text = base_text.lower()
     if plus:
         base = parse_condition(written)
-        if probe_name not in PROBES or base.oracle:
+        if base.oracle or find_probe(probe_name) is None:
             raise PRBError(f"Unknown profile condition '{text}'; a probe follows none, full or topK after '+': "
-                           f"one of {', '.join(PROBES)} (e.g. top3+swap).")
+                           f"one of {', '.join(PROBES)}, or {backend_spellings()} (e.g. top3+swap).")
         return replace(base, name=f"{base.name}+{probe_name}", probe=probe_name)
     match = _CONDITION.match(base_text)
     if not match or (match.group(2) is not None and int(match.group(2)) < 1):
