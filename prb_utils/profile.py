@@ -105,6 +105,8 @@ def parse_condition(text: str | ProfileCondition) -> ProfileCondition:
     ProfileCondition(name='top3', k=3, probe=None, retriever=None, retriever_seed=None)
     >>> parse_condition("top3+swap").probe, parse_condition("top3:random:3").retriever_seed
     ('swap', 3)
+    >>> parse_condition("top3+retest-bfloat16").name   # a backend retest (prb_utils.probes.backend_variant)
+    'top3+retest-bfloat16'
     """
     if isinstance(text, ProfileCondition):
         return text

@@ -113,7 +113,6 @@ def check_rule(names: Sequence[str] | None = None, *, tolerance: float = INVARIA
     True
     >>> check_rule(["retest-bfloat16", "retest-eager"]).split(" passes")[0]
     'a backend retest (retest-VALUE)'
-
     """
     shown = [p for p in (PROBES.values() if names is None else in_registry_order(names)) if p.check is not None]
     rules = dict.fromkeys(p.check.rule.format(tolerance=tolerance) for p in shown)   # backend retests share one
