@@ -242,7 +242,8 @@ def backend_options(options: ModelOptions, kind: str, condition: str | ProfileCo
     (``top3+retest-bfloat16``: :func:`prb_utils.probes.backend_variant`) those with its option replaced. PRBError in
     one sentence where the variant cannot apply: a model-free kind (it has no dtype, attention or engine), an
     attention implementation on a server engine (the server picks it), an engine neither side of which serves
-    the kind, or the value the base job already runs with (no other backend to compare).
+    the kind, a dtype on a server at ``--engine-url`` (it runs in the dtype it was started with), or the value the
+    base job already runs with (no other backend to compare).
 
     >>> backend_options(ModelOptions(device="cpu"), "implicit", "top3+retest-bfloat16").dtype
     'bfloat16'
@@ -274,6 +275,9 @@ def backend_options(options: ModelOptions, kind: str, condition: str | ProfileCo
     if option == "attention" and engine.remote(kind):
         raise PRBError(f"{words}: on the {engine.name} engine the server picks {spec}'s attention; an attention "
                        "retest runs the model in this process (--engine hf).")
+    if option == "dtype" and engine.remote(kind) and engine.urls:
+        raise PRBError(f"{words}: the server at --engine-url runs {spec} in the dtype it was started with; a dtype "
+                       "retest runs the model in this process (--engine hf) or on a server prb starts.")
     changed = replace(options, **{option: value})
     if option == "dtype" and changed.placement(kind)["dtype"] == options.placement(kind)["dtype"]:
         raise PRBError(f"{words}: the base job already runs in {value} (--dtype {options.dtype}); retest another "

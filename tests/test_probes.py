@@ -608,6 +608,8 @@ def test_an_eager_retest_of_an_sdpa_job_passes(tmp_path, tiny_lm_dir, capsys):
     ("implicit:TINY", ("--dtype", "float32"), "retest-float32", "the base job already runs in float32"),
     ("implicit:TINY", ("--engine", "vllm", "--engine-url", "http://127.0.0.1:9"), "retest-eager",
      "on the vllm engine the server picks"),
+    ("implicit:TINY", ("--engine", "vllm", "--engine-url", "http://127.0.0.1:9"), "retest-bfloat16",
+     "runs implicit:"),
     ("embedding:minilm", (), "retest-vllm", "embedding runs in this process on every engine"),
     ("implicit:TINY", (), "retest-hf", "the base job already runs on the hf engine"),
 ])
