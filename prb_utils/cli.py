@@ -52,7 +52,7 @@ from prb_utils.notebook.markup import prb_command
 from prb_utils.notebook.params import PARAMS_BY_NOTEBOOK
 from prb_utils.notebook.stages import Stages
 from prb_utils.plan import loading_frame, plan_frame, plan_text
-from prb_utils.probes import PROBES, default_probes
+from prb_utils.probes import PROBES, backend_spellings, default_probes, probe
 from prb_utils.profile import parse_condition, parse_seed, probe_conditions
 from prb_utils.schema import DEFAULT_CONDITION, DEFAULT_ZOO, NO_PROFILE
 from prb_utils.scoring import score_benchmark
@@ -127,6 +127,14 @@ def _finite_float(text: str, allowed: str, ok: Callable[[float], bool]) -> float
     if not (math.isfinite(value) and ok(value)):
         raise argparse.ArgumentTypeError(f"{text!r} is not a finite number {allowed}")
     return value
+
+
+def _probe_name(text: str) -> str:
+    """A probe of ``--probe``: one of :data:`prb_utils.probes.PROBES` or a backend retest (``retest-bfloat16``)."""
+    try:
+        return probe(text.strip()).name
+    except PRBError as bad:
+        raise argparse.ArgumentTypeError(str(bad)) from None
 
 
 def _folder_name(text: str) -> str:
@@ -241,9 +249,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "pairs and, per model, whether it reads the user.")
     _add_data_options(p, required=True)
     _add_scoring_options(p, default_models=None)
-    p.add_argument("--probe", action="append", choices=list(PROBES), default=None,
+    p.add_argument("--probe", action="append", type=_probe_name, default=None,
                    help=f"a probe to run (repeatable; default: all but the opt-in "
-                        f"{', '.join(n for n in PROBES if n not in default_probes())})")
+                        f"{', '.join(n for n in PROBES if n not in default_probes())}); a backend retest, "
+                        f"{backend_spellings()} (e.g. retest-bfloat16, retest-eager, retest-vllm), scores the "
+                        "same pairs with that option, a model loaded for its job alone")
     p.add_argument("--out", type=_folder_name, default="results", help="store folder (default: results)")
     _add_units_option(p, saves=True)
 

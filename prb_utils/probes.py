@@ -30,8 +30,15 @@ a reward model should do under it, the traits the analysis reads and its own :cl
   same places from another user's post. The parrot's flips (right under the base, wrong under it) beyond its
   control's say whether the RM rewards mimicry (:data:`MIMICRY_RULE`); a length-only RM sees the same change twice.
 
+A probe with :attr:`Probe.backends` (``retest``) also has *backend variants*, written ``NAME-VALUE``
+(:func:`backend_variant`): ``retest-bfloat16`` (or another dtype), ``retest-eager`` (an attention
+implementation), ``retest-vllm`` (an engine) score the same records, in the same order and batches, with that
+model option instead of the run's (:data:`BACKEND_OPTIONS`), a model loaded for that job alone; its check judges
+the scores at the resolution of the looser of the two dtypes.
+
 Transforms see only what an RM may see plus the ids they need to pair users; the rubric and narrative are never
-moved into a profile. This module imports no model code.
+moved into a profile. This module loads no model (it reads the option names of :mod:`prb_utils.models.device` and
+:mod:`prb_utils.models.engines`).
 
 >>> data = pd.DataFrame({"subset": "S", "id": ["a", "b"], "question": "Q", "chosen": ["x", "y"],
 ...                      "rejected": ["y", "x"], "profile": [[{"text": "u1"}], [{"text": "u2"}]]})
@@ -45,17 +52,23 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
 from prb_utils import parrot  # a module: it imports prb_utils.profile, which imports this registry
 from prb_utils.errors import PRBError
 from prb_utils.formatting import PROPORTION, SCORE
+from prb_utils.models.device import ATTENTIONS, DTYPES
+from prb_utils.models.engines import ENGINES
 
 DISTRACTORS = 3  # other users' posts the distract probe adds
 PROBE_SEED = 0
+#: The model options (:class:`~prb_utils.models.registry.ModelOptions` fields) a backend variant of a probe may
+#: change, and the values each takes: ``retest-VALUE`` scores the job with ``option=VALUE``.
+BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {"dtype": tuple(dict.fromkeys(DTYPES.values())),
+                                               "attention": ATTENTIONS, "engine": tuple(ENGINES)}
 
 
 @dataclass(frozen=True)
@@ -167,6 +180,10 @@ class Probe:
     #: scored when no probe is named (``prb probe`` without ``--probe``, the report's page 05); False: opt-in, where
     #: its jobs would cost the report more than it can spare (the parrot's two jobs per model)
     default: bool = True
+    #: it has backend variants ``NAME-VALUE`` (:func:`backend_variant`)
+    backends: bool = False
+    #: a backend variant's ``(option, value)``: its job loads the model with that option instead of the run's
+    backend: tuple[str, str] | None = None
 
 
 def twin_pairs(data: pd.DataFrame) -> dict[tuple[str, str], tuple[str, str]]:
@@ -338,6 +355,21 @@ MIMICRY_RULE = (
     "position-locked")
 
 
+def same_records(data: pd.DataFrame, seed: int = PROBE_SEED) -> pd.DataFrame:
+    """The records as they are (a backend variant changes the model's options, not what it is shown); ``seed``
+    unused."""
+    return data.copy()
+
+
+def _same_scores(name: str) -> Check:
+    """The check of a retest (``name``: how its rule names it): its largest score change at most the resolution of the looser dtype of its
+    job and its base's (:data:`prb_utils.analysis.metrics.DTYPE_EPS`)."""
+    return Check("largest score change", lambda m: _point(m.max_score_change), lambda m: m.resolution,
+                 f"{name} passes when no score changed by more than the resolution of the looser dtype of its job "
+                 "and its base's (that dtype's machine epsilon times the largest |score|: a bfloat16 job against a "
+                 "float32 base is judged at bfloat16's)", sense=SCORE)
+
+
 def _keeps_verdicts(name: str) -> Check:
     """The check of an invariance probe ``name``: the share of verdicts it changes, its whole interval at or below
     the run's tolerance."""
@@ -373,10 +405,8 @@ PROBES: dict[str, Probe] = {probe.name: probe for probe in (
                       relation=EQUAL)),
     Probe("retest", "the same pairs in another order and in batches of half the token budget",
           "no score change beyond the dtype's resolution (a check: pass or fail)", reorder_records,
-          batch_share=0.5, own_requests=True, tested=False, null=True,
-          check=Check("largest score change", lambda m: _point(m.max_score_change), lambda m: m.resolution,
-                      "retest passes when no score changed by more than the dtype's resolution (its machine "
-                      "epsilon times the largest |score|)", sense=SCORE)),
+          batch_share=0.5, own_requests=True, tested=False, null=True, backends=True,
+          check=_same_scores("retest")),
     Probe("parrot", "the rejected answer echoes the user: phrases of their own post inserted (the chosen untouched)",
           "no more flips toward the rejected answer than parrot-control (an RM that rewards the user's words, "
           "not what they want, flips)", parrot_rejected, tested=False, control="parrot-control", default=False,
@@ -399,15 +429,72 @@ def default_probes() -> tuple[str, ...]:
     return tuple(name for name, p in PROBES.items() if p.default)
 
 
+def backend_variant(name: str) -> Probe | None:
+    """The backend variant ``name`` (``retest-bfloat16``: a probe with :attr:`Probe.backends`, a dash, a value of
+    :data:`BACKEND_OPTIONS`): the same records in the same order and batches, its job's model loaded with that
+    option, sending requests of its own on a server; None where ``name`` names no such probe; PRBError in one
+    sentence for a value no option takes.
+
+    >>> backend_variant("retest-bfloat16").backend, backend_variant("retest-eager").backend
+    (('dtype', 'bfloat16'), ('attention', 'eager'))
+    >>> backend_variant("swap") is None, backend_variant("label-swap") is None
+    (True, True)
+    """
+    head, dash, value = str(name).rpartition("-")
+    found = PROBES.get(head)
+    if not dash or found is None or not found.backends:
+        return None
+    option = next((option for option, values in BACKEND_OPTIONS.items() if value in values), None)
+    if option is None:
+        raise PRBError(f"Unknown backend '{value}' in the probe '{name}'; write {head}-VALUE with a dtype "
+                       f"({', '.join(BACKEND_OPTIONS['dtype'])}), an attention implementation "
+                       f"({', '.join(BACKEND_OPTIONS['attention'])}) or an engine "
+                       f"({', '.join(BACKEND_OPTIONS['engine'])}).")
+    return replace(found, name=name, changes=f"the same pairs, in the same order and batches, with {option} {value}",
+                   expected="no score change beyond the looser dtype's resolution (a check: pass or fail)",
+                   transform=same_records, batch_share=1.0, own_requests=True, null=False, backends=False,
+                   backend=(option, value), check=_same_scores(f"a backend retest ({head}-VALUE)"))
+
+
+def backend_spellings() -> str:
+    """How the backend variants are written, for messages.
+
+    >>> backend_spellings()
+    'retest-DTYPE, retest-ATTENTION or retest-ENGINE'
+    """
+    spelled = [f"{name}-{option.upper()}" for name, found in PROBES.items() if found.backends
+               for option in BACKEND_OPTIONS]
+    return f"{', '.join(spelled[:-1])} or {spelled[-1]}" if len(spelled) > 1 else "".join(spelled)
+
+
+def find_probe(name: str) -> Probe | None:
+    """The probe ``name`` (one of :data:`PROBES` or a backend variant), or None."""
+    return PROBES.get(str(name)) or backend_variant(str(name))
+
+
+def in_registry_order(names: Iterable[str]) -> list[Probe]:
+    """The probes ``names`` (backend variants included, each after its probe) in :data:`PROBES`' order.
+
+    >>> [p.name for p in in_registry_order(["retest-eager", "retest", "swap"])]
+    ['swap', 'retest', 'retest-eager']
+    """
+    order = list(PROBES)
+    found = {p.name: p for p in map(probe, names)}
+    return sorted(found.values(), key=lambda p: (order.index(p.name if p.backend is None else
+                                                             p.name.rpartition("-")[0]), p.backend is not None,
+                                                 p.name))
+
+
 def probe(name: str) -> Probe:
-    """The probe ``name``; PRBError naming the probes for another.
+    """The probe ``name`` (a backend variant too: :func:`backend_variant`); PRBError naming the probes for another.
 
     >>> probe("shuffle").expected
     'invariant: the same verdicts'
     """
-    if name not in PROBES:
-        raise PRBError(f"Unknown probe '{name}'; use one of {', '.join(PROBES)}.")
-    return PROBES[name]
+    found = find_probe(name)
+    if found is None:
+        raise PRBError(f"Unknown probe '{name}'; use one of {', '.join(PROBES)}, or {backend_spellings()}.")
+    return found
 
 
 def apply_probe(data: pd.DataFrame, name: str, seed: int = PROBE_SEED) -> pd.DataFrame:

@@ -105,6 +105,8 @@ def parse_condition(text: str | ProfileCondition) -> ProfileCondition:
     ProfileCondition(name='top3', k=3, probe=None, retriever=None, retriever_seed=None)
     >>> parse_condition("top3+swap").probe, parse_condition("top3:random:3").retriever_seed
     ('swap', 3)
+    >>> parse_condition("top3+retest-bfloat16").name   # a backend retest (prb_utils.probes.backend_variant)
+    'top3+retest-bfloat16'
     """
     if isinstance(text, ProfileCondition):
         return text
@@ -114,9 +116,10 @@ def parse_condition(text: str | ProfileCondition) -> ProfileCondition:
     base_text = base_text.lower()
     if plus:
         base = parse_condition(written)
-        if probe_name not in probe_registry.PROBES or base.oracle:
+        if base.oracle or probe_registry.find_probe(probe_name) is None:
             raise PRBError(f"Unknown profile condition '{text}'; a probe follows none, full or topK after '+': "
-                           f"one of {', '.join(probe_registry.PROBES)} (e.g. top3+swap).")
+                           f"one of {', '.join(probe_registry.PROBES)}, or {probe_registry.backend_spellings()} "
+                           "(e.g. top3+swap).")
         return replace(base, name=f"{base.name}+{probe_name}", probe=probe_name)
     match = _CONDITION.match(base_text)
     if not match or (match.group(2) is not None and int(match.group(2)) < 1):

@@ -53,13 +53,15 @@ from prb_utils.distributed import (
 from prb_utils.errors import PRBError
 from prb_utils.models import ModelOptions, PairInput, load_model
 from prb_utils.models.base import ModelSpec, parse_spec, spec_of
+from prb_utils.models.device import ATTENTIONS
+from prb_utils.models.engines import ENGINES, EngineConfig
 from prb_utils.models.fingerprint import model_fingerprint
 from prb_utils.models.hf import resolve_source
 from prb_utils.models.kinds import ENCODER, MODEL_KINDS
 from prb_utils.models.prompts import JUDGE_TEMPLATES, load_judge_template
 from prb_utils.models.serve.connection import check_same_server, read_server_facts
 from prb_utils.models.weights import weights_bytes
-from prb_utils.probes import PROBES
+from prb_utils.probes import find_probe
 from prb_utils.profile import (
     ProfileCondition,
     condition_records,
@@ -205,6 +207,11 @@ def job_options(kind: str, condition: str, options: ModelOptions | None = None, 
     if traits.weights:
         key.update(options.placement(kind), seed=int(options.seed))
     key.update(options.engine.key_options(kind))
+    if traits.weights and not options.engine.remote(kind) and options.attention != ATTENTIONS[0]:
+        key["attention"] = options.attention   # prb's default attention keys nothing, so every key stays
+    backend = _backend(condition)
+    if backend is not None:
+        key["backend"] = f"{backend[0]}={backend[1]}"   # a backend retest: never the base job, never pooled with it
     if traits.chat_template:
         key["tokenization"] = options.tokenization
     if traits.judge_options:
@@ -221,6 +228,64 @@ def job_options(kind: str, condition: str, options: ModelOptions | None = None, 
                 key["retriever_fingerprint"] = _fingerprint(
                     spec_of(ENCODER, key["retriever"].split(":", 1)[1]))
     return key
+
+
+def _backend(condition: str | ProfileCondition) -> tuple[str, str] | None:
+    """The ``(option, value)`` of a backend retest condition (``top3+retest-bfloat16``), else None."""
+    name = parse_condition(condition).probe
+    found = find_probe(name) if name else None
+    return found.backend if found is not None else None
+
+
+def backend_options(options: ModelOptions, kind: str, condition: str | ProfileCondition,
+                    spec: str = "") -> ModelOptions:
+    """The options a job of ``kind`` under ``condition`` loads its model with: ``options``, or for a backend retest
+    (``top3+retest-bfloat16``: :func:`prb_utils.probes.backend_variant`) those with its option replaced. PRBError in
+    one sentence where the variant cannot apply: a model-free kind (it has no dtype, attention or engine), an
+    attention implementation on a server engine (the server picks it), an engine neither side of which serves
+    the kind, a dtype on a server at ``--engine-url`` (it runs in the dtype it was started with), or the value the
+    base job already runs with (no other backend to compare).
+
+    >>> backend_options(ModelOptions(device="cpu"), "implicit", "top3+retest-bfloat16").dtype
+    'bfloat16'
+    >>> backend_options(ModelOptions(device="cpu"), "length", "top3+retest-eager")
+    Traceback (most recent call last):
+    prb_utils.errors.PRBError: length [top3+retest-eager]: length is a model-free baseline, with no attention to retest; retest a model with weights.
+    """
+    backend = _backend(condition)
+    if backend is None:
+        return options
+    option, value = backend
+    spec = spec or kind
+    words = f"{spec} [{parse_condition(condition).name}]"
+    if not MODEL_KINDS[kind].weights:
+        raise PRBError(f"{words}: {kind} is a model-free baseline, with no {option} to retest; retest a model with "
+                       "weights.")
+    engine = options.engine
+    if option == "engine":
+        if value == engine.name:
+            raise PRBError(f"{words}: the base job already runs on the {value} engine; retest on another engine "
+                           f"(--engine {engine.name} is the base's).")
+        other = (EngineConfig(value, cache_dir=engine.cache_dir, progress=engine.progress)
+                 if ENGINES[value].in_process else replace(engine, name=value))
+        if not (engine.remote(kind) or other.remote(kind)):
+            raise PRBError(f"{words}: {kind} runs in this process on every engine (a server engine serves "
+                           f"{', '.join(ENGINES[value].adapters or ENGINES[engine.name].adapters)}), so the {value} "
+                           "engine would score it as the base job does.")
+        return replace(options, engine=other)
+    if option == "attention" and engine.remote(kind):
+        raise PRBError(f"{words}: on the {engine.name} engine the server picks {spec}'s attention; an attention "
+                       "retest runs the model in this process (--engine hf).")
+    if option == "dtype" and engine.remote(kind) and engine.urls:
+        raise PRBError(f"{words}: the server at --engine-url runs {spec} in the dtype it was started with; a dtype "
+                       "retest runs the model in this process (--engine hf) or on a server prb starts.")
+    changed = replace(options, **{option: value})
+    if option == "dtype" and changed.placement(kind)["dtype"] == options.placement(kind)["dtype"]:
+        raise PRBError(f"{words}: the base job already runs in {value} (--dtype {options.dtype}); retest another "
+                       "dtype.")
+    if option == "attention" and value == options.attention:
+        raise PRBError(f"{words}: the base job already runs with {value} attention; retest another.")
+    return changed
 
 
 def _fingerprint(spec: str | ModelSpec) -> str:
@@ -529,7 +594,7 @@ def _batch_share(model: Any, condition: ProfileCondition, job: str = "") -> Iter
     for a model without a token-budget batcher). A model on a server engine (one with ``own_requests``) keeps that
     share of its requests in flight instead and, for a probe that asks it (:attr:`~prb_utils.probes.Probe.
     own_requests`), sends the job's own requests (a request cache of the job ``job``'s own)."""
-    probe = PROBES[condition.probe] if condition.probe else None
+    probe = find_probe(condition.probe) if condition.probe else None
     share = probe.batch_share if probe else 1.0
     own = getattr(model, "own_requests", None)
     if probe is not None and callable(own) and (probe.own_requests or share != 1.0):
@@ -773,46 +838,92 @@ def score_benchmark(
                                  selectors[c.spelling])
         for c in conditions}
     load_options = replace(options, engine=options.engine.for_run(out, progress=progress))
-    run_options = {"device": options.device, "dtype": options.dtype, "batch_tokens": options.batch_tokens,
-                   "seed": options.seed, **options.engine.metadata()}
 
     frames = []
-    # every model is resolved (an unknown spec, a missing folder) before anything is scored
+    # every model is resolved (an unknown spec, a missing folder) before anything is scored, and every backend
+    # retest's options checked
     resolved = [(given, spec, kind, _given_fingerprint(given, spec)) for given, spec, kind in _resolve_models(models)]
+    own_options = {(spec, c.spelling): _job_model_options(given, spec, kind, c, options)
+                   for given, spec, kind, _ in resolved for c in conditions}
     for given, spec, kind, model_fp in resolved:
         lazy = _LazyModel(given if not isinstance(given, str) else spec, load_options)
         try:
             for written in conditions:
                 condition, (retriever_name, retriever_seed) = written.name, picks[written.spelling] or (None, None)
-                key = job_options(kind, condition, options, retriever=retriever_name, retriever_seed=retriever_seed)
+                job_model = own_options[(spec, written.spelling)]
+                key = job_options(kind, condition, job_model, retriever=retriever_name, retriever_seed=retriever_seed)
                 pairs = pairs_by_condition[written.spelling]
                 store = _open_job(out, {"model": spec, "kind": kind, "profile": condition, "options": key,
                                         "fingerprint": model_fp}, identity, pairs, current)
                 labels = {"job": store.key, "spec": spec, "kind": kind, "profile": condition, "written": written.spelling}
                 run = {"n_pairs": len(pairs), "data_fingerprint": fingerprint, "units": units, "pairs": pairs,
-                       "options": run_options, "data": identity}
-                if current.distributed:
-                    _distributed_job(store, pairs, lazy, labels, run=run, progress=progress, chunk_size=chunk_size,
-                                     ranks=current)
-                elif _missing(store, pairs):
-                    with store.writing(on_wait=_waiting_message if progress else None):
-                        todo = _missing(store, pairs)  # another process may have scored them meanwhile
-                        if todo:
-                            _run_job(store, todo, lazy, labels, run=run, progress=progress, chunk_size=chunk_size)
-                        else:
-                            _finish_unfinished(store, run)
-                else:
-                    _check_reused_server(store, lazy, labels, options)
-                    if store.parts() and not store.metadata().get("finished"):
-                        _finish_interrupted(store, run)
-                    if progress:
-                        print(f"{_job_name(labels)}: {len(pairs)} pairs read from the store", file=sys.stderr)
+                       "options": _run_options(job_model, condition), "data": identity}
+                with _job_model(lazy, spec, job_model, options, out=out, progress=progress) as job_lazy:
+                    if current.distributed:
+                        _distributed_job(store, pairs, job_lazy, labels, run=run, progress=progress,
+                                         chunk_size=chunk_size, ranks=current)
+                    elif _missing(store, pairs):
+                        with store.writing(on_wait=_waiting_message if progress else None):
+                            todo = _missing(store, pairs)  # another process may have scored them meanwhile
+                            if todo:
+                                _run_job(store, todo, job_lazy, labels, run=run, progress=progress,
+                                         chunk_size=chunk_size)
+                            else:
+                                _finish_unfinished(store, run)
+                    else:
+                        _check_reused_server(store, job_lazy, labels, job_model)
+                        if store.parts() and not store.metadata().get("finished"):
+                            _finish_interrupted(store, run)
+                        if progress:
+                            print(f"{_job_name(labels)}: {len(pairs)} pairs read from the store", file=sys.stderr)
                 frames.append(_select(store, pairs))
         finally:
             lazy.release()
     if not frames:
         return tidy_rows([])
     return tidy_rows(pd.concat(frames, ignore_index=True))
+
+
+def _job_model_options(given: Any, spec: str, kind: str, condition: ProfileCondition,
+                       options: ModelOptions) -> ModelOptions:
+    """The options the job of ``spec`` under ``condition`` loads its model with (:func:`backend_options`); PRBError
+    for a backend retest of a model given already loaded (it cannot be loaded again with another option)."""
+    found = backend_options(options, kind, condition, spec)
+    if found is not options and not isinstance(given, str):
+        option, value = _backend(condition) or ("", "")
+        raise PRBError(f"{spec} [{condition.name}]: a model passed in already loaded cannot be loaded again with "
+                       f"{option} {value}; pass its spec (KIND:NAME) instead.")
+    return found
+
+
+def _run_options(options: ModelOptions, condition: str) -> dict[str, Any]:
+    """The options a job's run metadata records: as asked (``dtype`` ``auto``; the model's own record says what
+    it ran with), the attention where it is not prb's default, and a backend retest's option (``backend``)."""
+    recorded = {"device": options.device, "dtype": options.dtype, "batch_tokens": options.batch_tokens,
+                "seed": options.seed, **options.engine.metadata()}
+    if options.attention != ATTENTIONS[0]:
+        recorded["attention"] = options.attention
+    backend = _backend(condition)
+    if backend is not None:
+        recorded["backend"] = {backend[0]: backend[1]}
+    return recorded
+
+
+@contextmanager
+def _job_model(lazy: _LazyModel, spec: str, job_model: ModelOptions, options: ModelOptions, *, out: str | os.PathLike,
+               progress: bool) -> Iterator[_LazyModel]:
+    """The lazy model a job scores with: ``lazy`` (the model's, kept for its other jobs) when the job takes the
+    run's ``options``; for a backend retest a model of its own (``job_model``), loaded only if the job has pairs
+    left, with the run's model released first (one model in memory at a time), and released after the job."""
+    if job_model is options:
+        yield lazy
+        return
+    lazy.release()
+    own = _LazyModel(spec, replace(job_model, engine=job_model.engine.for_run(out, progress=progress)))
+    try:
+        yield own
+    finally:
+        own.release()
 
 
 def _distributed_job(

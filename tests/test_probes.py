@@ -545,3 +545,92 @@ def test_the_data_formats_page_shows_the_user_turn_the_code_renders_with_and_wit
     untagged = condition_records(pd.DataFrame([{**record, "subset": "S"}]), "full+untagged")[0]
     assert blocks["full+untagged"] == rm_user_message(untagged, "full+untagged")
     assert "- [photo] " in blocks["full"] and "[" not in blocks["full+untagged"]
+
+
+# ------------------------------------------------------------------ backend retests (retest-DTYPE/-ATTENTION/-ENGINE)
+
+
+def _jobs(out) -> dict[str, dict]:
+    """``{profile: job.json}`` of a store's jobs."""
+    return {m["profile"]: m for m in (json.loads(p.read_text()) for p in out.glob("jobs/*/job.json"))}
+
+
+def _largest_change(rows: pd.DataFrame, base: str, cond: str) -> float:
+    wide = rows.pivot_table(index=["subset", "id"], columns="profile", values=["score_chosen", "score_rejected"])
+    return float(max((wide[(c, cond)] - wide[(c, base)]).abs().max() for c in ("score_chosen", "score_rejected")))
+
+
+def test_a_bfloat16_retest_of_a_float32_job_is_judged_at_bfloat16s_resolution(tmp_path, tiny_lm_dir, capsys):
+    """The retest-bfloat16 job loads the model again in bfloat16 (its own job key and run record), its scores
+    move past float32's resolution, and its check reads bfloat16's: the looser dtype of the two jobs."""
+    out = tmp_path / "results"
+    assert main(["probe", "--data", "sample", "--limit", "3", "--model", f"implicit:{tiny_lm_dir}", "--probe",
+                 "retest-bfloat16", "--device", "cpu", "--out", str(out), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "a backend retest (retest-VALUE) passes when no score changed by more than the resolution of the " \
+           "looser dtype" in printed
+    jobs = _jobs(out)
+    base, retest = jobs["top3"], jobs["top3+retest-bfloat16"]
+    assert base["options"]["dtype"] == base["run"]["dtype"] == "float32" and "backend" not in base["options"]
+    assert retest["options"]["dtype"] == retest["run"]["dtype"] == "bfloat16"
+    assert retest["options"]["backend"] == "dtype=bfloat16" and retest["run"]["backend"] == {"dtype": "bfloat16"}
+    assert retest["key"] != base["key"]
+    rows = load_results(out)
+    largest = float(rows[["score_chosen", "score_rejected"]].abs().max().max())
+    change = _largest_change(rows, "top3", "top3+retest-bfloat16")
+    assert change > 2.0 ** -23 * largest   # bfloat16 scores, not float32's again
+    effects = probe_effects(rows, None, units=None).iloc[0]
+    assert effects["probe"] == "retest-bfloat16" and effects["n_pairs"] == 9
+    assert effects["max_score_change"] == pytest.approx(change)
+    assert effects["threshold"] == pytest.approx(2.0 ** -7 * largest)
+    assert effects["check"] == ("pass" if change <= 2.0 ** -7 * largest else "fail")
+    flips = int((rows[rows["profile"] == "top3"].set_index(["subset", "id"])["outcome"]
+                 != rows[rows["profile"] == "top3+retest-bfloat16"].set_index(["subset", "id"])["outcome"]).sum())
+    shown = probe_table(pd.DataFrame([effects])).iloc[0]
+    assert shown["measured [95% CI]"].endswith(f"; {flips} of 9 verdicts flipped") and shown["check"] == effects["check"]
+
+
+def test_an_eager_retest_of_an_sdpa_job_is_its_own_job_judged_at_float32s_resolution(tmp_path, tiny_lm_dir, capsys):
+    """Eager attention against SDPA, both float32: its own job and record, no verdict moved, the scores within
+    float arithmetic's reach (the two kernels sum in another order) and the check read at float32's resolution;
+    whether a difference of a few ulps passes it is the machine's, so the test asserts the rule, not the outcome."""
+    out = tmp_path / "results"
+    assert main(["probe", "--data", "sample", "--limit", "3", "--model", f"implicit:{tiny_lm_dir}", "--probe",
+                 "retest-eager", "--device", "cpu", "--dtype", "float32", "--out", str(out), "--no-progress"]) == 0
+    capsys.readouterr()
+    jobs = _jobs(out)
+    assert jobs["top3"]["run"]["attn_implementation"] == "sdpa" and "attention" not in jobs["top3"]["options"]
+    assert jobs["top3+retest-eager"]["run"]["attn_implementation"] == "eager"
+    assert jobs["top3+retest-eager"]["options"]["attention"] == "eager"
+    rows = load_results(out)
+    effects = probe_effects(rows, None, units=None).iloc[0]
+    largest = float(rows[["score_chosen", "score_rejected"]].abs().max().max())
+    assert effects["probe"] == "retest-eager" and effects["verdicts_kept"] == 1.0
+    assert effects["threshold"] == pytest.approx(2.0 ** -23 * largest)
+    assert effects["max_score_change"] < 1e-4 * largest   # the same model: only the kernels' rounding differs
+    assert effects["check"] == ("pass" if effects["max_score_change"] <= effects["threshold"] else "fail")
+
+
+@pytest.mark.parametrize(("model", "options", "probe_name", "said"), [
+    ("length", (), "retest-bfloat16", "length is a model-free baseline, with no dtype to retest"),
+    ("implicit:TINY", ("--dtype", "float32"), "retest-float32", "the base job already runs in float32"),
+    ("implicit:TINY", ("--engine", "vllm", "--engine-url", "http://127.0.0.1:9"), "retest-eager",
+     "on the vllm engine the server picks"),
+    ("implicit:TINY", ("--engine", "vllm", "--engine-url", "http://127.0.0.1:9"), "retest-bfloat16",
+     "runs implicit:"),
+    ("embedding:minilm", (), "retest-vllm", "embedding runs in this process on every engine"),
+    ("implicit:TINY", (), "retest-hf", "the base job already runs on the hf engine"),
+])
+def test_a_backend_retest_that_cannot_apply_is_one_sentence(tmp_path, tiny_lm_dir, capsys, model, options,
+                                                            probe_name, said):
+    code = main(["probe", "--data", "sample", "--limit", "1", "--model", model.replace("TINY", str(tiny_lm_dir)),
+                 "--probe", probe_name, "--device", "cpu", *options, "--out", str(tmp_path / "r"), "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and said in err and "Traceback" not in err, err
+    assert not (tmp_path / "r" / "jobs").exists() or not list((tmp_path / "r" / "jobs").glob("*/part-*"))
+
+
+def test_an_unknown_backend_is_refused_naming_the_values():
+    with pytest.raises(PRBError, match=r"Unknown backend 'fp8'.*float32, bfloat16, float16.*sdpa, eager.*hf, vllm"):
+        parse_condition("top3+retest-fp8")
+    assert parse_condition("top3+retest-eager").probe == "retest-eager"

@@ -28,6 +28,7 @@ from scipy.stats import spearmanr
 from vllm_proxy import EAGER, EAGER_ENGINE, CountingProxy
 
 from prb_utils.analysis.metrics import summarize
+from prb_utils.analysis.probe_effects import probe_effects
 from prb_utils.cli import main
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
@@ -824,3 +825,36 @@ def test_a_retest_on_the_server_sends_its_own_requests_and_reports_them(capsys, 
     assert len(proxy.keys) == 12 and set(Counter(proxy.keys).values()) == {2}   # each request once by each job
     rows = load_results(tmp_path / "store", strict=True)
     assert len(rows) == 6 and not rows["failed"].any()
+
+
+def test_an_engine_retest_scores_the_servers_pairs_in_process_and_judges_them(capsys, tmp_path, vllm_server):
+    """A backend retest across engines: the base job on the vLLM server (float32), ``top3+retest-hf`` the same pairs
+    with smollm2 loaded in this process (its own job key and run record, never the server's responses), compared
+    score by score at float32's resolution, with the check and the flips in prb probe's table."""
+    proxy = CountingProxy(vllm_server.url)
+    try:
+        args = ["probe", "--data", "sample", "--limit", "1", "--model", "implicit:smollm2", "--engine", "vllm",
+                "--engine-url", proxy.url, "--dtype", "float32", "--probe", "retest-hf",
+                "--out", str(tmp_path / "store"), "--no-progress"]
+        assert main(args) == 0, capsys.readouterr().err
+    finally:
+        proxy.close()
+    printed = capsys.readouterr().out
+    jobs = {m["profile"]: m for m in (json.loads(p.read_text()) for p in (tmp_path / "store" / "jobs").glob("*/job.json"))}
+    base, retest = jobs["top3"], jobs["top3+retest-hf"]
+    assert base["options"]["engine"] == "vllm" and base["run"]["engine"] == "vllm"
+    assert base["run"]["engine_requests_sent"] == 6
+    assert "engine" not in retest["options"] and retest["options"]["backend"] == "engine=hf"
+    assert retest["run"]["engine"] == "hf" and retest["run"]["backend"] == {"engine": "hf"}
+    assert retest["run"]["dtype"] == "float32" and "engine_requests_sent" not in retest["run"]
+    assert len(proxy.keys) == 6   # the server answered the base job alone
+    rows = load_results(tmp_path / "store", strict=True)
+    effects = probe_effects(rows, None, units=None).iloc[0]
+    wide = rows.pivot_table(index=["subset", "id"], columns="profile", values=["score_chosen", "score_rejected"])
+    change = max((wide[(c, "top3+retest-hf")] - wide[(c, "top3")]).abs().max() for c in ("score_chosen", "score_rejected"))
+    largest = float(rows[["score_chosen", "score_rejected"]].abs().max().max())
+    assert effects["probe"] == "retest-hf" and effects["n_pairs"] == 3
+    assert effects["max_score_change"] == pytest.approx(change) and change < 0.01   # as test_implicit_scores_match_hf
+    assert effects["threshold"] == pytest.approx(2.0 ** -23 * largest)
+    assert effects["check"] == ("pass" if change <= 2.0 ** -23 * largest else "fail")
+    assert "retest-hf" in printed and "of 3 verdicts flipped" in printed

@@ -67,7 +67,16 @@ from prb_utils.analysis.resampling import (
 )
 from prb_utils.formatting import MISSING, SCORE, format_interval, format_value
 from prb_utils.models.kinds import MODEL_KINDS
-from prb_utils.probes import PROBES, Measurement, Probe, changed_records, probe, twin_pairs
+from prb_utils.probes import (
+    PROBES,
+    Measurement,
+    Probe,
+    changed_records,
+    find_probe,
+    in_registry_order,
+    probe,
+    twin_pairs,
+)
 from prb_utils.schema import NO_PROFILE, is_oracle
 
 READS, REACTS, IGNORES, INCONCLUSIVE = READING_VERDICTS = (
@@ -113,9 +122,12 @@ def check_rule(names: Sequence[str] | None = None, *, tolerance: float = INVARIA
 
     >>> check_rule(["label-swap"]).startswith("label-swap is a harness check")
     True
+    >>> check_rule(["retest-bfloat16", "retest-eager"]).split(" passes")[0]
+    'a backend retest (retest-VALUE)'
     """
-    shown = [p for p in PROBES.values() if p.check is not None and (names is None or p.name in names)]
-    return "; ".join([*(p.check.rule.format(tolerance=tolerance) for p in shown), CHECKS_FAIL])
+    shown = [p for p in (PROBES.values() if names is None else in_registry_order(names)) if p.check is not None]
+    rules = dict.fromkeys(p.check.rule.format(tolerance=tolerance) for p in shown)   # backend retests share one
+    return "; ".join([*rules, CHECKS_FAIL])
 
 
 def reading_probes() -> tuple[str, ...]:
@@ -582,7 +594,7 @@ def _measured(r: dict) -> tuple[str, str]:
     """The ``measured [95% CI]`` and ``allowed`` cells of one row of :func:`probe_effects`, in the words of its
     probe's check (:attr:`prb_utils.probes.Probe.check`; a dash where the probe has no check or its value is
     undefined)."""
-    spec = PROBES.get(str(r["probe"]))
+    spec = find_probe(str(r["probe"]))
     check = spec.check if spec is not None else None
     if check is None or pd.isna(r.get("check_value")):
         return MISSING, (MISSING if check is None or pd.isna(r.get("bound")) else
@@ -590,6 +602,8 @@ def _measured(r: dict) -> tuple[str, str]:
     shown = _number(r["check_value"], check.sense)
     if pd.notna(r.get("check_low")) and pd.notna(r.get("check_high")):
         shown += f" [{_number(r['check_low'], check.sense)}, {_number(r['check_high'], check.sense)}]"
+    if check.sense == SCORE and pd.notna(r.get("verdicts_kept")) and r.get("n_pairs"):   # a retest: its flips too
+        shown += f"; {round((1 - r['verdicts_kept']) * r['n_pairs'])} of {r['n_pairs']} verdicts flipped"
     allowed = f"{check.relation} {_number(r['bound'], check.sense)}" if pd.notna(r.get("bound")) else MISSING
     return f"{check.measures} {shown}", allowed
 
@@ -597,7 +611,7 @@ def _measured(r: dict) -> tuple[str, str]:
 def probe_table(effects: pd.DataFrame) -> pd.DataFrame:
     """:func:`probe_effects` as ``prb probe`` and page 05 show it, its check first (so that it prints on a narrow
     page): per model and probe the check (pass, fail, or n/a with the reason), what it measured against what it
-    allows, the accuracies, the change with its interval and its Holm p (the families are named in
+    allows (a score-change check, a retest's, also counts the verdicts that flipped), the accuracies, the change with its interval and its Holm p (the families are named in
     :func:`probe_notes`) and the pairs.
 
     >>> eff = pd.DataFrame([{"model": "m", "probe": "label-swap", "base": "top3", "n_pairs": 4,
@@ -718,7 +732,7 @@ def probe_notes(effects: pd.DataFrame) -> list[str]:
     'Checks: label-swap is a harne'
     """
     names = set(effects["probe"]) if "probe" in effects.columns and len(effects) else set(PROBES)
-    shown = [p for name, p in PROBES.items() if name in names]
+    shown = in_registry_order(names)
     notes = [f"Rule: {READING_RULE}."] if any(p.reading for p in shown) else []
     notes += [f"Twins: {TWIN_RULE}."] if any(p.uses_twins for p in shown) else []
     checked = [p.name for p in shown if p.check is not None]

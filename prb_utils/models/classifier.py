@@ -18,6 +18,7 @@ from typing import Any
 
 from prb_utils.models.base import ModelSpec, PairInput, PairScore
 from prb_utils.models.batching import BudgetBatcher, pad_right
+from prb_utils.models.device import ATTENTIONS
 from prb_utils.models.hf import HFAdapter, fitted, nonfinite_reason
 from prb_utils.models.lm import DecoderRunner, Group
 from prb_utils.models.prompts import render_chat
@@ -69,12 +70,14 @@ class ClassifierRM(HFAdapter):
 
     def __init__(self, spec: ModelSpec, *, device: str = "auto", dtype: str = "auto",
                  batch_tokens: int | None = None, seed: int = 0, kv_reuse: bool = True,
-                 tokenization: str = "auto", allow_untrained_head: bool = False) -> None:
+                 tokenization: str = "auto", allow_untrained_head: bool = False,
+                 attention: str = ATTENTIONS[0]) -> None:
         from transformers import AutoModelForSequenceClassification
 
         minilm = spec.name == "minilm"  # an encoder without a head: a seeded, untrained one-logit head
         super().__init__(spec, device=device, dtype=dtype, batch_tokens=batch_tokens, seed=seed,
-                         tokenization=tokenization, allow_untrained_head=allow_untrained_head or minilm)
+                         tokenization=tokenization, allow_untrained_head=allow_untrained_head or minilm,
+                         attention=attention)
         extra: dict[str, Any] = {"num_labels": 1} if minilm else {}
         self._load(AutoModelForSequenceClassification.from_pretrained, **extra)
         if self.model.config.pad_token_id is None and self.tokenizer.pad_token_id is not None:

@@ -16,6 +16,9 @@ from prb_utils.errors import PRBError
 
 DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
           "float16": "float16", "fp16": "float16"}
+#: The attention implementations a model may be loaded with (transformers' ``attn_implementation``); the first is
+#: prb's default (a model that refuses it is loaded with its own).
+ATTENTIONS = ("sdpa", "eager")
 
 
 @dataclass(frozen=True)
@@ -49,8 +52,8 @@ def configure_threads() -> int:
     return n
 
 
-def resolve_placement(device: str = "auto", dtype: str = "auto") -> Placement:
-    """Turn the user's ``device`` and ``dtype`` options into a :class:`Placement`.
+def resolve_placement(device: str = "auto", dtype: str = "auto", attention: str = ATTENTIONS[0]) -> Placement:
+    """Turn the user's ``device``, ``dtype`` and ``attention`` options into a :class:`Placement`.
 
     >>> p = resolve_placement("cpu", "auto")
     >>> p.device, str(p.dtype)
@@ -85,8 +88,9 @@ def resolve_placement(device: str = "auto", dtype: str = "auto") -> Placement:
     elif name not in DTYPES:
         raise PRBError(f"Unknown dtype '{dtype}'; use auto, float32, bfloat16 or float16.")
     torch_dtype = getattr(torch, DTYPES.get(name, name))
-    attn = "sdpa"
-    return Placement(device=device, dtype=torch_dtype, device_map=device_map, attn_implementation=attn)
+    if attention not in ATTENTIONS:
+        raise PRBError(f"Unknown attention implementation '{attention}'; use {' or '.join(ATTENTIONS)}.")
+    return Placement(device=device, dtype=torch_dtype, device_map=device_map, attn_implementation=attention)
 
 
 def is_oom(exc: BaseException) -> bool:

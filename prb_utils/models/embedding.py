@@ -21,6 +21,7 @@ import numpy as np
 
 from prb_utils.models.base import ModelSpec, PairInput, PairScore, spec_of
 from prb_utils.models.batching import BudgetBatcher, pad_right
+from prb_utils.models.device import ATTENTIONS
 from prb_utils.models.hf import (
     FIT_CHECK_EVERY,
     FIT_CHECKS,
@@ -58,11 +59,12 @@ class EmbeddingRM(HFAdapter):
     unused_weights = ("pooler.",)
 
     def __init__(self, spec: ModelSpec, *, device: str = "auto", dtype: str = "auto",
-                 batch_tokens: int | None = None, seed: int = 0, allow_untrained_head: bool = False) -> None:
+                 batch_tokens: int | None = None, seed: int = 0, allow_untrained_head: bool = False,
+                 attention: str = ATTENTIONS[0]) -> None:
         from transformers import AutoModel
 
         super().__init__(spec, device=device, dtype=dtype, batch_tokens=batch_tokens, seed=seed,
-                         allow_untrained_head=allow_untrained_head)
+                         allow_untrained_head=allow_untrained_head, attention=attention)
         self._load(AutoModel.from_pretrained)
         self.batcher = BudgetBatcher(self.batch_tokens, max_padding=MAX_PADDING)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0

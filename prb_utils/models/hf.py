@@ -21,7 +21,7 @@ from typing import Any
 from prb_utils.errors import PRBError
 from prb_utils.models.aliases import ALIASES, resolve_alias
 from prb_utils.models.base import ModelSpec
-from prb_utils.models.device import Placement, configure_threads, resolve_placement
+from prb_utils.models.device import ATTENTIONS, Placement, configure_threads, resolve_placement
 from prb_utils.models.prompts import TOKENIZATIONS, chat_template_hash, has_chat_template
 from prb_utils.models.quiet import quiet_transformers
 
@@ -332,9 +332,10 @@ class HFAdapter:
     cut_keeps_end = False   # an input too long even with no user message keeps its start (a judge: its end)
 
     def __init__(self, spec: ModelSpec, *, device: str, dtype: str, batch_tokens: int | None, seed: int,
-                 tokenization: str = "auto", allow_untrained_head: bool = False) -> None:
+                 tokenization: str = "auto", allow_untrained_head: bool = False,
+                 attention: str = ATTENTIONS[0]) -> None:
         self.threads = configure_threads()
-        self.placement: Placement = resolve_placement(device, dtype)
+        self.placement: Placement = resolve_placement(device, dtype, attention)
         self._setup_weightless(spec, seed=seed, tokenization=tokenization, allow_untrained_head=allow_untrained_head)
         self.batch_tokens = int(batch_tokens or DEFAULT_BATCH_TOKENS.get(self.placement.device.split(":")[0], 4096))
 

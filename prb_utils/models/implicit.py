@@ -9,6 +9,7 @@ from typing import Any
 
 from prb_utils.models.base import ModelSpec, PairInput, PairScore
 from prb_utils.models.batching import BudgetBatcher
+from prb_utils.models.device import ATTENTIONS
 from prb_utils.models.hf import HFAdapter, fitted, nonfinite_reason
 from prb_utils.models.lm import DecoderRunner, Group, token_logprobs
 from prb_utils.models.prompts import render_chat
@@ -35,11 +36,12 @@ class ImplicitRM(HFAdapter):
 
     def __init__(self, spec: ModelSpec, *, device: str = "auto", dtype: str = "auto",
                  batch_tokens: int | None = None, seed: int = 0, kv_reuse: bool = True,
-                 tokenization: str = "auto", allow_untrained_head: bool = False) -> None:
+                 tokenization: str = "auto", allow_untrained_head: bool = False,
+                 attention: str = ATTENTIONS[0]) -> None:
         from transformers import AutoModelForCausalLM
 
         super().__init__(spec, device=device, dtype=dtype, batch_tokens=batch_tokens, seed=seed,
-                         tokenization=tokenization, allow_untrained_head=allow_untrained_head)
+                         tokenization=tokenization, allow_untrained_head=allow_untrained_head, attention=attention)
         self._load(AutoModelForCausalLM.from_pretrained)
         self.kv_reuse = kv_reuse
         self.batcher = BudgetBatcher(self.batch_tokens)

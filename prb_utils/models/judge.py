@@ -29,6 +29,7 @@ from typing import Any
 from prb_utils.errors import PRBError
 from prb_utils.models.base import ModelSpec, PairInput, PairScore
 from prb_utils.models.batching import BudgetBatcher
+from prb_utils.models.device import ATTENTIONS
 from prb_utils.models.hf import HFAdapter, fitted, nonfinite_reason
 from prb_utils.models.lm import DecoderRunner, Group, lm_logits
 from prb_utils.models.prompts import (
@@ -79,14 +80,14 @@ class JudgeRM(HFAdapter):
                  batch_tokens: int | None = None, seed: int = 0, judge_mode: str = "logprob",
                  judge_template: str | None = None, kv_reuse: bool = True,
                  max_new_tokens: int = MAX_NEW_TOKENS, tokenization: str = "auto",
-                 allow_untrained_head: bool = False) -> None:
+                 allow_untrained_head: bool = False, attention: str = ATTENTIONS[0]) -> None:
         from transformers import AutoModelForCausalLM
 
         if judge_mode not in MODES:
             raise PRBError(f"Unknown judge mode '{judge_mode}'; use logprob or generate.")
         self.template = load_judge_template(judge_template)
         super().__init__(spec, device=device, dtype=dtype, batch_tokens=batch_tokens, seed=seed,
-                         tokenization=tokenization, allow_untrained_head=allow_untrained_head)
+                         tokenization=tokenization, allow_untrained_head=allow_untrained_head, attention=attention)
         self._load(AutoModelForCausalLM.from_pretrained)
         self.mode = judge_mode
         self.kv_reuse = kv_reuse

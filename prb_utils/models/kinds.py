@@ -26,7 +26,7 @@ CAUSAL_LM, SEQUENCE_CLASSIFIER, ENCODER = "causal_lm", "sequence_classifier", "e
 ARCHITECTURES = (CAUSAL_LM, SEQUENCE_CLASSIFIER, ENCODER)
 
 #: The :class:`~prb_utils.models.registry.ModelOptions` every adapter of a model with weights takes.
-WEIGHT_OPTIONS = ("device", "dtype", "batch_tokens", "seed", "allow_untrained_head")
+WEIGHT_OPTIONS = ("device", "dtype", "batch_tokens", "seed", "allow_untrained_head", "attention")
 #: ... and those of a kind that renders a chat template and runs a decoder (prompt cache, special tokens).
 CHAT_OPTIONS = (*WEIGHT_OPTIONS, "kv_reuse", "tokenization")
 

@@ -10,7 +10,7 @@ import pandas as pd
 
 from prb_utils.models.aliases import ALIASES, alias_status
 from prb_utils.models.base import RewardModel, parse_spec
-from prb_utils.models.device import resolve_placement
+from prb_utils.models.device import ATTENTIONS, resolve_placement
 from prb_utils.models.engines import EngineConfig
 from prb_utils.models.kinds import MODEL_KINDS, load_class
 
@@ -26,6 +26,8 @@ class ModelOptions:
     scripts tokenize; see :mod:`prb_utils.models.prompts`); embeddings always take the tokenizer's own.
     ``judge_template``: ``default``, ``reference``, a file or a template string. ``allow_untrained_head``:
     score even when the checkpoint lacks weights the kind needs (they are then random), instead of refusing.
+    ``attention``: the attention implementation of a model in this process (:data:`~prb_utils.models.device.
+    ATTENTIONS`; a backend retest, ``top3+retest-eager``, changes it for its job).
 
     >>> ModelOptions(device="cpu").for_kind("embedding")["device"]
     'cpu'
@@ -40,6 +42,7 @@ class ModelOptions:
     tokenization: str = "auto"
     allow_untrained_head: bool = False
     kv_reuse: bool = True
+    attention: str = ATTENTIONS[0]
     engine: EngineConfig = field(default_factory=EngineConfig)
 
     def for_kind(self, kind: str) -> dict[str, Any]:
