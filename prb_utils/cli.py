@@ -19,6 +19,12 @@ from typing import Any
 
 import pandas as pd
 
+from prb_utils.analysis.attribution import (
+    ATTRIBUTION_RULE,
+    attribution_summary,
+    attribution_table,
+    decisive_posts,
+)
 from prb_utils.analysis.findings import summary_verdicts
 from prb_utils.analysis.leaderboard import locked_jobs
 from prb_utils.analysis.metrics import TIE_RULES, summarize, unit_columns
@@ -50,7 +56,7 @@ from prb_utils.notebook.markup import prb_command
 from prb_utils.notebook.params import PARAMS_BY_NOTEBOOK
 from prb_utils.notebook.stages import Stages
 from prb_utils.plan import plan_frame, plan_text
-from prb_utils.probes import PROBES
+from prb_utils.probes import ATTRIBUTION, PROBES, default_probes
 from prb_utils.profile import parse_condition, parse_seed, probe_conditions
 from prb_utils.schema import DEFAULT_CONDITION, DEFAULT_ZOO, NO_PROFILE
 from prb_utils.scoring import score_benchmark
@@ -234,13 +240,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("probe", help="is the RM reading this user? score the personalization probes and say",
                        description="Scores the base condition (--profile, default top3) and each probe of it "
-                                   f"(condition BASE+PROBE: {', '.join(PROBES)}; see "
+                                   f"(condition BASE+PROBE: {', '.join(default_probes())}; see "
                                    "prb_utils.probes) like any job, then prints each probe against its base on the same "
-                                   "pairs and, per model, whether it reads the user.")
+                                   "pairs and, per model, whether it reads the user. --probe attribution leaves out "
+                                   "each shown post in turn (drop1 .. dropK: K extra jobs for topK, one per post of "
+                                   "the longest profile for full) and says which post each verdict hinges on.")
     _add_data_options(p, required=True)
     _add_scoring_options(p, default_models=None)
-    p.add_argument("--probe", action="append", choices=list(PROBES), default=None,
-                   help="a probe to run (repeatable; default: all)")
+    p.add_argument("--probe", action="append", choices=[*PROBES, ATTRIBUTION], default=None, metavar="PROBE",
+                   help=f"a probe to run (repeatable; default: {', '.join(default_probes())}); one of "
+                        f"{', '.join(default_probes())}, drop1 .. drop{len(PROBES) - len(default_probes())} or "
+                        f"{ATTRIBUTION} (every drop probe of the base)")
     p.add_argument("--out", type=_folder_name, default="results", help="store folder (default: results)")
     _add_units_option(p, saves=True)
 
@@ -562,7 +572,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
         raise PRBError("Give at least one --model KIND:NAME (see `prb models`).")
     if args.profile and len(args.profile) > 1:
         raise PRBError("prb probe takes one --profile (the base condition the probes transform, default top3).")
-    conditions = probe_conditions((args.profile or [DEFAULT_CONDITION])[0], args.probe)
+    most_posts = (max((len(p) for p in _load(args)["profile"] if isinstance(p, (list, tuple))), default=0)
+                  if ATTRIBUTION in (args.probe or ()) else 0)
+    conditions = probe_conditions((args.profile or [DEFAULT_CONDITION])[0], args.probe, most_posts=most_posts)
     results = _score(args, _model_options(args), args.model, conditions, args.out)
     if world().is_main:
         data = _load(args)
@@ -578,7 +590,19 @@ def cmd_probe(args: argparse.Namespace) -> int:
             print()
             _print_frame(verdict_table(verdicts))
         print("\n" + "\n".join([*probe_notes(effects), f"{plan.rule()}."]))
+        _print_attribution(rows.assign(model=rows["job_label"]), data, plan)
     return 0
+
+
+def _print_attribution(rows: pd.DataFrame, data: pd.DataFrame, plan: Any) -> None:
+    """The attribution table of the drop jobs among ``rows`` (:mod:`prb_utils.analysis.attribution`), with its
+    rule; nothing where ``rows`` holds no drop job."""
+    summary = attribution_summary(rows, data, **plan.options())
+    if summary.empty:
+        return
+    print()
+    _print_frame(attribution_table(summary, decisive_posts(rows, data)))
+    print(f"\nAttribution: {ATTRIBUTION_RULE}.")
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

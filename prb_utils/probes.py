@@ -25,6 +25,12 @@ a reward model should do under it, the traits the analysis reads and its own :cl
   batch sizes and other neighbours; on a server engine: half the requests in flight, and requests of its own, never
   a response the base job's requests left in the request cache): its check passes when no score changes beyond the
   dtype's resolution.
+- ``drop1`` .. ``drop10``: the i-th of the posts the base condition shows is left out (for ``top3`` the
+  i-th retrieved post, in the order shown; the other posts stay and no other post is retrieved in its place; for
+  ``full`` the profile's i-th post). The records are unchanged: the selection leaves the post out
+  (:func:`prb_utils.profile.selected_posts`, the one place that knows the condition), and a record showing fewer
+  than i posts is shown as under its base. ``prb probe --probe attribution`` runs them all (:data:`ATTRIBUTION`):
+  :mod:`prb_utils.analysis.attribution` reads which post each verdict hinges on.
 
 Transforms see only what an RM may see plus the ids they need to pair users; the rubric and narrative are never
 moved into a profile. This module imports no model code.
@@ -51,6 +57,10 @@ from prb_utils.formatting import PROPORTION, SCORE
 
 DISTRACTORS = 3  # other users' posts the distract probe adds
 PROBE_SEED = 0
+DROP_MAX = 10  # the last shown post a drop probe can leave out (drop1 .. drop10)
+DROP_PREFIX = "drop"
+#: ``prb probe --probe attribution``: every drop probe of the base condition (one job per post it shows)
+ATTRIBUTION = "attribution"
 
 
 @dataclass(frozen=True)
@@ -151,6 +161,9 @@ class Probe:
     unchanged: str = "no record's profile changed"
     #: the ``(subset, id)`` of the records it changes, where comparing its transform's output would be slow
     changed: Callable[[pd.DataFrame, int], set[tuple[str, str]]] | None = None
+    #: the position (from 1, in the order shown) of the shown post the selection leaves out (0: none; the drop
+    #: probes: :func:`prb_utils.profile.selected_posts`); such a probe runs with ``--probe attribution``, not by default
+    leaves_out: int = 0
 
 
 def twin_pairs(data: pd.DataFrame) -> dict[tuple[str, str], tuple[str, str]]:
@@ -302,6 +315,58 @@ def reorder_records(data: pd.DataFrame, seed: int = PROBE_SEED) -> pd.DataFrame:
     return data.sample(frac=1.0, random_state=(seed + 1) % 2**32).reset_index(drop=True)  # numpy: below 2**32
 
 
+def keep_records(data: pd.DataFrame, seed: int = PROBE_SEED) -> pd.DataFrame:
+    """The records as they are (``seed`` unused): a probe that changes what the selection shows, not the records."""
+    return data.copy()
+
+
+def _showing_at_least(position: int) -> Callable[[pd.DataFrame, int], set[tuple[str, str]]]:
+    """The records whose profile has at least ``position`` posts: those a drop probe of that position changes
+    (under ``full`` they show every post; under ``topK``, K >= ``position`` as :func:`prb_utils.profile.
+    parse_condition` requires, they show min(K, posts)).
+
+    >>> data = pd.DataFrame({"subset": "S", "id": ["a", "b"], "profile": [[{"text": "u"}], []]})
+    >>> _showing_at_least(1)(data, 0), _showing_at_least(2)(data, 0)
+    ({('S', 'a')}, set())
+    """
+    def changed(data: pd.DataFrame, seed: int = PROBE_SEED) -> set[tuple[str, str]]:
+        return {key for key, posts in zip(_keys(data), _profiles(data), strict=True) if len(posts) >= position}
+
+    return changed
+
+
+def _ordinal(n: int) -> str:
+    """``1`` -> ``1st``, ``2`` -> ``2nd``, ``11`` -> ``11th``."""
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def drop_probe(position: int) -> Probe:
+    """The probe that leaves out the ``position``-th shown post (``drop2``: the second).
+
+    >>> drop_probe(2).name, drop_probe(2).changes
+    ('drop2', 'the 2nd post shown left out (no other post in its place)')
+    """
+    return Probe(f"{DROP_PREFIX}{position}", f"the {_ordinal(position)} post shown left out (no other post in its place)",
+                 "an RM that reads this post moves; the verdicts that flip hinge on it", keep_records,
+                 changes_profile=True, tested=False, leaves_out=position, changed=_showing_at_least(position),
+                 unchanged=f"no record shows {position} posts")
+
+
+def drop_probes(shown: int) -> list[str]:
+    """The drop probes of a condition showing at most ``shown`` posts (at most :data:`DROP_MAX`).
+
+    >>> drop_probes(3)
+    ['drop1', 'drop2', 'drop3']
+    """
+    return [f"{DROP_PREFIX}{i}" for i in range(1, min(shown, DROP_MAX) + 1)]
+
+
+def default_probes() -> list[str]:
+    """The probes ``prb probe`` runs without ``--probe``: all but the drop probes (those run with ``--probe
+    attribution``)."""
+    return [name for name, p in PROBES.items() if not p.leaves_out]
+
+
 def _keeps_verdicts(name: str) -> Check:
     """The check of an invariance probe ``name``: the share of verdicts it changes, its whole interval at or below
     the run's tolerance."""
@@ -341,6 +406,7 @@ PROBES: dict[str, Probe] = {probe.name: probe for probe in (
           check=Check("largest score change", lambda m: _point(m.max_score_change), lambda m: m.resolution,
                       "retest passes when no score changed by more than the dtype's resolution (its machine "
                       "epsilon times the largest |score|)", sense=SCORE)),
+    *(drop_probe(i) for i in range(1, DROP_MAX + 1)),
 )}
 
 
