@@ -21,7 +21,7 @@ from prb_utils.cli import main
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
 from prb_utils.models.batching import BudgetBatcher
-from prb_utils.probes import PROBES, apply_probe, changed_records, twin_pairs
+from prb_utils.probes import DROP_MAX, PROBES, apply_probe, changed_records, default_probes, twin_pairs
 from prb_utils.profile import parse_condition
 from prb_utils.scoring import _batch_share
 from prb_utils.store import load_results
@@ -67,7 +67,8 @@ def test_every_probe_transforms_only_what_it_says():
     untagged = apply_probe(tagged, "untagged")
     assert untagged["profile"].tolist() == [[{"category": "", "text": "a"}, {"text": "b"}]] * len(data)
     assert tagged["profile"].tolist()[0][0]["category"] == "c"   # the transform copies, the records stay tagged
-    assert set(PROBES) == {"swap", "shuffle", "distract", "untagged", "label-swap", "retest"}
+    assert set(default_probes()) == {"swap", "shuffle", "distract", "untagged", "label-swap", "retest"}
+    assert set(PROBES) - set(default_probes()) == {f"drop{i}" for i in range(1, DROP_MAX + 1)}   # --probe attribution
 
 
 def _rows(model: str, profile: str, data: pd.DataFrame, margins: np.ndarray, kind: str = "classifier",
@@ -261,7 +262,7 @@ def test_prb_probe_scores_each_probe_as_a_job_and_says_what_it_found(tmp_path, c
     assert "p (Holm)" in printed and "Family top3+swap: Holm over 1 test of lexical; not members: length (n/a: profile-blind" in printed
     assert "verdicts changed" in printed and "≤ 0.100" in printed and "Checks: shuffle passes when" in printed
     rows = load_results(out)
-    assert sorted(set(rows["profile"])) == sorted(["top3", *(f"top3+{p}" for p in PROBES)])
+    assert sorted(set(rows["profile"])) == sorted(["top3", *(f"top3+{p}" for p in default_probes())])
     effects = probe_effects(rows, load_benchmark("sample")).set_index(["model", "probe"])
     for name in ("swap", "shuffle", "distract", "untagged", "retest"):
         assert effects.loc[("length", name), "verdicts_kept"] == 1.0
