@@ -21,7 +21,13 @@ from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
 from prb_utils.plan import plan_frame
 from prb_utils.probes import changed_records
-from prb_utils.profile import PROFILE_HEADER, parse_condition, probe_conditions, rm_user_message, selected_posts
+from prb_utils.profile import (
+    PROFILE_HEADER,
+    parse_condition,
+    probe_conditions,
+    rm_user_message,
+    selected_posts,
+)
 from prb_utils.scoring import score_benchmark
 from prb_utils.store import load_results
 
