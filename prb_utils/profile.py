@@ -357,7 +357,7 @@ def selected_posts(
     (``top3+drop2``: :attr:`prb_utils.probes.Probe.leaves_out`) leaves out the post its base shows at that position,
     and no other post takes its place (a record showing fewer posts is shown as under the base).
 
-    >>> record = {"question": "cheap pans", "profile": [{"text": t} for t in ("boots", "cheap pans", "pans", "pan")]}
+    >>> record = {"question": "cheap pans", "profile": [{"text": t} for t in ("boots", "cheap pans", "pans", "cheap")]}
     >>> selected_posts(record, "top3"), selected_posts(record, "top3+drop2"), selected_posts(record, "full+drop4")
     ([1, 2, 3], [1, 3], [0, 1, 2])
     """
