@@ -24,6 +24,7 @@ from prb_utils.analysis.attribution import (
     attribution_summary,
     attribution_table,
     decisive_posts,
+    longest_profile,
 )
 from prb_utils.analysis.findings import summary_verdicts
 from prb_utils.analysis.leaderboard import locked_jobs
@@ -572,8 +573,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
         raise PRBError("Give at least one --model KIND:NAME (see `prb models`).")
     if args.profile and len(args.profile) > 1:
         raise PRBError("prb probe takes one --profile (the base condition the probes transform, default top3).")
-    most_posts = (max((len(p) for p in _load(args)["profile"] if isinstance(p, (list, tuple))), default=0)
-                  if ATTRIBUTION in (args.probe or ()) else 0)
+    most_posts = longest_profile(_load(args)) if ATTRIBUTION in (args.probe or ()) else 0
     conditions = probe_conditions((args.profile or [DEFAULT_CONDITION])[0], args.probe, most_posts=most_posts)
     results = _score(args, _model_options(args), args.model, conditions, args.out)
     if world().is_main:

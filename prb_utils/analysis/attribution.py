@@ -38,8 +38,8 @@ from prb_utils.analysis.metrics import (
 from prb_utils.analysis.probe_effects import no_verdict_reason, split_probe
 from prb_utils.analysis.resampling import LEVEL, SEED, TWO_WAY_UNIT
 from prb_utils.formatting import MISSING, format_interval, format_value
-from prb_utils.probes import DROP_MAX, DROP_PREFIX, PROBES
-from prb_utils.profile import Retriever, parse_condition, selected_posts
+from prb_utils.probes import ATTRIBUTION, DROP_MAX, DROP_PREFIX, PROBES
+from prb_utils.profile import Retriever, parse_condition, probe_conditions, selected_posts
 
 ATTRIBUTION_RULE = (
     "a verdict hinges on one post when, leaving out each post it was shown in turn (the others stay, no other post "
@@ -75,6 +75,36 @@ def _margins(rows: pd.DataFrame) -> pd.Series:
     cols = [pd.to_numeric(rows[c], errors="coerce") if c in rows.columns else pd.Series(np.nan, index=rows.index)
             for c in ("score_chosen", "score_rejected")]
     return cols[0] - cols[1]
+
+
+def is_drop(effects: pd.DataFrame) -> pd.Series:
+    """Per row of :func:`prb_utils.analysis.probe_effects.probe_effects`: True for a drop probe (read here, not
+    in the probe tables).
+
+    >>> is_drop(pd.DataFrame({"probe": ["swap", "drop2"]})).tolist()
+    [False, True]
+    """
+    return effects["probe"].map(lambda name: bool(PROBES[name].leaves_out) if name in PROBES else False).astype(bool)
+
+
+def longest_profile(data: pd.DataFrame) -> int:
+    """The most posts a record of ``data`` has: how many drop jobs ``full`` takes.
+
+    >>> longest_profile(pd.DataFrame({"profile": [[{"text": "a"}], None, []]}))
+    1
+    """
+    column = data["profile"] if "profile" in data.columns else []
+    return max((len(p) for p in column if isinstance(p, (list, tuple))), default=0)
+
+
+def attribution_jobs(base: str, data: pd.DataFrame) -> list[str]:
+    """The conditions ``prb probe --probe attribution`` scores: ``base`` and one drop job per post it shows (K for
+    ``topK``; for ``full`` the longest profile of ``data``, at most :data:`prb_utils.probes.DROP_MAX`).
+
+    >>> attribution_jobs("top2", pd.DataFrame({"profile": [[]]}))
+    ['top2', 'top2+drop1', 'top2+drop2']
+    """
+    return probe_conditions(base, [ATTRIBUTION], most_posts=longest_profile(data))
 
 
 def shown_count(record: dict, base: str) -> int:
@@ -232,6 +262,8 @@ def attribution_summary(results: pd.DataFrame, data: pd.DataFrame, *, units: str
     out = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
     for column in ("no_verdict", "evidence_note"):
         out[column] = out[column].fillna("").astype(object)
+    for column in ("n_pairs", "n_units", "evidence_pairs"):
+        out[column] = out[column].astype("Int64")
     return out
 
 

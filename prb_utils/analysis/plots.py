@@ -369,6 +369,33 @@ def sensitivity_dumbbell(verdicts: pd.DataFrame, *, palette: dict | None = None,
     return ax
 
 
+
+def decisive_position_bars(positions: pd.DataFrame, *, palette: dict | None = None, ax: Axes | None = None,
+                           title: str | None = None) -> Axes:
+    """One model's decisive posts (:func:`prb_utils.analysis.attribution.decisive_positions`, its rows of one base):
+    per position shown, the verdicts that hinge on that post alone (a bar), with their share of the hinged verdicts
+    written above it.
+
+    >>> frame = pd.DataFrame({"model": "m", "position": [1, 2, 3], "pairs": [1, 5, 0], "share": [1/6, 5/6, 0]})
+    >>> [round(p.get_height()) for p in decisive_position_bars(frame).patches]
+    [1, 5, 0]
+    """
+    require_columns(positions, ["model", "position", "pairs", "share"], what="plotted")
+    frame = positions.sort_values("position").reset_index(drop=True)
+    ax = axes_or_new(ax, (max(4.5, 0.6 * len(frame) + 2), 2.8))
+    colours = _colour_of_rows(frame, palette) or [MODEL_COLOURS[0]] * len(frame)
+    ax.bar(frame["position"].astype(int), frame["pairs"], color=colours, width=0.6)
+    for row in frame.itertuples(index=False):
+        if pd.notna(row.share):
+            ax.text(row.position, row.pairs, f"{row.share:.0%}", ha="center", va="bottom", fontsize="small")
+    ax.set_xticks(frame["position"].astype(int).tolist())
+    ax.set_xlabel("decisive post: its position among those shown (1 = first)")
+    ax.set_ylabel("verdicts hinging on it")
+    default = f"{frame['model'].iloc[0]}: which shown post the verdict hinges on" if len(frame) else ""
+    ax.set_title(title if title is not None else default)
+    return ax
+
+
 LINESTYLES = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D", "v", "P")
 
