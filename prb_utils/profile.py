@@ -456,6 +456,9 @@ def probe_conditions(base: str, probes: Sequence[str] | None = None, *, most_pos
     if base.probe or base.oracle:
         raise PRBError(f"--profile {base.name}: a probe transforms none, full or topK (e.g. --profile top3).")
     shown = most_posts if base.k is None else base.k
+    if ATTRIBUTION in (probes or ()) and not shown:
+        raise PRBError(f"--profile {base.name} --probe {ATTRIBUTION}: {base.name} shows no post, so there is none to "
+                       f"leave out (e.g. --profile top3).")
     names = [drop for name in (probes or default_probes())
              for drop in (drop_probes(shown) if name == ATTRIBUTION else [name])]
     return [base.spelling, *(f"{base.spelling}+{name}" for name in dict.fromkeys(names))]

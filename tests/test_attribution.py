@@ -78,6 +78,8 @@ def test_a_drop_leaves_out_one_shown_post_and_retrieves_none_in_its_place():
     assert parse_condition("full+drop7").probe == "drop7"
     assert probe_conditions("top3", ["attribution", "swap"]) == [*DROPS, "top3+swap"]
     assert probe_conditions("full", ["attribution"], most_posts=40)[-1] == "full+drop10"   # at most DROP_MAX
+    with pytest.raises(PRBError, match="none shows no post"):
+        probe_conditions("none", ["attribution"])
 
 
 def test_a_scorer_reading_only_the_second_post_is_found_reading_it_and_a_length_scorer_reads_none(tmp_path):
@@ -97,7 +99,7 @@ def test_a_scorer_reading_only_the_second_post_is_found_reading_it_and_a_length_
     summary = attribution_summary(rows, data).set_index("model")
     assert summary.loc["lexical", "hinges"] == 1.0 and summary.loc["lexical", "no_verdict"] == ""
     assert summary.loc["lexical", "hinges_low"] <= 1.0 and summary.loc["lexical", "n_units"] == N_QUESTIONS
-    assert summary.loc["lexical", "evidence_note"] == NO_EVIDENCE   # the evidence quotes the narrative
+    assert summary.loc["lexical", "evidence_note"] == NO_EVIDENCE   # the evidence quotes the narrative, no post
     assert summary.loc["length", "no_verdict"].startswith("n/a: profile-blind")
     assert np.isnan(summary.loc["length", "hinges"])
     positions = decisive_positions(decided.reset_index()).set_index(["model", "position"])

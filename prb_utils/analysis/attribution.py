@@ -50,8 +50,7 @@ ATTRIBUTION_RULE = (
     "aside); n/a with the reason for a model that cannot react (a profile-blind kind, a position-locked judge) or "
     "where no drop changed an RM input")
 NO_DROPS = "n/a: no drop job of this base (prb probe --probe attribution adds them)"
-NO_EVIDENCE = ("n/a: no rubric aspect's evidence text is found in a post these pairs show (the evidence quotes "
-               "the user's narrative)")
+NO_EVIDENCE = "n/a: no rubric aspect's evidence quote is found in a post these pairs show"
 EFFECT_COLUMNS = ["model", "base", "subset", "id", "position", "margin_change", "flipped"]
 DECISIVE_COLUMNS = ["model", "base", "subset", "id", "shown", "flips", "decisive", "evidence", "decisive_is_evidence"]
 SUMMARY_COLUMNS = ["model", "base", "n_pairs", "n_units", "hinges", "hinges_low", "hinges_high", "none_flip",
