@@ -95,6 +95,7 @@ def test_a_scorer_reading_only_the_second_post_is_found_reading_it_and_a_length_
     assert (lexical.loc[lexical["position"] == 2, "margin_change"] < 0).all()
     decided = decisive_posts(rows, data).set_index("model")
     assert (decided.loc["lexical", "decisive"] == 2).all() and len(decided.loc["lexical"]) == len(data)
+    assert (decided.loc["lexical", "decisive_rank"] == 3).all()   # post 2 holds one of the question's words, 1 and 3 two
     assert (decided.loc["length", "flips"] == 0).all() and (decided.loc["length", "decisive"] == 0).all()
     summary = attribution_summary(rows, data).set_index("model")
     assert summary.loc["lexical", "hinges"] == 1.0 and summary.loc["lexical", "no_verdict"] == ""
@@ -106,6 +107,7 @@ def test_a_scorer_reading_only_the_second_post_is_found_reading_it_and_a_length_
     assert positions.loc[("lexical", 2), "pairs"] == len(data) and positions.loc[("lexical", 1), "pairs"] == 0
     shown = attribution_table(summary.reset_index(), decided.reset_index()).set_index("model")
     assert shown.loc["lexical", "decisive post by position"] == f"1: 0 / 2: {len(data)} / 3: 0"
+    assert shown.loc["lexical", "decisive post by relevance rank"] == f"1: 0 / 2: 0 / 3: {len(data)}"
     assert shown.loc["length", "verdicts hinging on one post [95% CI]"].startswith("n/a: profile-blind")
     changed = probe_effects(rows, data).set_index(["model", "probe"])
     assert changed.loc[("lexical", "drop2"), "inputs_changed"] == len(data)   # every record shows two posts

@@ -10,7 +10,8 @@ units (whole questions by default; Wilson where pairs are the units), and :func:
 the decisive posts stand (the figure of page 05).
 
 A position is the post's place among those shown, in the order shown (the profile's order: the benchmark gives
-posts no dates, so it is not known to be recency).
+posts no dates, so it is not known to be recency); a relevance rank is its rank by BM25+ relevance to the question
+among those shown (1 = the most relevant: the order in which ``top{K}`` retrieves them by default).
 
 >>> data = pd.DataFrame({"subset": "S", "id": ["a"], "question": "Q",
 ...                      "profile": [[{"text": "p1"}, {"text": "p2"}]]})
@@ -39,7 +40,14 @@ from prb_utils.analysis.probe_effects import no_verdict_reason, split_probe
 from prb_utils.analysis.resampling import LEVEL, SEED, TWO_WAY_UNIT
 from prb_utils.formatting import MISSING, format_interval, format_value
 from prb_utils.probes import ATTRIBUTION, DROP_MAX, DROP_PREFIX, PROBES
-from prb_utils.profile import Retriever, parse_condition, probe_conditions, selected_posts
+from prb_utils.profile import (
+    Retriever,
+    bm25_scores,
+    parse_condition,
+    probe_conditions,
+    rm_visible_fields,
+    selected_posts,
+)
 
 ATTRIBUTION_RULE = (
     "a verdict hinges on one post when, leaving out each post it was shown in turn (the others stay, no other post "
@@ -52,7 +60,8 @@ ATTRIBUTION_RULE = (
 NO_DROPS = "n/a: no drop job of this base (prb probe --probe attribution adds them)"
 NO_EVIDENCE = "n/a: no rubric aspect's evidence quote is found in a post these pairs show"
 EFFECT_COLUMNS = ["model", "base", "subset", "id", "position", "margin_change", "flipped"]
-DECISIVE_COLUMNS = ["model", "base", "subset", "id", "shown", "flips", "decisive", "evidence", "decisive_is_evidence"]
+DECISIVE_COLUMNS = ["model", "base", "subset", "id", "shown", "flips", "decisive", "decisive_rank", "evidence",
+                    "decisive_is_evidence"]
 SUMMARY_COLUMNS = ["model", "base", "n_pairs", "n_units", "hinges", "hinges_low", "hinges_high", "none_flip",
                    "several_flip", "mean_abs_margin_change", "evidence_pairs", "on_evidence", "on_evidence_low",
                    "on_evidence_high", "no_verdict", "evidence_note"]
@@ -141,6 +150,23 @@ def _normal(text: str) -> str:
     return _SPACE.sub(" ", str(text)).strip().lower()
 
 
+def relevance_ranks(record: dict, base: str, *, retriever: Retriever | None = None) -> list[int]:
+    """Per post ``base`` shows (in the order shown), its rank by BM25+ relevance to the question among those shown
+    (1 = the most relevant; ties in the order shown), whichever retriever picked them.
+
+    >>> relevance_ranks({"question": "cheap pans", "profile": [{"text": "boots"}, {"text": "cheap pans"}]}, "full")
+    [2, 1]
+    """
+    question, posts = rm_visible_fields(record)
+    shown = selected_posts(record, base, retriever=retriever)
+    scores = bm25_scores(question, [text for _, text in posts])
+    order = sorted(range(len(shown)), key=lambda n: (-scores[shown[n]], n))
+    ranks = [0] * len(shown)
+    for rank, n in enumerate(order, 1):
+        ranks[n] = rank
+    return ranks
+
+
 def evidence_positions(record: dict, base: str, *, retriever: Retriever | None = None) -> list[int]:
     """The positions (from 1, among the posts ``base`` shows) of the posts in which a rubric aspect's evidence text
     is found (case and spacing aside); ``retriever``: the job's post selector (BM25 when None).
@@ -163,7 +189,8 @@ def decisive_posts(results: pd.DataFrame, data: pd.DataFrame, *, retriever: Retr
                    ) -> pd.DataFrame:
     """One row per model, base and pair scored under the base and under the drop of every post it shows (columns
     :data:`DECISIVE_COLUMNS`): ``shown`` posts, ``flips`` (how many leavings-out changed the outcome), ``decisive``
-    (the position of the one post the verdict hinges on, 0 where none or several flip), ``evidence`` (the positions
+    (the position of the one post the verdict hinges on, 0 where none or several flip), ``decisive_rank`` (its
+    :func:`relevance_ranks`, 0 where none is decisive), ``evidence`` (the positions
     of evidence posts, :func:`evidence_positions`) and ``decisive_is_evidence`` (NaN where no evidence post is shown
     or no post is decisive). A pair showing no post, or more than :data:`prb_utils.probes.DROP_MAX`, is left out."""
     effects = post_effects(results)
@@ -180,8 +207,9 @@ def decisive_posts(results: pd.DataFrame, data: pd.DataFrame, *, retriever: Retr
         flips = [i for i in range(1, shown + 1) if flipped[i]]
         decisive = flips[0] if len(flips) == 1 else 0
         evidence = evidence_positions(record, base, retriever=retriever)
+        rank = relevance_ranks(record, base, retriever=retriever)[decisive - 1] if decisive else 0
         rows.append({"model": model, "base": base, "subset": subset, "id": pair_id, "shown": shown,
-                     "flips": len(flips), "decisive": decisive, "evidence": evidence,
+                     "flips": len(flips), "decisive": decisive, "decisive_rank": rank, "evidence": evidence,
                      "decisive_is_evidence": (float(decisive in evidence) if evidence and decisive else np.nan)})
     return pd.DataFrame(rows, columns=DECISIVE_COLUMNS)
 
@@ -266,26 +294,33 @@ def attribution_summary(results: pd.DataFrame, data: pd.DataFrame, *, units: str
     return out
 
 
-def decisive_positions(decided: pd.DataFrame) -> pd.DataFrame:
-    """Per model, base and position: how many hinged verdicts that post decides (``pairs``) and their share of the
-    model's hinged verdicts (``share``); every position up to the most posts shown, zeros included.
+POSITION_COLUMNS = ["model", "base", "position", "pairs", "share", "rank_pairs", "rank_share"]
 
-    >>> decided = pd.DataFrame({"model": "m", "base": "top3", "shown": 3, "decisive": [2, 2, 0, 1]})
-    >>> decisive_positions(decided)[["position", "pairs"]].values.tolist()
-    [[1, 1], [2, 2], [3, 0]]
+
+def decisive_positions(decided: pd.DataFrame) -> pd.DataFrame:
+    """Per model, base and position (1 up to the most posts shown, zeros included): how many hinged verdicts the
+    post shown there decides (``pairs``) and their share of the model's hinged verdicts (``share``); the same by
+    the decisive post's relevance rank (``rank_pairs``, ``rank_share``: :func:`relevance_ranks`).
+
+    >>> decided = pd.DataFrame({"model": "m", "base": "top3", "shown": 3, "decisive": [2, 2, 0, 1],
+    ...                         "decisive_rank": [1, 1, 0, 3]})
+    >>> decisive_positions(decided)[["position", "pairs", "rank_pairs"]].values.tolist()
+    [[1, 1, 2], [2, 2, 0], [3, 0, 1]]
     """
     rows = []
     for (model, base), group in decided.groupby(["model", "base"], sort=True):
         hinged = group[group["decisive"] > 0]
         for position in range(1, int(group["shown"].max()) + 1):
-            n = int((hinged["decisive"] == position).sum())
+            n, ranked = int((hinged["decisive"] == position).sum()), int((hinged["decisive_rank"] == position).sum())
             rows.append({"model": model, "base": base, "position": position, "pairs": n,
-                         "share": n / len(hinged) if len(hinged) else np.nan})
-    return pd.DataFrame(rows, columns=["model", "base", "position", "pairs", "share"])
+                         "share": n / len(hinged) if len(hinged) else np.nan, "rank_pairs": ranked,
+                         "rank_share": ranked / len(hinged) if len(hinged) else np.nan})
+    return pd.DataFrame(rows, columns=POSITION_COLUMNS)
 
 
 ATTRIBUTION_TABLE_COLUMNS = ["model", "verdicts hinging on one post [95% CI]", "no post flips it",
-                             "several posts flip it", "decisive post by position", "decided by the evidence post",
+                             "several posts flip it", "decisive post by position", "decisive post by relevance rank",
+                             "decided by the evidence post",
                              "mean |margin change|", "pairs"]
 
 
@@ -310,6 +345,8 @@ def attribution_table(summary: pd.DataFrame, decided: pd.DataFrame) -> pd.DataFr
             "several posts flip it": format_value(r["several_flip"], sense="proportion"),
             "decisive post by position": " / ".join(f"{p}: {n}" for p, n in zip(mine["position"], mine["pairs"],
                                                                                   strict=True)) or MISSING,
+            "decisive post by relevance rank": " / ".join(
+                f"{p}: {n}" for p, n in zip(mine["position"], mine["rank_pairs"], strict=True)) or MISSING,
             "decided by the evidence post": evidence,
             "mean |margin change|": (MISSING if pd.isna(r["mean_abs_margin_change"])
                                      else f"{r['mean_abs_margin_change']:.3g}"),
