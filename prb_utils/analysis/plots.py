@@ -399,7 +399,7 @@ def decisive_position_bars(positions: pd.DataFrame, *, palette: dict | None = No
             if pd.notna(part):
                 ax.text(x, n, f"{part:.0%}", ha="center", va="bottom", fontsize="x-small")
     ax.set_xticks(xs.tolist())
-    ax.set_xlabel("the decisive post's position shown / relevance rank (1 = first / most relevant)")
+    ax.set_xlabel("decisive post: position shown / relevance rank (1 = first / most relevant)")
     ax.set_ylabel("verdicts hinging on it")
     if len(sets) > 1:
         ax.legend(fontsize="small", frameon=False)
