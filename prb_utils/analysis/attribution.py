@@ -294,6 +294,47 @@ def attribution_summary(results: pd.DataFrame, data: pd.DataFrame, *, units: str
     return out
 
 
+PAIR_DROP_COLUMNS = ["model", "left out", "margin", "verdict", "changed"]
+
+
+def pair_drops(results: pd.DataFrame, record: dict, base: str, *, width: int = 60) -> pd.DataFrame:
+    """One pair, post by post (the workshop's view; columns :data:`PAIR_DROP_COLUMNS`): per model with drop jobs
+    of ``base`` for it, its verdict under ``base`` (left out: nothing), then with each post it shows left out (the
+    post's position and its first ``width`` characters), the margin (chosen minus rejected score), the verdict and
+    whether it changed from the base's (the posts a topK base shows are BM25+'s, as top{K} means by default).
+
+    >>> record = {"subset": "S", "id": "a", "question": "Q", "profile": [{"text": "p1"}, {"text": "p2"}]}
+    >>> rows = pd.DataFrame({"model": "m", "subset": "S", "id": "a", "profile": ["full", "full+drop1", "full+drop2"],
+    ...                      "outcome": ["correct", "correct", "wrong"], "score_chosen": [1.0, 1.0, 0.0],
+    ...                      "score_rejected": 0.5})
+    >>> pair_drops(rows, record, "full")[["left out", "verdict", "changed"]].values.tolist()
+    [['nothing', 'correct', ''], ['post 1: p1', 'correct', 'no'], ['post 2: p2', 'wrong', 'yes']]
+    """
+    mine = results[(results["subset"].astype(str) == str(record["subset"]))
+                   & (results["id"].astype(str) == str(record["id"]))]
+    mine = mine.assign(profile=mine["profile"].astype(str), _margin=_margins(mine))
+    split = mine["profile"].map(_drop_position)
+    mine = mine.assign(_base=split.map(lambda bp: bp[0]), _position=split.map(lambda bp: bp[1]))
+    mine = mine[mine["_base"] == base]
+    posts = record.get("profile") or []
+    shown = selected_posts(record, base)
+    rows = []
+    for model, group in mine.groupby("model", sort=True):
+        at_base = group[group["_position"] == 0]
+        if at_base.empty or not (group["_position"] > 0).any():
+            continue
+        verdict = str(at_base["outcome"].iloc[0])
+        rows.append({"model": model, "left out": "nothing", "margin": float(at_base["_margin"].iloc[0]),
+                     "verdict": verdict, "changed": ""})
+        for r in group[group["_position"] > 0].sort_values("_position").to_dict("records"):
+            at = int(r["_position"])
+            text = str(posts[shown[at - 1]].get("text") or "") if at <= len(shown) else ""
+            cut = text if len(text) <= width else text[:width - 1] + "…"
+            rows.append({"model": model, "left out": f"post {at}: {cut}", "margin": float(r["_margin"]),
+                         "verdict": str(r["outcome"]), "changed": "yes" if str(r["outcome"]) != verdict else "no"})
+    return pd.DataFrame(rows, columns=PAIR_DROP_COLUMNS)
+
+
 POSITION_COLUMNS = ["model", "base", "position", "pairs", "share", "rank_pairs", "rank_share"]
 
 
