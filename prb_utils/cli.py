@@ -57,7 +57,7 @@ from prb_utils.notebook.markup import prb_command
 from prb_utils.notebook.params import PARAMS_BY_NOTEBOOK
 from prb_utils.notebook.stages import Stages
 from prb_utils.plan import plan_frame, plan_text
-from prb_utils.probes import ATTRIBUTION, PROBES, default_probes
+from prb_utils.probes import ATTRIBUTION, DROP_MAX, PROBES, default_probes
 from prb_utils.profile import parse_condition, parse_seed, probe_conditions
 from prb_utils.schema import DEFAULT_CONDITION, DEFAULT_ZOO, NO_PROFILE
 from prb_utils.scoring import score_benchmark
@@ -250,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scoring_options(p, default_models=None)
     p.add_argument("--probe", action="append", choices=[*PROBES, ATTRIBUTION], default=None, metavar="PROBE",
                    help=f"a probe to run (repeatable; default: {', '.join(default_probes())}); one of "
-                        f"{', '.join(default_probes())}, drop1 .. drop{len(PROBES) - len(default_probes())} or "
+                        f"{', '.join(default_probes())}, drop1 .. drop{DROP_MAX} or "
                         f"{ATTRIBUTION} (every drop probe of the base)")
     p.add_argument("--out", type=_folder_name, default="results", help="store folder (default: results)")
     _add_units_option(p, saves=True)

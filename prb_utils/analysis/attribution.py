@@ -259,8 +259,8 @@ def attribution_summary(results: pd.DataFrame, data: pd.DataFrame, *, units: str
         if base not in set(group["profile"]) or not (group["_position"] > 0).any():
             continue
         mine = decided[(decided["model"] == model) & (decided["base"] == base)]
-        changed = float(sum(shown_count(records[k], base) > 0 for k in
-                            zip(group["subset"].astype(str), group["id"].astype(str), strict=True) if k in records))
+        pairs = set(zip(group["subset"].astype(str), group["id"].astype(str), strict=True))
+        changed = float(sum(shown_count(records[k], base) > 0 for k in pairs if k in records))
         first = f"{DROP_PREFIX}{int(group.loc[group['_position'] > 0, '_position'].min())}"
         reason = no_verdict_reason(group, base, first, changed)
         row = {"model": model, "base": base, "n_pairs": len(mine), "no_verdict": reason, "evidence_note": ""}
