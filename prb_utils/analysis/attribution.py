@@ -265,7 +265,8 @@ def attribution_summary(results: pd.DataFrame, data: pd.DataFrame, *, units: str
         reason = no_verdict_reason(group, base, first, changed)
         row = {"model": model, "base": base, "n_pairs": len(mine), "no_verdict": reason, "evidence_note": ""}
         if reason or mine.empty:
-            row["no_verdict"] = reason or "n/a: no pair was scored under the base and every drop of its posts"
+            row["no_verdict"] = reason or (f"n/a: no pair was scored under the base and every drop of its posts (a "
+                                           f"pair showing more than {DROP_MAX} posts has no drop of the rest)")
             rows.append(row)
             continue
         cells, unit = _cells(mine, data, units)
