@@ -59,6 +59,7 @@ from prb_utils.notebook.stages import Stages
 from prb_utils.plan import plan_frame, plan_text
 from prb_utils.probes import ATTRIBUTION, DROP_MAX, PROBES, default_probes
 from prb_utils.profile import parse_condition, parse_seed, probe_conditions
+from prb_utils.retrieval import post_selectors
 from prb_utils.schema import DEFAULT_CONDITION, DEFAULT_ZOO, NO_PROFILE
 from prb_utils.scoring import score_benchmark
 from prb_utils.store import (
@@ -590,18 +591,20 @@ def cmd_probe(args: argparse.Namespace) -> int:
             print()
             _print_frame(verdict_table(verdicts))
         print("\n" + "\n".join([*probe_notes(effects), f"{plan.rule()}."]))
-        _print_attribution(rows.assign(model=rows["job_label"]), data, plan)
+        base = parse_condition(conditions[0])
+        picks = post_selectors([base], args.retriever, args.seed)[base.spelling]   # the posts the base job showed
+        _print_attribution(rows.assign(model=rows["job_label"]), data, plan, picks)
     return 0
 
 
-def _print_attribution(rows: pd.DataFrame, data: pd.DataFrame, plan: Any) -> None:
-    """The attribution table of the drop jobs among ``rows`` (:mod:`prb_utils.analysis.attribution`), with its
-    rule; nothing where ``rows`` holds no drop job."""
-    summary = attribution_summary(rows, data, **plan.options())
+def _print_attribution(rows: pd.DataFrame, data: pd.DataFrame, plan: Any, retriever: Any = None) -> None:
+    """The attribution table of the drop jobs among ``rows`` (:mod:`prb_utils.analysis.attribution`; ``retriever``:
+    the base job's post selector), with its rule; nothing where ``rows`` holds no drop job."""
+    summary = attribution_summary(rows, data, retriever=retriever, **plan.options())
     if summary.empty:
         return
     print()
-    _print_frame(attribution_table(summary, decisive_posts(rows, data)))
+    _print_frame(attribution_table(summary, decisive_posts(rows, data, retriever=retriever)))
     print(f"\nAttribution: {ATTRIBUTION_RULE}.")
 
 

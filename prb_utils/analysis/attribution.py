@@ -57,7 +57,6 @@ ATTRIBUTION_RULE = (
     "decisive post is the evidence post when a rubric aspect's evidence text is found in it (case and spacing "
     "aside); n/a with the reason for a model that cannot react (a profile-blind kind, a position-locked judge) or "
     "where no drop changed an RM input")
-NO_DROPS = "n/a: no drop job of this base (prb probe --probe attribution adds them)"
 NO_EVIDENCE = "n/a: no rubric aspect's evidence quote is found in a post these pairs show"
 EFFECT_COLUMNS = ["model", "base", "subset", "id", "position", "margin_change", "flipped"]
 DECISIVE_COLUMNS = ["model", "base", "subset", "id", "shown", "flips", "decisive", "decisive_rank", "evidence",
@@ -246,7 +245,8 @@ def attribution_summary(results: pd.DataFrame, data: pd.DataFrame, *, units: str
     change| of a leaving-out, and among the hinged verdicts with an evidence post shown (``evidence_pairs``) the
     share decided by it (``on_evidence``, with its interval; ``evidence_note`` says why it is n/a). A model that
     cannot react has ``no_verdict`` (the reason: :func:`prb_utils.analysis.probe_effects.no_verdict_reason`) and no
-    numbers."""
+    numbers. ``retriever``: the base job's post selector (BM25+ when None, what ``top{K}`` means by default): the
+    positions do not depend on it, the evidence posts and relevance ranks do."""
     require_columns(results, ["model", "profile", "subset", "id", "outcome"])
     frame = results.assign(profile=results["profile"].astype(str))
     split = frame["profile"].map(_drop_position)
@@ -273,8 +273,8 @@ def attribution_summary(results: pd.DataFrame, data: pd.DataFrame, *, units: str
         hinges = (mine["flips"] == 1).to_numpy(dtype=float)
         share = _share(hinges, cells, unit, n_boot=n_boot, seed=seed, level=level)
         mag = effects[(effects["model"] == model) & (effects["base"] == base)]["margin_change"].abs().dropna()
-        row.update(n_units=int(cells.drop_duplicates().shape[0]) if unit else len(mine), hinges=share[0], hinges_low=share[1], hinges_high=share[2],
-                   none_flip=float((mine["flips"] == 0).mean()), several_flip=float((mine["flips"] > 1).mean()),
+        row.update(n_units=int(cells.drop_duplicates().shape[0]) if unit else len(mine), hinges=share[0],
+                   hinges_low=share[1], hinges_high=share[2], none_flip=float((mine["flips"] == 0).mean()), several_flip=float((mine["flips"] > 1).mean()),
                    mean_abs_margin_change=float(mag.mean()) if len(mag) else np.nan)
         known = mine["decisive_is_evidence"].notna().to_numpy()
         row["evidence_pairs"] = int(known.sum())
