@@ -19,6 +19,13 @@ from typing import Any
 
 import pandas as pd
 
+from prb_utils.analysis.attribution import (
+    ATTRIBUTION_RULE,
+    attribution_summary,
+    attribution_table,
+    decisive_posts,
+    longest_profile,
+)
 from prb_utils.analysis.findings import summary_verdicts
 from prb_utils.analysis.leaderboard import locked_jobs
 from prb_utils.analysis.metrics import TIE_RULES, summarize, unit_columns
@@ -52,8 +59,9 @@ from prb_utils.notebook.markup import prb_command
 from prb_utils.notebook.params import PARAMS_BY_NOTEBOOK
 from prb_utils.notebook.stages import Stages
 from prb_utils.plan import loading_frame, plan_frame, plan_text
-from prb_utils.probes import PROBES, backend_spellings, default_probes, probe
+from prb_utils.probes import ATTRIBUTION, DROP_MAX, PROBES, backend_spellings, default_probes, probe
 from prb_utils.profile import parse_condition, parse_seed, probe_conditions
+from prb_utils.retrieval import post_selectors
 from prb_utils.schema import DEFAULT_CONDITION, DEFAULT_ZOO, NO_PROFILE
 from prb_utils.scoring import score_benchmark
 from prb_utils.store import (
@@ -130,7 +138,10 @@ def _finite_float(text: str, allowed: str, ok: Callable[[float], bool]) -> float
 
 
 def _probe_name(text: str) -> str:
-    """A probe of ``--probe``: one of :data:`prb_utils.probes.PROBES` or a backend retest (``retest-bfloat16``)."""
+    """A probe of ``--probe``: one of :data:`prb_utils.probes.PROBES`, a backend retest (``retest-bfloat16``) or
+    :data:`prb_utils.probes.ATTRIBUTION` (every drop probe of the base)."""
+    if text.strip() == ATTRIBUTION:
+        return ATTRIBUTION
     try:
         return probe(text.strip()).name
     except PRBError as bad:
@@ -244,16 +255,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("probe", help="is the RM reading this user? score the personalization probes and say",
                        description="Scores the base condition (--profile, default top3) and each probe of it "
-                                   f"(condition BASE+PROBE: {', '.join(PROBES)}; see "
+                                   f"(condition BASE+PROBE: {', '.join(default_probes())}; see "
                                    "prb_utils.probes) like any job, then prints each probe against its base on the same "
-                                   "pairs and, per model, whether it reads the user.")
+                                   "pairs and, per model, whether it reads the user. --probe attribution leaves out "
+                                   "each shown post in turn (drop1 .. dropK: K extra jobs for topK, one per post of "
+                                   "the longest profile for full) and says which post each verdict hinges on.")
     _add_data_options(p, required=True)
     _add_scoring_options(p, default_models=None)
-    p.add_argument("--probe", action="append", type=_probe_name, default=None,
-                   help=f"a probe to run (repeatable; default: all but the opt-in "
-                        f"{', '.join(n for n in PROBES if n not in default_probes())}); a backend retest, "
-                        f"{backend_spellings()} (e.g. retest-bfloat16, retest-eager, retest-vllm), scores the "
-                        "same pairs with that option, a model loaded for its job alone")
+    p.add_argument("--probe", action="append", type=_probe_name, default=None, metavar="PROBE",
+                   help=f"a probe to run (repeatable; default: {', '.join(default_probes())}); also the opt-in "
+                        f"{', '.join(n for n in PROBES if n not in default_probes() and not PROBES[n].leaves_out)}, "
+                        f"drop1 .. drop{DROP_MAX} or {ATTRIBUTION} (every drop probe of the base), and a backend "
+                        f"retest, {backend_spellings()} (e.g. retest-bfloat16, retest-eager, retest-vllm), which "
+                        "scores the same pairs with that option, a model loaded for its job alone")
     p.add_argument("--out", type=_folder_name, default="results", help="store folder (default: results)")
     _add_units_option(p, saves=True)
 
@@ -581,7 +595,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
         raise PRBError("Give at least one --model KIND:NAME (see `prb models`).")
     if args.profile and len(args.profile) > 1:
         raise PRBError("prb probe takes one --profile (the base condition the probes transform, default top3).")
-    conditions = probe_conditions((args.profile or [DEFAULT_CONDITION])[0], args.probe)
+    most_posts = longest_profile(_load(args)) if ATTRIBUTION in (args.probe or ()) else 0
+    conditions = probe_conditions((args.profile or [DEFAULT_CONDITION])[0], args.probe, most_posts=most_posts)
     results = _score(args, _model_options(args), args.model, conditions, args.out)
     if world().is_main:
         data = _load(args)
@@ -600,7 +615,21 @@ def cmd_probe(args: argparse.Namespace) -> int:
             print()
             _print_frame(verdict_table(verdicts))
         print("\n" + "\n".join([*probe_notes(effects), f"{plan.rule()}."]))
+        base = parse_condition(conditions[0])
+        picks = post_selectors([base], args.retriever, args.seed)[base.spelling]   # the posts the base job showed
+        _print_attribution(rows.assign(model=rows["job_label"]), data, plan, picks)
     return 0
+
+
+def _print_attribution(rows: pd.DataFrame, data: pd.DataFrame, plan: Any, retriever: Any = None) -> None:
+    """The attribution table of the drop jobs among ``rows`` (:mod:`prb_utils.analysis.attribution`; ``retriever``:
+    the base job's post selector), with its rule; nothing where ``rows`` holds no drop job."""
+    summary = attribution_summary(rows, data, retriever=retriever, **plan.options())
+    if summary.empty:
+        return
+    print()
+    _print_frame(attribution_table(summary, decisive_posts(rows, data, retriever=retriever)))
+    print(f"\nAttribution: {ATTRIBUTION_RULE}.")
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

@@ -29,6 +29,12 @@ a reward model should do under it, the traits the analysis reads and its own :cl
   (:mod:`prb_utils.parrot`), the chosen answer untouched; ``parrot-control`` inserts the same number of words at the
   same places from another user's post. The parrot's flips (right under the base, wrong under it) beyond its
   control's say whether the RM rewards mimicry (:data:`MIMICRY_RULE`); a length-only RM sees the same change twice.
+- ``drop1`` .. ``drop10``: the i-th of the posts the base condition shows is left out (for ``top3`` the
+  i-th retrieved post, in the order shown; the other posts stay and no other post is retrieved in its place; for
+  ``full`` the profile's i-th post). The records are unchanged: the selection leaves the post out
+  (:func:`prb_utils.profile.selected_posts`, the one place that knows the condition), and a record showing fewer
+  than i posts is shown as under its base. ``prb probe --probe attribution`` runs them all (:data:`ATTRIBUTION`):
+  :mod:`prb_utils.analysis.attribution` reads which post each verdict hinges on.
 
 A probe with :attr:`Probe.backends` (``retest``) also has *backend variants*, written ``NAME-VALUE``
 (:func:`backend_variant`): ``retest-bfloat16`` (or another dtype), ``retest-eager`` (an attention
@@ -69,6 +75,10 @@ PROBE_SEED = 0
 #: change, and the values each takes: ``retest-VALUE`` scores the job with ``option=VALUE``.
 BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {"dtype": tuple(dict.fromkeys(DTYPES.values())),
                                                "attention": ATTENTIONS, "engine": tuple(ENGINES)}
+DROP_MAX = 10  # the last shown post a drop probe can leave out (drop1 .. drop10)
+DROP_PREFIX = "drop"
+#: ``prb probe --probe attribution``: every drop probe of the base condition (one job per post it shows)
+ATTRIBUTION = "attribution"
 
 
 @dataclass(frozen=True)
@@ -184,6 +194,9 @@ class Probe:
     backends: bool = False
     #: a backend variant's ``(option, value)``: its job loads the model with that option instead of the run's
     backend: tuple[str, str] | None = None
+    #: the position (from 1, in the order shown) of the shown post the selection leaves out (0: none; the drop
+    #: probes: :func:`prb_utils.profile.selected_posts`); such a probe runs with ``--probe attribution``, not by default
+    leaves_out: int = 0
 
 
 def twin_pairs(data: pd.DataFrame) -> dict[tuple[str, str], tuple[str, str]]:
@@ -370,6 +383,48 @@ def _same_scores(name: str) -> Check:
                  "float32 base is judged at bfloat16's)", sense=SCORE)
 
 
+def _showing_at_least(position: int) -> Callable[[pd.DataFrame, int], set[tuple[str, str]]]:
+    """The records whose profile has at least ``position`` posts: those a drop probe of that position changes
+    (under ``full`` they show every post; under ``topK``, K >= ``position`` as :func:`prb_utils.profile.
+    parse_condition` requires, they show min(K, posts)).
+
+    >>> data = pd.DataFrame({"subset": "S", "id": ["a", "b"], "profile": [[{"text": "u"}], []]})
+    >>> _showing_at_least(1)(data, 0), _showing_at_least(2)(data, 0)
+    ({('S', 'a')}, set())
+    """
+    def changed(data: pd.DataFrame, seed: int = PROBE_SEED) -> set[tuple[str, str]]:
+        return {key for key, posts in zip(_keys(data), _profiles(data), strict=True) if len(posts) >= position}
+
+    return changed
+
+
+def _ordinal(n: int) -> str:
+    """``1`` -> ``1st``, ``2`` -> ``2nd``, ``11`` -> ``11th``."""
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def drop_probe(position: int) -> Probe:
+    """The probe that leaves out the ``position``-th shown post (``drop2``: the second).
+
+    >>> drop_probe(2).name, drop_probe(2).changes
+    ('drop2', 'the 2nd post shown left out (no other post in its place)')
+    """
+    return Probe(f"{DROP_PREFIX}{position}", f"the {_ordinal(position)} post shown left out (no other post in its place)",
+                 "an RM that reads this post moves; the verdicts that flip hinge on it", same_records,
+                 changes_profile=True, tested=False, default=False, leaves_out=position,
+                 changed=_showing_at_least(position),
+                 unchanged=f"no record shows {position} posts")
+
+
+def drop_probes(shown: int) -> list[str]:
+    """The drop probes of a condition showing at most ``shown`` posts (at most :data:`DROP_MAX`).
+
+    >>> drop_probes(3)
+    ['drop1', 'drop2', 'drop3']
+    """
+    return [f"{DROP_PREFIX}{i}" for i in range(1, min(shown, DROP_MAX) + 1)]
+
+
 def _keeps_verdicts(name: str) -> Check:
     """The check of an invariance probe ``name``: the share of verdicts it changes, its whole interval at or below
     the run's tolerance."""
@@ -417,6 +472,7 @@ PROBES: dict[str, Probe] = {probe.name: probe for probe in (
           "the parrot's control: its flips are what inserting any user's words does", parrot_control,
           tested=False, default=False,
           unchanged="no rejected answer changed: no user's post has a word, or no other user"),
+    *(drop_probe(i) for i in range(1, DROP_MAX + 1)),
 )}
 
 

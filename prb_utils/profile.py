@@ -120,6 +120,11 @@ def parse_condition(text: str | ProfileCondition) -> ProfileCondition:
             raise PRBError(f"Unknown profile condition '{text}'; a probe follows none, full or topK after '+': "
                            f"one of {', '.join(probe_registry.PROBES)}, or {probe_registry.backend_spellings()} "
                            "(e.g. top3+swap).")
+        position = probe_registry.find_probe(probe_name).leaves_out
+        if position and (base.k == 0 or (base.k is not None and position > base.k)):
+            raise PRBError(f"Profile condition '{text}': {probe_name} leaves out the post shown at position "
+                           f"{position}, but {base.name} shows {'no post' if base.k == 0 else f'at most {base.k}'} "
+                           f"(e.g. top3+drop2).")
         return replace(base, name=f"{base.name}+{probe_name}", probe=probe_name)
     match = _CONDITION.match(base_text)
     if not match or (match.group(2) is not None and int(match.group(2)) < 1):
@@ -351,14 +356,27 @@ def rm_visible_fields(record: Mapping[str, Any]) -> tuple[str, list[tuple[str, s
 def selected_posts(
     record: Mapping[str, Any], condition: str | ProfileCondition, *, retriever: Retriever | None = None
 ) -> list[int]:
-    """Indices of the profile posts that the condition shows to the reward model."""
+    """Indices of the profile posts that the condition shows to the reward model, in the order shown. A drop probe
+    (``top3+drop2``: :attr:`prb_utils.probes.Probe.leaves_out`) leaves out the post its base shows at that position,
+    and no other post takes its place (a record showing fewer posts is shown as under the base).
+
+    >>> record = {"question": "cheap pans", "profile": [{"text": t} for t in ("boots", "cheap pans", "pans", "cheap")]}
+    >>> selected_posts(record, "top3"), selected_posts(record, "top3+drop2"), selected_posts(record, "full+drop4")
+    ([1, 2, 3], [1, 3], [0, 1, 2])
+    """
     cond = parse_condition(condition)
     question, posts = rm_visible_fields(record)
     if cond.k == 0 or not posts:
         return []
     if cond.k is None:
-        return list(range(len(posts)))
-    return (retriever or bm25_retrieve)(question, [text for _, text in posts], cond.k)
+        shown = list(range(len(posts)))
+    else:
+        shown = list((retriever or bm25_retrieve)(question, [text for _, text in posts], cond.k))
+    found = probe_registry.PROBES.get(cond.probe) if cond.probe else None   # a backend retest leaves none out
+    position = found.leaves_out if found is not None else 0
+    if 0 < position <= len(shown):
+        del shown[position - 1]
+    return shown
 
 
 def rm_user_message(
@@ -427,17 +445,27 @@ def user_text(message: str) -> str:
     return "\n".join([_POST_BULLET.sub("", posts), question])
 
 
-def probe_conditions(base: str, probes: Sequence[str] | None = None) -> list[str]:
-    """The base condition and each probe of it (the default ones of :data:`prb_utils.probes.PROBES` when ``probes``
-    is empty: :func:`prb_utils.probes.default_probes`).
+def probe_conditions(base: str, probes: Sequence[str] | None = None, *, most_posts: int = 0) -> list[str]:
+    """The base condition and each probe of it (:func:`prb_utils.probes.default_probes` when ``probes`` is empty);
+    :data:`prb_utils.probes.ATTRIBUTION` stands for the drop probes of every post the base shows: K of them for
+    ``topK``, ``most_posts`` (the longest profile of the data) for ``full`` (at most
+    :data:`prb_utils.probes.DROP_MAX`), none for ``none``.
 
     >>> probe_conditions("top3", ["swap", "retest"])
     ['top3', 'top3+swap', 'top3+retest']
+    >>> probe_conditions("top2", ["attribution"]), probe_conditions("full", ["attribution"], most_posts=1)
+    (['top2', 'top2+drop1', 'top2+drop2'], ['full', 'full+drop1'])
     """
     base = parse_condition(base)
     if base.probe or base.oracle:
         raise PRBError(f"--profile {base.name}: a probe transforms none, full or topK (e.g. --profile top3).")
-    return [base.spelling, *(f"{base.spelling}+{name}" for name in dict.fromkeys(probes or probe_registry.default_probes()))]
+    shown = most_posts if base.k is None else base.k
+    if probe_registry.ATTRIBUTION in (probes or ()) and not shown:
+        raise PRBError(f"--profile {base.name} --probe {probe_registry.ATTRIBUTION}: {base.name} shows no post, so there is none to "
+                       f"leave out (e.g. --profile top3).")
+    names = [drop for name in (probes or probe_registry.default_probes())
+             for drop in (probe_registry.drop_probes(shown) if name == probe_registry.ATTRIBUTION else [name])]
+    return [base.spelling, *(f"{base.spelling}+{name}" for name in dict.fromkeys(names))]
 
 
 def condition_records(data: pd.DataFrame, condition: str | ProfileCondition, *, seed: int = 0,

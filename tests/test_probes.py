@@ -21,7 +21,7 @@ from prb_utils.cli import main
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
 from prb_utils.models.batching import BudgetBatcher
-from prb_utils.probes import PROBES, apply_probe, changed_records, default_probes, twin_pairs
+from prb_utils.probes import DROP_MAX, PROBES, apply_probe, changed_records, default_probes, twin_pairs
 from prb_utils.profile import parse_condition
 from prb_utils.scoring import _batch_share
 from prb_utils.store import load_results
@@ -67,8 +67,9 @@ def test_every_probe_transforms_only_what_it_says():
     untagged = apply_probe(tagged, "untagged")
     assert untagged["profile"].tolist() == [[{"category": "", "text": "a"}, {"text": "b"}]] * len(data)
     assert tagged["profile"].tolist()[0][0]["category"] == "c"   # the transform copies, the records stay tagged
-    assert set(PROBES) == {"swap", "shuffle", "distract", "untagged", "label-swap", "retest", "parrot",
-                           "parrot-control"}
+    assert set(default_probes()) == {"swap", "shuffle", "distract", "untagged", "label-swap", "retest"}
+    assert set(PROBES) - set(default_probes()) == {"parrot", "parrot-control",   # opt-in; drops: --probe attribution
+                                                   *(f"drop{i}" for i in range(1, DROP_MAX + 1))}
 
 
 def _rows(model: str, profile: str, data: pd.DataFrame, margins: np.ndarray, kind: str = "classifier",

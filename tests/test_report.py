@@ -558,7 +558,7 @@ def test_a_default_report_scores_profile_sizes_for_the_curve_with_the_cheap_mode
                                                                                          tiny_lm_dir):
     from prb_utils.analysis import profile_curves as pc
     from prb_utils.notebook.params import DiagnosticsParams
-    from prb_utils.probes import PROBES
+    from prb_utils.probes import default_probes
     from prb_utils.store import load_results, load_run_metadata, query_results
 
     seen = notebook_calls
@@ -570,7 +570,7 @@ def test_a_default_report_scores_profile_sizes_for_the_curve_with_the_cheap_mode
     main_profiles = ["none"] if given else ["none", "top3"]
     curve = [] if given else list(DiagnosticsParams.curve_profiles)
     oracle = [] if given else ["rubric"]
-    probes = [] if given else [f"top3+{p}" for p in PROBES]   # page 05: the quick models' probes
+    probes = [] if given else [f"top3+{p}" for p in default_probes()]   # page 05: the quick models' probes
     assert jobs == ({(m, p) for m in ("length", "lexical") for p in [*main_profiles, *curve, *oracle, *probes]}
                     | {(f"implicit:{tiny_lm_dir}", p) for p in main_profiles})  # an LLM only under the report's
     meta = load_run_metadata(tmp_path / "store")

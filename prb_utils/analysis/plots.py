@@ -399,6 +399,43 @@ def control_flips(effects: pd.DataFrame, *, palette: dict | None = None, ax: Axe
     return ax
 
 
+def decisive_position_bars(positions: pd.DataFrame, *, palette: dict | None = None, ax: Axes | None = None,
+                           title: str | None = None) -> Axes:
+    """One model's decisive posts (:func:`prb_utils.analysis.attribution.decisive_positions`, its rows of one base):
+    per position, the verdicts that hinge on the post shown there alone (a solid bar), and beside it, where the
+    frame has them, those that hinge on the post of that relevance rank (a hatched bar); each bar's share of the
+    hinged verdicts is written above it.
+
+    >>> frame = pd.DataFrame({"model": "m", "position": [1, 2, 3], "pairs": [1, 5, 0], "share": [1/6, 5/6, 0],
+    ...                       "rank_pairs": [4, 2, 0], "rank_share": [4/6, 2/6, 0]})
+    >>> [round(p.get_height()) for p in decisive_position_bars(frame).patches]
+    [1, 5, 0, 4, 2, 0]
+    """
+    require_columns(positions, ["model", "position", "pairs", "share"], what="plotted")
+    frame = positions.sort_values("position").reset_index(drop=True)
+    ax = axes_or_new(ax, (max(5.0, 0.9 * len(frame) + 2.5), 3.0))
+    colour = (_colour_of_rows(frame, palette) or [MODEL_COLOURS[0]])[0]
+    xs = frame["position"].astype(int).to_numpy()
+    sets = [("pairs", "share", "by position shown", None)]
+    if {"rank_pairs", "rank_share"} <= set(frame.columns):
+        sets.append(("rank_pairs", "rank_share", "by relevance rank (BM25+)", "//"))
+    width = 0.8 / len(sets)
+    for i, (count, share, label, hatch) in enumerate(sets):
+        at = xs + (i - (len(sets) - 1) / 2) * width
+        ax.bar(at, frame[count], width=width, color=colour, alpha=0.45 if hatch else 0.9, hatch=hatch,
+               edgecolor="black" if hatch else colour, label=label)
+        for x, n, part in zip(at, frame[count], frame[share], strict=True):
+            if pd.notna(part):
+                ax.text(x, n, f"{part:.0%}", ha="center", va="bottom", fontsize="x-small")
+    ax.set_xticks(xs.tolist())
+    ax.set_xlabel("decisive post: position shown / relevance rank (1 = first / most relevant)")
+    ax.set_ylabel("verdicts hinging on it")
+    if len(sets) > 1:
+        ax.legend(fontsize="small", frameon=False)
+    default = f"{frame['model'].iloc[0]}: which shown post the verdict hinges on" if len(frame) else ""
+    ax.set_title(title if title is not None else default)
+    return ax
+
 LINESTYLES = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D", "v", "P")
 

@@ -68,6 +68,7 @@ from prb_utils.analysis.resampling import (
 from prb_utils.formatting import MISSING, SCORE, format_interval, format_value
 from prb_utils.models.kinds import MODEL_KINDS
 from prb_utils.probes import (
+    ATTRIBUTION,
     PROBES,
     Measurement,
     Probe,
@@ -567,8 +568,20 @@ def reading_verdicts(effects: pd.DataFrame, *, models: Sequence[str] | None = No
 
 
 def probe_expectations() -> pd.DataFrame:
-    """Each probe's change and expected behaviour (:data:`prb_utils.probes.PROBES`), for a page's table."""
-    return pd.DataFrame([{"probe": p.name, "changes": p.changes, "expected": p.expected} for p in PROBES.values()])
+    """Each probe's change and expected behaviour (:data:`prb_utils.probes.PROBES`), for a page's table; the probes
+    that leave out one shown post (:attr:`prb_utils.probes.Probe.leaves_out`) in one row.
+
+    >>> probe_expectations()["probe"].iloc[-1]
+    'drop1 .. drop10'
+    """
+    shown = [{"probe": p.name, "changes": p.changes, "expected": p.expected} for p in PROBES.values()
+             if not p.leaves_out]
+    drops = [p for p in PROBES.values() if p.leaves_out]
+    if drops:
+        shown.append({"probe": f"{drops[0].name} .. {drops[-1].name}",
+                      "changes": "the post shown at that position left out (no other post in its place)",
+                      "expected": f"{drops[0].expected} (run with prb probe --probe {ATTRIBUTION})"})
+    return pd.DataFrame(shown)
 
 
 # ------------------------------------------------------------------------------------------------ views

@@ -44,10 +44,11 @@ STORE_OPTION = {"score": "--out", "probe": "--out", "bon": "--results", "ppo": "
 
 
 def prb_command(verb: str, *, data: object, store: object, models: Sequence[str] = (),
-                profile: str | Sequence[str] | None = None, subsets: Sequence[str] = (), limit: int | None = None) -> str:
+                profile: str | Sequence[str] | None = None, subsets: Sequence[str] = (), limit: int | None = None,
+                probes: Sequence[str] = ()) -> str:
     """The shell command ``prb VERB`` on ``data`` (its ``subsets`` and first ``limit`` pairs of each, when given)
     into the store ``store`` (paths as pages show them: never an absolute local path), for ``models`` and the
-    profile condition(s) ``profile``, quoted for a shell. Every command a page or the board suggests is built here,
+    profile condition(s) ``profile`` (and, for ``prb probe``, its ``probes``), quoted for a shell. Every command a page or the board suggests is built here,
     on its own data.
 
     >>> prb_command("score", data="sample", models=["length", "judge:smollm2"], profile="top3", store="results")
@@ -58,6 +59,8 @@ def prb_command(verb: str, *, data: object, store: object, models: Sequence[str]
     'prb score --data d.jsonl --profile none --profile top3 --out results'
     >>> prb_command("probe", data="sample", models=["lexical"], profile="top2", subsets=["a b"], limit=4, store="r")
     "prb probe --data sample --model lexical --profile top2 --subset 'a b' --limit 4 --out r"
+    >>> prb_command("probe", data="sample", models=["lexical"], profile="top3", probes=["attribution"], store="r")
+    'prb probe --data sample --model lexical --profile top3 --probe attribution --out r'
     """
     profiles = [profile] if isinstance(profile, str) else list(profile or ())
     parts = ["prb", verb, "--data", shlex.quote(display_path(data))]
@@ -65,6 +68,7 @@ def prb_command(verb: str, *, data: object, store: object, models: Sequence[str]
     parts += [f"--profile {shlex.quote(p)}" for p in profiles]
     parts += [f"--subset {shlex.quote(s)}" for s in subsets]
     parts += [f"--limit {limit}"] if limit else []
+    parts += [f"--probe {shlex.quote(p)}" for p in probes]
     parts += [STORE_OPTION[verb], shlex.quote(display_path(store))]
     return " ".join(parts)
 
