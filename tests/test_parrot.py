@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from prb_utils.analysis.findings import control_sentences
+from prb_utils.analysis.findings import control_sentences, page_sentences
 from prb_utils.analysis.probe_effects import (
     control_table,
     probe_effects,
@@ -156,6 +156,13 @@ def test_mimicry_is_told_from_the_same_change_any_user_words_make():
     assert f"beyond the control, with {N_QUESTIONS} units and Holm over 3 models (p = " in said["mimic"]["sentence"]
     assert said["mimic"]["sentence"].endswith("rewards mimicry.") and said["mimic"]["n_units"] == N_QUESTIONS
     assert said["length"]["verdict"] == "no mimicry found" and said["length"]["beyond_control"] == 0
+    # page 05's sentence per model says the parrot's verdict, not its check's pass/fail (a "fail" beside "rewards
+    # mimicry" would read as a contradiction)
+    opening = {s["model"]: s for s in page_sentences(None, "05", effects=effects)}
+    assert opening["mimic"]["checks"]["parrot"] == "rewards mimicry" and "parrot rewards mimicry" in \
+        opening["mimic"]["sentence"]
+    assert opening["weak"]["checks"]["parrot"] == "inconclusive"
+    assert opening["length"]["checks"]["parrot"] == "no mimicry found"
 
 
 def test_a_parrot_without_its_control_or_its_user_gets_no_verdict():

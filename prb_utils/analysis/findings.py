@@ -532,12 +532,24 @@ def _probe_sentences(found: Findings | None, effects: pd.DataFrame) -> list[dict
                          f"model{'s' if members != 1 else ''} (p = {_p(r['p_holm'])}), {verdict}")
         order = {name: i for i, name in enumerate(PROBES)}
         mine = mine.sort_values("probe", key=lambda c: c.map(order).fillna(len(order)))
-        checks = {str(c.probe): str(c.check) for c in mine.itertuples() if c.probe not in reading_probes() and c.check}
+        checks = {str(c.probe): _check_word(c._asdict()) for c in mine.itertuples()
+                  if c.probe not in reading_probes() and c.check}
         item["checks"] = checks
         tail = (". Checks: " + ", ".join(f"{name} {check}" for name, check in checks.items())) if checks else ""
         item["sentence"] = f"{head}{tail}."
         out.append(item)
     return out
+
+
+def _check_word(row: dict[str, Any]) -> str:
+    """A probe's word in a model's sentence: its verdict against its control where it has one (``parrot``: "rewards
+    mimicry", "no mimicry found", "inconclusive"), else its check's pass or fail.
+
+    >>> _check_word({"check": "fail", "control_verdict": "rewards mimicry"}), _check_word({"check": "pass"})
+    ('rewards mimicry', 'pass')
+    """
+    verdict = row.get("control_verdict")
+    return str(verdict) if isinstance(verdict, str) and verdict else str(row["check"])
 
 
 def control_sentences(found: Findings | None, effects: pd.DataFrame) -> list[dict[str, Any]]:
