@@ -1305,6 +1305,22 @@ def test_the_leaderboard_fits_a_1366_px_screen_with_every_column_and_its_toggle(
             assert f'id="{model_anchor(model)}"' in text, (page, model)
 
 
+_PAGE_LINK = re.compile(r'href="(\d\d_[A-Za-z0-9_]+\.html)#([^"]+)"')
+
+
+def test_every_link_to_a_section_of_a_page_lands_on_an_element_that_exists(report):
+    """Every ``href="NN_page.html#id"`` of every page of the report (the leaderboard's links to the models' pairs on
+    01 and probes on 05 among them) names an id the target page holds: none silently lands on the page's top."""
+    pages = sorted(report.glob("*.html"))
+    ids = {p.name: set(re.findall(r'\bid="([^"]+)"', p.read_text(encoding="utf-8"))) for p in pages}
+    links = {(p.name, target, html.unescape(fragment)) for p in pages
+             for target, fragment in _PAGE_LINK.findall(p.read_text(encoding="utf-8"))}
+    targets = {target for _, target, _ in links}
+    assert {"01_pair_inspection.html", "05_reading_the_user.html"} <= targets, targets   # the leaderboard's links
+    missing = sorted(link for link in links if link[2] not in ids.get(link[1], set()))
+    assert not missing, missing
+
+
 def _pdf_probe(page) -> str:
     return pdf_text(page.pdf(format="A4", prefer_css_page_size=True, print_background=True))
 
