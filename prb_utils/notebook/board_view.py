@@ -24,7 +24,7 @@ from prb_utils.analysis.findings import BLIND_NOTE, Findings, rank_span
 from prb_utils.analysis.leaderboard import RULES
 from prb_utils.formatting import COUNT, MISSING, PROPORTION, format_interval, format_signed, format_value
 from prb_utils.notebook.markup import model_anchor
-from prb_utils.notebook.model_sections import linked_pages
+from prb_utils.notebook.model_sections import PAIRS_PAGE, linked_pages, section_models
 from prb_utils.notebook.pair_view import pair_anchor
 from prb_utils.profile import condition_sort_key
 
@@ -198,14 +198,15 @@ def model_section_html(model: str, body: str, *, title: str = "") -> str:
 
 
 def model_pairs_html(results: pd.DataFrame, *, cards: Any = None) -> str:
-    """Per model of ``results`` (per-item rows), its section (:func:`model_section_html`): per condition, how many
+    """Per model of ``results`` (per-item rows; :func:`prb_utils.notebook.model_sections.section_models` of page
+    01), its section (:func:`model_section_html`): per condition, how many
     pairs it gets right and the ids of those it does not, each linked to its card on the page
     (:func:`prb_utils.notebook.pair_view.pair_anchor`) when ``cards`` (frame with ``subset``, ``id``: the pairs
     whose cards the page shows; anything else, e.g. a live browser's widget, links none) holds it."""
     shown = set() if not isinstance(cards, pd.DataFrame) else {(str(s), str(i)) for s, i in zip(cards["subset"], cards["id"], strict=True)}
     parts = []
-    for model, mine in results.groupby("model", sort=True):
-        lines = []
+    for model in section_models(PAIRS_PAGE, results):   # the rule the leaderboard links by
+        mine, lines = results[results["model"].astype(str) == model], []
         for condition, rows in sorted(mine.groupby("profile"), key=lambda kv: condition_sort_key(kv[0])):
             wrong = rows[rows["outcome"] != "correct"].sort_values(["subset", "id"])
             ids = ", ".join(
