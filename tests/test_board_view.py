@@ -3,6 +3,7 @@ its verdicts in words, rank words, links to each model's sections, and those sec
 
 from __future__ import annotations
 
+import html
 import re
 
 import pandas as pd
@@ -13,6 +14,7 @@ from prb_utils.analysis.findings import compute_findings
 from prb_utils.analysis.uncertainty import ResamplingPlan
 from prb_utils.notebook.board_view import board_html, model_pairs_html, rank_words
 from prb_utils.notebook.markup import model_anchor
+from prb_utils.notebook.model_sections import MODEL_PAGES, PAIRS_PAGE, PROBES_PAGE
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +28,7 @@ def _rows(page: str, condition: str) -> list[str]:
 
 
 def test_one_block_per_condition_one_row_per_model_with_its_verdicts_in_words(found):
-    page = board_html(found)
+    page = board_html(found, sections={PAIRS_PAGE: set(found.board["model"])})
     assert re.findall(r'data-condition="([^"]+)"', page) == found.conditions()
     board = found.board[~found.board["oracle"]]
     for condition in found.conditions():
@@ -65,13 +67,26 @@ def test_rank_words_say_who_shares_a_rank_and_which_ranks_stay_open():
 
 def test_each_row_links_to_the_models_sections_and_names_are_escaped():
     rows = planted().replace({"model": {"B": "embedding:<b>x</b>"}})
-    page = board_html(compute_findings(rows, calibrate=False, plan=ResamplingPlan(n_boot=100)), links=".ipynb")
+    found = compute_findings(rows, calibrate=False, plan=ResamplingPlan(n_boot=100))
+    everywhere = {PAIRS_PAGE: set(rows["model"]), PROBES_PAGE: set(rows["model"])}
+    page = board_html(found, links=".ipynb", sections=everywhere)
     assert "<b>x</b>" not in page and "embedding:&lt;b&gt;x&lt;/b&gt;" in page
     anchor = model_anchor("embedding:<b>x</b>")
     assert re.fullmatch(r"model-[A-Za-z0-9_-]+", anchor)
     assert f'href="01_pair_inspection.ipynb#{anchor}"' in page and f'href="05_reading_the_user.ipynb#{anchor}"' in page
-    assert "href=" not in board_html(compute_findings(rows, calibrate=False, plan=ResamplingPlan(n_boot=100)),
-                                     links="")
+    assert "href=" not in board_html(found, links="", sections=everywhere)
+    assert "href=" not in board_html(found, links=".html")   # no sections known: no link at all
+
+
+def test_a_model_without_a_section_on_a_page_gets_plain_text_with_the_reason():
+    rows = planted()
+    found = compute_findings(rows, calibrate=False, plan=ResamplingPlan(n_boot=100))
+    page = board_html(found, sections={PAIRS_PAGE: {"A", "B", "C", "J"}, PROBES_PAGE: {"A"}})
+    hrefs = re.findall(r'href="([^"]+)"', page)
+    assert sorted(set(hrefs)) == sorted({f"01_pair_inspection.html#{model_anchor(m)}" for m in "ABCJ"}
+                                        | {f"05_reading_the_user.html#{model_anchor('A')}"})
+    row_b = next(r for r in _rows(page, "top3") if 'data-label="model">B ' in r)
+    assert f'<span class="none" title="{html.escape(MODEL_PAGES[1].missing)}">probes</span>' in row_b
 
 
 def test_a_models_section_counts_its_pairs_and_links_those_with_a_card():

@@ -232,7 +232,7 @@ def test_the_findings_never_rank_a_position_locked_judge_and_say_why_once():
     assert bool(board.loc["judge:a", "locked"]) and np.isnan(board.loc["judge:a", "rank"])
     assert board.loc["judge:fair", "rank"] == 1 and board.loc["judge:a", "chance"] == ""
     assert [h["leaders"] for h in found.headline()] == [["judge:fair"]]
-    page = _findings_html(found)
+    page = _findings_html(found, {"01_pair_inspection": {"judge:fair", "judge:a"}})
     assert page.count("Position-locked judge judge:a") == 1  # its reason, once, under the table
     assert '<td data-label="model">judge:fair <span class="links">' in page
 

@@ -111,7 +111,7 @@ def test_the_index_shows_the_findings_with_their_rules_and_greys_a_locked_judge(
     from prb_utils.notebook.report import _findings_html
 
     found = compute_findings(planted(), calibrate=False, plan=ResamplingPlan(n_boot=200))
-    page = _findings_html(found)
+    page = _findings_html(found, {"01_pair_inspection": set(found.board["model"])})
     assert 'class="prb-board"' in page and page.count('<tr class="locked">') == 1
     locked_row = page[page.index('<tr class="locked">'):].split("</tr>")[0]
     assert '<td data-label="rank"><b>—</b></td><td data-label="model">J ' in locked_row

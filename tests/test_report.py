@@ -25,6 +25,7 @@ import pandas as pd
 import pytest
 from offline_browser import fresh, offline_page
 from pdf_text import pdf_text
+from test_model_sections import section_links
 
 from prb_utils.cli import main
 from prb_utils.errors import PRBError
@@ -1303,6 +1304,15 @@ def test_the_leaderboard_fits_a_1366_px_screen_with_every_column_and_its_toggle(
         text = (report / f"{page}.html").read_text(encoding="utf-8")
         for model in models:
             assert f'id="{model_anchor(model)}"' in text, (page, model)
+
+
+def test_every_link_to_a_section_of_a_page_lands_on_an_element_that_exists(report):
+    """Every ``href="NN_page.html#id"`` of every page of the report (the leaderboard's links to the models' pairs on
+    01 and probes on 05 among them) names an id the target page holds: none silently lands on the page's top."""
+    links, missing = section_links(report)
+    targets = {target for _, target, _ in links}
+    assert {"01_pair_inspection.html", "05_reading_the_user.html"} <= targets, targets   # the leaderboard's links
+    assert not missing, missing
 
 
 def _pdf_probe(page) -> str:

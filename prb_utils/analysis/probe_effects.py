@@ -151,6 +151,22 @@ def split_probe(condition: str) -> tuple[str, str | None]:
     return base, (name or None)
 
 
+def probed_models(results: pd.DataFrame, base: str) -> list[str]:
+    """The models of ``results`` (per-item rows) that :func:`probe_effects` measures against ``base``: those with
+    rows under ``base`` and under at least one probe of it (``base+NAME``), sorted.
+
+    >>> rows = pd.DataFrame({"model": ["a", "a", "b", "c"], "profile": ["top3", "top3+swap", "top3", "none+swap"]})
+    >>> probed_models(rows, "top3")
+    ['a']
+    """
+    if results.empty:
+        return []
+    bases = results["profile"].astype(str).map(lambda c: split_probe(c)[0])
+    mine = results[bases == base]
+    probes = mine["profile"].astype(str) != base
+    return sorted({str(m) for m in mine.loc[probes, "model"]} & {str(m) for m in mine.loc[~probes, "model"]})
+
+
 def no_verdict_reason(rows: pd.DataFrame, base: str, name: str, changed: float) -> str:
     """Why ``model`` can get no verdict from the profile probe ``name`` of ``base`` ("" when it can): the probe
     changed no RM input (``changed`` = 0 pairs), its kind never reads the profile, or it is position-locked under

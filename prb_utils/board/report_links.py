@@ -2,8 +2,9 @@
 
 REPORT is a folder ``prb report`` wrote. A run of the board whose job is one of the report's (a ``job`` of its
 ``results.csv``) links from its card to its sections of the report's pages
-(:data:`prb_utils.notebook.board_view.MODEL_PAGES`, at :func:`prb_utils.notebook.markup.model_anchor` of the
-report's label for the job), where the page holds that section; the board's header links to the report's index;
+(:data:`prb_utils.notebook.model_sections.MODEL_PAGES`, at :func:`prb_utils.notebook.markup.model_anchor` of the
+report's label for the job), where the page holds that section (its ids, read by
+:func:`prb_utils.notebook.model_sections.page_anchors`); the board's header links to the report's index;
 and the report's index gets one paragraph under its title that links to the board and to each of those runs'
 cards (replaced, not repeated, when the board is built again). Every link is relative, so the two folders open
 from disk and can move together.
@@ -22,14 +23,13 @@ from urllib.parse import quote
 import pandas as pd
 
 from prb_utils.errors import PRBError
-from prb_utils.notebook.board_view import MODEL_PAGES
 from prb_utils.notebook.markup import model_anchor
+from prb_utils.notebook.model_sections import MODEL_PAGES, page_anchors
 from prb_utils.notebook.report import RESULTS_CSV
 
 #: The comments around the paragraph the board writes into a report's index.
 INDEX_START, INDEX_END = "<!-- prb board link -->", "<!-- /prb board link -->"
 _REGION = re.compile(re.escape(INDEX_START) + ".*?" + re.escape(INDEX_END) + "\n?", re.DOTALL)
-_ANCHOR = re.compile(r'\bid="(model-[A-Za-z0-9_-]+)"')
 
 
 def relative_href(target: Path, start: Path, fragment: str = "") -> str:
@@ -60,16 +60,6 @@ def report_jobs(report: Path) -> dict[str, str]:
     return dict(zip(rows["job"], rows["job_label"], strict=True))
 
 
-def page_anchors(report: Path) -> dict[str, set[str]]:
-    """Per page of :data:`~prb_utils.notebook.board_view.MODEL_PAGES` the report holds: the model sections on it."""
-    found = {}
-    for page, _ in MODEL_PAGES:
-        path = report / f"{page}.html"
-        if path.is_file():
-            found[page] = set(_ANCHOR.findall(path.read_text(encoding="utf-8", errors="replace")))
-    return found
-
-
 def report_links(models: Mapping[str, Mapping[str, Any]], report: Path, out: Path) -> dict[str, Any]:
     """The links of a board written to ``out`` with the report ``report``: ``index`` (the board's link to the
     report's index) and ``cards`` (run id -> its links ``{what, href}`` into the report's pages; a run the report
@@ -81,8 +71,8 @@ def report_links(models: Mapping[str, Mapping[str, Any]], report: Path, out: Pat
         if label is None:
             continue
         anchor = model_anchor(label)
-        cards[run] = [{"what": what, "href": relative_href(report / f"{page}.html", out, anchor)}
-                      for page, what in MODEL_PAGES if anchor in anchors.get(page, set())]
+        cards[run] = [{"what": p.what, "href": relative_href(report / f"{p.page}.html", out, anchor)}
+                      for p in MODEL_PAGES if anchor in anchors.get(p.page, set())]
     return {"index": relative_href(report / "index.html", out), "cards": cards}
 
 

@@ -6,7 +6,8 @@ HTML, the same words): per benchmark condition a table of rank, model, accuracy 
 chance and (for a condition with a lift) the lift over the baseline [95% CI] with its verdict; kind, pairs, ties
 and the rank range are secondary, shown when "more columns" is ticked (a checkbox and CSS: no script). The oracle
 is a block of its own, never ranked. Each model's name links to its section on page 01 (its pairs) and page 05
-(its probes): the anchors of :func:`prb_utils.notebook.markup.model_anchor`. The stylesheet (:data:`BOARD_CSS`)
+(its probes), at :func:`prb_utils.notebook.markup.model_anchor`, where the page holds one
+(:func:`prb_utils.notebook.model_sections.page_sections`); elsewhere the word is plain text whose title says why. The stylesheet (:data:`BOARD_CSS`)
 travels with the table: on a phone (390 px) each row stacks its cells under their labels, in print every
 condition's block and every verdict is printed and a block is not split across pages.
 """
@@ -14,7 +15,7 @@ condition's block and every verdict is printed and a block is not split across p
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -23,11 +24,10 @@ from prb_utils.analysis.findings import BLIND_NOTE, Findings, rank_span
 from prb_utils.analysis.leaderboard import RULES
 from prb_utils.formatting import COUNT, MISSING, PROPORTION, format_interval, format_signed, format_value
 from prb_utils.notebook.markup import model_anchor
+from prb_utils.notebook.model_sections import PAIRS_PAGE, linked_pages, section_models
 from prb_utils.notebook.pair_view import pair_anchor
 from prb_utils.profile import condition_sort_key
 
-#: The pages a leaderboard row links to, with what each holds for the model.
-MODEL_PAGES = (("01_pair_inspection", "pairs"), ("05_reading_the_user", "probes"))
 LOCKED_TEXT = "position-locked: not ranked"
 LOCKED_ROW = ' class="locked"'  # a locked judge's row: greyed
 MORE_LABEL = "more columns: kind, pairs, ties"
@@ -41,7 +41,8 @@ BOARD_CSS = """
 .prb-board .verdict { font-weight: bold; }
 .prb-board .why { color: #555; font-size: 0.85em; }
 .prb-board .links { font-size: 0.8em; white-space: nowrap; }
-.prb-board .links a { margin-right: 0.5em; }
+.prb-board .links a, .prb-board .links .none { margin-right: 0.5em; }
+.prb-board .links .none { color: #777; cursor: help; }
 .prb-board h4 { margin: 0.8em 0 0.2em; }
 .prb-board input.prb-board-more:not(:checked) ~ section .secondary { display: none; }
 .prb-board label { font-size: 0.85em; color: #555; cursor: pointer; }
@@ -90,16 +91,19 @@ def rank_words(rank: float, low: float, high: float, shared: int) -> str:
     return "; ".join(words)
 
 
-def model_links(model: str, pages: Sequence[tuple[str, str]] = MODEL_PAGES, *, suffix: str = ".html") -> str:
-    """Links from a leaderboard row to the model's sections on ``pages`` (``(page, what)``), at the anchor
-    :func:`prb_utils.notebook.markup.model_anchor`.
+def model_links(model: str, sections: Mapping[str, set[str]], *, suffix: str = ".html") -> str:
+    """Links from a leaderboard row to the model's sections (:data:`~prb_utils.notebook.model_sections.MODEL_PAGES`,
+    at :func:`~prb_utils.notebook.markup.model_anchor`) on the pages ``sections`` (page -> the models with a
+    section there: :func:`~prb_utils.notebook.model_sections.page_sections`) says hold one; for another page the
+    word is plain text whose title says why there is no section.
 
-    >>> model_links("lexical", [("01_pair_inspection", "pairs")])
-    '<span class="links"><a href="01_pair_inspection.html#model-lexical">pairs</a></span>'
+    >>> model_links("lexical", {"01_pair_inspection": {"lexical"}})
+    '<span class="links"><a href="01_pair_inspection.html#model-lexical">pairs</a><span class="none" title="not probed on top3: `prb probe --model SPEC` adds its probes to page 05">probes</span></span>'
     """
-    links = "".join(f'<a href="{_esc(page)}{_esc(suffix)}#{model_anchor(model)}">{_esc(what)}</a>'
-                    for page, what in pages)
-    return f'<span class="links">{links}</span>' if links else ""
+    links = "".join(f'<a href="{_esc(target.page)}{_esc(suffix)}#{model_anchor(model)}">{_esc(target.what)}</a>'
+                    if has else f'<span class="none" title="{_esc(target.missing)}">{_esc(target.what)}</span>'
+                    for target, has in linked_pages(model, sections))
+    return f'<span class="links">{links}</span>'
 
 
 def _td(label: str, body: str, css: str = "") -> str:
@@ -108,7 +112,7 @@ def _td(label: str, body: str, css: str = "") -> str:
 
 
 def _condition_block(part: pd.DataFrame, condition: str, baseline: str, *, links: str,
-                     blind: Sequence[str] = ()) -> str:
+                     sections: Mapping[str, set[str]] | None, blind: Sequence[str] = ()) -> str:
     """One condition's table: a row per model, its rank with words, accuracy and chance, lift and verdict (a
     model with no lift says why: ``blind``, the models that never read the profile, or its lock)."""
     with_lift = bool((part["lift_verdict"] != "").any())
@@ -122,7 +126,8 @@ def _condition_block(part: pd.DataFrame, condition: str, baseline: str, *, links
         rank = ("—" if r.locked else format_value(r.rank, "rank"))
         words = "" if r.locked else rank_words(r.rank, r.rank_low, r.rank_high, int(shared.get(r.rank, 0)))
         rank_cell = f"<b>{_esc(rank)}</b>" + (f' <span class="why">({_esc(words)})</span>' if words else "")
-        name = f"{_esc(r.model)}" + (f" {model_links(str(r.model), suffix=links)}" if links else "")
+        name = f"{_esc(r.model)}" + (f" {model_links(str(r.model), sections, suffix=links)}"
+                                     if links and sections is not None else "")
         chance = LOCKED_TEXT if r.locked else r.chance
         ties = f"{format_value(r.ties, sense=COUNT)} ({format_value(r.tie_rate, sense=PROPORTION)})"
         ties += f"; {format_value(r.near_ties, sense=COUNT)} near" if r.near_ties else ""
@@ -162,14 +167,17 @@ def _oracle_block(oracle: pd.DataFrame) -> str:
             f'<table class="prb-board-table"><thead><tr>{heads}</tr></thead><tbody>{rows}</tbody></table></section>')
 
 
-def board_html(found: Findings, *, baseline: str = "none", links: str = ".html", key: str = "board") -> str:
+def board_html(found: Findings, *, baseline: str = "none", links: str = ".html", key: str = "board",
+               sections: Mapping[str, set[str]] | None = None) -> str:
     """The leaderboard of ``found``: one block per benchmark condition (in order), the oracle's block last, the
     secondary columns behind the "more columns" toggle (its id ``prb-<key>-more``: give each board of one page
     its own ``key``), every name escaped. ``links``: the suffix of the pages each model links to (``".html"``
-    in a report, ``".ipynb"`` live; "" for no links)."""
+    in a report, ``".ipynb"`` live; "" for no links); ``sections``: the models with a section on each page
+    (:func:`prb_utils.notebook.model_sections.page_sections`; :func:`model_links`), None for no links."""
     board = found.board
     toggle = f"prb-{_esc(key)}-more"
-    blocks = [_condition_block(board[board["profile"] == c], c, baseline, links=links, blind=found.profile_blind)
+    blocks = [_condition_block(board[board["profile"] == c], c, baseline, links=links, sections=sections,
+                               blind=found.profile_blind)
               for c in found.conditions()]
     if not found.oracle.empty:
         blocks.append(_oracle_block(found.oracle))
@@ -190,14 +198,15 @@ def model_section_html(model: str, body: str, *, title: str = "") -> str:
 
 
 def model_pairs_html(results: pd.DataFrame, *, cards: Any = None) -> str:
-    """Per model of ``results`` (per-item rows), its section (:func:`model_section_html`): per condition, how many
+    """Per model of ``results`` (per-item rows; :func:`prb_utils.notebook.model_sections.section_models` of page
+    01), its section (:func:`model_section_html`): per condition, how many
     pairs it gets right and the ids of those it does not, each linked to its card on the page
     (:func:`prb_utils.notebook.pair_view.pair_anchor`) when ``cards`` (frame with ``subset``, ``id``: the pairs
     whose cards the page shows; anything else, e.g. a live browser's widget, links none) holds it."""
     shown = set() if not isinstance(cards, pd.DataFrame) else {(str(s), str(i)) for s, i in zip(cards["subset"], cards["id"], strict=True)}
     parts = []
-    for model, mine in results.groupby("model", sort=True):
-        lines = []
+    for model in section_models(PAIRS_PAGE, results):   # the rule the leaderboard links by
+        mine, lines = results[results["model"].astype(str) == model], []
         for condition, rows in sorted(mine.groupby("profile"), key=lambda kv: condition_sort_key(kv[0])):
             wrong = rows[rows["outcome"] != "correct"].sort_values(["subset", "id"])
             ids = ", ".join(

@@ -43,6 +43,7 @@ from prb_utils.formatting import format_frame
 from prb_utils.notebook.board_view import board_html
 from prb_utils.notebook.manual import manual_html
 from prb_utils.notebook.markup import display_path
+from prb_utils.notebook.model_sections import page_sections
 from prb_utils.notebook.params import (
     PARAMS_BY_NOTEBOOK,
     NotebookParams,
@@ -551,11 +552,12 @@ def report_findings(results: str, models: Sequence[str], profiles: Sequence[str]
                             plan=ResamplingPlan.of_store(results))  # the store's plan, as every page and command
 
 
-def _findings_html(found: Findings | None) -> str:
+def _findings_html(found: Findings | None, sections: Mapping[str, set[str]] | None = None) -> str:
     """The index's headline: its conclusions in plain sentences (:func:`prb_utils.analysis.findings.page_sentences`
     of the index: each condition's tied group against chance, the lift verdicts, the oracle, locks), the
     leaderboard as page 02 shows it (:func:`prb_utils.notebook.board_view.board_html`: a block per condition,
-    verdicts in words beside the numbers, a locked judge greyed and unranked, the oracle apart with its verdict),
+    verdicts in words beside the numbers, a locked judge greyed and unranked, the oracle apart with its verdict;
+    each model linked to the sections ``sections`` names: :func:`prb_utils.notebook.model_sections.page_sections`),
     and the rules under it."""
     esc = html.escape
     if found is None:
@@ -563,7 +565,7 @@ def _findings_html(found: Findings | None) -> str:
                 "run <code>prb score</code> first.</i></p>")
     sentences = "".join(f'<p class="headline">{esc(h["sentence"])}</p>' for h in page_sentences(found, "index"))
     notes = "".join(f'<p class="note">{esc(note)}</p>' for note in found.notes())
-    return f"{sentences}{board_html(found)}{notes}"
+    return f"{sentences}{board_html(found, sections=sections)}{notes}"
 
 
 def write_index(out: Path, pages: Sequence[PageResult], *, data: str, results: str, models: Sequence[str],
@@ -596,7 +598,7 @@ def write_index(out: Path, pages: Sequence[PageResult], *, data: str, results: s
         question = f'<br><span class="question">{esc(QUESTIONS[page.name])}</span>' if page.name in QUESTIONS else ""
         rows.append(f"<tr><td>{link}{question}</td><td>{' · '.join(files)}</td><td>{status}</td>"
                     f"<td>{page.seconds:.1f} s</td></tr>")
-    headline = _findings_html(report_findings(results, models, profiles, pairs))
+    headline = _findings_html(report_findings(results, models, profiles, pairs), page_sections(results, pairs))
     manual = manual_html(out, unit=ResamplingPlan.of_store(results).unit)   # each statistic's rule in the manual
     meta = _metadata_table(results, models, profiles if job_profiles is None else job_profiles)
     total = ""
