@@ -271,21 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=_folder_name, default="results", help="store folder (default: results)")
     _add_units_option(p, saves=True)
 
-    p = sub.add_parser("plan", help="before scoring: pairs, tokens, truncated pairs and device time per model and "
-                                    "profile condition (tokenizers only, no weights)",
-                       description="Takes the options of prb score. For each model x profile condition: the pairs, "
-                                   "the tokens the forward passes compute (after prefix sharing on the prompt "
-                                   "cache), the pairs longer than the model's context and an estimated device time "
-                                   "(--rate); only tokenizers and config.json files are read.")
-    _add_data_options(p, required=True)
-    _add_scoring_options(p, default_models=None)
-    p.add_argument("--rate", type=_rate, action="append", default=None, metavar="[SPEC=]TOKENS_PER_S",
-                   help="tokens a forward pass computes per second on your device (bench/gpu_throughput.py prints "
-                        "it as 'plain forward pass ... k tok/s'): for every model, or SPEC=RATE for one model "
-                        "(repeatable; a model's own rate wins); without one the device time is n/a")
-    p.add_argument("--load-rate", type=_positive_float, default=None, metavar="GB_PER_S",
-                   help="the rate weights are read at on your machine, in GB/s (a job's run metadata records "
-                        "weights_bytes and load_s: their ratio); without one the load time is n/a")
+    _add_plan_parser(sub)
 
     p = sub.add_parser("summarize", help="accuracy with 95%% CIs from the store",
                        description="One row per group: n, correct, ties, invalid, accuracy, ci_low, ci_high "
@@ -358,6 +344,25 @@ def _add_report_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rendered-inputs", action="store_true",
                    help="results.csv also gets the column rendered_input: the exact text each row's model saw "
                         "(chat template applied, a cut marked); each model's tokenizer is loaded, no weights")
+
+
+def _add_plan_parser(sub: argparse._SubParsersAction) -> None:
+    """``prb plan``: the options of ``prb score``, a rate per model and a load rate."""
+    p = sub.add_parser("plan", help="before scoring: pairs, tokens, truncated pairs and device time per model and "
+                                    "profile condition (tokenizers only, no weights)",
+                       description="Takes the options of prb score. For each model x profile condition: the pairs, "
+                                   "the tokens the forward passes compute (after prefix sharing on the prompt "
+                                   "cache), the pairs longer than the model's context and an estimated device time "
+                                   "(--rate); only tokenizers and config.json files are read.")
+    _add_data_options(p, required=True)
+    _add_scoring_options(p, default_models=None)
+    p.add_argument("--rate", type=_rate, action="append", default=None, metavar="[SPEC=]TOKENS_PER_S",
+                   help="tokens a forward pass computes per second on your device (bench/gpu_throughput.py prints "
+                        "it as 'plain forward pass ... k tok/s'): for every model, or SPEC=RATE for one model "
+                        "(repeatable; a model's own rate wins); without one the device time is n/a")
+    p.add_argument("--load-rate", type=_positive_float, default=None, metavar="GB_PER_S",
+                   help="the rate weights are read at on your machine, in GB/s (a job's run metadata records "
+                        "weights_bytes and load_s: their ratio); without one the load time is n/a")
 
 
 def _add_bon_parser(sub: argparse._SubParsersAction) -> None:

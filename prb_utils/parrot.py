@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from prb_utils import profile  # a module: it imports the probes' registry, which imports this one
+from prb_utils.bm25 import bm25_retrieve
 
 PARROT_PHRASES = 3   # phrases inserted into each rejected answer
 PARROT_WORDS = 5     # consecutive words of a post in each phrase
@@ -55,7 +55,7 @@ def voice_post(question: str, posts: list[str]) -> str:
     >>> voice_post("cheap pans", ["hiking boots", "cheap cast iron pans"])
     'cheap cast iron pans'
     """
-    return posts[profile.bm25_retrieve(question, posts, 1)[0]] if posts else ""
+    return posts[bm25_retrieve(question, posts, 1)[0]] if posts else ""
 
 
 @dataclass(frozen=True)

@@ -66,15 +66,13 @@ import pandas as pd
 from prb_utils import parrot  # a module: it imports prb_utils.profile, which imports this registry
 from prb_utils.errors import PRBError
 from prb_utils.formatting import PROPORTION, SCORE
-from prb_utils.models.device import ATTENTIONS, DTYPES
-from prb_utils.models.engines import ENGINES
+from prb_utils.schema import ATTENTIONS, DTYPE_NAMES, ENGINE_NAMES
 
 DISTRACTORS = 3  # other users' posts the distract probe adds
 PROBE_SEED = 0
 #: The model options (:class:`~prb_utils.models.registry.ModelOptions` fields) a backend variant of a probe may
 #: change, and the values each takes: ``retest-VALUE`` scores the job with ``option=VALUE``.
-BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {"dtype": tuple(dict.fromkeys(DTYPES.values())),
-                                               "attention": ATTENTIONS, "engine": tuple(ENGINES)}
+BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {"dtype": DTYPE_NAMES, "attention": ATTENTIONS, "engine": ENGINE_NAMES}
 DROP_MAX = 10  # the last shown post a drop probe can leave out (drop1 .. drop10)
 DROP_PREFIX = "drop"
 #: ``prb probe --probe attribution``: every drop probe of the base condition (one job per post it shows)

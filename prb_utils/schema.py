@@ -53,6 +53,13 @@ DEFAULT_CONDITION = "top3"
 #: Profile conditions that show the RM the answer key: diagnostics, marked as oracle in every output.
 ORACLE_CONDITIONS = ("rubric",)
 
+#: The backends a model runs on, by name: the dtypes it is loaded in (``--dtype``; prb_utils.models.device maps
+#: their spellings), the attention implementations (transformers' ``attn_implementation``; the first is prb's
+#: default) and the engines (prb_utils.models.engines). A backend retest (``top3+retest-bfloat16``) names one.
+DTYPE_NAMES = ("float32", "bfloat16", "float16")
+ATTENTIONS = ("sdpa", "eager")
+ENGINE_NAMES = ("hf", "vllm")
+
 
 def is_oracle(condition: str) -> bool:
     """True for a profile condition that shows the RM the answer key (``rubric``).

@@ -53,7 +53,6 @@ from prb_utils.distributed import (
 from prb_utils.errors import PRBError
 from prb_utils.models import ModelOptions, PairInput, load_model
 from prb_utils.models.base import ModelSpec, parse_spec, spec_of
-from prb_utils.models.device import ATTENTIONS
 from prb_utils.models.engines import ENGINES, EngineConfig
 from prb_utils.models.fingerprint import model_fingerprint
 from prb_utils.models.hf import resolve_source
@@ -69,7 +68,7 @@ from prb_utils.profile import (
     rm_user_message,
 )
 from prb_utils.retrieval import encoder_errors, picked_by, post_selectors
-from prb_utils.schema import pair_key, stable_hash
+from prb_utils.schema import ATTENTIONS, pair_key, stable_hash
 from prb_utils.store import JobStore, missing_pairs, now, open_job, pair_hash, tidy_rows
 
 MIN_CHUNK = 2

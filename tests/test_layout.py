@@ -13,9 +13,10 @@ PACKAGE = Path(prb_utils.__file__).parent
 
 # The flow, lowest first: a module may import only from its own layer or a lower one.
 LAYERS = [
-    {"prb_utils.errors", "prb_utils.schema", "prb_utils.resources", "prb_utils.distributed", "prb_utils.formatting"},
+    {"prb_utils.errors", "prb_utils.schema", "prb_utils.resources", "prb_utils.distributed", "prb_utils.formatting",
+     "prb_utils.bm25"},
     {"prb_utils.data"},
-    {"prb_utils.profile", "prb_utils.probes"},
+    {"prb_utils.profile", "prb_utils.probes", "prb_utils.parrot"},
     {"prb_utils.models", "prb_utils.retrieval"},
     {"prb_utils.store"},
     {"prb_utils.scoring", "prb_utils.plan"},

@@ -635,3 +635,14 @@ def test_an_unknown_backend_is_refused_naming_the_values():
     with pytest.raises(PRBError, match=r"Unknown backend 'fp8'.*float32, bfloat16, float16.*sdpa, eager.*hf, vllm"):
         parse_condition("top3+retest-fp8")
     assert parse_condition("top3+retest-eager").probe == "retest-eager"
+
+
+def test_the_backend_names_a_retest_takes_are_the_ones_the_models_load_with():
+    """The registry names the backends from the schema (it sits below the model code); they are exactly the
+    dtypes the placement maps to and the engines the engine seam registers."""
+    from prb_utils.models.device import DTYPES
+    from prb_utils.models.engines import ENGINES
+    from prb_utils.probes import BACKEND_OPTIONS
+
+    assert set(BACKEND_OPTIONS["dtype"]) == set(DTYPES.values())
+    assert BACKEND_OPTIONS["engine"] == tuple(ENGINES)

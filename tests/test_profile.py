@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from prb_utils.bm25 import bm25_retrieve, tokenize
 from prb_utils.data import load_benchmark
 from prb_utils.errors import PRBError
 from prb_utils.models.base import PairInput
@@ -13,13 +14,11 @@ from prb_utils.models.baselines import LexicalBaseline
 from prb_utils.profile import (
     PROFILE_HEADER,
     SEED_MAX,
-    bm25_retrieve,
     make_retriever,
     parse_condition,
     parse_seed,
     rm_user_message,
     selected_posts,
-    tokenize,
     user_text,
 )
 
@@ -224,7 +223,7 @@ def test_bm25_scores_are_rank_bm25s_bm25plus_exactly(question, posts):
     """The word-count BM25+ gives rank_bm25's scores to the last bit (empty posts and unknown words too)."""
     from rank_bm25 import BM25Plus
 
-    from prb_utils.profile import bm25_scores, tokenize
+    from prb_utils.bm25 import bm25_scores
 
     expected = list(BM25Plus([tokenize(p) or ["_"] for p in posts]).get_scores(tokenize(question)))
     assert bm25_scores(question, posts) == expected

@@ -14,9 +14,10 @@ import pytest
 
 from prb_utils.analysis import profile_curves as pc
 from prb_utils.analysis.rm_inputs import load_tokenizer
+from prb_utils.bm25 import bm25_retrieve
 from prb_utils.errors import PRBError
 from prb_utils.models import ModelOptions
-from prb_utils.profile import ORACLE_HEADER, PROFILE_HEADER, QUESTION_PREFIX, bm25_retrieve
+from prb_utils.profile import ORACLE_HEADER, PROFILE_HEADER, QUESTION_PREFIX
 from prb_utils.scoring import score_benchmark
 from prb_utils.store import load_results, load_run_metadata
 

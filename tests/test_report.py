@@ -572,7 +572,9 @@ def test_a_default_report_scores_profile_sizes_for_the_curve_with_the_cheap_mode
     curve = [] if given else list(DiagnosticsParams.curve_profiles)
     oracle = [] if given else ["rubric"]
     probes = [] if given else [f"top3+{p}" for p in default_probes()]   # page 05: the quick models' probes
-    assert jobs == ({(m, p) for m in ("length", "lexical") for p in [*main_profiles, *curve, *oracle, *probes]}
+    drops = [] if given else ["top3+drop1", "top3+drop2", "top3+drop3"]   # and the model-free ones' attribution
+    assert jobs == ({(m, p) for m in ("length", "lexical") for p in [*main_profiles, *curve, *oracle, *probes,
+                                                                     *drops]}
                     | {(f"implicit:{tiny_lm_dir}", p) for p in main_profiles})  # an LLM only under the report's
     meta = load_run_metadata(tmp_path / "store")
     shuffled = meta[meta.get("option_retriever", pd.Series(index=meta.index, dtype=object)).astype(str) == "random"]
@@ -582,7 +584,7 @@ def test_a_default_report_scores_profile_sizes_for_the_curve_with_the_cheap_mode
     assert seen["04_personalization_diagnostics"]["profiles"] == ([] if given else [*main_profiles, *curve, *oracle])
     assert seen["02_accuracy_breakdown"]["profiles"] == main_profiles  # the other pages keep the report's conditions
     if not given:
-        assert seen["05_reading_the_user"]["profiles"] == ["top3", *probes]
+        assert seen["05_reading_the_user"]["profiles"] == ["top3", *probes, *drops]
         assert seen["05_reading_the_user"]["models"] == ["length", "lexical"]   # the quick models only
     if not given:  # what 04 reads: its retrieval ablation and oracle gap have rows on a default run
         rows = query_results(tmp_path / "store", profiles=seen["04_personalization_diagnostics"]["profiles"])

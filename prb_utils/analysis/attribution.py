@@ -38,11 +38,11 @@ from prb_utils.analysis.metrics import (
 )
 from prb_utils.analysis.probe_effects import no_verdict_reason, split_probe
 from prb_utils.analysis.resampling import LEVEL, SEED, TWO_WAY_UNIT
+from prb_utils.bm25 import bm25_scores
 from prb_utils.formatting import MISSING, format_interval, format_value
 from prb_utils.probes import ATTRIBUTION, DROP_MAX, DROP_PREFIX, PROBES
 from prb_utils.profile import (
     Retriever,
-    bm25_scores,
     parse_condition,
     probe_conditions,
     rm_visible_fields,
@@ -58,7 +58,7 @@ ATTRIBUTION_RULE = (
     "aside); n/a with the reason for a model that cannot react (a profile-blind kind, a position-locked judge) or "
     "where no drop changed an RM input")
 NO_EVIDENCE = "n/a: no rubric aspect's evidence quote is found in a post these pairs show"
-EFFECT_COLUMNS = ["model", "base", "subset", "id", "position", "margin_change", "flipped"]
+DROP_EFFECT_COLUMNS = ["model", "base", "subset", "id", "position", "margin_change", "flipped"]
 DECISIVE_COLUMNS = ["model", "base", "subset", "id", "shown", "flips", "decisive", "decisive_rank", "evidence",
                     "decisive_is_evidence"]
 SUMMARY_COLUMNS = ["model", "base", "n_pairs", "n_units", "hinges", "hinges_low", "hinges_high", "none_flip",
@@ -128,7 +128,7 @@ def shown_count(record: dict, base: str) -> int:
 
 
 def post_effects(results: pd.DataFrame) -> pd.DataFrame:
-    """One row per model, base, pair and drop job that scored it (columns :data:`EFFECT_COLUMNS`): ``position``
+    """One row per model, base, pair and drop job that scored it (columns :data:`DROP_EFFECT_COLUMNS`): ``position``
     (the post left out, from 1), ``margin_change`` (the margin, chosen minus rejected score, with the post left out
     minus the base's; NaN without scores) and ``flipped`` (the outcome differs from the base's)."""
     require_columns(results, ["model", "profile", "subset", "id", "outcome"])
@@ -142,7 +142,7 @@ def post_effects(results: pd.DataFrame) -> pd.DataFrame:
     both = drops.merge(base_rows[[*keys, "outcome", "_margin"]], on=keys, suffixes=("", "_base"))
     out = both.assign(margin_change=both["_margin"] - both["_margin_base"],
                       flipped=both["outcome"].astype(str) != both["outcome_base"].astype(str))
-    return out[EFFECT_COLUMNS].sort_values(keys + ["position"]).reset_index(drop=True)
+    return out[DROP_EFFECT_COLUMNS].sort_values(keys + ["position"]).reset_index(drop=True)
 
 
 def _normal(text: str) -> str:

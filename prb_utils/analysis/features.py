@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from prb_utils.analysis.metrics import require_columns
-from prb_utils.profile import STOPWORDS
+from prb_utils.bm25 import STOPWORDS
 
 # ------------------------------------------------------------------------------------------------ words
 _LETTERS = re.compile(r"[a-z]+")

@@ -40,7 +40,7 @@ import statsmodels.api as sm
 from prb_utils.analysis.features import char_count
 from prb_utils.analysis.metrics import MIN_PAIRS, as_list, question_units, require_columns
 from prb_utils.analysis.resampling import LEVEL
-from prb_utils.profile import tokenize
+from prb_utils.bm25 import tokenize
 
 FEATURES = ("length_diff", "overlap_diff")
 STYLE_COLUMNS = ["n", "n_questions", "accuracy", "controlled", "controlled_low", "controlled_high", "length_coef",

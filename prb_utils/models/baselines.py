@@ -20,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from prb_utils.bm25 import tokenize
 from prb_utils.models.base import PairInput, PairScore
-from prb_utils.profile import tokenize, user_text
+from prb_utils.profile import user_text
 
 
 class LengthBaseline:

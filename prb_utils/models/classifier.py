@@ -18,10 +18,10 @@ from typing import Any
 
 from prb_utils.models.base import ModelSpec, PairInput, PairScore
 from prb_utils.models.batching import BudgetBatcher, pad_right
-from prb_utils.models.device import ATTENTIONS
 from prb_utils.models.hf import HFAdapter, fitted, nonfinite_reason
 from prb_utils.models.lm import DecoderRunner, Group
 from prb_utils.models.prompts import render_chat
+from prb_utils.schema import ATTENTIONS
 
 
 def head_values(logits: Any) -> Any:

@@ -13,12 +13,10 @@ from typing import Any
 
 from prb_utils.distributed import cuda_device, world
 from prb_utils.errors import PRBError
+from prb_utils.schema import ATTENTIONS
 
 DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
           "float16": "float16", "fp16": "float16"}
-#: The attention implementations a model may be loaded with (transformers' ``attn_implementation``); the first is
-#: prb's default (a model that refuses it is loaded with its own).
-ATTENTIONS = ("sdpa", "eager")
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,6 @@ import numpy as np
 
 from prb_utils.models.base import ModelSpec, PairInput, PairScore, spec_of
 from prb_utils.models.batching import BudgetBatcher, pad_right
-from prb_utils.models.device import ATTENTIONS
 from prb_utils.models.hf import (
     FIT_CHECK_EVERY,
     FIT_CHECKS,
@@ -33,6 +32,7 @@ from prb_utils.models.hf import (
     special_token_ids,
 )
 from prb_utils.models.kinds import ENCODER
+from prb_utils.schema import ATTENTIONS
 
 #: The role of each of :meth:`EmbeddingRM.input_texts`, and the side of a role's text kept when it is too long
 #: (the RM input loses its start: old posts go first, the question stays; a response loses its end).

@@ -21,9 +21,10 @@ from typing import Any
 from prb_utils.errors import PRBError
 from prb_utils.models.aliases import ALIASES, resolve_alias
 from prb_utils.models.base import ModelSpec
-from prb_utils.models.device import ATTENTIONS, Placement, configure_threads, resolve_placement
+from prb_utils.models.device import Placement, configure_threads, resolve_placement
 from prb_utils.models.prompts import TOKENIZATIONS, chat_template_hash, has_chat_template
 from prb_utils.models.quiet import quiet_transformers
+from prb_utils.schema import ATTENTIONS
 
 DEFAULT_BATCH_TOKENS = {"cpu": 4096, "cuda": 16384, "mps": 4096}
 MAX_LENGTH_FALLBACK = 2048

@@ -29,7 +29,6 @@ from typing import Any
 from prb_utils.errors import PRBError
 from prb_utils.models.base import ModelSpec, PairInput, PairScore
 from prb_utils.models.batching import BudgetBatcher
-from prb_utils.models.device import ATTENTIONS
 from prb_utils.models.hf import HFAdapter, fitted, nonfinite_reason
 from prb_utils.models.lm import DecoderRunner, Group, lm_logits
 from prb_utils.models.prompts import (
@@ -39,7 +38,7 @@ from prb_utils.models.prompts import (
     render_chat,
     with_answer_prefix,
 )
-from prb_utils.schema import stable_hash
+from prb_utils.schema import ATTENTIONS, stable_hash
 
 MODES = ("logprob", "generate")
 MAX_NEW_TOKENS = 24

@@ -10,9 +10,10 @@ import pandas as pd
 
 from prb_utils.models.aliases import ALIASES, alias_status
 from prb_utils.models.base import RewardModel, parse_spec
-from prb_utils.models.device import ATTENTIONS, resolve_placement
+from prb_utils.models.device import resolve_placement
 from prb_utils.models.engines import EngineConfig
 from prb_utils.models.kinds import MODEL_KINDS, load_class
+from prb_utils.schema import ATTENTIONS
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from prb_utils.errors import PRBError
 from prb_utils.models.base import parse_spec
 from prb_utils.models.kinds import MODEL_KINDS, kind_names
 from prb_utils.notebook.markup import prb_command
+from prb_utils.probes import ATTRIBUTION
 from prb_utils.profile import RETRIEVERS, parse_condition, probe_conditions
 from prb_utils.resources import resource_dir, source_root
 from prb_utils.schema import DEFAULT_CONDITION, ORACLE_CONDITIONS
@@ -531,18 +532,24 @@ class ReadingParams(NotebookParams):
     @classmethod
     def report_needs(cls, models: Sequence[str], profiles: Sequence[str], *, asked_profiles: bool,
                      retriever: str | None = None) -> ReportNeeds:
-        """Every probe of the default condition for the quick models (none when ``--profile`` chose the
+        """Every default probe of the default condition for the quick models, and its leave-one-post-out jobs
+        (``--probe attribution``) for the model-free ones, which take seconds (none when ``--profile`` chose the
         conditions: the page then shows every probe the store holds for the models).
 
-        >>> ReadingParams.report_needs(["lexical", "judge:smollm2"], ["none"], asked_profiles=False).parameters["models"]
-        ['lexical']
+        >>> needs = ReadingParams.report_needs(["lexical", "judge:smollm2"], ["none"], asked_profiles=False)
+        >>> needs.parameters["models"], needs.jobs[-1].profiles
+        (['lexical'], ('top3+drop1', 'top3+drop2', 'top3+drop3'))
         """
         probed = () if asked_profiles else quick_models(models)
         if not probed:
             return ReportNeeds(parameters={"profiles": []})
         conditions = probe_conditions(DEFAULT_CONDITION)
-        return ReportNeeds((ReportJobs(probed, tuple(conditions[1:])),),
-                           {"models": list(probed), "profiles": conditions})
+        jobs = [ReportJobs(probed, tuple(conditions[1:]))]
+        free = model_free(probed)
+        drops = probe_conditions(DEFAULT_CONDITION, [ATTRIBUTION])[1:] if free else []
+        if drops:
+            jobs.append(ReportJobs(free, tuple(drops)))
+        return ReportNeeds(tuple(jobs), {"models": list(probed), "profiles": [*conditions, *drops]})
 
     def _check_values(self) -> None:
         super()._check_values()
