@@ -65,6 +65,7 @@ from prb_utils.data import HUB_ID, first_pairs
 from prb_utils.errors import PRBError
 from prb_utils.formatting import format_interval
 from prb_utils.models.kinds import MODEL_KINDS, baseline_names
+from prb_utils.probes import find_probe
 from prb_utils.profile import condition_records, parse_condition, rm_user_message
 from prb_utils.resources import source_commit
 from prb_utils.retrieval import retriever_from_label, retriever_label
@@ -174,13 +175,21 @@ def _text(value: Any) -> str:
 
 def condition_details(condition: str) -> dict[str, str | None]:
     """What an export says of a job's profile condition: the condition, the condition it transforms and its probe
-    (None for the benchmark's own records); the retriever is among the job's options.
+    (None for the benchmark's own records); for a backend retest (:func:`prb_utils.probes.backend_variant`) also
+    the model option its job changed (``backend_option``, ``backend_value``); the retriever is among the job's
+    options.
 
     >>> condition_details("top3+swap")
     {'profile': 'top3+swap', 'base_profile': 'top3', 'probe': 'swap'}
+    >>> condition_details("top3+retest-eager")["backend_option"], condition_details("top3+drop2")["probe"]
+    ('attention', 'drop2')
     """
     parsed = parse_condition(condition)
-    return {"profile": parsed.name, "base_profile": parsed.base, "probe": parsed.probe}
+    details: dict[str, str | None] = {"profile": parsed.name, "base_profile": parsed.base, "probe": parsed.probe}
+    found = find_probe(parsed.probe) if parsed.probe else None
+    if found is not None and found.backend is not None:
+        details["backend_option"], details["backend_value"] = found.backend
+    return details
 
 
 def _strings(mapping: Mapping[str, Any]) -> dict[str, str]:
@@ -415,7 +424,7 @@ UNIT_KEYS = ("unit_question", "unit_user")
 
 def provenance(meta: Mapping[str, Any], plan: ResamplingPlan, *, commit: str | None = None) -> dict[str, str]:
     """What a submission says of where its rows come from (Every Eval Ever ``additional_details``: strings):
-    the data (digest, source, limit, pairs), prb (version, commit), the job (key, engine, device, dtype, chat
+    the data (digest, source, limit, pairs), prb (version, commit), the job (key, engine, device, dtype, attention, chat
     template, truncated and failed pairs) and the resampling plan of its intervals; ``commit``: prb's source
     commit (:func:`prb_utils.resources.source_commit`).
 
@@ -431,6 +440,7 @@ def provenance(meta: Mapping[str, Any], plan: ResamplingPlan, *, commit: str | N
         "data_pairs": meta.get("n_pairs"), "job_key": meta.get("key"), "prb_version": run.get("prb") or __version__,
         "prb_commit": commit, "engine": options.get("engine") or run.get("engine"),
         "device": options.get("device") or run.get("device"), "dtype": options.get("dtype") or run.get("dtype"),
+        "attention": options.get("attention") or run.get("attn_implementation"),
         "chat_template": template, "n_truncated": run.get("n_truncated"), "n_failed": run.get("n_failed"),
         "resampling_plan": json.dumps(plan.to_dict(), sort_keys=True),
     })

@@ -546,3 +546,125 @@ def test_a_report_folder_that_is_no_report_is_refused(teams, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "no index.html" in err and str(tmp_path) in err
     assert not (tmp_path / "site").exists()
+
+
+# ------------------------------------------------------------------------------------------------ attribution, parrot, retests
+
+
+@pytest.fixture(scope="module")
+def attributed(tmp_path_factory, tiny_lm_dir):
+    """Two pairs of each subset probed with every drop of top3's posts, the parrot and its control (lexical and
+    length), and a bfloat16 retest of a tiny float32 LM, all from the command line; exported with the data and
+    boarded with and without it."""
+    import contextlib
+    import io
+
+    root = tmp_path_factory.mktemp("attributed")
+    store, out = root / "store", root / "export"
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
+        assert main(["probe", "--data", "sample", "--limit", "2", "--model", "lexical", "--model", "length",
+                     "--probe", "attribution", "--probe", "parrot", "--probe", "parrot-control", "--out", str(store),
+                     "--no-progress"]) == 0
+        assert main(["probe", "--data", "sample", "--limit", "2", "--model", f"implicit:{tiny_lm_dir}", "--probe",
+                     "retest-bfloat16", "--device", "cpu", "--dtype", "float32", "--out", str(store),
+                     "--no-progress"]) == 0
+        assert main(["export", "--format", "every_eval_ever", "--results", str(store), "--out", str(out),
+                     "--data", "sample"]) == 0
+    assert "differ from --data" not in err.getvalue()
+    with_data = build_board([out], root / "site-data", data_source="sample")
+    return store, with_data, build_board([out], root / "site")
+
+
+def test_a_card_carries_page_05s_mimicry_attribution_and_retest_readings(attributed):
+    """The mimicry verdict, the attribution and the retest's check of each card are page 05's functions on the
+    same rows and records (control_table of controlled, attribution_summary/table, decisive_positions, probe_table),
+    and no drop job shows as a probe check."""
+    from prb_utils.analysis.attribution import (
+        ATTRIBUTION_RULE,
+        attribution_summary,
+        attribution_table,
+        decisive_positions,
+        decisive_posts,
+        is_drop,
+    )
+    from prb_utils.analysis.probe_effects import check_rule, control_table, controlled, probe_table
+    from prb_utils.board.readings import NO_ATTRIBUTION_DATA
+
+    store, built, without = attributed
+    data = load_benchmark("sample", limit=2)
+    rows = load_results(store)
+    rows = rows.assign(model=rows["job_label"])
+    plan = ResamplingPlan()
+    effects = probe_effects(rows, data, **plan.options())
+    summary = attribution_summary(rows, data, **plan.options()).set_index(["model", "base"])
+    decided = decisive_posts(rows, data)
+    table = attribution_table(summary.reset_index(), decided).set_index("model")
+    positions = decisive_positions(decided)
+    cards = _readings(built)
+    retested = next(label for label in cards if label not in ("lexical", "length"))
+    assert set(cards) == {"lexical", "length", retested}
+    for label in ("lexical", "length"):
+        (reading,) = cards[label]
+        assert reading["base"] == "top3" and not any(c["probe"].startswith("drop") for c in reading["checks"])
+        assert is_drop(effects[effects["model"] == label]).sum() == 3   # top3: three drop jobs, read elsewhere
+        mine = effects[(effects["model"] == label) & ~is_drop(effects)]
+        assert reading["checks"] == [{"probe": r["probe"], "check": r["check"], "measured": r["measured [95% CI]"],
+                                      "allowed": r["allowed"]} for r in probe_table(mine).to_dict("records")]
+        (mimicry,) = reading["mimicry"]
+        want, shown = controlled(mine).iloc[0], control_table(mine).iloc[0]
+        assert mimicry["probe"] == "parrot" and mimicry["control"] == "parrot-control"
+        assert mimicry["verdict"] == want["control_verdict"] == shown["verdict"] and reading["mimicry_missing"] == ""
+        for key in ("flip_rate", "control_flip_rate", "beyond_control", "beyond_control_low", "beyond_control_high",
+                    "beyond_control_p_holm"):
+            assert mimicry[key] == want[key]
+        assert (mimicry["flips_text"], mimicry["beyond_text"], mimicry["p_text"]) == (
+            shown["flips: probe / control [95% CI]"], shown["beyond control [95% CI]"], shown["p (Holm)"])
+        assert mimicry["rule"] == check_rule(["parrot"])
+        attribution, r = reading["attribution"], summary.loc[(label, "top3")]
+        assert attribution["missing"] == "" and attribution["no_verdict"] == r["no_verdict"]
+        assert attribution["n_pairs"] == r["n_pairs"] == len(data)
+        assert attribution["hinges_text"] == table.loc[label, "verdicts hinging on one post [95% CI]"]
+        assert attribution["positions_text"] == table.loc[label, "decisive post by position"]
+    lexical = cards["lexical"][0]["attribution"]
+    r = summary.loc[("lexical", "top3")]
+    assert r["no_verdict"] == "" and 0 <= r["hinges_low"] <= r["hinges"] <= r["hinges_high"] <= 1
+    assert (lexical["hinges"], lexical["hinges_low"], lexical["hinges_high"]) == (r["hinges"], r["hinges_low"],
+                                                                                  r["hinges_high"])
+    assert lexical["n_units"] == r["n_units"] and lexical["none_flip"] == r["none_flip"]
+    mine = positions[positions["model"] == "lexical"]
+    assert lexical["positions"] == [{"position": p, "pairs": n, "share": s} for p, n, s in
+                                    zip(mine["position"], mine["pairs"], mine["share"], strict=True)]
+    assert [p["position"] for p in lexical["positions"]] == [1, 2, 3]
+    assert cards["length"][0]["attribution"]["no_verdict"].startswith("n/a: profile-blind")
+    assert cards["length"][0]["attribution"]["positions"] == []
+    assert f"Attribution: {ATTRIBUTION_RULE}." in built.numbers["rules"]
+
+    (retest,) = cards[retested]
+    (check,) = retest["checks"]
+    want = probe_table(effects[effects["model"] == retested]).iloc[0]
+    assert check == {"probe": "retest-bfloat16", "check": want["check"], "measured": want["measured [95% CI]"],
+                     "allowed": want["allowed"]} and check["check"] in ("pass", "fail")
+    assert retest["mimicry"] == [] and retest["mimicry_missing"].startswith("No parrot probe of top3 was submitted")
+    assert "--probe parrot --probe parrot-control" in retest["mimicry_missing"]
+    assert retest["attribution"]["missing"].startswith("No post of top3 was left out for this run")
+    assert "--probe attribution" in retest["attribution"]["missing"]
+
+    plain = _readings(without)
+    assert plain["lexical"][0]["attribution"] == {"missing": NO_ATTRIBUTION_DATA}
+    assert plain["lexical"][0]["mimicry"][0]["verdict"] == cards["lexical"][0]["mimicry"][0]["verdict"]
+
+    ids = {m["label"]: i for i, m in built.numbers["models"].items()}
+    facts = _open_offline([built.page], probe=lambda page: page.inner_text(f'[data-probes="{ids["lexical"]}"]'))
+    page = facts["index.html"]
+    assert page["console"] == [] and page["errors"] == []
+    assert lexical["hinges_text"] in page["probe"] and lexical["positions_text"] in page["probe"]
+    assert cards["lexical"][0]["mimicry"][0]["beyond_text"] in page["probe"] and "drop1" not in page["probe"]
+
+
+def test_a_card_without_parrot_or_drop_jobs_says_so_in_one_sentence(probed):
+    """The swap-and-shuffle store has no parrot and no drop job: each reading says so, with the command."""
+    _, built = probed
+    for readings in _readings(built).values():
+        for reading in readings:
+            assert reading["mimicry"] == [] and "--probe parrot --probe parrot-control" in reading["mimicry_missing"]
+            assert reading["attribution"]["missing"].startswith("No post of top3 was left out for this run")

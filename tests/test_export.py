@@ -415,3 +415,55 @@ def test_export_data_reads_probe_rows_as_the_probe_showed_them(tmp_path, capsys)
     rejected = {f"{r['subset']}/{r['id']}": r["rejected"] for r in records}
     label_swap = [line for line in lines if line["metadata"]["profile"].endswith("+label-swap")]
     assert label_swap and all(line["input"]["reference"] == [rejected[line["sample_id"]]] for line in label_swap)
+
+
+def test_drop_parrot_and_backend_retest_jobs_export_like_other_probes_and_validate(tmp_path, tiny_lm_dir, capsys):
+    """Each drop, parrot and backend-retest job is its own submission naming its condition, base and probe (a
+    retest also the option it changed); with --data, a drop job's RM input is the base's minus that post and the
+    parrot's rejected answer is the changed one, none called edited; every file passes the board's check."""
+    from prb_utils.board import check_submissions
+    from prb_utils.data import load_benchmark
+    from prb_utils.submission import find_submissions, read_submission
+
+    results, out = tmp_path / "results", tmp_path / "eee"
+    assert main(["probe", "--data", "sample", "--limit", "2", "--model", "lexical", "--probe", "attribution",
+                 "--probe", "parrot", "--probe", "parrot-control", "--out", str(results), "--no-progress"]) == 0
+    assert main(["probe", "--data", "sample", "--limit", "2", "--model", f"implicit:{tiny_lm_dir}", "--probe",
+                 "retest-bfloat16", "--device", "cpu", "--dtype", "float32", "--out", str(results),
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["export", "--format", "every_eval_ever", "--results", str(results), "--out", str(out),
+                 "--data", "sample"]) == 0
+    assert "differ from --data" not in capsys.readouterr().err
+    logs = {}
+    for aggregate in out.rglob("*.json"):
+        log = json.loads(aggregate.read_text())
+        details = log["source_metadata"]["additional_details"]
+        samples = [json.loads(line) for line in aggregate.with_name(aggregate.stem + "_samples.jsonl").read_text()
+                   .splitlines()]
+        logs[(log["model_info"]["name"], details["profile"])] = (details, {s["sample_id"]: s for s in samples})
+    lexical = {profile: v for (name, profile), v in logs.items() if name == "lexical"}
+    assert set(lexical) == {"top3", "top3+drop1", "top3+drop2", "top3+drop3", "top3+parrot", "top3+parrot-control"}
+    for profile, (details, samples) in lexical.items():
+        assert details["base_profile"] == "top3" and details.get("probe", "") == profile.partition("+")[2]
+        assert "backend_option" not in details and all(s["input"]["formatted"] for s in samples.values())
+    records = {f"{r['subset']}/{r['id']}": r for r in load_benchmark("sample", limit=2).to_dict("records")}
+    base = lexical["top3"][1]
+    for position in (1, 2, 3):
+        for key, sample in lexical[f"top3+drop{position}"][1].items():
+            shown = base[key]["input"]["formatted"].splitlines()
+            posts = [n for n, line in enumerate(shown) if line.startswith("- ")]
+            assert len(posts) == 3   # top3 shows three posts of every sample record
+            assert sample["input"]["formatted"].splitlines() == shown[:posts[position - 1]] + shown[posts[position - 1] + 1:]
+    for profile in ("top3+parrot", "top3+parrot-control"):
+        for key, sample in lexical[profile][1].items():
+            chosen, rejected = sample["input"]["choices"]
+            assert chosen == records[key]["chosen"] and rejected != records[key]["rejected"]
+            assert sample["input"]["formatted"] == base[key]["input"]["formatted"]
+    ((details, samples),) = [v for (name, profile), v in logs.items() if profile == "top3+retest-bfloat16"]
+    assert (details["probe"], details["backend_option"], details["backend_value"]) == ("retest-bfloat16", "dtype",
+                                                                                       "bfloat16")
+    assert details["dtype"] == "bfloat16" and len(samples) == len(records)
+    found = [read_submission(p) for p in find_submissions([out])]
+    assert len(found) == len(logs) == 8 and all(len(s.rows) == len(records) for s in found)
+    assert len(check_submissions([out], data_source="sample")) == 8   # six of lexical, two of the LM

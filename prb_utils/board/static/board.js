@@ -186,6 +186,20 @@
         box.appendChild(table(["probe", "check", "measured [95% CI]", "allowed"],
           r.checks.map((c) => row([c.probe, c.check, c.measured, c.allowed]))));
       else box.appendChild(el("p", `No other probe of ${r.base} submitted, so no check.`));
+      if (r.mimicry.length) {
+        box.appendChild(table(["probe", "verdict", "flips: probe / control [95% CI]", "beyond control [95% CI]",
+          "p (Holm)", "pairs"], r.mimicry.map((m) => row([m.probe, m.verdict, m.flips_text, m.beyond_text, m.p_text,
+          m.pairs]))));
+        for (const m of r.mimicry) box.appendChild(el("p", `Rule (${m.probe}): ${m.rule}.`, { "data-mimicry": r.base }));
+      } else box.appendChild(el("p", r.mimicry_missing, { "data-mimicry": r.base }));
+      const a = r.attribution;
+      if (a.missing) box.appendChild(el("p", `Which post each verdict hinges on: ${a.missing}`, { "data-attribution": r.base }));
+      else if (a.no_verdict) box.appendChild(el("p", `Which post each verdict hinges on: ${a.no_verdict} (${a.pairs_text} pairs).`,
+        { "data-attribution": r.base }));
+      else box.appendChild(el("p", `Which post each verdict hinges on (${a.pairs_text} pairs): ${a.hinges_text} of the ` +
+        `verdicts hinge on one post; no post flips ${a.none_flip_text}, several ${a.several_flip_text}; the decisive ` +
+        `post by position ${a.positions_text}, by relevance rank ${a.ranks_text}; decided by the evidence post: ` +
+        `${a.evidence_text}; mean |margin change| ${a.margin_text}.`, { "data-attribution": r.base }));
     }
     card.appendChild(box);
   }
