@@ -24,6 +24,7 @@ from prb_utils.analysis.attribution import (
     attribution_summary,
     attribution_table,
     decisive_posts,
+    is_drop,
     longest_profile,
 )
 from prb_utils.analysis.findings import summary_verdicts
@@ -611,7 +612,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
         rows = stored[stored["job"].isin(set(results["job"]))]
         plan = _store_plan(args.out)   # the store's one plan: page 05 resamples the same units
         effects = probe_effects(rows.assign(model=rows["job_label"]), data, **plan.options())
-        _print_frame(probe_table(effects))
+        effects = effects[~is_drop(effects)]   # the drop jobs: read by the attribution table below, as on page 05
+        if not effects.empty:
+            _print_frame(probe_table(effects))
         if not controlled(effects).empty:
             print()
             _print_frame(control_table(effects))
@@ -619,7 +622,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
         if not verdicts.empty:
             print()
             _print_frame(verdict_table(verdicts))
-        print("\n" + "\n".join([*probe_notes(effects), f"{plan.rule()}."]))
+        print("\n" + "\n".join([*(probe_notes(effects) if not effects.empty else []), f"{plan.rule()}."]))
         base = parse_condition(conditions[0])
         picks = post_selectors([base], args.retriever, args.seed)[base.spelling]   # the posts the base job showed
         _print_attribution(rows.assign(model=rows["job_label"]), data, plan, picks)

@@ -139,3 +139,6 @@ def test_prb_probe_attribution_runs_the_drops_of_the_base_and_prints_the_attribu
     printed = capsys.readouterr().out
     assert "verdicts hinging on one post" in printed and "Attribution: a verdict hinges on one post" in printed
     assert set(load_results(out)["profile"]) == set(DROPS)
+    # the drop jobs are read by the attribution table alone, not listed as probes with a check of their own
+    assert not any(line.split()[:2] in (["length", "drop1"], ["lexical", "drop2"]) for line in printed.splitlines())
+    assert "check" not in printed.split("verdicts hinging on one post")[0]
