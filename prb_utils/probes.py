@@ -17,6 +17,11 @@ a reward model should do under it, the traits the analysis reads and its own :cl
   ``- [category] text`` (:func:`prb_utils.profile.rm_user_message`). The categories are the site's community names,
   not the user's words: an RM that reads the user keeps its verdicts; the share it changes measures how much it
   leans on the site's label (on data whose category names the preference, that is reading the answer key).
+- ``headerless`` and ``reversed`` (opt-in): the profile rendered otherwise, the records unchanged
+  (:func:`prb_utils.profile.rm_user_message` reads :attr:`Probe.header` and :attr:`Probe.reverse_posts`):
+  ``headerless`` shows the posts without the header line above them; ``reversed`` shows the same posts in reverse
+  order, so a message too long for the model (cut from the left, the question always kept) loses the posts shown
+  last under the base instead of those shown first. An RM that reads the user keeps its verdicts under both.
 - ``label-swap``: chosen and rejected exchanged. Accuracy must be the base's share of wrong pairs (1 - accuracy -
   tie rate - invalid rate): a harness check (expected = observed, no test) that catches a broken metric. It holds by construction for every kind (a judge's two answer orders are the same two
   prompts exchanged), so it cannot catch a position-locked judge: :func:`prb_utils.analysis.breakdowns.
@@ -195,6 +200,13 @@ class Probe:
     #: the position (from 1, in the order shown) of the shown post the selection leaves out (0: none; the drop
     #: probes: :func:`prb_utils.profile.selected_posts`); such a probe runs with ``--probe attribution``, not by default
     leaves_out: int = 0
+    #: the posts its base must show for it to change anything (a drop probe: its position; ``reversed``: 2); a
+    #: condition whose base shows fewer is refused (:func:`prb_utils.profile.parse_condition`)
+    needs_posts: int = 0
+    #: False: the posts are rendered without the header line above them (``headerless``)
+    header: bool = True
+    #: True: the posts the base shows, in reverse order (``reversed``)
+    reverse_posts: bool = False
 
 
 def twin_pairs(data: pd.DataFrame) -> dict[tuple[str, str], tuple[str, str]]:
@@ -409,7 +421,7 @@ def drop_probe(position: int) -> Probe:
     """
     return Probe(f"{DROP_PREFIX}{position}", f"the {_ordinal(position)} post shown left out (no other post in its place)",
                  "an RM that reads this post moves; the verdicts that flip hinge on it", same_records,
-                 changes_profile=True, tested=False, default=False, leaves_out=position,
+                 changes_profile=True, tested=False, default=False, leaves_out=position, needs_posts=position,
                  changed=_showing_at_least(position),
                  unchanged=f"no record shows {position} posts")
 
@@ -448,6 +460,15 @@ PROBES: dict[str, Probe] = {probe.name: probe for probe in (
           "invariant: the same verdicts (an RM that reads the user's words, not the site's label, keeps them)",
           untag_posts, changes_profile=True, check=_keeps_verdicts("untagged"),
           unchanged="no profile post has a category"),
+    Probe("headerless", "the posts without the header line above them (the records unchanged)",
+          "invariant: the same verdicts (an RM that reads the user's posts, not prb's wording around them, keeps them)",
+          same_records, changes_profile=True, default=False, check=_keeps_verdicts("headerless"),
+          changed=_showing_at_least(1), needs_posts=1, header=False, unchanged="no record shows a post"),
+    Probe("reversed", "the same posts shown in reverse order (a message too long for the model then loses the posts "
+          "shown last under the base, not those shown first)",
+          "invariant: the same verdicts where nothing is cut (where the cut falls, it says which end of the profile the "
+          "RM needed)", same_records, changes_profile=True, default=False, check=_keeps_verdicts("reversed"),
+          changed=_showing_at_least(2), needs_posts=2, reverse_posts=True, unchanged="no record shows two posts"),
     Probe("label-swap", "chosen and rejected exchanged",
           "accuracy = the base's share of wrong pairs (a harness check: expected = observed, no test)",
           swap_labels, tested=False, negates_margins=True,

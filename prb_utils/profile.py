@@ -111,11 +111,13 @@ def parse_condition(text: str | ProfileCondition) -> ProfileCondition:
             raise PRBError(f"Unknown profile condition '{text}'; a probe follows none, full or topK after '+': "
                            f"one of {', '.join(probe_registry.PROBES)}, or {probe_registry.backend_spellings()} "
                            "(e.g. top3+swap).")
-        position = probe_registry.find_probe(probe_name).leaves_out
-        if position and (base.k == 0 or (base.k is not None and position > base.k)):
-            raise PRBError(f"Profile condition '{text}': {probe_name} leaves out the post shown at position "
-                           f"{position}, but {base.name} shows {'no post' if base.k == 0 else f'at most {base.k}'} "
-                           f"(e.g. top3+drop2).")
+        found = probe_registry.find_probe(probe_name)
+        needs = found.needs_posts
+        if needs and (base.k == 0 or (base.k is not None and needs > base.k)):
+            what = (f"leaves out the post shown at position {needs}" if found.leaves_out else
+                    f"changes nothing unless at least {needs} post{'s are' if needs > 1 else ' is'} shown")
+            raise PRBError(f"Profile condition '{text}': {probe_name} {what}, but {base.name} shows "
+                           f"{'no post' if base.k == 0 else f'at most {base.k}'} (e.g. top3+{probe_name}).")
         return replace(base, name=f"{base.name}+{probe_name}", probe=probe_name)
     match = _CONDITION.match(base_text)
     if not match or (match.group(2) is not None and int(match.group(2)) < 1):
@@ -260,11 +262,14 @@ def selected_posts(
 ) -> list[int]:
     """Indices of the profile posts that the condition shows to the reward model, in the order shown. A drop probe
     (``top3+drop2``: :attr:`prb_utils.probes.Probe.leaves_out`) leaves out the post its base shows at that position,
-    and no other post takes its place (a record showing fewer posts is shown as under the base).
+    and no other post takes its place (a record showing fewer posts is shown as under the base); ``reversed``
+    (:attr:`prb_utils.probes.Probe.reverse_posts`) shows the base's posts in reverse order.
 
     >>> record = {"question": "cheap pans", "profile": [{"text": t} for t in ("boots", "cheap pans", "pans", "cheap")]}
     >>> selected_posts(record, "top3"), selected_posts(record, "top3+drop2"), selected_posts(record, "full+drop4")
     ([1, 2, 3], [1, 3], [0, 1, 2])
+    >>> selected_posts(record, "top3+reversed")
+    [3, 2, 1]
     """
     cond = parse_condition(condition)
     question, posts = rm_visible_fields(record)
@@ -278,7 +283,7 @@ def selected_posts(
     position = found.leaves_out if found is not None else 0
     if 0 < position <= len(shown):
         del shown[position - 1]
-    return shown
+    return shown[::-1] if found is not None and found.reverse_posts else shown
 
 
 def rm_user_message(
@@ -287,8 +292,11 @@ def rm_user_message(
     """The user turn a reward model sees: the question, preceded by the selected posts when there are any.
 
     Each post shows as ``- [category] text``, as the benchmark's reference renders it, or ``- text`` without a
-    category (as under the ``untagged`` probe, :data:`prb_utils.probes.PROBES`). Under the oracle condition
-    ``rubric`` the rubric aspects are shown instead of posts (nothing else of the answer key).
+    category (as under the ``untagged`` probe, :data:`prb_utils.probes.PROBES`), under the line
+    :data:`PROFILE_HEADER` (none under ``headerless``), then the question after :data:`QUESTION_PREFIX`. The posts
+    come first because a message too long for a model is cut from the left: the cut removes posts (the first shown;
+    under ``reversed`` the base's last), never the question. Under the oracle condition ``rubric`` the rubric
+    aspects are shown instead of posts (nothing else of the answer key).
 
     >>> data = pd.DataFrame({"subset": "S", "id": ["a"], "question": "Q?",
     ...                      "profile": [[{"category": "cooking", "text": "Pans?"}]]})
@@ -305,7 +313,9 @@ def rm_user_message(
     if not chosen:
         return question
     lines = [f"- [{posts[i][0]}] {posts[i][1]}" if posts[i][0] else f"- {posts[i][1]}" for i in chosen]
-    return "\n".join([PROFILE_HEADER, *lines, "", f"{QUESTION_PREFIX}{question}"])
+    found = probe_registry.find_probe(parse_condition(condition).probe or "")
+    header = [] if found is not None and not found.header else [PROFILE_HEADER]
+    return "\n".join([*header, *lines, "", f"{QUESTION_PREFIX}{question}"])
 
 
 def _oracle_message(record: Mapping[str, Any]) -> str:
@@ -327,21 +337,23 @@ def user_text(message: str) -> str:
     prb's wrapper is removed: the :data:`PROFILE_HEADER` line, each post's ``"- "`` bullet and
     ``"[category] "`` tag, and the ``"Question: "`` prefix. Post categories are left out on purpose: they
     are StackExchange community names the site assigns (cooking, travel, law), not words the user wrote.
-    A message without the header is the bare question and comes back unchanged. (Should a post or the
-    question itself contain a line starting with ``"- [x] "`` or the text ``"\\n\\nQuestion: "``, that wrapper-shaped
-    piece is dropped too; the rest of its words stay.)
+    A message without the header that does not start with a post's bullet (``headerless``) is the bare question
+    and comes back unchanged. (Should a post or the question itself contain a line starting with ``"- [x] "`` or
+    the text ``"\\n\\nQuestion: "``, that wrapper-shaped piece is dropped too; the rest of its words stay.)
 
     >>> record = {"question": "Best pan for eggs?", "profile": [{"category": "cooking", "text": "Cheap pans?"}]}
     >>> print(user_text(rm_user_message(record, "full")))
     Cheap pans?
     Best pan for eggs?
+    >>> user_text(rm_user_message(record, "full+headerless")) == user_text(rm_user_message(record, "full"))
+    True
     >>> user_text("Best pan for eggs?")
     'Best pan for eggs?'
     """
     header = next((h for h in (PROFILE_HEADER, ORACLE_HEADER) if message.startswith(h + "\n")), None)
-    if header is None:
+    if header is None and not message.startswith("- "):
         return message
-    posts, sep, question = message[len(header) + 1:].rpartition("\n\n" + QUESTION_PREFIX)
+    posts, sep, question = message[len(header) + 1 if header else 0:].rpartition("\n\n" + QUESTION_PREFIX)
     if not sep:
         return message
     return "\n".join([_POST_BULLET.sub("", posts), question])

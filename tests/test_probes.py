@@ -68,7 +68,7 @@ def test_every_probe_transforms_only_what_it_says():
     assert untagged["profile"].tolist() == [[{"category": "", "text": "a"}, {"text": "b"}]] * len(data)
     assert tagged["profile"].tolist()[0][0]["category"] == "c"   # the transform copies, the records stay tagged
     assert set(default_probes()) == {"swap", "shuffle", "distract", "untagged", "label-swap", "retest"}
-    assert set(PROBES) - set(default_probes()) == {"parrot", "parrot-control",   # opt-in; drops: --probe attribution
+    assert set(PROBES) - set(default_probes()) == {"parrot", "parrot-control", "headerless", "reversed",   # opt-in
                                                    *(f"drop{i}" for i in range(1, DROP_MAX + 1))}
 
 
@@ -540,12 +540,14 @@ def test_the_data_formats_page_shows_the_user_turn_the_code_renders_with_and_wit
 
     page = (Path(__file__).parents[1] / "docs" / "reference" / "data-formats.md").read_text(encoding="utf-8")
     blocks = dict(re.findall(r"<!-- rendered: (\S+) -->\n```\w+\n(.*?)\n```", page, flags=re.DOTALL))
-    assert set(blocks) == {"record", "full", "full+untagged"}
+    assert set(blocks) == {"record", "full", "full+untagged", "full+headerless", "full+reversed"}
     record = json.loads(blocks["record"])
     assert blocks["full"] == rm_user_message(record, "full")
     untagged = condition_records(pd.DataFrame([{**record, "subset": "S"}]), "full+untagged")[0]
     assert blocks["full+untagged"] == rm_user_message(untagged, "full+untagged")
     assert "- [photo] " in blocks["full"] and "[" not in blocks["full+untagged"]
+    for condition in ("full+headerless", "full+reversed"):
+        assert blocks[condition] == rm_user_message(record, condition) != blocks["full"]
 
 
 # ------------------------------------------------------------------ backend retests (retest-DTYPE/-ATTENTION/-ENGINE)
@@ -646,3 +648,78 @@ def test_the_backend_names_a_retest_takes_are_the_ones_the_models_load_with():
 
     assert set(BACKEND_OPTIONS["dtype"]) == set(DTYPES.values())
     assert BACKEND_OPTIONS["engine"] == tuple(ENGINES)
+
+
+# ------------------------------------------------------------------ rendering options: headerless, reversed
+
+FILLER = " ".join(f"I also wonder about topic number {i} and what people think of it in general." for i in range(40))
+WANTS = [("What should I cook for dinner tonight?", "I only ever eat vegan food.",
+          "A vegan lentil curry, fully vegan.", "A seared steak, a classic steak dinner."),
+         ("Where should we stay on our trip?", "I love sleeping in a tent under the stars.",
+          "Go camping: pitch a tent at a camping site.", "Book a hotel: a central hotel."),
+         ("How should I get to work?", "I ride my bicycle everywhere.",
+          "Try cycling: cycling is quick.", "Keep driving: driving is comfortable.")]
+
+
+def cut_records() -> list[dict]:
+    """Twins per question of :data:`WANTS`: the post that says what the user wants is shown first, then two long
+    posts both users share, too long for MiniLM's context, so the cut from the left removes the telling post."""
+    records = []
+    for q, (question, telling, one, other) in enumerate(WANTS):
+        for user, (chosen, rejected, post) in enumerate([(one, other, telling), (other, one, "I like many things.")]):
+            posts = [{"id": f"q{q}u{user}p0", "text": post},
+                     *({"id": f"q{q}u{user}p{k}", "text": f"{FILLER} ({k})"} for k in (1, 2))]
+            records.append({"id": f"q{q}-u{user}", "question": question, "chosen": chosen, "rejected": rejected,
+                            "profile": posts, "user_id": f"u{user}"})
+    return records
+
+
+def test_headerless_and_reversed_render_the_same_posts_otherwise_and_are_refused_where_they_change_nothing():
+    from prb_utils.profile import PROFILE_HEADER, parse_condition, rm_user_message, selected_posts, user_text
+
+    record = {"question": "Q?", "profile": [{"category": "c", "text": "first"}, {"text": "second"}]}
+    base, bare, turned = (rm_user_message(record, c) for c in ("full", "full+headerless", "full+reversed"))
+    assert base == f"{PROFILE_HEADER}\n- [c] first\n- second\n\nQuestion: Q?"
+    assert bare == "- [c] first\n- second\n\nQuestion: Q?"
+    assert turned == f"{PROFILE_HEADER}\n- second\n- [c] first\n\nQuestion: Q?"
+    assert user_text(bare) == user_text(base) == "first\nsecond\nQ?"   # lexical reads the same words
+    assert selected_posts(record, "top2+reversed") == [1, 0] and rm_user_message(record, "none") == "Q?"
+    data = pd.DataFrame({"subset": "S", "id": ["a", "b"], "question": "Q", "chosen": "x", "rejected": "y",
+                         "profile": [record["profile"], record["profile"][:1]]})
+    assert changed_records(data, "headerless") == {("S", "a"), ("S", "b")}
+    assert changed_records(data, "reversed") == {("S", "a")}   # one post reads the same either way
+    assert apply_probe(data, "reversed")["profile"].tolist() == data["profile"].tolist()   # the records unchanged
+    for refused, why in (("top1+reversed", "at least 2 posts are shown, but top1 shows at most 1"),
+                         ("none+headerless", "at least 1 post is shown, but none shows no post")):
+        with pytest.raises(PRBError, match=why):
+            parse_condition(refused)
+    assert parse_condition("top2+reversed").probe == "reversed"
+
+
+def test_reversed_says_which_end_of_a_cut_profile_an_rm_needed(tmp_path, capsys):
+    """Planted: each user's telling post is shown first and two long shared posts after it, so MiniLM's input is
+    cut from the left and the telling post is lost (the twins then read the same text and get one answer: one
+    right per question). Under +reversed the telling post is shown last, the cut removes a shared post instead,
+    and MiniLM reads what the user wants; the probe's check fails (the verdicts hinge on the cut)."""
+    from prb_utils.models.base import PairInput
+    from prb_utils.models.rendered import rendered_input
+    from prb_utils.profile import rm_user_message
+
+    path = tmp_path / "cut.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in cut_records()), encoding="utf-8")
+    data = load_benchmark(str(path))
+    first = data.iloc[0]
+    for condition, kept in (("full", False), ("full+reversed", True)):
+        seen = rendered_input("embedding:minilm", PairInput("a", rm_user_message(first, condition), first["chosen"],
+                                                            first["rejected"]))
+        shown = seen.texts[0]
+        assert shown.truncated and ("vegan food" in shown.text[shown.cut_at:]) is kept, condition
+    out = tmp_path / "results"
+    assert main(["score", "--data", str(path), "--model", "embedding:minilm", "--profile", "full", "--profile",
+                 "full+reversed", "--device", "cpu", "--out", str(out), "--no-progress"]) == 0
+    capsys.readouterr()
+    rows = load_results(out)
+    right = rows.assign(right=rows["outcome"] == "correct").groupby("profile")["right"].sum()
+    assert right["full"] == len(WANTS) and right["full+reversed"] > len(WANTS)
+    effect = probe_effects(rows, data).set_index("probe").loc["reversed"]
+    assert effect["inputs_changed"] == len(data) and effect["check"] == "fail"
