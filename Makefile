@@ -14,9 +14,11 @@ export TRANSFORMERS_NO_ADVISORY_WARNINGS ?= 1
 report: $(STAMP)
 	$(BIN)/prb report --data sample --out reports
 
-# the whole suite, the vLLM engine tests against a real server included (.venv-vllm is made when missing)
+# the whole suite, the vLLM engine tests against a real server included (.venv-vllm is made when missing), on
+# TEST_WORKERS processes (pytest-xdist; each test file stays on one worker, the report's tests share one)
+TEST_WORKERS ?= 2
 test: $(STAMP) $(VLLM_STAMP) chromium
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # the report tests take screenshots with a real headless Chromium (Debian's package)
 chromium:

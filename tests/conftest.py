@@ -121,9 +121,29 @@ def sample_report(tmp_path_factory) -> SampleReport:
     return SampleReport(root, root / "reports", root / "results", ppo, error)
 
 
+#: The test files whose tests take longest, run first when the suite runs on several workers (``make test``:
+#: pytest-xdist, ``--dist loadgroup``), so no long file starts last and runs alone; measured with ``--durations``.
+LONGEST_FIRST = ("sample_report", "tests/test_vllm_engine.py", "tests/test_vllm_classifier.py", "tests/test_docs.py",
+                 "tests/test_report.py", "tests/test_wheel.py", "tests/test_board.py", "tests/test_any_data.py")
+SAMPLE_REPORT_GROUP = "sample_report"
+
+
+def worker_group(item: pytest.Item) -> str:
+    """The worker group of a test under ``--dist loadgroup``: its file, so a file's module-scoped fixtures (a vLLM
+    server, a scored store) are built once; every test of the session's report in one group, so it is built once."""
+    if "sample_report" in getattr(item, "fixturenames", ()):
+        return SAMPLE_REPORT_GROUP
+    return item.nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(tryfirst=True)   # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test that needs the session's report executes notebooks: mark it ``notebooks`` and ``slow``."""
+    """A test that needs the session's report executes notebooks: mark it ``notebooks`` and ``slow``. Every test
+    gets its worker group (:func:`worker_group`), and the longest groups go first (:data:`LONGEST_FIRST`)."""
     for item in items:
         if "sample_report" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.notebooks)
             item.add_marker(pytest.mark.slow)
+        item.add_marker(pytest.mark.xdist_group(worker_group(item)))
+    rank = {group: i for i, group in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(worker_group(item), len(rank)))   # stable: the rest keep their order
