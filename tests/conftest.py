@@ -123,7 +123,7 @@ def sample_report(tmp_path_factory) -> SampleReport:
 
 #: The test files whose tests take longest, run first when the suite runs on several workers (``make test``:
 #: pytest-xdist, ``--dist loadgroup``), so no long file starts last and runs alone; measured with ``--durations``.
-LONGEST_FIRST = ("sample_report", "tests/test_vllm_engine.py", "tests/test_vllm_classifier.py", "tests/test_docs.py",
+LONGEST_FIRST = ("tests/test_vllm_engine.py", "sample_report", "tests/test_vllm_classifier.py", "tests/test_docs.py",
                  "tests/test_report.py", "tests/test_wheel.py", "tests/test_board.py", "tests/test_any_data.py")
 SAMPLE_REPORT_GROUP = "sample_report"
 

@@ -278,7 +278,8 @@ def _server_pid(port: int) -> int | None:
 def _start_prb_with_its_server(tmp_path) -> tuple[subprocess.Popen, int]:
     """``prb score --engine vllm`` without --engine-url, and the port of the server it starts."""
     run = subprocess.Popen(_prb("score", "--data", "sample", "--model", "implicit:smollm2", "--engine", "vllm",
-                                "--engine-arg", *EAGER, "--out", str(tmp_path / "store")), cwd=ROOT, stdout=subprocess.DEVNULL,
+                                *(a for arg in EAGER for a in ("--engine-arg", arg)), "--out", str(tmp_path / "store")),
+                           cwd=ROOT, stdout=subprocess.DEVNULL,
                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
     for line in run.stderr:
         if line.startswith("Starting vLLM for smollm2 on http://127.0.0.1:"):
