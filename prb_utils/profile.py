@@ -306,14 +306,15 @@ def rm_user_message(
     <BLANKLINE>
     Question: Q?
     """
-    if parse_condition(condition).oracle:
+    cond = parse_condition(condition)
+    if cond.oracle:
         return _oracle_message(record)
     question, posts = rm_visible_fields(record)
-    chosen = selected_posts(record, condition, retriever=retriever)
+    chosen = selected_posts(record, cond, retriever=retriever)
     if not chosen:
         return question
     lines = [f"- [{posts[i][0]}] {posts[i][1]}" if posts[i][0] else f"- {posts[i][1]}" for i in chosen]
-    found = probe_registry.find_probe(parse_condition(condition).probe or "")
+    found = probe_registry.PROBES.get(cond.probe) if cond.probe else None   # a backend retest keeps the header
     header = [] if found is not None and not found.header else [PROFILE_HEADER]
     return "\n".join([*header, *lines, "", f"{QUESTION_PREFIX}{question}"])
 
