@@ -18,7 +18,7 @@ report: $(STAMP)
 # TEST_WORKERS processes (pytest-xdist; each test file stays on one worker, the report's tests share one)
 TEST_WORKERS ?= 2
 test: $(STAMP) $(VLLM_STAMP) chromium
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 # the report tests take screenshots with a real headless Chromium (Debian's package)
 chromium:

@@ -147,3 +147,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         item.add_marker(pytest.mark.xdist_group(worker_group(item)))
     rank = {group: i for i, group in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(worker_group(item), len(rank)))   # stable: the rest keep their order
+
+
+@pytest.hookimpl(optionalhook=True)   # a pytest-xdist hook, run by the controller
+def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
+    """Under ``--dist loadgroup`` pytest-xdist tells the controller a test's group by a suffix of its node id
+    (``...::test@group``); with a pytest where that suffix does not stick (pytest 9.2, pytest-xdist issue #1386) it
+    spreads a file's tests over the workers and every module fixture (a vLLM server, a scored store, the report) is
+    built on each. Stop the run in one sentence rather than pay that silently."""
+    if node.config.option.dist == "loadgroup" and ids and not any("@" in nodeid for nodeid in ids):
+        pytest.exit(f"pytest-xdist cannot group the tests under --dist loadgroup with pytest {pytest.__version__} "
+                    "(pytest-xdist issue #1386): install the pytest that constraints.txt pins.", returncode=4)
