@@ -90,8 +90,8 @@ def one_round(data: str, extra: list[str]) -> dict[str, Any]:
         all_after, steal_after = cpu_times()
         if done.returncode != 0:
             sys.exit(f"prb report failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
-        bon_file = results / "bon" / "run.json"
-        bon = json.loads(bon_file.read_text()).get("timings_s", {}) if bon_file.exists() else {}
+        bon_files = [results / folder / "run.json" for folder in ("bon", "bon-report")]   # a prb bon run, or the report's own
+        bon = next((json.loads(f.read_text()).get("timings_s", {}) for f in bon_files if f.exists()), {})
         ticks = all_after - all_before
         return {"wall": wall, "cpu": cpu, "load": load, "jobs": job_seconds(results), "bon": bon,
                 "steal": 100 * (steal_after - steal_before) / ticks if ticks else 0.0}
