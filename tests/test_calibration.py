@@ -76,6 +76,23 @@ def test_spearman_matches_scipy_and_is_nan_for_a_constant_side():
     assert np.isnan(cal.spearman([1, 2, 3], [4, 4, 4])) and np.isnan(cal.spearman([1, 2], [2, 1]))
 
 
+def test_the_spearman_interval_is_the_clustered_bootstrap_of_spearman_written_out():
+    """Computed at once as row weights, it has the intervals of resampling whole units and ranking each resample
+    (ties in both columns, units of one and of several rows, resamples where a side is constant)."""
+    from prb_utils.analysis.resampling import bootstrap_ci
+
+    rng = np.random.default_rng(1)
+    for n, n_units in [(12, 4), (40, 40), (60, 9)]:
+        values = np.column_stack([rng.integers(0, 6, n), np.round(rng.normal(size=n), 1)]).astype(float)
+        units = rng.integers(0, n_units, n).astype(str)
+        for seed in (0, 3):
+            fast = cal.spearman_interval(values, units, n_boot=300, seed=seed)
+            slow = bootstrap_ci(values, lambda v: cal.spearman(v[:, 0], v[:, 1]), units=units, n_boot=300, seed=seed)
+            assert fast == pytest.approx(slow, abs=1e-12)
+    constant = np.column_stack([np.ones(6), np.arange(6.0)])
+    assert all(np.isnan(cal.spearman_interval(constant, list("aabbcc"), n_boot=50)))
+
+
 # ------------------------------------------------------------------------------------------ temperature
 def test_temperature_matches_scipy_optimize():
     margins = np.array([2.0, 0.5, -1.0, 3.0, -0.2, 1.5, 0.7, -2.5])

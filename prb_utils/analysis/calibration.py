@@ -54,7 +54,6 @@ from prb_utils.analysis.metrics import MIN_PAIRS, accuracy_table, as_list, quest
 from prb_utils.analysis.resampling import (
     LEVEL,
     SEED,
-    bootstrap_ci,
     cluster_weights,
     default_n_boot,
     percentile_interval,
@@ -196,6 +195,52 @@ def _average_ranks(values: np.ndarray) -> np.ndarray:
     ranks = np.empty(len(values))
     ranks[order] = np.repeat(average, np.diff(bounds))
     return ranks
+
+
+def _weighted_ranks(values: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Average ranks of every row in each resample given as row weights (one row of ``weights`` per resample):
+    the rank a row's value has among the resample's values, ties sharing their mean rank, as
+    :func:`_average_ranks` gives it on the resample written out; and how many distinct values each resample has."""
+    order = np.argsort(values, kind="mergesort")
+    ordered = values[order]
+    new = np.ones(len(values), dtype=bool)
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    group = np.cumsum(new) - 1   # the tie group of each sorted position
+    per_group = np.add.reduceat(weights[:, order], np.flatnonzero(new), axis=1)
+    below = np.cumsum(per_group, axis=1) - per_group
+    ranks = np.empty_like(weights)
+    ranks[:, order] = (below + (per_group + 1) / 2)[:, group]
+    return ranks, (per_group > 0).sum(axis=1)
+
+
+def _spearman_rows(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """:func:`spearman` of each resample given as row weights, all at once (NaN where it is undefined)."""
+    total = weights.sum(axis=1)
+    (rx, distinct_x), (ry, distinct_y) = _weighted_ranks(x, weights), _weighted_ranks(y, weights)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        dx = rx - ((weights * rx).sum(axis=1) / total)[:, None]
+        dy = ry - ((weights * ry).sum(axis=1) / total)[:, None]
+        rho = (weights * dx * dy).sum(axis=1) / np.sqrt((weights * dx * dx).sum(axis=1) * (weights * dy * dy).sum(axis=1))
+    rho[(total < 3) | (distinct_x < 2) | (distinct_y < 2)] = np.nan
+    return rho
+
+
+def spearman_interval(values, units, *, n_boot: int | None = None, seed: int = SEED,
+                      level: float = LEVEL) -> tuple[float, float]:
+    """Percentile bootstrap interval of :func:`spearman` of the two columns of ``values`` over resamples of whole
+    ``units``: the resamples ``bootstrap_ci(values, spearman of the columns, units=units)`` draws (the same seed,
+    the same clusters), computed at once as row weights (:func:`prb_utils.analysis.resampling.cluster_weights`).
+
+    >>> v = np.array([[1, 10], [2, 20], [3, 30], [4, 25], [5, 50], [6, 40]], dtype=float)
+    >>> low, high = spearman_interval(v, list("aabbcc"), n_boot=200)
+    >>> bool(-1 <= low <= high <= 1)
+    True
+    """
+    values = np.asarray(values, dtype=float)
+    n_units = pd.Series(list(units)).nunique()
+    stats = [_spearman_rows(values[:, 0], values[:, 1], weights)
+             for weights in cluster_weights(units, default_n_boot(n_units, n_boot), np.random.default_rng(seed))]
+    return percentile_interval(np.concatenate(stats) if stats else np.array([]), level)
 
 
 # ------------------------------------------------------------------------------------------ temperature
@@ -740,8 +785,7 @@ def length_correlations(results: pd.DataFrame, data: pd.DataFrame, *, run_metada
                         else f"n/a: too few values ({len(values)})")
                 low = high = np.nan
             else:
-                low, high = bootstrap_ci(values, lambda v: spearman(v[:, 0], v[:, 1]), units=unit, n_boot=n_boot,
-                                         seed=seed, level=level)
+                low, high = spearman_interval(values, unit, n_boot=n_boot, seed=seed, level=level)
             rows.append({**key, "statistic": name, "n": len(g), "rho": rho, "ci_low": low, "ci_high": high,
                          "note": note})
     return pd.DataFrame(rows, columns=[*by, "statistic", "n", "rho", "ci_low", "ci_high", "note"])
