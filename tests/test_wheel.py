@@ -122,7 +122,7 @@ def test_installed_prb_validates_the_sample(installed):
 
 def test_installed_prb_report_runs_every_notebook(installed):
     cwd = installed["cwd"]
-    run([str(installed["venv"] / "bin" / "prb"), "report", "--model", "length", "--profile", "none", "--bon-n", "4", "--out",
+    run([str(installed["venv"] / "bin" / "prb"), "report", "--model", "length", "--profile", "none", "--bon-n", "2", "--out",
          "rep", "--no-progress"], cwd, env=clean_env(), timeout=600)
     index = (cwd / "rep" / "index.html").read_text(encoding="utf-8")
     assert index.count(">ok<") == len(NAMES)
