@@ -552,9 +552,12 @@ class _LazyModel:
         return self.model
 
     def release(self) -> None:
+        """Drop a model this slot loaded; one with weights is collected at once (its memory is back before the next
+        model loads), a model-free one is not (a full collection costs a quarter of a second in a large heap)."""
         if self._given is None and self.model is not None:
             self.model = None
-            gc.collect()
+            if MODEL_KINDS[parse_spec(self._spec).kind].weights:
+                gc.collect()
             torch = sys.modules.get("torch")
             if torch is not None and torch.cuda.is_available():
                 torch.cuda.empty_cache()

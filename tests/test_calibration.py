@@ -17,6 +17,7 @@ from scipy.optimize import minimize_scalar
 from prb_utils.analysis import calibration as cal
 from prb_utils.analysis import plots
 from prb_utils.analysis.breakdowns import score_margins
+from prb_utils.analysis.resampling import bootstrap_ci
 from prb_utils.errors import PRBError
 from prb_utils.models import ModelOptions
 from prb_utils.profile import PROFILE_HEADER, QUESTION_PREFIX
@@ -79,8 +80,6 @@ def test_spearman_matches_scipy_and_is_nan_for_a_constant_side():
 def test_the_spearman_interval_is_the_clustered_bootstrap_of_spearman_written_out():
     """Computed at once as row weights, it has the intervals of resampling whole units and ranking each resample
     (ties in both columns, units of one and of several rows, resamples where a side is constant)."""
-    from prb_utils.analysis.resampling import bootstrap_ci
-
     rng = np.random.default_rng(1)
     for n, n_units in [(12, 4), (40, 40), (60, 9)]:
         values = np.column_stack([rng.integers(0, 6, n), np.round(rng.normal(size=n), 1)]).astype(float)
@@ -238,7 +237,7 @@ def test_calibration_intervals_refit_the_temperature_on_every_resample():
         low, high = np.quantile(drawn, [0.025, 0.975])
         assert table.loc[name, "ci_low"] == pytest.approx(low, abs=1e-6), name
         assert table.loc[name, "ci_high"] == pytest.approx(high, abs=1e-6), name
-    fixed = cal.bootstrap_ci(-np.log(probs["p_chosen"]), units=probs["question"], n_boot=200, seed=3)
+    fixed = bootstrap_ci(-np.log(probs["p_chosen"]), units=probs["question"], n_boot=200, seed=3)
     assert table.loc["log_loss", "ci_high"] - table.loc["log_loss", "ci_low"] > fixed[1] - fixed[0]
 
 
@@ -350,8 +349,8 @@ def test_a_judges_intervals_resample_the_questions_bootstrap_ci_resamples():
     rng = np.random.default_rng(1)
     p, units = rng.uniform(0.1, 0.9, 60), [f"q{i // 2}" for i in range(60)]
     found = cal.resampled_statistics(p, units, seed=5)
-    assert found["brier"] == pytest.approx(cal.bootstrap_ci((1 - p) ** 2, units=units, seed=5))
-    assert found["ece"] == pytest.approx(cal.bootstrap_ci(
+    assert found["brier"] == pytest.approx(bootstrap_ci((1 - p) ** 2, units=units, seed=5))
+    assert found["ece"] == pytest.approx(bootstrap_ci(
         p, lambda v: cal.expected_calibration_error(*cal.both_orders(v)), units=units, seed=5))
 
 
