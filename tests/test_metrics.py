@@ -134,9 +134,12 @@ def test_holm_known_example():
     assert out[0] == pytest.approx(0.2) and np.isnan(out[1])
 
 
-def test_holm_equals_statsmodels_multipletests_on_random_families():
+def test_holm_equals_statsmodels_multipletests_on_random_families(monkeypatch):
     """prb's step-down is statsmodels' Holm (ties, p-values that adjust past 1, families of one), without its
-    ``gc.collect()``."""
+    ``gc.collect()`` (switched off here too: 250 full collections of the test process's heap take minutes)."""
+    import gc
+
+    monkeypatch.setattr(gc, "collect", lambda *args: 0)
     rng = np.random.default_rng(0)
     for size in [1, 2, 3, 7, 40]:
         for _ in range(50):
