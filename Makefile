@@ -28,7 +28,7 @@ chromium:
 
 # the inner loop: everything but the slow tests (wheel build, notebook execution) and the real vLLM server tests
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow and not vllm"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not slow and not vllm"
 
 # optional: the offline Best-of-N pipeline on the sample (smollm2 policy, default zoo, proxy judge)
 bon: $(STAMP)
